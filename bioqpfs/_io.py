@@ -1,0 +1,58 @@
+"""Small I/O helpers: atomic writes and conversion of results to h5ad/R-safe types."""
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+
+import numpy as np
+
+__all__ = ["atomic_path", "to_storable"]
+
+
+@contextmanager
+def atomic_path(path):
+    """Yield a temporary path next to ``path``; move it into place only if the block succeeds."""
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=d)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def to_storable(value):
+    """Convert a value to types that survive ``write_h5ad``/``read_h5ad`` and the R bridge.
+
+    None -> "None"; numpy scalars -> Python scalars; sequences -> NumPy arrays (str arrays when not
+    all numeric/bool); dicts recursively (keys as str).  Anything else -> its ``str``.
+    """
+    if value is None:
+        return "None"
+    if isinstance(value, dict):
+        return {str(k): to_storable(v) for k, v in value.items()}
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
+        if arr.dtype != object and arr.dtype.kind in "biuf":
+            return np.asarray(arr)
+        items = list(np.ravel(arr))
+        if items and all(isinstance(v, (bool, np.bool_)) for v in items):
+            return np.asarray(items, dtype=bool)
+        if items and all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+                         for v in items):
+            return np.asarray(items, dtype=np.float64 if any(isinstance(v, (float, np.floating)) for v in items) else np.int64)
+        return np.asarray(["None" if v is None else str(v) for v in items], dtype=str)
+    return str(value)

@@ -1,0 +1,257 @@
+"""Discretisation of expression matrices into small integer codes (samples x genes, ``uint8``).
+
+Every function returns ``codes`` with values ``0..k_g-1`` for gene ``g`` (empty bins removed,
+so ``k_g`` is the number of distinct levels actually used) -- the form the counting kernels in
+:mod:`bioqpfs._kernels.information` expect.  Dense and sparse inputs give identical codes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+__all__ = ["compact_codes", "mean_sd_codes", "quantile_codes", "mdl_codes", "MAX_LEVELS"]
+
+MAX_LEVELS = 255  # codes are uint8
+
+
+def _dense_columns(X, start, stop):
+    """Columns ``start:stop`` of X as a dense float64 array (blocks keep memory bounded)."""
+    block = X[:, start:stop]
+    if sp.issparse(block):
+        block = block.toarray()
+    return np.asarray(block, dtype=np.float64)
+
+
+def _column_blocks(X, max_bytes=64 * 2**20):
+    n, m = X.shape
+    step = max(1, min(m, max_bytes // max(1, 8 * n)))
+    for start in range(0, m, step):
+        yield start, min(m, start + step)
+
+
+def compact_codes(X, *, feature_names=None):
+    """Map the integer values of each gene to consecutive codes ``0..k-1`` (in sorted order).
+
+    Used for ``discretization=None``: the input already holds discrete levels, coded in any
+    integers (``0..k-1``, ``1..4``, ``{-2, 0, 2}``...).  Non-integer values raise ``ValueError``
+    naming the gene.
+
+    Returns
+    -------
+    codes : ndarray of uint8, shape (n_samples, n_genes)
+    n_levels : ndarray of int, shape (n_genes,)
+    """
+    n, m = X.shape
+    codes = np.empty((n, m), dtype=np.uint8)
+    n_levels = np.empty(m, dtype=np.int64)
+    for start, stop in _column_blocks(X):
+        block = _dense_columns(X, start, stop)
+        bad = np.flatnonzero((block != np.round(block)).any(axis=0))
+        if bad.size:
+            from .._validation import describe_indices
+
+            names = None if feature_names is None else np.asarray(feature_names)[start:]
+            raise ValueError(
+                f"discretization=None needs integer-coded data, but gene(s) {describe_indices(bad, names)} "
+                "hold non-integer values; pass discretization='mean_sd' (or 'quantile'/'mdl') to discretise them"
+            )
+        lo = block.min(axis=0)
+        span = block.max(axis=0) - lo
+        if span.size and span.max() < 4096:
+            # presence table of each offset value per gene -> rank of each value among the present ones
+            offs = (block - lo).astype(np.int64)
+            present = np.zeros((int(span.max()) + 1, stop - start), dtype=bool)
+            present[offs, np.arange(stop - start)[None, :]] = True
+            rank = np.cumsum(present, axis=0) - 1
+            out = rank[offs, np.arange(stop - start)[None, :]]
+            levels = present.sum(axis=0)
+        else:
+            out = np.empty(block.shape, dtype=np.int64)
+            levels = np.empty(stop - start, dtype=np.int64)
+            for j in range(stop - start):
+                u, inv = np.unique(block[:, j], return_inverse=True)
+                out[:, j] = inv
+                levels[j] = u.size
+        if levels.max() > MAX_LEVELS:
+            j = int(np.argmax(levels))
+            raise ValueError(
+                f"gene {feature_names[start + j] if feature_names is not None else start + j} has {levels[j]} distinct "
+                f"levels; discretization=None supports at most {MAX_LEVELS} -- discretise continuous data instead"
+            )
+        codes[:, start:stop] = out
+        n_levels[start:stop] = levels
+    return codes, n_levels
+
+
+def _column_mean_sd(X):
+    """Per-gene mean and sample standard deviation (ddof=1, as R's ``sd``), float64."""
+    n = X.shape[0]
+    if sp.issparse(X):
+        Xc = X.tocsc().astype(np.float64)
+        mean = np.asarray(Xc.sum(axis=0)).ravel() / n
+        sq = np.asarray(Xc.multiply(Xc).sum(axis=0)).ravel()
+        var = (sq - n * mean**2) / (n - 1)
+        # recompute with the two-pass formula for accuracy (sparse: zeros contribute mean^2 each)
+        nnz = np.diff(Xc.indptr)
+        dev = Xc.data - np.repeat(mean, nnz)
+        ss = np.bincount(np.repeat(np.arange(X.shape[1]), nnz), weights=dev**2, minlength=X.shape[1])
+        ss += (n - nnz) * mean**2
+        var = ss / (n - 1)
+    else:
+        Xd = np.asarray(X, dtype=np.float64)
+        mean = Xd.mean(axis=0)
+        var = Xd.var(axis=0, ddof=1)
+    return mean, np.sqrt(np.maximum(var, 0.0))
+
+
+def _codes_from_edges(X, edges):
+    """codes[s, g] = number of edges[:, g] strictly below X[s, g] (bins are right-closed)."""
+    n, m = X.shape
+    codes = np.empty((n, m), dtype=np.uint8)
+    for start, stop in _column_blocks(X):
+        block = _dense_columns(X, start, stop)
+        c = np.zeros(block.shape, dtype=np.uint8)
+        for e in edges[:, start:stop]:
+            c += block > e
+        codes[:, start:stop] = c
+    return codes
+
+
+def _compact_inplace(codes, n_bins):
+    """Remove empty bins so every gene uses codes 0..k-1; returns n_levels."""
+    n, m = codes.shape
+    present = np.zeros((n_bins, m), dtype=bool)
+    present[codes, np.arange(m)[None, :]] = True
+    rank = (np.cumsum(present, axis=0) - 1).astype(np.uint8)
+    codes[...] = rank[codes, np.arange(m)[None, :]]
+    return present.sum(axis=0).astype(np.int64)
+
+
+def mean_sd_codes(X):
+    """Three bins per gene, QPFS section 2.5: (-inf, mu-sd], (mu-sd, mu+sd], (mu+sd, inf).
+
+    ``mu`` is the gene's sample mean and ``sd`` its sample standard deviation (ddof=1).
+    A constant gene (sd = 0) falls entirely in the first bin.
+    """
+    mean, sd = _column_mean_sd(X)
+    codes = _codes_from_edges(X, np.vstack([mean - sd, mean + sd]))
+    return codes, _compact_inplace(codes, 3)
+
+
+def quantile_codes(X, n_bins):
+    """Equal-frequency bins: edges at the ``1/n_bins, ..., (n_bins-1)/n_bins`` sample quantiles.
+
+    Bins are right-closed; ties can leave a bin empty, in which case the gene gets fewer levels.
+    """
+    if not 2 <= n_bins <= MAX_LEVELS:
+        raise ValueError(f"n_bins must be between 2 and {MAX_LEVELS}, got {n_bins}")
+    q = np.arange(1, n_bins) / n_bins
+    m = X.shape[1]
+    edges = np.empty((n_bins - 1, m))
+    for start, stop in _column_blocks(X):
+        edges[:, start:stop] = np.quantile(_dense_columns(X, start, stop), q, axis=0)
+    codes = _codes_from_edges(X, edges)
+    return codes, _compact_inplace(codes, n_bins)
+
+
+@njit(cache=True)
+def _entropy_bits(counts, total):
+    h = 0.0
+    for c in counts:
+        if c > 0:
+            p = c / total
+            h -= p * np.log2(p)
+    return h
+
+
+@njit(cache=True)
+def _mdl_cuts_sorted(v, y, n_classes):
+    """Fayyad & Irani (1993) recursive minimum-description-length cut points of sorted values ``v``.
+
+    A cut T of segment S (n samples, k classes present, class entropy Ent(S)) into S1, S2 is
+    accepted when  Gain > log2(n-1)/n + Delta/n,  Delta = log2(3^k - 2) - [k Ent(S) - k1 Ent(S1) - k2 Ent(S2)],
+    with Gain = Ent(S) - |S1|/n Ent(S1) - |S2|/n Ent(S2); T minimises the weighted entropy among cuts
+    between distinct values.  Returns the accepted cut values (midpoints), unsorted.
+    """
+    n = v.shape[0]
+    cum = np.zeros((n + 1, n_classes), dtype=np.float64)
+    for t in range(n):
+        cum[t + 1] = cum[t]
+        cum[t + 1, y[t]] += 1.0
+    cuts = np.empty(n, dtype=np.float64)
+    n_cuts = 0
+    stack = np.empty((2 * n + 2, 2), dtype=np.int64)
+    top = 0
+    stack[0, 0] = 0
+    stack[0, 1] = n
+    top = 1
+    while top > 0:
+        top -= 1
+        s = stack[top, 0]
+        e = stack[top, 1]
+        size = e - s
+        if size < 2:
+            continue
+        tot = cum[e] - cum[s]
+        ent = _entropy_bits(tot, size)
+        best = -1
+        best_w = np.inf
+        for t in range(s + 1, e):  # cut between t-1 and t
+            if v[t] == v[t - 1]:
+                continue
+            left = cum[t] - cum[s]
+            right = tot - left
+            w = ((t - s) * _entropy_bits(left, t - s) + (e - t) * _entropy_bits(right, e - t)) / size
+            if w < best_w - 1e-12:
+                best_w = w
+                best = t
+        if best < 0:
+            continue
+        left = cum[best] - cum[s]
+        right = tot - left
+        e1 = _entropy_bits(left, best - s)
+        e2 = _entropy_bits(right, e - best)
+        k = 0
+        k1 = 0
+        k2 = 0
+        for c in range(n_classes):
+            k += tot[c] > 0
+            k1 += left[c] > 0
+            k2 += right[c] > 0
+        gain = ent - best_w
+        delta = np.log2(3.0**k - 2.0) - (k * ent - k1 * e1 - k2 * e2)
+        if gain > (np.log2(size - 1.0) + delta) / size:
+            cuts[n_cuts] = 0.5 * (v[best - 1] + v[best])
+            n_cuts += 1
+            stack[top, 0] = s
+            stack[top, 1] = best
+            stack[top + 1, 0] = best
+            stack[top + 1, 1] = e
+            top += 2
+    return cuts[:n_cuts]
+
+
+def mdl_codes(X, y):
+    """Supervised Fayyad--Irani MDL discretisation of every gene against class codes ``y``.
+
+    A gene with no accepted cut gets a single level (it carries no class information
+    at this sample size).
+    """
+    n, m = X.shape
+    y = np.asarray(y, dtype=np.int64)
+    n_classes = int(y.max()) + 1
+    codes = np.empty((n, m), dtype=np.uint8)
+    n_levels = np.empty(m, dtype=np.int64)
+    for start, stop in _column_blocks(X):
+        block = _dense_columns(X, start, stop)
+        order = np.argsort(block, axis=0, kind="stable")
+        for j in range(stop - start):
+            col = block[:, j]
+            o = order[:, j]
+            cuts = np.sort(_mdl_cuts_sorted(col[o], y[o], n_classes))
+            if cuts.size >= MAX_LEVELS:
+                raise ValueError(f"MDL produced {cuts.size + 1} bins for gene {start + j}; at most {MAX_LEVELS} are supported")
+            codes[:, start + j] = np.searchsorted(cuts, col, side="left")
+            n_levels[start + j] = cuts.size + 1
+    return codes, n_levels

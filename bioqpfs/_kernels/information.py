@@ -1,0 +1,344 @@
+"""Entropies, mutual information and conditional MI matrices from integer codes, by blocked GEMM.
+
+Counting is a matrix product.  For a block of genes I with one-hot indicator matrix
+``O_I`` (samples x genes*bins, float32) the joint counts of every pair of genes are
+``O_I.T @ O_J``: exact in float32 while the number of samples is below 2**24.  Only the first
+``k-1`` bins of each gene are materialised; the counts involving the last bin follow from the
+marginals (``n_{a,last} = n_a - sum_b n_ab``...), which cuts the GEMM work by ``(k-1)^2/k^2``
+(4/9 for 3 bins).  A fused numba pass then turns each block of counts into entries of the
+output with a ``n log n`` lookup table, writing both triangles of symmetric outputs so only
+block pairs ``J >= I`` are computed.
+
+With ``phi(n) = n ln n`` and ``T_ij = sum_ab phi(n_ab)``, ``P_i = sum_a phi(n_a)``:
+
+* ``H(X_i) = ln N - P_i / N`` and ``H(X_i, X_j) = ln N - T_ij / N``;
+* ``I(X_i; X_j) = H(X_i) + H(X_j) - H(X_i, X_j) = ln N + (T_ij - P_i - P_j) / N``;
+* with class-wise counts ``n_abc`` and ``Tc_ij = sum_abc phi(n_abc)``:
+  ``H(C | X_i, X_j) = (T_ij - Tc_ij) / N``, so ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
+  (SPEC_CMI paper eq. 15), and ``I(X_i; X_j | C) = H(X_i|C) + H(X_j|C) + H(C) - ln N + Tc_ij / N``.
+
+Counts are sufficient statistics: they add over chunks of samples, and every function here
+accumulates them chunk by chunk, so the same code runs on sample-chunked (e.g. Dask) data.
+Results are in nats inside the kernel and divided by ``ln(base)`` on output.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies"]
+
+_GEMM_BUDGET = 48 * 2**20  # bytes for one block of float32 counts (per class)
+_ONEHOT_BUDGET = 64 * 2**20  # bytes for one-hot chunks
+
+
+class CodeTable:
+    """Integer codes (samples x genes) prepared for counting.
+
+    Parameters
+    ----------
+    codes : ndarray of uint8, shape (n_samples, n_genes), values ``0..n_levels[g]-1``.
+    groups : ndarray of int, optional
+        Class codes ``0..C-1`` per sample; when given, counts are also kept per class.
+    """
+
+    def __init__(self, codes, n_levels=None, groups=None):
+        codes = np.asarray(codes)
+        if n_levels is None:
+            n_levels = codes.max(axis=0).astype(np.int64) + 1 if codes.size else np.ones(codes.shape[1], np.int64)
+        self.n_samples, self.n_genes = codes.shape
+        self.n_bins = max(2, int(np.max(n_levels)))  # global bin count k
+        self.nb = self.n_bins - 1  # materialised bins per gene
+        if groups is None:
+            self.order = None
+            self.class_bounds = np.array([0, self.n_samples])
+            self.codes = codes
+        else:
+            groups = np.asarray(groups)
+            self.order = np.argsort(groups, kind="stable")
+            sizes = np.bincount(groups)
+            self.class_bounds = np.concatenate([[0], np.cumsum(sizes)])
+            self.codes = codes[self.order]
+        self.n_classes = self.class_bounds.size - 1
+        self.class_sizes = np.diff(self.class_bounds).astype(np.float64)
+        self.phi = _phi_table(self.n_samples)
+        # per-class marginal counts of every materialised bin: (C, genes, nb)
+        self.marginals = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
+        for c in range(self.n_classes):
+            block = self.codes[self.class_bounds[c] : self.class_bounds[c + 1]]
+            for a in range(self.nb):
+                self.marginals[c, :, a] = (block == a).sum(axis=0)
+
+    def onehot(self, genes, rows):
+        """float32 indicators (len(rows) x len(genes)*nb), column ``g*nb + a`` = [code == a]."""
+        sub = self.codes[rows, genes] if isinstance(genes, slice) else self.codes[rows][:, genes]
+        oh = sub[:, :, None] == np.arange(self.nb, dtype=sub.dtype)
+        return oh.reshape(sub.shape[0], -1).astype(np.float32)
+
+    def phi_marginal(self):
+        """P_g = sum_a phi(n_a) over all bins of gene g (pooled over classes), and the same per class."""
+        tot = self.marginals.sum(axis=0)
+        last = self.n_samples - tot.sum(axis=1)
+        pooled = self.phi[tot.astype(np.int64)].sum(axis=1) + self.phi[last.astype(np.int64)]
+        per_class = self.phi[self.marginals.astype(np.int64)].sum(axis=2)
+        per_class += self.phi[(self.class_sizes[:, None] - self.marginals.sum(axis=2)).astype(np.int64)]
+        return pooled, per_class.sum(axis=0)
+
+
+def _phi_table(n):
+    k = np.arange(n + 1, dtype=np.float64)
+    out = np.zeros(n + 1)
+    out[1:] = k[1:] * np.log(k[1:])
+    return out
+
+
+def entropies(table: CodeTable):
+    """H(X_g) in nats for every gene."""
+    pooled, _ = table.phi_marginal()
+    n = table.n_samples
+    return np.log(n) - pooled / n
+
+
+def class_conditional_entropies(table: CodeTable):
+    """(H(X_g | C), H(C | X_g), H(C)) in nats, from the per-class marginals."""
+    n = table.n_samples
+    pooled, per_class = table.phi_marginal()
+    h_x = np.log(n) - pooled / n
+    p_c = table.class_sizes / n
+    h_c = -np.sum(p_c[p_c > 0] * np.log(p_c[p_c > 0]))
+    h_xc = np.log(n) - per_class / n  # H(X, C)
+    return h_xc - h_c, h_xc - h_x, h_c
+
+
+@njit(parallel=True, cache=True)
+def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, r_lo, c_lo, s_t, s_tc,
+                 out_up, out_lo, write_lo, diag_block):
+    """Turn class-wise count blocks into output entries.
+
+    G : (C, bI*nbI, bJ*nbJ) float32 counts of the materialised bins.
+    value(i, j) = r_up[i] + c_up[j] + s_t*T_ij + s_tc*Tc_ij  -> out_up[i, j]
+    value(j, i) = r_lo[j] + c_lo[i] + s_t*T_ij + s_tc*Tc_ij  -> out_lo[j, i] (when write_lo)
+    In a diagonal block (I == J) only j >= i is evaluated and mirrored.
+    """
+    C = G.shape[0]
+    bI = margI.shape[1]
+    bJ = margJ.shape[1]
+    for i in prange(bI):
+        rs = np.empty((C, nbI))
+        cs = np.empty((C, nbJ))
+        tot = np.empty((nbI + 1, nbJ + 1))
+        j0 = i if diag_block else 0
+        for j in range(j0, bJ):
+            T = 0.0
+            Tc = 0.0
+            for u in range(nbI + 1):
+                for v in range(nbJ + 1):
+                    tot[u, v] = 0.0
+            for c in range(C):
+                for a in range(nbI):
+                    rs[c, a] = 0.0
+                for b in range(nbJ):
+                    cs[c, b] = 0.0
+                corner = sizes[c]
+                for a in range(nbI):
+                    row = i * nbI + a
+                    for b in range(nbJ):
+                        g = G[c, row, j * nbJ + b]
+                        rs[c, a] += g
+                        cs[c, b] += g
+                        tot[a, b] += g
+                        if need_tc:
+                            Tc += phi[np.int64(g)]
+                for a in range(nbI):
+                    d = margI[c, i, a] - rs[c, a]  # n_{a, last}
+                    tot[a, nbJ] += d
+                    corner -= margI[c, i, a]
+                    if need_tc:
+                        Tc += phi[np.int64(d)]
+                for b in range(nbJ):
+                    d = margJ[c, j, b] - cs[c, b]  # n_{last, b}
+                    tot[nbI, b] += d
+                    corner -= margJ[c, j, b]
+                    if need_tc:
+                        Tc += phi[np.int64(d)]
+                for a in range(nbI):
+                    corner += rs[c, a]
+                tot[nbI, nbJ] += corner
+                if need_tc:
+                    Tc += phi[np.int64(corner)]
+            for u in range(nbI + 1):
+                for v in range(nbJ + 1):
+                    T += phi[np.int64(tot[u, v] + 0.5)]
+            base = s_t * T + s_tc * Tc
+            out_up[i, j] = r_up[i] + c_up[j] + base
+            if write_lo:
+                out_lo[j, i] = r_lo[j] + c_lo[i] + base
+            if diag_block and j > i:
+                out_up[j, i] = r_up[j] + c_up[i] + base
+
+
+@njit(parallel=True, cache=True)
+def _fused_block_3bins(G, margI, margJ, sizes, phi, need_tc, r_up, c_up, r_lo, c_lo, s_t, s_tc,
+                       out_up, out_lo, write_lo, diag_block):
+    """:func:`_fused_block` unrolled for 3 bins per gene (2 materialised), the default discretisation."""
+    C = G.shape[0]
+    bI = margI.shape[1]
+    bJ = margJ.shape[1]
+    for i in prange(bI):
+        j0 = i if diag_block else 0
+        for j in range(j0, bJ):
+            t00 = 0.0; t01 = 0.0; t02 = 0.0; t10 = 0.0; t11 = 0.0; t12 = 0.0; t20 = 0.0; t21 = 0.0; t22 = 0.0
+            Tc = 0.0
+            for c in range(C):
+                g00 = G[c, 2 * i, 2 * j]
+                g01 = G[c, 2 * i, 2 * j + 1]
+                g10 = G[c, 2 * i + 1, 2 * j]
+                g11 = G[c, 2 * i + 1, 2 * j + 1]
+                a0 = margI[c, i, 0]
+                a1 = margI[c, i, 1]
+                b0 = margJ[c, j, 0]
+                b1 = margJ[c, j, 1]
+                n02 = a0 - g00 - g01
+                n12 = a1 - g10 - g11
+                n20 = b0 - g00 - g10
+                n21 = b1 - g01 - g11
+                n22 = sizes[c] - a0 - a1 - b0 - b1 + g00 + g01 + g10 + g11
+                if need_tc:
+                    Tc += (phi[np.int64(g00)] + phi[np.int64(g01)] + phi[np.int64(g10)] + phi[np.int64(g11)]
+                           + phi[np.int64(n02)] + phi[np.int64(n12)] + phi[np.int64(n20)] + phi[np.int64(n21)]
+                           + phi[np.int64(n22)])
+                t00 += g00; t01 += g01; t10 += g10; t11 += g11
+                t02 += n02; t12 += n12; t20 += n20; t21 += n21; t22 += n22
+            T = (phi[np.int64(t00)] + phi[np.int64(t01)] + phi[np.int64(t10)] + phi[np.int64(t11)]
+                 + phi[np.int64(t02)] + phi[np.int64(t12)] + phi[np.int64(t20)] + phi[np.int64(t21)]
+                 + phi[np.int64(t22)])
+            base = s_t * T + s_tc * Tc
+            out_up[i, j] = r_up[i] + c_up[j] + base
+            if write_lo:
+                out_lo[j, i] = r_lo[j] + c_lo[i] + base
+            if diag_block and j > i:
+                out_up[j, i] = r_up[j] + c_up[i] + base
+
+
+def _block_size(table_rows: CodeTable, table_cols: CodeTable, n_classes):
+    per = 4 * n_classes * table_rows.nb * table_cols.nb
+    b = int(np.sqrt(_GEMM_BUDGET / per))
+    return max(16, min(b, 4096))
+
+
+def _counts(table_rows: CodeTable, genes_I, table_cols: CodeTable, genes_J, C, buf=None):
+    """Class-wise joint counts (C, |I|*nbI, |J|*nbJ), accumulated over sample chunks.
+
+    ``buf`` is reused between calls (a fresh 50 MB array per block costs page faults).
+    """
+    bI = genes_I.stop - genes_I.start if isinstance(genes_I, slice) else len(genes_I)
+    bJ = genes_J.stop - genes_J.start if isinstance(genes_J, slice) else len(genes_J)
+    shape = (C, bI * table_rows.nb, bJ * table_cols.nb)
+    size = int(np.prod(shape))
+    G = (np.empty(size, np.float32) if buf is None or buf.size < size else buf[:size]).reshape(shape)
+    chunk = max(1, _ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
+    bounds = table_rows.class_bounds
+    same_block = table_cols is table_rows and isinstance(genes_I, slice) and genes_I == genes_J
+    for c in range(C):
+        first = True
+        for s in range(bounds[c], bounds[c + 1], chunk):
+            rows = slice(s, min(bounds[c + 1], s + chunk))
+            A = table_rows.onehot(genes_I, rows)
+            B = A if same_block else table_cols.onehot(genes_J, rows)
+            if first:
+                np.matmul(A.T, B, out=G[c])
+                first = False
+            else:
+                G[c] += A.T @ B
+        if first:  # empty class
+            G[c] = 0.0
+    return G
+
+
+def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, kind, *, rows=None,
+                         base=2.0, dtype=np.float64, out=None):
+    """Gene x gene (or gene x column) information matrix.
+
+    Parameters
+    ----------
+    table_rows : CodeTable
+        Genes whose rows are computed (with ``groups`` set for the class-conditional kinds).
+    table_cols : CodeTable or None
+        Column variables; ``None`` means the same genes (symmetric work sharing).
+    kind : {"mi", "cmi", "mi_given_class"}
+        ``"mi"``: I(X_i; X_j) (diagonal H(X_i));
+        ``"cmi"``: C[i, j] = I(X_i; C | X_j), diagonal I(X_i; C);
+        ``"mi_given_class"``: I(X_i; X_j | C), diagonal H(X_i | C).
+    rows : array of int, optional
+        Compute only these rows (all columns): the ``[A B]`` block Nystrom needs.
+    """
+    same = table_cols is None
+    tc = table_rows if same else table_cols
+    n = table_rows.n_samples
+    m_cols = tc.n_genes
+    row_idx = np.arange(table_rows.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
+    r = row_idx.size
+    if out is None:
+        out = np.empty((r, m_cols), dtype=dtype)
+    conditional = kind in ("cmi", "mi_given_class")
+    C = table_rows.n_classes if conditional else 1
+    if conditional and table_rows.n_classes < 2:
+        raise ValueError("class-conditional information needs class labels with at least 2 classes")
+    ln_b = np.log(base)
+
+    pooled, per_class = table_rows.phi_marginal()
+    if kind == "mi":
+        # I = ln N + (T - P_i - P_j)/N
+        rterm = (0.5 * np.log(n) - pooled / n) / ln_b
+        cterm = rterm if same else (0.5 * np.log(n) - tc.phi_marginal()[0] / n) / ln_b
+        r_up_all, c_up_all, r_lo_all, c_lo_all = rterm, cterm, cterm, rterm
+        s_t, s_tc = 1.0 / (n * ln_b), 0.0
+    elif kind == "cmi":
+        _, h_c_given_x, _ = class_conditional_entropies(table_rows)
+        zero = np.zeros(table_rows.n_genes)
+        hc = h_c_given_x / ln_b
+        r_up_all, c_up_all, r_lo_all, c_lo_all = zero, hc, zero, hc
+        s_t, s_tc = -1.0 / (n * ln_b), 1.0 / (n * ln_b)
+    elif kind == "mi_given_class":
+        h_x_given_c, _, h_c = class_conditional_entropies(table_rows)
+        rterm = (h_x_given_c + 0.5 * (h_c - np.log(n))) / ln_b
+        r_up_all, c_up_all, r_lo_all, c_lo_all = rterm, rterm, rterm, rterm
+        s_t, s_tc = 0.0, 1.0 / (n * ln_b)
+    else:
+        raise ValueError(f"unknown kind {kind!r}")
+    if conditional and not same:
+        raise ValueError("class-conditional kinds are gene x gene only")
+
+    bs = _block_size(table_rows, tc, C)
+    sizes = table_rows.class_sizes if conditional else np.array([float(n)])
+    margR = table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None]
+    margC = tc.marginals if conditional else tc.marginals.sum(axis=0)[None]
+    symmetric_blocks = same and rows is None
+    dummy = np.empty((1, 1), dtype=out.dtype)
+    buf = None
+    dummy_vec = np.zeros(1)
+    for i0 in range(0, r, bs):
+        Ipos = slice(i0, min(r, i0 + bs))
+        I = row_idx[Ipos]
+        I_arg = slice(int(I[0]), int(I[-1]) + 1) if (I.size and np.all(np.diff(I) == 1)) else I
+        j_start = i0 if symmetric_blocks else 0
+        for j0 in range(j_start, m_cols, bs):
+            J = slice(j0, min(m_cols, j0 + bs))
+            G = _counts(table_rows, I_arg, tc, J, C, buf)
+            buf = G.ravel() if buf is None or G.size > buf.size else buf
+            diag = symmetric_blocks and j0 == i0
+            write_lo = symmetric_blocks and not diag
+            Jr = np.arange(J.start, J.stop)
+            args = (r_up_all[I], c_up_all[J], r_lo_all[Jr] if same else dummy_vec, c_lo_all[I], s_t, s_tc,
+                    out[Ipos, J], out[J, Ipos] if write_lo else dummy, write_lo, diag)
+            mI, mJ = np.ascontiguousarray(margR[:, I]), np.ascontiguousarray(margC[:, J])
+            if table_rows.nb == 2 and tc.nb == 2:
+                _fused_block_3bins(G, mI, mJ, sizes, table_rows.phi, conditional, *args)
+            else:
+                _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args)
+    if same:
+        diag_rows = np.arange(r)
+        if kind == "cmi":
+            _, hcx, hc_ = class_conditional_entropies(table_rows)
+            out[diag_rows, row_idx] = (hc_ - hcx[row_idx]) / ln_b  # I(X_i; C)
+    return out

@@ -1,0 +1,61 @@
+"""The one table of selection methods by name: every face (tl, sklearn, CLI, R) dispatches here."""
+from __future__ import annotations
+
+import importlib
+import inspect
+
+from ._selection import Selection
+
+__all__ = ["select", "methods", "register", "method_function"]
+
+# name -> (module, function, one-line description)
+_METHODS: dict[str, tuple[str, str, str]] = {}
+
+
+def register(name, module, function, description):
+    """Add a method; ``module:function`` is imported lazily on first use."""
+    _METHODS[name] = (module, function, description)
+
+
+register("qpfs", "bioqpfs.selectors.qpfs", "qpfs", "Quadratic Programming Feature Selection, exact (Rodriguez-Lujan et al. 2010)")
+
+
+def methods() -> dict[str, str]:
+    """Registered method names with a one-line description."""
+    return {k: v[2] for k, v in sorted(_METHODS.items())}
+
+
+def method_function(method):
+    if not isinstance(method, str) or method not in _METHODS:
+        raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(_METHODS))}")
+    module, func, _ = _METHODS[method]
+    return getattr(importlib.import_module(module), func)
+
+
+def select(X, y, *, method="qpfs", n_genes=None, random_state=None, feature_names=None, **params) -> Selection:
+    """Select genes with the named method.
+
+    Parameters
+    ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+    y : array-like, shape (n_samples,)
+        Class labels.
+    method : str
+        A name from :func:`bioqpfs.methods`.
+    n_genes : int, optional
+        Panel size.
+    random_state : int or numpy Generator, optional
+        Seed for every random choice the method makes.
+    **params
+        Method parameters (see the method's function, e.g. :func:`bioqpfs.qpfs`).  Unknown
+        parameters are an error naming the ones the method accepts.
+    """
+    func = method_function(method)
+    accepted = set(inspect.signature(func).parameters) - {"X", "y"}
+    unknown = set(params) - accepted
+    if unknown:
+        raise TypeError(
+            f"method {method!r} does not take parameter(s) {', '.join(sorted(unknown))}; "
+            f"it accepts: {', '.join(sorted(accepted - {'n_genes', 'random_state', 'feature_names'}))}"
+        )
+    return func(X, y, n_genes=n_genes, random_state=random_state, feature_names=feature_names, **params)

@@ -1,0 +1,106 @@
+"""The result every selector returns, and the deterministic ranking rule they share."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Selection", "rank_by_weight"]
+
+
+def rank_by_weight(weights, relevance=None, *, candidates=None):
+    """Gene indices ordered by decreasing weight, ties by decreasing relevance, then by index.
+
+    This is step 8 of QPFS section 2.3 ("in case of equal coefficients, rank them by decreasing
+    relevance F"), made fully deterministic by a final tie-break on the input order.
+    ``candidates`` restricts the ranking to those indices (e.g. cluster representatives).
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    idx = np.arange(w.size) if candidates is None else np.asarray(candidates, dtype=np.int64)
+    f = np.zeros(w.size) if relevance is None else np.asarray(relevance, dtype=np.float64)
+    order = np.lexsort((idx, -f[idx], -w[idx]))
+    return idx[order]
+
+
+@dataclass
+class Selection:
+    """Outcome of a gene selection.
+
+    Attributes
+    ----------
+    method : str
+        Registry name of the selector (e.g. ``"qpfs"``).
+    weights : ndarray, shape (n_genes_total,)
+        One weight per input gene (input order); 0 for genes the method gave no weight.
+    ranking : ndarray of int
+        Ranked gene indices, best first.  Usually every gene; methods that rank only some genes
+        (cluster representatives, greedy selectors stopped early) return fewer.
+    n_genes : int or None
+        Panel size asked for; ``selected`` is ``ranking[:n_genes]``.
+    params : dict
+        Parameters actually used (defaults resolved, e.g. the alpha estimate).
+    diagnostics : dict
+        What happened: solver convergence, PSD fixes, timings, excluded genes...
+    relevance : ndarray or None
+        Class relevance F used for ranking ties, when the method has one.
+    feature_names : ndarray or None
+    """
+
+    method: str
+    weights: np.ndarray
+    ranking: np.ndarray
+    n_genes: int | None = None
+    params: dict = field(default_factory=dict)
+    diagnostics: dict = field(default_factory=dict)
+    relevance: np.ndarray | None = None
+    feature_names: np.ndarray | None = None
+    extra_columns: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.weights = np.asarray(self.weights, dtype=np.float64)
+        self.ranking = np.asarray(self.ranking, dtype=np.int64)
+
+    @property
+    def n_features(self) -> int:
+        return self.weights.size
+
+    @property
+    def selected(self) -> np.ndarray:
+        """Indices of the panel, best first (``ranking[:n_genes]``; all ranked genes if n_genes is None)."""
+        return self.ranking if self.n_genes is None else self.ranking[: self.n_genes]
+
+    @property
+    def selected_mask(self) -> np.ndarray:
+        mask = np.zeros(self.n_features, dtype=bool)
+        mask[self.selected] = True
+        return mask
+
+    @property
+    def rank(self) -> np.ndarray:
+        """1-based rank of every gene (float), NaN for genes the method did not rank."""
+        r = np.full(self.n_features, np.nan)
+        r[self.ranking] = np.arange(1, self.ranking.size + 1)
+        return r
+
+    def selected_names(self):
+        if self.feature_names is None:
+            return [str(i) for i in self.selected]
+        return [str(self.feature_names[i]) for i in self.selected]
+
+    def to_frame(self):
+        """Tidy DataFrame: gene, rank, weight, selected (+ relevance and method-specific columns), in rank order."""
+        import pandas as pd
+
+        names = self.feature_names if self.feature_names is not None else np.arange(self.n_features).astype(str)
+        df = pd.DataFrame({"gene": np.asarray(names).astype(str), "rank": self.rank, "weight": self.weights,
+                           "selected": self.selected_mask})
+        if self.relevance is not None:
+            df["relevance"] = self.relevance
+        for k, v in self.extra_columns.items():
+            df[k] = v
+        return df.sort_values(["rank"], kind="stable", na_position="last").reset_index(drop=True)
+
+    def __repr__(self):
+        top = ", ".join(self.selected_names()[:5])
+        return (f"Selection(method={self.method!r}, n_features={self.n_features}, ranked={self.ranking.size}, "
+                f"n_genes={self.n_genes}, top=[{top}{', ...' if self.selected.size > 5 else ''}])")

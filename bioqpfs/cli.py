@@ -1,0 +1,129 @@
+"""Command line: ``bioqpfs select`` / ``bioqpfs datasets``.
+
+Exit codes
+----------
+0  success
+1  the input or the selection failed (one-line message on stderr; ``--debug`` shows the traceback)
+2  command-line usage error (unknown option, missing argument)
+130  interrupted
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _parser():
+    from . import datasets
+    from ._registry import methods
+
+    p = argparse.ArgumentParser(prog="bioqpfs", description="Global gene-panel selection (QPFS and relatives).")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("select", help="select a gene panel and store it in an .h5ad (+ ranked TSV)")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("input", nargs="?", help="input .h5ad file (cells/samples x genes)")
+    src.add_argument("--dataset", choices=sorted(datasets.available()), help="use a bundled dataset instead of a file")
+    s.add_argument("--groupby", required=True, help="column of .obs holding the classes")
+    s.add_argument("--method", default="qpfs", choices=sorted(methods()), help="selection method (default: qpfs)")
+    s.add_argument("--n-genes", type=int, default=50, help="panel size (default: 50)")
+    s.add_argument("--similarity", default="mi", choices=["mi", "correlation"], help="redundancy measure (default: mi)")
+    s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "mdl", "none"],
+                   help="discretisation for MI (default: the method's, mean_sd for QPFS; 'none' = data are codes)")
+    s.add_argument("--layer", default=None, help="use this layer instead of X")
+    s.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
+    s.add_argument("--key-added", default=None, help="prefix of the written keys (default: the method)")
+    s.add_argument("--random-state", type=int, default=0)
+    s.add_argument("-o", "--output", required=True, help="output .h5ad (written atomically)")
+    s.add_argument("--tsv", default=None, help="also write the ranked gene table here")
+    s.add_argument("--force", action="store_true", help="allow the output to overwrite the input file")
+    s.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    d = sub.add_parser("datasets", help="list the bundled datasets, or write one as .h5ad")
+    d.add_argument("name", nargs="?", choices=sorted(datasets.available()))
+    d.add_argument("-o", "--output", help="write the dataset to this .h5ad")
+    return p
+
+
+def _cmd_select(args):
+    import anndata as ad
+    import scanpy as sc
+
+    from . import datasets, get, tl
+    from ._io import atomic_path
+
+    sc.settings.verbosity = 0 if args.quiet else 3
+    if args.input is not None:
+        if not os.path.exists(args.input):
+            raise FileNotFoundError(f"input file {args.input!r} does not exist")
+        if os.path.exists(args.output) and os.path.samefile(args.input, args.output) and not args.force:
+            raise ValueError(f"output {args.output!r} is the input file; choose another path or pass --force")
+        adata = ad.read_h5ad(args.input)
+    else:
+        adata = datasets.load(args.dataset)
+    params = {}
+    if args.discretization is not None:
+        params["discretization"] = None if args.discretization == "none" else args.discretization
+    tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
+                    layer=args.layer, mask_var=args.mask_var, key_added=args.key_added,
+                    random_state=args.random_state, **params)
+    key = args.key_added or args.method
+    with atomic_path(args.output) as tmp:
+        adata.write_h5ad(tmp)
+    if args.tsv:
+        df = get.selection_df(adata, key)
+        with atomic_path(args.tsv) as tmp:
+            df.to_csv(tmp, sep="\t", index=False)
+    if not args.quiet:
+        top = ", ".join(adata.uns[key]["selected"][:10])
+        print(f"selected {len(adata.uns[key]['selected'])} genes with {args.method}: {top}"
+              f"{', ...' if len(adata.uns[key]['selected']) > 10 else ''}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_datasets(args):
+    from . import datasets
+    from ._io import atomic_path
+
+    if args.name is None:
+        for name, desc in datasets.available().items():
+            print(f"{name}\t{desc}")
+        return EXIT_OK
+    adata = datasets.load(args.name)
+    if args.output:
+        with atomic_path(args.output) as tmp:
+            adata.write_h5ad(tmp)
+    else:
+        print(adata)
+    return EXIT_OK
+
+
+def main(argv=None):
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: usage errors exit 2, --help exits 0
+        return int(e.code or 0)
+    try:
+        if args.command == "select":
+            return _cmd_select(args)
+        return _cmd_datasets(args)
+    except KeyboardInterrupt:
+        print("bioqpfs: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - one readable line, the traceback only with --debug
+        if args.debug:
+            raise
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, KeyError) and msg.startswith(("'", '"')):
+            msg = msg.strip("'\"")
+        print(f"bioqpfs: error: {msg}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

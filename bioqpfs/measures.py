@@ -1,0 +1,200 @@
+"""Public face of the information and correlation kernels.
+
+All functions take samples x genes matrices (dense NumPy or scipy.sparse; never modified)
+and return NumPy arrays.  Mutual information is in bits by default (``base=2``); every
+selector in bioqpfs is invariant to the base.
+
+Examples
+--------
+>>> import numpy as np
+>>> from bioqpfs import measures
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(60, 5)); y = (X[:, 0] > 0).astype(int)
+>>> codes = measures.discretize(X)                 # QPFS section 2.5: mean +- sd, 3 bins
+>>> Q = measures.mutual_information(codes)         # 5 x 5, diagonal = H(X_i)
+>>> F = measures.relevance(X, y)                   # I(X_i; C) on mean +- sd codes
+>>> bool(np.argmax(F) == 0)
+True
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._kernels import correlation as _corr
+from ._kernels import discretize as _disc
+from ._kernels import information as _info
+from ._validation import check_labels, check_matrix, memory_guard
+
+__all__ = [
+    "discretize",
+    "mutual_information",
+    "conditional_mutual_information",
+    "relevance",
+    "correlation",
+    "entropy",
+    "DISCRETIZATIONS",
+]
+
+DISCRETIZATIONS = ("mean_sd", "quantile", "mdl", None)
+
+
+def _codes(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
+    """(codes, n_levels) for already validated X."""
+    if discretization is None:
+        return _disc.compact_codes(X, feature_names=feature_names)
+    if discretization == "mean_sd":
+        return _disc.mean_sd_codes(X)
+    if discretization == "quantile":
+        return _disc.quantile_codes(X, n_bins)
+    if discretization == "mdl":
+        if y_codes is None:
+            raise ValueError("discretization='mdl' is supervised: pass the class labels y")
+        return _disc.mdl_codes(X, y_codes)
+    raise ValueError(f"unknown discretization {discretization!r}; choose one of {DISCRETIZATIONS}")
+
+
+def discretize(X, method="mean_sd", *, n_bins=3, y=None):
+    """Discretise each gene into integer codes ``0..k-1`` (samples x genes, ``uint8``).
+
+    Parameters
+    ----------
+    X : array-like or sparse matrix, shape (n_samples, n_genes)
+    method : {"mean_sd", "quantile", "mdl", None}
+        ``"mean_sd"``: QPFS section 2.5 bins (-inf, mu-sd], (mu-sd, mu+sd], (mu+sd, inf) per gene,
+        sd the sample standard deviation (ddof=1, as R's ``sd``); ``"quantile"``: ``n_bins``
+        equal-frequency bins; ``"mdl"``: Fayyad--Irani supervised MDL cuts (needs ``y``);
+        ``None``: X already holds integer levels, which are mapped to consecutive codes.
+    n_bins : int
+        Bins for ``"quantile"``.
+    y : array-like, optional
+        Class labels, for ``"mdl"``.
+
+    Returns
+    -------
+    ndarray of uint8, shape (n_samples, n_genes)
+        Codes; bins left empty are removed, so gene g uses ``0..k_g-1``.
+    """
+    X = check_matrix(X)
+    y_codes = None if y is None else check_labels(y, X.shape[0], name="y")[0]
+    return _codes(X, method, n_bins=n_bins, y_codes=y_codes)[0]
+
+
+def _table(X, discretization, n_bins, groups=None, y_codes=None):
+    X = check_matrix(X)
+    codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    return _info.CodeTable(codes, levels, groups=groups)
+
+
+def _output_guard(r, m, dtype, what):
+    memory_guard(
+        r * m * np.dtype(dtype).itemsize,
+        f"the {r} x {m} {what} matrix",
+        "compute a subset of rows with rows=..., restrict the genes (e.g. highly variable genes), "
+        "use dtype=np.float32, or use a Nystrom method (nystrom_rate=...)",
+    )
+
+
+def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64):
+    """Mutual information between genes, or between genes and the columns of ``Yd``.
+
+    ``Q[i, j] = I(X_i; X_j) = sum_ab p(a, b) log p(a, b) / (p(a) p(b))`` with the diagonal
+    ``Q[i, i] = H(X_i)`` (self-information, as QPFS uses it).  Counting is one float32 GEMM
+    per block of genes (see :mod:`bioqpfs._kernels.information`).
+
+    Parameters
+    ----------
+    Xd : array-like or sparse, shape (n_samples, n_genes)
+        Integer codes (any integer levels per gene), or continuous data with ``discretization``.
+    Yd : array-like, shape (n_samples,) or (n_samples, n_cols), optional
+        Discrete columns (e.g. class labels); the result is then ``n_genes x n_cols``.
+    discretization : {None, "mean_sd", "quantile", "mdl"}
+        How to discretise ``Xd`` first; ``None`` (default) means it already holds codes.
+    base : float
+        Logarithm base (2: bits).
+    rows : array of int, optional
+        Compute only these rows of the gene x gene matrix (``len(rows) x n_genes``).
+    dtype : numpy dtype
+        Output dtype; float32 halves the memory of large matrices.
+    """
+    if Yd is not None and rows is not None:
+        raise ValueError("rows= applies to the gene x gene matrix; slice the result instead when Yd is given")
+    table = _table(Xd, discretization, n_bins)
+    if Yd is None:
+        r = table.n_genes if rows is None else len(rows)
+        _output_guard(r, table.n_genes, dtype, "mutual information")
+        rows_arr = _check_rows(rows, table.n_genes)
+        return _info.pairwise_information(table, None, "mi", rows=rows_arr, base=base, dtype=dtype)
+    Y = np.asarray(Yd)
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if Y.shape[0] != table.n_samples:
+        raise ValueError(f"Yd has {Y.shape[0]} rows but Xd has {table.n_samples} samples")
+    ycodes = np.empty(Y.shape, dtype=np.uint8)
+    ylev = np.empty(Y.shape[1], dtype=np.int64)
+    for j in range(Y.shape[1]):
+        codes_j, _ = check_labels(Y[:, j], Y.shape[0], name=f"Yd column {j}", min_classes=1)
+        ycodes[:, j] = codes_j
+        ylev[j] = codes_j.max() + 1
+    ytable = _info.CodeTable(ycodes, ylev)
+    return _info.pairwise_information(table, ytable, "mi", base=base, dtype=dtype)
+
+
+def _check_rows(rows, m):
+    if rows is None:
+        return None
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+        raise TypeError("rows must be a 1-D array of integer gene indices")
+    if rows.size and (rows.min() < 0 or rows.max() >= m):
+        raise ValueError(f"rows must lie in 0..{m - 1}")
+    return rows.astype(np.int64)
+
+
+def entropy(Xd, *, discretization=None, n_bins=3, base=2):
+    """Entropy H(X_i) of every gene's codes."""
+    return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
+
+
+def conditional_mutual_information(Xd, y, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64):
+    """Matrix ``C`` with ``C[i, j] = I(X_i; C | X_j)`` for ``i != j`` and ``C[i, i] = I(X_i; C)``.
+
+    This is the (asymmetric) SPEC_CMI matrix of Nguyen et al. 2014, eq. 17-18; its symmetric
+    part ``(C + C.T) / 2`` is the SPEC_CMI Q.  Uses ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
+    with class-wise co-occurrence counts (one GEMM per class and block).
+    """
+    X = check_matrix(Xd)
+    y_codes, _ = check_labels(y, X.shape[0], name="y")
+    codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    table = _info.CodeTable(codes, levels, groups=y_codes)
+    r = table.n_genes if rows is None else len(rows)
+    _output_guard(r, table.n_genes, dtype, "conditional mutual information")
+    return _info.pairwise_information(table, None, "cmi", rows=_check_rows(rows, table.n_genes), base=base, dtype=dtype)
+
+
+def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
+    """Class relevance F of every gene.
+
+    Parameters
+    ----------
+    kind : {"mi", "hall"}
+        ``"mi"``: F_i = I(X_i; C) on the discretised gene (``discretization``; ``None`` if X holds
+        codes).  ``"hall"``: QPFS section 2.1, F_i = sum_k p(K=k) |rho(v_i, 1[K=k])| on continuous X.
+    """
+    X = check_matrix(X)
+    y_codes, _ = check_labels(y, X.shape[0], name="y")
+    if kind == "mi":
+        codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+        table = _info.CodeTable(codes, levels, groups=y_codes)
+        _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
+        return np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)
+    if kind == "hall":
+        return _corr.hall_relevance(X, y_codes)
+    raise ValueError(f"unknown relevance kind {kind!r}; choose 'mi' or 'hall'")
+
+
+def correlation(X, *, rows=None, dtype=np.float64):
+    """|Pearson correlation| between genes (QPFS eq. 3); constant genes give 0 rows/columns."""
+    X = check_matrix(X)
+    r = X.shape[1] if rows is None else len(rows)
+    _output_guard(r, X.shape[1], dtype, "correlation")
+    return _corr.abs_pearson(X, rows=_check_rows(rows, X.shape[1]), dtype=dtype)

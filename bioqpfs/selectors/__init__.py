@@ -1,0 +1,1 @@
+"""One module per selection method; each returns a :class:`bioqpfs.Selection`."""

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pandas as pd
+
+from .._io import to_storable
+from .._registry import method_function, select
+from .._validation import describe_indices
+
+
+def _expression(adata, layer, use_raw):
+    """The matrix to select from, aligned with ``adata.var_names``."""
+    if layer is not None and use_raw:
+        raise ValueError("pass either layer= or use_raw=True, not both")
+    if layer is not None:
+        if layer not in adata.layers:
+            raise KeyError(f"layer {layer!r} not found; available layers: {list(adata.layers.keys()) or 'none'}")
+        return adata.layers[layer]
+    if use_raw:
+        if adata.raw is None:
+            raise ValueError("use_raw=True but adata.raw is not set")
+        missing = adata.var_names.difference(adata.raw.var_names)
+        if len(missing):
+            raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})")
+        return adata.raw[:, adata.var_names].X
+    return adata.X
+
+
+def _mask(adata, mask_var):
+    if mask_var is None:
+        return np.ones(adata.n_vars, dtype=bool)
+    if isinstance(mask_var, str):
+        if mask_var not in adata.var.columns:
+            raise KeyError(f"mask_var={mask_var!r} is not a column of adata.var (e.g. run sc.pp.highly_variable_genes first)")
+        mask = adata.var[mask_var].to_numpy()
+    else:
+        mask = np.asarray(mask_var)
+    if mask.dtype != bool or mask.shape != (adata.n_vars,):
+        raise ValueError(f"mask_var must be a boolean column or array with one entry per gene ({adata.n_vars})")
+    if not mask.any():
+        raise ValueError("mask_var selects no gene")
+    return mask
+
+
+def _labels(adata, groupby):
+    if groupby not in adata.obs.columns:
+        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(map(str, adata.obs.columns)) or 'none'}")
+    labels = adata.obs[groupby]
+    missing = np.flatnonzero(labels.isna().to_numpy())
+    if missing.size:
+        raise ValueError(
+            f"adata.obs[{groupby!r}] has {missing.size} missing value(s) (cells {describe_indices(missing, adata.obs_names)}); "
+            "remove those cells (adata = adata[adata.obs[groupby].notna()].copy()) or give them a label"
+        )
+    return labels
+
+
+def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", layer=None, use_raw=None,
+                 mask_var=None, key_added=None, copy=False, random_state=0, **method_params):
+    """Select a gene panel with a global method and store it in ``adata``.
+
+    Parameters
+    ----------
+    adata : AnnData
+        Cells/samples x genes; typically normalised and log-transformed.
+    groupby : str
+        Column of ``adata.obs`` with the classes the panel must separate.
+    method : str
+        A method name from :func:`bioqpfs.methods` (``"qpfs"`` ...).
+    n_genes : int
+        Panel size: the top ``n_genes`` ranked genes get ``<key>_selected = True``.
+    similarity : {"mi", "correlation"}
+        Redundancy measure, for the methods that take one.
+    layer : str, optional
+        Use ``adata.layers[layer]`` instead of ``adata.X``.
+    use_raw : bool, optional
+        Use ``adata.raw`` (restricted to ``adata.var_names``).  Default: no.
+    mask_var : str or bool array, optional
+        Only consider these genes (e.g. ``"highly_variable"``); genes outside get NaN weight and rank.
+    key_added : str, optional
+        Prefix of the written keys; default the method name.
+    copy : bool
+        Return a modified copy instead of writing into ``adata``.
+    random_state : int
+        Seed for methods with random choices.
+    **method_params
+        Passed to the method and recorded in ``.uns[key]["params"]``.
+
+    Returns
+    -------
+    AnnData or None
+        The copy when ``copy=True``, else ``None``.  Writes
+
+        - ``.var[f"{key}_weight"]``: the method's weight (float; NaN outside ``mask_var``);
+        - ``.var[f"{key}_rank"]``: 1-based rank (float; NaN for unranked genes);
+        - ``.var[f"{key}_selected"]``: in the panel (bool);
+        - ``.uns[key]``: ``{"params": ..., "diagnostics": ..., "selected": [genes in rank order]}``.
+    """
+    from scanpy import logging as logg
+
+    if adata.is_view and not copy:
+        raise ValueError("adata is a view; results cannot be written into it. Use adata = adata.copy() "
+                         "first, or pass copy=True")
+    func = method_function(method)
+    accepted = inspect.signature(func).parameters
+    params = dict(method_params)
+    if "similarity" in accepted:
+        params["similarity"] = similarity
+    elif similarity != "mi":
+        raise TypeError(f"method {method!r} does not take a similarity")
+    start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r}")
+    adata = adata.copy() if copy else adata
+    key = key_added or method
+    X = _expression(adata, layer, use_raw)
+    mask = _mask(adata, mask_var)
+    labels = _labels(adata, groupby)
+    genes = adata.var_names.to_numpy()
+    Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
+    sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
+                 method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
+
+    idx = np.flatnonzero(mask)
+    weight = np.full(adata.n_vars, np.nan)
+    weight[idx] = sel.weights
+    rank = np.full(adata.n_vars, np.nan)
+    rank[idx] = sel.rank
+    selected = np.zeros(adata.n_vars, dtype=bool)
+    selected[idx[sel.selected]] = True
+    adata.var[f"{key}_weight"] = weight
+    adata.var[f"{key}_rank"] = rank
+    adata.var[f"{key}_selected"] = selected
+    written = [f"{key}_weight", f"{key}_rank", f"{key}_selected"]
+    for col, values in sel.extra_columns.items():
+        full = np.full(adata.n_vars, np.nan) if np.asarray(values).dtype.kind in "fiu" else np.full(adata.n_vars, "", dtype=object)
+        full[idx] = values
+        adata.var[f"{key}_{col}"] = full
+        written.append(f"{key}_{col}")
+    record = dict(method=method, groupby=groupby, n_genes=n_genes, layer=layer, use_raw=bool(use_raw),
+                  mask_var=mask_var if isinstance(mask_var, str) or mask_var is None else "array",
+                  random_state=random_state)
+    record.update(sel.params)
+    adata.uns[key] = to_storable({
+        "params": record,
+        "diagnostics": sel.diagnostics,
+        "selected": [str(g) for g in genes[idx[sel.selected]]],
+    })
+    logg.info("    finished", time=start,
+              deep="added\n" + "\n".join(f"    '{c}', .var" for c in written) + f"\n    '{key}', .uns (params, diagnostics, selected)")
+    return adata if copy else None
