@@ -110,12 +110,12 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         params["similarity"] = similarity
     elif similarity != "mi":
         raise TypeError(f"method {method!r} does not take a similarity")
-    start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r}")
-    adata = adata.copy() if copy else adata
-    key = key_added or method
     X = _expression(adata, layer, use_raw)
     mask = _mask(adata, mask_var)
     labels = _labels(adata, groupby)
+    start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r}")
+    adata = adata.copy() if copy else adata  # X above is read-only input; results go to this object
+    key = key_added or method
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
     sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,

@@ -1,0 +1,170 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bioqpfs import measures
+from bioqpfs._kernels import information as info
+
+import reference as ref
+
+
+def _codes(rng, n=40, m=7, levels=(3, 3, 2, 4, 3, 1, 3)):
+    return np.stack([rng.integers(0, k, size=n) for k in levels[:m]], axis=1)
+
+
+@pytest.mark.parametrize("levels", [(3, 3, 3, 3, 3, 1, 3), (3, 3, 2, 5, 3, 1, 4)])  # 3-bin kernel and generic kernel
+def test_mi_matrix_matches_contingency_tables(rng, levels):
+    X = _codes(rng, levels=levels)
+    Q = measures.mutual_information(X)
+    np.testing.assert_allclose(Q, ref.mi_matrix(X), atol=1e-10, rtol=0)
+    np.testing.assert_allclose(np.diag(Q), [ref.entropy(X[:, g]) for g in range(X.shape[1])], atol=1e-10)
+
+
+def test_mi_natural_log_and_rows(rng):
+    X = _codes(rng)
+    full = measures.mutual_information(X, base=np.e)
+    np.testing.assert_allclose(full, ref.mi_matrix(X, base=np.e), atol=1e-10)
+    rows = np.array([5, 0, 3])
+    np.testing.assert_allclose(measures.mutual_information(X, rows=rows, base=np.e), full[rows], atol=1e-14, rtol=0)
+
+
+@pytest.mark.parametrize("levels", [(3, 3, 3, 3, 3, 1, 3), (3, 3, 2, 5, 3, 1, 4)])
+def test_cmi_matrix_and_rows(rng, levels):
+    X = _codes(rng, levels=levels)
+    y = rng.integers(0, 3, size=X.shape[0])
+    C = measures.conditional_mutual_information(X, y)
+    np.testing.assert_allclose(C, ref.cmi_matrix(X, y), atol=1e-10)
+    np.testing.assert_allclose(measures.conditional_mutual_information(X, y, rows=[4, 1]), C[[4, 1]], atol=1e-12)
+
+
+def test_mi_given_class(rng):
+    X = _codes(rng)
+    y = rng.integers(0, 2, size=X.shape[0])
+    table = info.CodeTable(X, groups=y)
+    got = info.pairwise_information(table, None, "mi_given_class")
+    np.testing.assert_allclose(got, ref.mi_given_class_matrix(X, y), atol=1e-10)
+
+
+def test_mi_against_labels_and_relevance(rng):
+    X = _codes(rng)
+    y = np.array(["a", "b", "c"])[rng.integers(0, 3, size=X.shape[0])]
+    yi = np.unique(y, return_inverse=True)[1]
+    expect = [ref.mutual_info(X[:, g], yi) for g in range(X.shape[1])]
+    np.testing.assert_allclose(measures.mutual_information(X, y)[:, 0], expect, atol=1e-10)
+    np.testing.assert_allclose(measures.relevance(X, y, discretization=None), expect, atol=1e-10)
+
+
+def test_arbitrary_integer_codes_are_mapped(rng):
+    X = _codes(rng, levels=(3, 3, 3, 3, 3, 3, 3))
+    recoded = np.where(X == 0, -2, np.where(X == 1, 0, 2))  # {-2, 0, 2} as in the benchmark files
+    np.testing.assert_allclose(measures.mutual_information(recoded), measures.mutual_information(X), atol=1e-14)
+    np.testing.assert_array_equal(measures.discretize(X + 1, method=None), X)
+    with pytest.raises(ValueError, match="integer-coded"):
+        measures.mutual_information(X + 0.5)
+
+
+def test_mean_sd_discretisation_matches_r_sd(rng):
+    X = rng.normal(size=(30, 6)) * [1, 2, 3, 4, 5, 6]
+    X[:, 5] = 3.0  # constant gene: one bin
+    codes = measures.discretize(X)
+    expect = ref.mean_sd_codes(X)
+    # compact codes: for the constant gene, everything is bin 0
+    np.testing.assert_array_equal(codes[:, :5], expect[:, :5])
+    assert (codes[:, 5] == 0).all()
+
+
+def test_quantile_discretisation(rng):
+    X = rng.normal(size=(40, 3))
+    codes = measures.discretize(X, "quantile", n_bins=4)
+    for g in range(3):
+        assert sorted(np.bincount(codes[:, g]).tolist()) == [10, 10, 10, 10]
+        order = np.argsort(X[:, g])
+        assert (np.diff(codes[order, g].astype(int)) >= 0).all()
+
+
+def test_mdl_discretisation_matches_fayyad_irani_reference(rng):
+    y = rng.integers(0, 3, size=60)
+    X = np.column_stack([y + rng.normal(scale=s, size=60) for s in (0.1, 0.5, 1.0, 3.0)] + [rng.normal(size=60)])
+    X = np.round(X, 1)  # ties
+    codes = measures.discretize(X, "mdl", y=y)
+    for g in range(X.shape[1]):
+        cuts = ref.mdl_cuts(X[:, g].tolist(), y.tolist())
+        np.testing.assert_array_equal(codes[:, g], np.searchsorted(cuts, X[:, g], side="left"))
+    assert codes[:, 0].max() >= 2  # the clean gene separates the three classes
+    with pytest.raises(ValueError, match="supervised"):
+        measures.discretize(X, "mdl")
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_dense_and_sparse_identical(rng, fmt):
+    X = rng.poisson(0.7, size=(50, 12)).astype(np.float32)
+    X[:, 3] = 0.0
+    y = rng.integers(0, 2, size=50)
+    S = sp.csr_matrix(X) if fmt == "csr" else sp.csc_matrix(X)
+    for method in ("mean_sd", "quantile"):
+        np.testing.assert_array_equal(measures.discretize(S, method), measures.discretize(X, method))
+    np.testing.assert_array_equal(measures.mutual_information(S, discretization="mean_sd"),
+                                  measures.mutual_information(X, discretization="mean_sd"))
+    np.testing.assert_allclose(measures.correlation(S), measures.correlation(X), atol=1e-12)
+    np.testing.assert_allclose(measures.relevance(S, y, kind="hall"), measures.relevance(X, y, kind="hall"), atol=1e-12)
+
+
+def test_correlation_and_hall(rng):
+    X = rng.normal(size=(25, 5))
+    X[:, 2] = 1.0
+    y = rng.integers(0, 3, size=25)
+    R = measures.correlation(X)
+    expect = np.abs(np.corrcoef(X[:, [0, 1, 3, 4]], rowvar=False))
+    keep = [0, 1, 3, 4]
+    np.testing.assert_allclose(R[np.ix_(keep, keep)], expect, atol=1e-12)
+    assert (R[2] == 0).all() and (R[:, 2] == 0).all()
+    np.testing.assert_allclose(measures.correlation(X, rows=[4, 0]), R[[4, 0]])
+    F = measures.relevance(X, y, kind="hall")
+    np.testing.assert_allclose(F[keep], ref.hall(X[:, keep], y), atol=1e-12)
+    assert F[2] == 0
+
+
+def test_counts_add_over_sample_chunks(rng, monkeypatch):
+    """Sufficient statistics: forcing tiny sample chunks gives the same matrices."""
+    X = _codes(rng, n=90, levels=(3, 3, 3, 3, 3, 3, 3))
+    y = rng.integers(0, 3, size=90)
+    full_mi = measures.mutual_information(X)
+    full_cmi = measures.conditional_mutual_information(X, y)
+    monkeypatch.setattr(info, "_ONEHOT_BUDGET", 4 * 7 * 2 * 7)  # 7 samples per chunk
+    np.testing.assert_array_equal(measures.mutual_information(X), full_mi)
+    np.testing.assert_allclose(measures.conditional_mutual_information(X, y), full_cmi, atol=1e-13)
+
+
+def test_blocked_matches_single_block(rng, monkeypatch):
+    X = rng.normal(size=(30, 70))
+    full = measures.mutual_information(X, discretization="mean_sd")
+    monkeypatch.setattr(info, "_GEMM_BUDGET", 16 * 20 * 20)  # 20-gene blocks -> 4 x 4 block pairs
+    np.testing.assert_allclose(measures.mutual_information(X, discretization="mean_sd"), full, atol=1e-14)
+    np.testing.assert_allclose(full, full.T, atol=0)
+
+
+def test_inputs_not_modified(rng):
+    X = rng.normal(size=(20, 4))
+    y = rng.integers(0, 2, size=20)
+    X0, y0 = X.copy(), y.copy()
+    measures.mutual_information(X, discretization="mean_sd")
+    measures.relevance(X, y)
+    measures.conditional_mutual_information(X, y, discretization="quantile")
+    measures.correlation(X)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+
+
+def test_bad_inputs():
+    X = np.ones((5, 3))
+    X[2, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite values in 1 gene"):
+        measures.discretize(X)
+    with pytest.raises(ValueError, match="1 class"):
+        measures.relevance(np.random.default_rng(0).normal(size=(5, 3)), ["a"] * 5)
+    with pytest.raises(ValueError, match="missing value"):
+        measures.relevance(np.random.default_rng(0).normal(size=(4, 3)), ["a", None, "b", "a"])
+    with pytest.raises(ValueError, match="unknown discretization"):
+        measures.discretize(np.ones((4, 2)), "kmeans")
+    with pytest.raises(ValueError, match="rows must lie"):
+        measures.mutual_information(np.zeros((4, 2), int), rows=[0, 5])

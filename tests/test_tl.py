@@ -1,0 +1,122 @@
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+import bioqpfs
+
+
+def make_adata(rng, n=60, m=12, sparse=False):
+    y = rng.integers(0, 3, size=n)
+    X = rng.poisson(1.0, size=(n, m)).astype(np.float32)
+    X[:, :3] += 3 * y[:, None]
+    obs = pd.DataFrame({"group": pd.Categorical(np.array(["A", "B", "C"])[y]),
+                        "int_group": y, "str_group": np.array(["x", "y", "z"])[y].astype(object)},
+                       index=[f"c{i}" for i in range(n)])
+    var = pd.DataFrame({"highly_variable": np.arange(m) % 2 == 0, "existing": np.arange(m)},
+                       index=[f"g{j}" for j in range(m)])
+    a = ad.AnnData(sp.csr_matrix(X) if sparse else X, obs=obs, var=var)
+    a.uns["keep_me"] = {"a": 1}
+    return a
+
+
+def test_writes_var_and_uns_and_keeps_existing(rng):
+    a = make_adata(rng)
+    assert bioqpfs.tl.select_genes(a, "group", n_genes=4) is None
+    for c in ("qpfs_weight", "qpfs_rank", "qpfs_selected", "existing", "highly_variable"):
+        assert c in a.var
+    assert a.uns["keep_me"] == {"a": 1}
+    assert a.var["qpfs_selected"].sum() == 4
+    sel = bioqpfs.select(a.X, a.obs["group"], n_genes=4)
+    np.testing.assert_allclose(a.var["qpfs_weight"].to_numpy(), sel.weights)
+    ranked = list(a.var_names[sel.ranking[:4]])
+    assert list(a.uns["qpfs"]["selected"]) == ranked
+    assert set(a.var_names[a.var["qpfs_selected"]]) == set(ranked)
+    assert a.uns["qpfs"]["params"]["method"] == "qpfs"
+    assert 0 < a.uns["qpfs"]["params"]["alpha"] < 1
+    df = bioqpfs.get.selection_df(a, "qpfs")
+    assert list(df.columns[:4]) == ["gene", "rank", "weight", "selected"]
+    assert list(df["gene"][:4]) == ranked and (np.diff(df["rank"]) > 0).all()
+
+
+@pytest.mark.parametrize("col", ["group", "int_group", "str_group"])
+def test_label_types_give_same_result(rng, col):
+    a = make_adata(rng)
+    bioqpfs.tl.select_genes(a, col, n_genes=3)
+    b = make_adata(np.random.default_rng(12345))
+    bioqpfs.tl.select_genes(b, "group", n_genes=3)
+    np.testing.assert_allclose(a.var["qpfs_weight"], b.var["qpfs_weight"])
+
+
+def test_sparse_equals_dense(rng):
+    a = make_adata(np.random.default_rng(1))
+    b = make_adata(np.random.default_rng(1), sparse=True)
+    bioqpfs.tl.select_genes(a, "group", n_genes=5)
+    bioqpfs.tl.select_genes(b, "group", n_genes=5)
+    np.testing.assert_array_equal(a.var["qpfs_rank"], b.var["qpfs_rank"])
+
+
+def test_copy_mask_layer_key(rng):
+    a = make_adata(rng)
+    a.layers["counts"] = a.X.copy()
+    out = bioqpfs.tl.select_genes(a, "group", n_genes=2, mask_var="highly_variable", layer="counts",
+                                  key_added="hv", copy=True)
+    assert "hv_rank" not in a.var and out is not a
+    assert np.isnan(out.var.loc[~out.var["highly_variable"], "hv_rank"]).all()
+    assert np.isfinite(out.var.loc[out.var["highly_variable"], "hv_rank"]).all()
+    assert not out.var.loc[~out.var["highly_variable"], "hv_selected"].any()
+    assert out.uns["hv"]["params"]["layer"] == "counts"
+
+
+def test_use_raw(rng):
+    a = make_adata(rng)
+    a.raw = a.copy()
+    a.X = np.zeros_like(a.X)  # X is useless; raw has the data
+    bioqpfs.tl.select_genes(a, "group", use_raw=True, n_genes=5)
+    b = make_adata(np.random.default_rng(12345))
+    bioqpfs.tl.select_genes(b, "group", n_genes=5)
+    np.testing.assert_allclose(a.var["qpfs_weight"], b.var["qpfs_weight"])
+
+
+def test_h5ad_round_trip(rng, tmp_path):
+    a = make_adata(rng)
+    bioqpfs.tl.select_genes(a, "group", n_genes=3)
+    a.write_h5ad(tmp_path / "a.h5ad")
+    b = ad.read_h5ad(tmp_path / "a.h5ad")
+    assert list(b.uns["qpfs"]["selected"]) == list(a.uns["qpfs"]["selected"])
+    assert b.uns["qpfs"]["params"]["alpha"] == a.uns["qpfs"]["params"]["alpha"]
+    assert set(b.uns["qpfs"]["diagnostics"]) == set(a.uns["qpfs"]["diagnostics"])
+    pd.testing.assert_frame_equal(bioqpfs.get.selection_df(a, "qpfs"), bioqpfs.get.selection_df(b, "qpfs"))
+
+
+def test_errors(rng):
+    a = make_adata(rng)
+    with pytest.raises(KeyError, match="not a column of adata.obs"):
+        bioqpfs.tl.select_genes(a, "nope")
+    a.obs["holes"] = a.obs["group"].astype(object)
+    a.obs.iloc[3, a.obs.columns.get_loc("holes")] = np.nan
+    with pytest.raises(ValueError, match=r"1 missing value\(s\) \(cells c3\)"):
+        bioqpfs.tl.select_genes(a, "holes")
+    with pytest.raises(ValueError, match="view"):
+        bioqpfs.tl.select_genes(a[:30], "group")
+    with pytest.raises(KeyError, match="layer 'x' not found"):
+        bioqpfs.tl.select_genes(a, "group", layer="x")
+    with pytest.raises(KeyError, match="mask_var"):
+        bioqpfs.tl.select_genes(a, "group", mask_var="hv")
+    with pytest.raises(ValueError, match="n_genes=99"):
+        bioqpfs.tl.select_genes(a, "group", n_genes=99)
+    assert "qpfs_rank" not in a.var  # nothing half-written after errors
+
+
+def test_view_with_copy_true(rng):
+    a = make_adata(rng)
+    out = bioqpfs.tl.select_genes(a[:40], "group", n_genes=5, copy=True)
+    assert out.n_obs == 40 and "qpfs_rank" in out.var and "qpfs_rank" not in a.var
+
+
+def test_dataset_loaders():
+    for load, shape, n_classes in ((bioqpfs.datasets.srbct, (63, 2308), 4), (bioqpfs.datasets.colon, (62, 2000), 2),
+                                   (bioqpfs.datasets.leukemia, (72, 7129), 2)):
+        a = load()
+        assert a.shape == shape and a.obs["class"].nunique() == n_classes and a.var_names.is_unique
