@@ -1,0 +1,325 @@
+"""scikit-learn face: every registered selection method as a ``SelectorMixin`` transformer.
+
+The selectors are thin: ``fit`` validates ``(X, y)`` with :func:`sklearn.utils.validation.validate_data`
+and calls :func:`bioqpfs.select` (the registry every face dispatches through), so any method
+registered there is reachable from here, from :mod:`bioqpfs.tl` and from the CLI with the same
+results.  Modelled on ``sklearn/feature_selection/_variance_threshold.py`` and
+``_univariate_selection.py``: ``__init__`` only stores parameters, fitted attributes end in ``_``.
+
+- :class:`BioQPFSSelector` -- any registered method by name, parameters in ``method_params``.
+- :class:`QPFSSelector` -- QPFS (and its registered variants, e.g. ``method="eqpfs"``) with the QPFS
+  parameters as first-class estimator parameters, so ``GridSearchCV`` can search ``alpha`` directly.
+- :class:`SpecCMISelector`, :class:`IKMQPFSSelector`, :class:`BaselineSelector` -- the other method
+  families, defaulting to ``"spec_cmi"``, ``"ikm_qpfs"`` and ``"mrmr_mid"``; ``method=`` picks a
+  family member (``"spec_cmi_nystrom"``, ``"sdp_cmi"``, ``"ikma_qpfs"``, ``"tlkm_qpfs"``, ``"maxrel"``,
+  ...) once that method is registered (see :func:`bioqpfs.methods`).
+
+>>> import numpy as np
+>>> from bioqpfs.estimators import QPFSSelector
+>>> rng = np.random.default_rng(0)
+>>> X = rng.normal(size=(40, 8)); y = np.repeat([0, 1], 20); X[:, 3] += 3 * y
+>>> sel = QPFSSelector(n_features_to_select=2).fit(X, y)
+>>> int(sel.ranking_[3]), sel.transform(X).shape
+(1, (40, 2))
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.feature_selection import SelectorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, RealNotInt
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._registry import method_function, methods, select
+
+__all__ = ["BioQPFSSelector", "QPFSSelector", "SpecCMISelector", "IKMQPFSSelector", "BaselineSelector"]
+
+# parameters every registry function takes; they are set by the estimator, never via method_params
+_RESERVED = ("n_genes", "random_state", "feature_names")
+
+
+class BioQPFSSelector(SelectorMixin, BaseEstimator):
+    """Select features (genes) with any method registered in :func:`bioqpfs.methods`.
+
+    Parameters
+    ----------
+    method : str, default="qpfs"
+        Registered method name (``bioqpfs.methods()`` lists them).
+    n_features_to_select : int or float, default=None
+        Panel size.  ``None``: half of the features (as :class:`sklearn.feature_selection.RFE`);
+        an int: that many (capped at the number of features, with a warning); a float in (0, 1]:
+        that fraction of the features (at least one).
+    method_params : dict, default=None
+        Further keyword arguments of the method (e.g. ``{"alpha": 0.3}`` for ``"qpfs"``).  Unknown
+        names raise a ``TypeError`` listing the accepted ones.
+    random_state : int, RandomState instance or None, default=None
+        Seed for the method's random choices (Nystrom rows, k-means seeds, rounding, the random
+        baseline).  A ``RandomState`` instance is turned into one integer seed per ``fit``.
+
+    Attributes
+    ----------
+    selection_ : bioqpfs.Selection
+        The full result: weights, ranking, parameters actually used, diagnostics.
+    weights_ : ndarray of shape (n_features_in_,)
+        The method's weight per feature (e.g. the QPFS solution x; 0 for unweighted features).
+    ranking_ : ndarray of int of shape (n_features_in_,)
+        1-based rank of each feature (1 = best), as in :class:`sklearn.feature_selection.RFE`.
+        Features the method did not rank (e.g. dropped cluster members) share the last rank,
+        ``n_ranked + 1``.
+    order_ : ndarray of int
+        Feature indices best first (``selection_.ranking``; may be shorter than ``n_features_in_``).
+    n_features_to_select_ : int
+        The resolved panel size.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Defined only when ``X`` has string feature names (a DataFrame); passed to the method.
+
+    Notes
+    -----
+    The task is classification: ``y`` holds class labels (strings or integers); a continuous
+    ``y`` is rejected by :func:`sklearn.utils.multiclass.check_classification_targets`.
+    """
+
+    _parameter_constraints: dict = {
+        "method": [str],
+        "n_features_to_select": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0, 1, closed="right"),
+            None,
+        ],
+        "method_params": [dict, None],
+        "random_state": ["random_state"],
+    }
+
+    #: estimator parameters forwarded to the method as keyword arguments (subclasses add their own)
+    _forwarded: tuple = ()
+
+    def __init__(self, method="qpfs", *, n_features_to_select=None, method_params=None, random_state=None):
+        self.method = method
+        self.n_features_to_select = n_features_to_select
+        self.method_params = method_params
+        self.random_state = random_state
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _method_kwargs(self, func):
+        """Keyword arguments for the method: explicit estimator parameters + ``method_params``."""
+        accepted = inspect.signature(func).parameters
+        defaults = inspect.signature(type(self).__init__).parameters
+        kwargs = {}
+        for name in self._forwarded:
+            value = getattr(self, name)
+            if name in accepted:
+                kwargs[name] = value
+            elif not _same(value, defaults[name].default):
+                raise TypeError(f"method {self.method!r} does not take parameter {name!r} (set to {value!r}); "
+                                f"leave it at its default {defaults[name].default!r} or choose another method")
+        extra = dict(self.method_params or {})
+        reserved = sorted(set(extra) & set(_RESERVED))
+        if reserved:
+            raise ValueError(f"method_params must not contain {reserved}: use the estimator parameters "
+                             "n_features_to_select and random_state instead")
+        clash = sorted(set(extra) & set(kwargs))
+        if clash:
+            raise ValueError(f"{clash} given both as estimator parameter(s) and in method_params; give each once")
+        kwargs.update(extra)
+        return kwargs
+
+    def _n_select(self, n_features):
+        k = self.n_features_to_select
+        if k is None:
+            return max(1, n_features // 2)
+        if isinstance(k, Integral):
+            if k > n_features:
+                warnings.warn(f"n_features_to_select={k} is greater than the {n_features} features of X; "
+                              "all features will be selected", UserWarning, stacklevel=3)
+            return min(int(k), n_features)
+        return max(1, int(k * n_features))
+
+    def _seed(self):
+        if self.random_state is None or isinstance(self.random_state, Integral):
+            return self.random_state
+        return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+
+    # -- sklearn API ---------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Run the selection method on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Expression (samples x genes).
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : object
+            The fitted selector.
+        """
+        try:
+            func = method_function(self.method)
+        except ValueError as err:  # unknown name: the registry's message lists the available ones
+            raise ValueError(str(err)) from None
+        kwargs = self._method_kwargs(func)
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32))
+        check_classification_targets(y)
+        classes = np.unique(y)
+        if classes.size < 2:
+            raise ValueError(f"y has only one class ({classes[0]!r}); feature selection needs at least 2 classes")
+        k = self._n_select(X.shape[1])
+        names = getattr(self, "feature_names_in_", None)
+        sel = select(X, y, method=self.method, n_genes=k, random_state=self._seed(), feature_names=names, **kwargs)
+        if sel.n_features != X.shape[1]:
+            raise RuntimeError(f"method {self.method!r} returned {sel.n_features} weights for {X.shape[1]} features")
+        self.selection_ = sel
+        self.weights_ = sel.weights.copy()
+        self.order_ = sel.ranking.copy()
+        rank = np.full(X.shape[1], sel.ranking.size + 1, dtype=np.int64)
+        rank[sel.ranking] = np.arange(1, sel.ranking.size + 1)
+        self.ranking_ = rank
+        self.n_features_to_select_ = k
+        return self
+
+    def _get_support_mask(self):
+        check_is_fitted(self)
+        return self.selection_.selected_mask
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+def _same(a, b):
+    if a is None or b is None:
+        return a is b
+    try:
+        return bool(np.all(a == b))
+    except Exception:  # noqa: BLE001 - incomparable values are different
+        return False
+
+
+class QPFSSelector(BioQPFSSelector):
+    """Quadratic Programming Feature Selection (Rodriguez-Lujan et al., JMLR 2010) as a transformer.
+
+    Solves min 1/2 (1 - alpha) x^T Q x - alpha F^T x on the simplex (eq. 2) and keeps the
+    ``n_features_to_select`` features of largest weight (ties by relevance F, section 2.3 step 8).
+    See :func:`bioqpfs.qpfs` for the parameters; they are forwarded unchanged.
+
+    Parameters
+    ----------
+    n_features_to_select : int or float, default=None
+        See :class:`BioQPFSSelector`.
+    method : str, default="qpfs"
+        ``"qpfs"`` or a registered QPFS variant taking the same parameters (e.g. ``"eqpfs"``).
+    similarity : {"mi", "correlation"}, default="mi"
+        Redundancy Q: mutual information (Q_ii = H(X_i)) or |Pearson correlation| (eq. 3).
+    relevance : str or array-like, default=None
+        F: ``"mi"`` (default with MI), ``"hall"`` (default with correlation), another kind a
+        registered relevance offers, or a vector.
+    alpha : float in [0, 1], default=None
+        Trade-off; ``None`` estimates alpha_hat = q_bar / (q_bar + f_bar) (eq. 9) on the training data.
+    discretization : {"mean_sd", "quantile", "mdl"} or None, default="mean_sd"
+        For MI: the mean +- sd three bins of section 2.5.
+    n_bins : int, default=3
+    base : float, default=2
+    method_params : dict, default=None
+        Further parameters of the method (e.g. ``{"nystrom_rate": 0.1}`` once available).
+    random_state : int, RandomState instance or None, default=None
+
+    Attributes
+    ----------
+    selection_, weights_, ranking_, order_, n_features_to_select_, n_features_in_, feature_names_in_
+        See :class:`BioQPFSSelector`.  ``selection_.diagnostics["alpha_hat"]`` holds the estimate.
+
+    Examples
+    --------
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.svm import SVC
+    >>> pipe = make_pipeline(QPFSSelector(n_features_to_select=20), SVC(kernel="linear", C=1.0))
+    """
+
+    _parameter_constraints: dict = {
+        **BioQPFSSelector._parameter_constraints,
+        "similarity": [str],
+        "relevance": [str, "array-like", None],
+        "alpha": [Interval(Real, 0, 1, closed="both"), None],
+        "discretization": [str, None],
+        "n_bins": [Interval(Integral, 2, None, closed="left")],
+        "base": [Interval(Real, 0, None, closed="neither")],
+    }
+    _forwarded = ("similarity", "relevance", "alpha", "discretization", "n_bins", "base")
+
+    def __init__(self, n_features_to_select=None, *, method="qpfs", similarity="mi", relevance=None, alpha=None,
+                 discretization="mean_sd", n_bins=3, base=2, method_params=None, random_state=None):
+        self.n_features_to_select = n_features_to_select
+        self.method = method
+        self.similarity = similarity
+        self.relevance = relevance
+        self.alpha = alpha
+        self.discretization = discretization
+        self.n_bins = n_bins
+        self.base = base
+        self.method_params = method_params
+        self.random_state = random_state
+
+
+class SpecCMISelector(BioQPFSSelector):
+    """SPEC_CMI family (Nguyen et al., KDD 2014): ``"spec_cmi"``, ``"spec_cmi_nystrom"``, ``"sdp_cmi"``.
+
+    Weights are the dominant eigenvector of the conditional-MI matrix (section 3.1).  Parameters
+    of the chosen method go in ``method_params``; see :class:`BioQPFSSelector` for the rest.
+    """
+
+    def __init__(self, n_features_to_select=None, *, method="spec_cmi", method_params=None, random_state=None):
+        super().__init__(method, n_features_to_select=n_features_to_select, method_params=method_params,
+                         random_state=random_state)
+
+
+class IKMQPFSSelector(BioQPFSSelector):
+    """Clustering family (Prasad & Biswas): ``"ikm_qpfs"``, ``"ikma_qpfs"``, ``"tlkm_qpfs"``.
+
+    QPFS on k-means cluster representatives of the genes (section 4.1); genes that are not kept
+    representatives get the last rank.  Parameters (``tau``, ``k``, levels ...) go in
+    ``method_params``; see :class:`BioQPFSSelector` for the rest.
+    """
+
+    def __init__(self, n_features_to_select=None, *, method="ikm_qpfs", method_params=None, random_state=None):
+        super().__init__(method, n_features_to_select=n_features_to_select, method_params=method_params,
+                         random_state=random_state)
+
+
+class BaselineSelector(BioQPFSSelector):
+    """Greedy and reference baselines: ``"mrmr_mid"``, ``"mrmr_miq"``, ``"maxrel"``, ``"jmi"``, ``"cife"``,
+    ``"random"`` (and the transformation-based ``"ldfs"``/``"hsfs"``), whichever are registered.
+
+    Parameters of the chosen method go in ``method_params``; see :class:`BioQPFSSelector`.
+    """
+
+    def __init__(self, n_features_to_select=None, *, method="mrmr_mid", method_params=None, random_state=None):
+        super().__init__(method, n_features_to_select=n_features_to_select, method_params=method_params,
+                         random_state=random_state)
+
+
+def registered_families():
+    """Which estimator class serves each registered method (for docs and tests)."""
+    fam = {}
+    for name in methods():
+        if name in ("qpfs", "eqpfs"):
+            fam[name] = QPFSSelector
+        elif name.startswith(("spec_cmi", "sdp_cmi")):
+            fam[name] = SpecCMISelector
+        elif name.endswith("km_qpfs"):
+            fam[name] = IKMQPFSSelector
+        else:
+            fam[name] = BaselineSelector
+    return fam

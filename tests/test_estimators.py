@@ -1,0 +1,124 @@
+"""sklearn face: estimator checks, Pipeline + GridSearchCV, agreement with the registry."""
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.pipeline import Pipeline
+from sklearn.svm import SVC
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import bioqpfs
+from bioqpfs.estimators import (BaselineSelector, BioQPFSSelector, IKMQPFSSelector, QPFSSelector, SpecCMISelector,
+                                registered_families)
+
+
+def _instances():
+    """One estimator per registered method (its family class), plus the generic class on qpfs."""
+    out = [QPFSSelector(n_features_to_select=2), BioQPFSSelector("qpfs", n_features_to_select=0.5),
+           QPFSSelector(n_features_to_select=2, similarity="correlation")]
+    for name, cls in registered_families().items():
+        if name != "qpfs":
+            out.append(cls(n_features_to_select=2, method=name, random_state=0))
+    return out
+
+
+@parametrize_with_checks(_instances())
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def _blobs(rng, n=60, m=12, informative=(2, 7)):
+    y = np.repeat([0, 1, 2], n // 3)
+    X = rng.normal(size=(n, m))
+    for j, g in enumerate(informative):
+        X[:, g] += 2.5 * (y == j + 1) - 1.0 * (y == 0)
+    return X, y
+
+
+def test_matches_registry_and_fitted_attributes(rng):
+    X, y = _blobs(rng)
+    est = QPFSSelector(n_features_to_select=3, alpha=0.4).fit(X, y)
+    ref = bioqpfs.select(X, y, method="qpfs", n_genes=3, alpha=0.4)
+    np.testing.assert_allclose(est.weights_, ref.weights)
+    np.testing.assert_array_equal(est.order_, ref.ranking)
+    # ranking_ is the RFE convention: rank of each feature, 1 = best
+    np.testing.assert_array_equal(np.argsort(est.ranking_, kind="stable"), ref.ranking)
+    assert est.ranking_[ref.ranking[0]] == 1
+    np.testing.assert_array_equal(np.flatnonzero(est.get_support()), np.sort(ref.ranking[:3]))
+    np.testing.assert_array_equal(est.transform(X), X[:, np.sort(ref.ranking[:3])])
+    assert est.n_features_in_ == 12 and est.n_features_to_select_ == 3
+    assert est.selection_.params["alpha"] == 0.4
+    # the informative genes are in the panel
+    assert {2, 7} <= set(ref.ranking[:3].tolist())
+
+
+def test_n_features_to_select_resolution(rng):
+    X, y = _blobs(rng)
+    assert QPFSSelector().fit(X, y).get_support().sum() == 6            # None: half, like RFE
+    assert QPFSSelector(n_features_to_select=0.25).fit(X, y).get_support().sum() == 3
+    with pytest.warns(UserWarning, match="greater than the 12 features"):
+        assert QPFSSelector(n_features_to_select=50).fit(X, y).get_support().sum() == 12
+
+
+def test_dataframe_names_sparse_and_labels(rng):
+    X, y = _blobs(rng)
+    df = pd.DataFrame(X, columns=[f"g{i}" for i in range(12)])
+    labels = np.array(["a", "b", "c"])[y]
+    est = QPFSSelector(n_features_to_select=2).fit(df, labels)
+    assert list(est.get_feature_names_out()) == [f"g{i}" for i in sorted(est.order_[:2])]
+    assert est.selection_.selected_names() == [f"g{i}" for i in est.order_[:2]]
+    dense = QPFSSelector(n_features_to_select=2).fit(X, labels)
+    for fmt in (sp.csr_matrix, sp.csc_matrix):
+        sparse = QPFSSelector(n_features_to_select=2).fit(fmt(X), labels)
+        np.testing.assert_allclose(sparse.weights_, dense.weights_)
+
+
+def test_clear_errors(rng):
+    X, y = _blobs(rng)
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
+        BioQPFSSelector("nope").fit(X, y)
+    with pytest.raises(TypeError, match="does not take parameter"):
+        BioQPFSSelector("qpfs", method_params={"gamma": 1}).fit(X, y)
+    with pytest.raises(ValueError, match="must not contain"):
+        BioQPFSSelector("qpfs", method_params={"n_genes": 3}).fit(X, y)
+    with pytest.raises(ValueError, match="both as estimator parameter"):
+        QPFSSelector(alpha=0.2, method_params={"alpha": 0.3}).fit(X, y)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        QPFSSelector().fit(X, rng.normal(size=X.shape[0]))
+    with pytest.raises(ValueError, match="only one class"):
+        QPFSSelector().fit(X, np.zeros(X.shape[0]))
+    with pytest.raises(ValueError, match="alpha"):
+        QPFSSelector(alpha=1.5).fit(X, y)
+
+
+def test_pipeline_gridsearch(rng):
+    """The selector is refit inside every CV training fold of the grid search."""
+    X, y = _blobs(rng, n=60, m=15, informative=(4, 11))
+    pipe = Pipeline([("select", QPFSSelector()), ("svm", SVC(kernel="linear", C=1.0))])
+    grid = GridSearchCV(pipe, {"select__n_features_to_select": [1, 2, 4], "select__alpha": [0.2, None]},
+                        cv=StratifiedKFold(3, shuffle=True, random_state=0))
+    grid.fit(X, y)
+    assert set(grid.best_params_) == {"select__n_features_to_select", "select__alpha"}
+    assert grid.best_params_["select__n_features_to_select"] >= 2   # both informative genes are needed
+    assert grid.best_score_ > 0.9
+    best = grid.best_estimator_.named_steps["select"]
+    assert {4, 11} <= set(best.order_[:2].tolist())
+    # generic class in a grid over methods and method_params
+    pipe2 = Pipeline([("select", BioQPFSSelector(n_features_to_select=2)), ("svm", SVC(kernel="linear"))])
+    grid2 = GridSearchCV(pipe2, {"select__method": ["qpfs"],
+                                 "select__method_params": [{"alpha": 0.3}, {"similarity": "correlation"}]}, cv=3)
+    grid2.fit(X, y)
+    assert len(grid2.cv_results_["params"]) == 2
+
+
+def test_every_registered_method_reachable(rng):
+    X, y = _blobs(rng)
+    fams = registered_families()
+    assert fams["qpfs"] is QPFSSelector
+    for name, cls in fams.items():
+        est = cls(n_features_to_select=2, method=name, random_state=0).fit(X, y)
+        ref = bioqpfs.select(X, y, method=name, n_genes=2, random_state=0)
+        np.testing.assert_array_equal(est.order_, ref.ranking, err_msg=name)
+    assert SpecCMISelector().method == "spec_cmi" and IKMQPFSSelector().method == "ikm_qpfs"
+    assert BaselineSelector().method == "mrmr_mid"
