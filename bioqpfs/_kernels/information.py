@@ -111,13 +111,14 @@ def class_conditional_entropies(table: CodeTable):
 
 
 @njit(parallel=True, cache=True)
-def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, r_lo, c_lo, s_t, s_tc,
-                 out_up, out_lo, write_lo, diag_block):
+def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t, s_tc,
+                 out_up, scratch, write_lo, diag_block):
     """Turn class-wise count blocks into output entries.
 
     G : (C, bI*nbI, bJ*nbJ) float32 counts of the materialised bins.
     value(i, j) = r_up[i] + c_up[j] + s_t*T_ij + s_tc*Tc_ij  -> out_up[i, j]
-    value(j, i) = r_lo[j] + c_lo[i] + s_t*T_ij + s_tc*Tc_ij  -> out_lo[j, i] (when write_lo)
+    s_t*T_ij + s_tc*Tc_ij -> scratch[i, j] (when write_lo; :func:`_write_transposed` finishes the
+    mirrored block, tile by tile, so the strided writes stay in cache)
     In a diagonal block (I == J) only j >= i is evaluated and mirrored.
     """
     C = G.shape[0]
@@ -172,14 +173,14 @@ def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, r_l
             base = s_t * T + s_tc * Tc
             out_up[i, j] = r_up[i] + c_up[j] + base
             if write_lo:
-                out_lo[j, i] = r_lo[j] + c_lo[i] + base
+                scratch[i, j] = base
             if diag_block and j > i:
                 out_up[j, i] = r_up[j] + c_up[i] + base
 
 
 @njit(parallel=True, cache=True)
-def _fused_block_3bins(G, margI, margJ, sizes, phi, need_tc, r_up, c_up, r_lo, c_lo, s_t, s_tc,
-                       out_up, out_lo, write_lo, diag_block):
+def _fused_block_3bins(G, margI, margJ, sizes, phi, need_tc, r_up, c_up, s_t, s_tc,
+                       out_up, scratch, write_lo, diag_block):
     """:func:`_fused_block` unrolled for 3 bins per gene (2 materialised), the default discretisation."""
     C = G.shape[0]
     bI = margI.shape[1]
@@ -215,9 +216,26 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, need_tc, r_up, c_up, r_lo, c
             base = s_t * T + s_tc * Tc
             out_up[i, j] = r_up[i] + c_up[j] + base
             if write_lo:
-                out_lo[j, i] = r_lo[j] + c_lo[i] + base
+                scratch[i, j] = base
             if diag_block and j > i:
                 out_up[j, i] = r_up[j] + c_up[i] + base
+
+
+@njit(parallel=True, cache=True)
+def _write_transposed(scratch, r_lo, c_lo, out_lo):
+    """out_lo[j, i] = r_lo[j] + c_lo[i] + scratch[i, j], in 64 x 64 tiles."""
+    bI, bJ = scratch.shape
+    tile = 64
+    n_tj = (bJ + tile - 1) // tile
+    for tj in prange(n_tj):
+        j0 = tj * tile
+        j1 = min(bJ, j0 + tile)
+        for i0 in range(0, bI, tile):
+            i1 = min(bI, i0 + tile)
+            for j in range(j0, j1):
+                rj = r_lo[j]
+                for i in range(i0, i1):
+                    out_lo[j, i] = rj + c_lo[i] + scratch[i, j]
 
 
 def _block_size(table_rows: CodeTable, table_cols: CodeTable, n_classes):
@@ -314,9 +332,9 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     margR = table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None]
     margC = tc.marginals if conditional else tc.marginals.sum(axis=0)[None]
     symmetric_blocks = same and rows is None
-    dummy = np.empty((1, 1), dtype=out.dtype)
+    dummy64 = np.empty((1, 1))
     buf = None
-    dummy_vec = np.zeros(1)
+    scratch = None
     for i0 in range(0, r, bs):
         Ipos = slice(i0, min(r, i0 + bs))
         I = row_idx[Ipos]
@@ -329,13 +347,18 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
             diag = symmetric_blocks and j0 == i0
             write_lo = symmetric_blocks and not diag
             Jr = np.arange(J.start, J.stop)
-            args = (r_up_all[I], c_up_all[J], r_lo_all[Jr] if same else dummy_vec, c_lo_all[I], s_t, s_tc,
-                    out[Ipos, J], out[J, Ipos] if write_lo else dummy, write_lo, diag)
+            bJ = J.stop - J.start
+            if write_lo and (scratch is None or scratch.size < len(I) * bJ):
+                scratch = np.empty(len(I) * bJ)
+            scr = scratch[: len(I) * bJ].reshape(len(I), bJ) if write_lo else dummy64
+            args = (r_up_all[I], c_up_all[J], s_t, s_tc, out[Ipos, J], scr, write_lo, diag)
             mI, mJ = np.ascontiguousarray(margR[:, I]), np.ascontiguousarray(margC[:, J])
             if table_rows.nb == 2 and tc.nb == 2:
                 _fused_block_3bins(G, mI, mJ, sizes, table_rows.phi, conditional, *args)
             else:
                 _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args)
+            if write_lo:
+                _write_transposed(scr, r_lo_all[Jr], c_lo_all[I], out[J, Ipos])
     if same:
         diag_rows = np.arange(r)
         if kind == "cmi":
