@@ -1,0 +1,170 @@
+"""Greedy MI baselines against plain-loop implementations of the published criteria."""
+import numpy as np
+import pytest
+
+import bioqpfs
+from bioqpfs import measures
+from bioqpfs.selectors import baselines
+
+
+# ---------------------------------------------------------------- plain-loop reference (independent of the kernels)
+def _entropy(*cols):
+    n = cols[0].size
+    keys = {}
+    for t in zip(*[c.tolist() for c in cols]):
+        keys[t] = keys.get(t, 0) + 1
+    p = np.array(list(keys.values()), dtype=float) / n
+    return float(-(p * np.log2(p)).sum())
+
+
+def _mi(a, b):
+    return _entropy(a) + _entropy(b) - _entropy(a, b)
+
+
+def _cmi(a, b, c):  # I(a; b | c)
+    return _entropy(a, c) + _entropy(b, c) - _entropy(a, b, c) - _entropy(c)
+
+
+def _reference(codes, y, criterion, k):
+    m = codes.shape[1]
+    F = np.array([_mi(codes[:, j], y) for j in range(m)])
+    sel = []
+    for _ in range(k):
+        scores = {}
+        for j in range(m):
+            if j in sel:
+                continue
+            if not sel:
+                s = F[j]
+            elif criterion == "mrmr_mid":
+                s = F[j] - np.mean([_mi(codes[:, j], codes[:, t]) for t in sel])
+            elif criterion == "mrmr_miq":
+                red = np.mean([_mi(codes[:, j], codes[:, t]) for t in sel])
+                s = np.inf if red <= 1e-14 else F[j] / red
+            elif criterion == "jmi":  # I((X_j, X_t); C) with the pair coded as one variable
+                s = sum(_mi(codes[:, j] * 10 + codes[:, t], y) for t in sel)
+            else:  # cife
+                s = F[j] - sum(_mi(codes[:, j], codes[:, t]) - _cmi(codes[:, j], codes[:, t], y) for t in sel)
+            scores[j] = s
+        best = max(scores.values())
+        tol = 0.0 if np.isinf(best) else 1e-9 * max(1.0, abs(best))
+        tied = [j for j, s in scores.items() if s >= best - tol]
+        # documented tie rule: higher relevance, then lower index
+        sel.append(min(tied, key=lambda j: (-F[j], j)))
+    return sel
+
+
+def _data(rng, n=80, m=25, n_classes=3):
+    y = rng.integers(0, n_classes, n)
+    X = rng.normal(size=(n, m))
+    X[:, 3] += 1.5 * y
+    X[:, 7] = X[:, 3] + 0.3 * rng.normal(size=n)  # redundant copy of gene 3
+    X[:, 11] += 1.0 * (y == 1)
+    X[:, 15] = np.where(rng.random(n) < 0.5, X[:, 11], rng.normal(size=n))
+    return X, y
+
+
+@pytest.mark.parametrize("method", ["mrmr_mid", "mrmr_miq", "jmi", "cife"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_greedy_matches_plain_loop(method, seed):
+    rng = np.random.default_rng(seed)
+    X, y = _data(rng)
+    k = 10
+    sel = bioqpfs.select(X, y, method=method, n_genes=k)
+    codes = measures.discretize(X)
+    ref = _reference(codes.astype(np.int64), y, method, k)
+    assert sel.ranking.tolist() == ref
+    assert sel.selected.tolist() == ref
+    # greedy score recorded at selection time equals the reference score of the first pick (= relevance)
+    F = np.array([_mi(codes[:, j].astype(np.int64), y) for j in range(X.shape[1])])
+    np.testing.assert_allclose(sel.relevance, F, atol=1e-10)
+    assert sel.extra_columns["greedy_score"][ref[0]] == pytest.approx(F[ref[0]])
+
+
+def test_jmi_cife_scores_match_definitions(rng):
+    X, y = _data(rng, n=60, m=16, n_classes=2)
+    codes = measures.discretize(X).astype(np.int64)
+    for method in ("jmi", "cife"):
+        sel = bioqpfs.select(X, y, method=method, n_genes=4)
+        S = sel.ranking.tolist()
+        j = S[3]
+        if method == "jmi":
+            expect = sum(_mi(codes[:, j] * 10 + codes[:, t], y) for t in S[:3])
+        else:
+            expect = _mi(codes[:, j], y) - sum(_mi(codes[:, j], codes[:, t]) - _cmi(codes[:, j], codes[:, t], y)
+                                               for t in S[:3])
+        assert sel.extra_columns["greedy_score"][j] == pytest.approx(expect, abs=1e-9)
+
+
+def test_mrmr_avoids_redundant_copy_maxrel_does_not(rng):
+    n = 120
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 10))
+    X[:, 0] += 2.0 * y
+    X[:, 1] = X[:, 0] + 0.01 * rng.normal(size=n)  # near copy
+    X[:, 2] += 1.2 * y
+    top_rel = bioqpfs.select(X, y, method="maxrel").ranking[:2].tolist()
+    assert sorted(top_rel) == [0, 1]
+    top_mrmr = bioqpfs.select(X, y, method="mrmr_mid", n_genes=2).ranking.tolist()
+    assert top_mrmr[0] in (0, 1) and top_mrmr[1] == 2
+
+
+def test_maxrel_ranks_every_gene_by_relevance(rng):
+    X, y = _data(rng)
+    sel = bioqpfs.select(X, y, method="maxrel", n_genes=5)
+    codes = measures.discretize(X).astype(np.int64)
+    F = np.array([_mi(codes[:, j], y) for j in range(X.shape[1])])
+    assert sel.ranking.size == X.shape[1]
+    order = sorted(range(X.shape[1]), key=lambda j: (-round(F[j], 12), j))
+    assert sel.ranking.tolist() == order
+    np.testing.assert_allclose(sel.weights, F, atol=1e-10)
+
+
+def test_default_length_constant_genes_and_inputs_untouched(rng):
+    X, y = _data(rng, m=60)
+    X[:, 5] = 2.0
+    X0 = X.copy()
+    with pytest.warns(UserWarning, match="constant"):
+        sel = bioqpfs.select(X, y, method="mrmr_mid")
+    assert sel.ranking.size == baselines.DEFAULT_N_RANKED
+    assert 5 not in sel.ranking.tolist()
+    np.testing.assert_array_equal(X, X0)
+    w = sel.weights[sel.ranking]
+    assert np.all(np.diff(w) < 0) and w[0] == 1.0
+    assert np.count_nonzero(sel.weights) == baselines.DEFAULT_N_RANKED
+    # asking for every gene: the constant one comes last
+    with pytest.warns(UserWarning):
+        full = bioqpfs.select(X, y, method="cife", n_genes=60)
+    assert full.ranking[-1] == 5 and sorted(full.ranking.tolist()) == list(range(60))
+
+
+def test_random_is_seeded_permutation(rng):
+    X, y = _data(rng)
+    a = bioqpfs.select(X, y, method="random", n_genes=5, random_state=3)
+    b = bioqpfs.select(X, y, method="random", n_genes=5, random_state=3)
+    c = bioqpfs.select(X, y, method="random", n_genes=5, random_state=4)
+    assert a.ranking.tolist() == b.ranking.tolist() != c.ranking.tolist()
+    assert sorted(a.ranking.tolist()) == list(range(X.shape[1]))
+    assert a.ranking.tolist() == np.random.default_rng(3).permutation(X.shape[1]).tolist()
+
+
+def test_errors_are_clear(rng):
+    X, y = _data(rng)
+    with pytest.raises(ValueError, match="n_genes"):
+        bioqpfs.select(X, y, method="jmi", n_genes=1000)
+    with pytest.raises(ValueError, match="discretization"):
+        bioqpfs.select(X, y, method="mrmr_mid", discretization="bogus")
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        bioqpfs.select(X, np.zeros(X.shape[0]), method="maxrel")
+
+
+def test_selection_reachable_from_tl(rng):
+    import anndata as ad
+    X, y = _data(rng)
+    import pandas as pd
+
+    adata = ad.AnnData(X.astype(np.float32), obs=pd.DataFrame({"c": pd.Categorical(y.astype(str))},
+                                                              index=[f"s{i}" for i in range(X.shape[0])]))
+    bioqpfs.tl.select_genes(adata, "c", method="mrmr_mid", n_genes=4)
+    key = [k for k in adata.uns if "mrmr" in k][0]
+    assert len(adata.uns[key]["selected"]) == 4
