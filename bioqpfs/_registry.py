@@ -18,6 +18,12 @@ def register(name, module, function, description):
 
 
 register("qpfs", "bioqpfs.selectors.qpfs", "qpfs", "Quadratic Programming Feature Selection, exact (Rodriguez-Lujan et al. 2010)")
+register("maxrel", "bioqpfs.selectors.baselines", "maxrel", "Max-relevance ranking by I(X;C) (Peng et al. 2005)")
+register("mrmr_mid", "bioqpfs.selectors.baselines", "mrmr_mid", "Greedy mRMR, difference form MID (Peng et al. 2005)")
+register("mrmr_miq", "bioqpfs.selectors.baselines", "mrmr_miq", "Greedy mRMR, quotient form MIQ (Ding & Peng 2005)")
+register("jmi", "bioqpfs.selectors.baselines", "jmi", "Greedy joint mutual information, = EMRMR (Yang & Moody 1999)")
+register("cife", "bioqpfs.selectors.baselines", "cife", "Greedy conditional infomax feature extraction (Lin & Tang 2006)")
+register("random", "bioqpfs.selectors.baselines", "random_genes", "Seeded uniform random ranking (baseline)")
 
 
 def methods() -> dict[str, str]:
