@@ -1,0 +1,391 @@
+"""How good is a panel?  Cross-validated classification error as a function of panel size.
+
+The protocol is the papers': a linear SVM with C = 1 (QPFS paper section 3.1, "c is set to 1.0 in all
+experiments"; SPEC_CMI paper section 4.3) trained on the top-k genes, error estimated by 10-fold
+cross-validation (QPFS section 3.1: 10-fold CV repeated; SPEC_CMI section 4.3: 10-fold when there are
+at least 100 samples) or leave-one-out (SPEC_CMI section 4.3 below 100 samples; IKM-QPFS paper
+section 5 for the microarray sets).  Modelled on SpaPROS's evaluation suite: several selectors side
+by side, one tidy table out.
+
+Selection bias
+--------------
+Choosing genes on all samples and then cross-validating the classifier on the same samples
+reports an optimistic error (Ambroise & McLachlan, PNAS 2002): the test folds already influenced
+which genes were picked.  By default every method given *by name* is therefore refit on the
+training part of each fold (``refit_selection=None`` -> refit), so the test samples never see the
+selection.  ``refit_selection=False`` reproduces the "select once on all data" shortcut.
+A precomputed :class:`~bioqpfs.Selection`, a stored ``tl`` result or a gene list is a fixed panel:
+it cannot be refit, and its error is optimistic if it was chosen on these same samples (the
+table's ``refit`` column says which rows were refit).
+"""
+from __future__ import annotations
+
+import time
+from numbers import Integral
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from ._registry import methods as _methods
+from ._registry import select
+from ._selection import Selection
+from ._validation import check_labels, check_matrix
+
+__all__ = ["error_curve", "compare", "make_classifier", "DEFAULT_N_GENES"]
+
+DEFAULT_N_GENES = (5, 10, 20, 50)
+
+
+def make_classifier(classifier="linear_svm"):
+    """The classifier of the protocol, by name, or a clone of a given scikit-learn classifier.
+
+    ``"linear_svm"``: ``SVC(kernel="linear", C=1)`` -- LIBSVM's linear SVM as in the QPFS and SPEC_CMI
+    papers; ``"liblinear"``: ``LinearSVC(C=1)`` -- LIBLINEAR's L2-regularised L2-loss SVM of the
+    IKM-QPFS paper (section 5); ``"knn3"``: 3-nearest neighbours (SPEC_CMI section 4.3 on Gisette/Madelon).
+    """
+    from sklearn.base import clone, is_classifier
+
+    if isinstance(classifier, str):
+        from sklearn.neighbors import KNeighborsClassifier
+        from sklearn.svm import SVC, LinearSVC
+
+        table = {"linear_svm": lambda: SVC(kernel="linear", C=1.0),
+                 "liblinear": lambda: LinearSVC(C=1.0),
+                 "knn3": lambda: KNeighborsClassifier(n_neighbors=3)}
+        if classifier not in table:
+            raise ValueError(f"unknown classifier {classifier!r}; use one of {sorted(table)} or pass a "
+                             "scikit-learn classifier instance")
+        return table[classifier]()
+    if not (is_classifier(classifier) or hasattr(classifier, "fit") and hasattr(classifier, "predict")):
+        raise TypeError(f"classifier must be a name or a scikit-learn classifier, got {type(classifier).__name__}")
+    return clone(classifier)
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
+def _is_anndata(data):
+    import anndata as ad
+
+    return isinstance(data, ad.AnnData)
+
+
+def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
+    """(X over all genes, y labels, gene names, candidate gene indices)."""
+    if _is_anndata(data):
+        from .tl._select_genes import _expression, _labels, _mask
+
+        X = _expression(data, layer, use_raw)
+        y = _labels(data, labels) if isinstance(labels, str) else labels
+        names = data.var_names.to_numpy().astype(str)
+        mask = _mask(data, mask_var)
+    else:
+        if layer is not None or use_raw or isinstance(mask_var, str):
+            raise ValueError("layer=, use_raw= and a mask_var column name need an AnnData; with an array pass "
+                             "mask_var as a boolean array")
+        if isinstance(labels, str):
+            raise ValueError(f"labels={labels!r} is a column name, which needs an AnnData; pass the label array")
+        X, y = data, labels
+        names = None if feature_names is None else np.asarray(feature_names).astype(str)
+        n_vars = np.shape(X)[1]
+        mask = np.ones(n_vars, dtype=bool) if mask_var is None else np.asarray(mask_var)
+        if mask.dtype != bool or mask.shape != (n_vars,):
+            raise ValueError(f"mask_var must be a boolean array with one entry per gene ({n_vars})")
+    X = check_matrix(X, feature_names=names)
+    if sp.issparse(X):
+        X = X.tocsr()
+    if isinstance(y, pd.Series):
+        y = y.array
+    codes, classes = check_labels(y, X.shape[0], name="labels")
+    return X, classes[codes], names, np.flatnonzero(mask)
+
+
+def _gene_indices(genes, names, n_vars, label):
+    genes = list(genes)
+    if all(isinstance(g, (Integral, np.integer)) and not isinstance(g, bool) for g in genes):
+        idx = np.asarray(genes, dtype=np.int64)
+        bad = idx[(idx < 0) | (idx >= n_vars)]
+        if bad.size:
+            raise ValueError(f"{label}: gene index {int(bad[0])} is out of range for {n_vars} genes")
+        return idx
+    if names is None:
+        raise ValueError(f"{label}: gene names need feature_names= (or an AnnData)")
+    pos = pd.Index(names).get_indexer([str(g) for g in genes])
+    if (pos < 0).any():
+        missing = [str(g) for g, p in zip(genes, pos) if p < 0]
+        raise ValueError(f"{label}: gene(s) not found: {', '.join(missing[:5])}")
+    return pos.astype(np.int64)
+
+
+def _specs(selections, data, names, n_vars, cand, method_params):
+    """Normalise ``selections`` to a list of (label, kind, payload).
+
+    kind "method": payload (method name, params) -- can be refit;
+    kind "fixed": payload = ranked gene indices into the full gene list.
+    """
+    if isinstance(selections, (str, Selection, pd.DataFrame)) or (
+            isinstance(selections, tuple) and len(selections) == 2 and isinstance(selections[0], str)
+            and isinstance(selections[1], dict)):
+        selections = [selections]
+    items = list(selections.items()) if isinstance(selections, dict) else [(None, s) for s in selections]
+    if not items:
+        raise ValueError("no selection or method to evaluate")
+    method_params = method_params or {}
+    registered = _methods()
+    out = []
+    for label, spec in items:
+        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) and isinstance(spec[1], dict):
+            name, params = spec
+        elif isinstance(spec, str):
+            name, params = spec, None
+        else:
+            name = None
+        if name is not None:
+            if name not in registered:
+                hint = ""
+                if data is not None and f"{name}_rank" in data.var.columns:
+                    hint = (f"; to evaluate the panel stored by tl under {name!r}, pass "
+                            f"bioqpfs.get.selection_df(adata, {name!r})")
+                raise ValueError(f"unknown method {name!r}; registered: {', '.join(sorted(registered))}{hint}")
+            params = dict(method_params.get(name, {}) if params is None else params)
+            out.append((label or name, "method", (name, params)))
+            continue
+        if isinstance(spec, Selection):
+            if spec.n_features == n_vars:
+                ranking = spec.ranking
+            elif spec.n_features == cand.size:
+                ranking = cand[spec.ranking]
+            else:
+                raise ValueError(f"Selection {spec.method!r} has {spec.n_features} genes but the data have {n_vars} "
+                                 f"({cand.size} after mask_var)")
+            out.append((label or spec.method, "fixed", np.asarray(ranking, dtype=np.int64)))
+        elif isinstance(spec, pd.DataFrame):
+            if not {"gene", "rank"} <= set(spec.columns):
+                raise ValueError("a DataFrame selection needs 'gene' and 'rank' columns (bioqpfs.get.selection_df)")
+            ranked = spec[np.isfinite(spec["rank"].to_numpy(dtype=float))].sort_values("rank", kind="stable")
+            out.append((label or "panel", "fixed", _gene_indices(ranked["gene"], names, n_vars, label or "panel")))
+        else:
+            lab = label or f"panel{len(out)}"
+            out.append((lab, "fixed", _gene_indices(spec, names, n_vars, lab)))
+    labels = [o[0] for o in out]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise ValueError(f"several selections are labelled {dup}; pass a dict {{label: selection}} to name them")
+    return out
+
+
+def _splits(cv, y, repeats, random_state):
+    """[(repeat, fold, train, test)] for the requested scheme."""
+    from sklearn.model_selection import LeaveOneOut, StratifiedKFold
+
+    if isinstance(cv, str):
+        if cv.lower() != "loo":
+            raise ValueError(f"cv must be an int (k-fold), 'loo' or a scikit-learn splitter, got {cv!r}")
+        schemes = [LeaveOneOut()]      # deterministic: repeating it would give identical folds
+    elif isinstance(cv, Integral) and not isinstance(cv, bool):
+        if cv < 2:
+            raise ValueError(f"cv={cv}: k-fold cross-validation needs at least 2 folds")
+        _, counts = np.unique(y, return_counts=True)
+        if counts.min() < cv:
+            raise ValueError(f"cv={cv} folds but the smallest class has {counts.min()} sample(s); use fewer folds "
+                             "or cv='loo'")
+        if random_state is None:
+            raise ValueError("random_state=None would make the folds irreproducible; pass an integer")
+        schemes = [StratifiedKFold(n_splits=cv, shuffle=True, random_state=int(random_state) + r)
+                   for r in range(repeats)]
+    elif hasattr(cv, "split"):
+        schemes = [cv]
+    else:
+        raise ValueError(f"cv must be an int (k-fold), 'loo' or a scikit-learn splitter, got {cv!r}")
+    out = []
+    Xdummy = np.zeros((y.size, 1))
+    for r, scheme in enumerate(schemes):
+        for f, (train, test) in enumerate(scheme.split(Xdummy, y)):
+            out.append((r, f, np.asarray(train), np.asarray(test)))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the curve
+# --------------------------------------------------------------------------------------------
+def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier="linear_svm", cv=10,
+                repeats=1, refit_selection=None, method_params=None, layer=None, use_raw=None, mask_var=None,
+                feature_names=None, random_state=0, return_folds=False, progress=False):
+    """Cross-validated classification error of the top-k genes of one or several selections.
+
+    Parameters
+    ----------
+    data : AnnData, array-like or sparse matrix, shape (n_samples, n_genes)
+        Expression.  For an AnnData, ``layer``/``use_raw``/``mask_var`` choose the matrix and the
+        candidate genes exactly as in :func:`bioqpfs.tl.select_genes`.
+    labels : str or array-like
+        Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData.
+    selections : str, Selection, DataFrame, gene list, or a list/dict of them
+        What to evaluate.  A registered **method name** (or ``(name, params)``) is run by this
+        function (refit per fold by default, see below); a :class:`~bioqpfs.Selection`, a
+        ``bioqpfs.get.selection_df(...)`` table or a ranked list of gene names/indices is a
+        **fixed** ranking.  A dict gives the row labels (e.g. ``{"QPFS a=0.3": ("qpfs", {"alpha": .3})}``).
+    n_genes : int or sequence of int
+        Panel sizes k; the classifier uses the top-k genes of each ranking.  Sizes beyond the
+        genes a method ranked give no row (e.g. clustering methods that keep few representatives).
+    classifier : str or sklearn classifier
+        ``"linear_svm"`` (default; SVC, linear kernel, C=1 as in the papers), ``"liblinear"``,
+        ``"knn3"``, or any classifier instance (cloned for every fit).
+    cv : int, "loo" or sklearn splitter
+        ``int``: stratified k-fold, shuffled with seed ``random_state + r`` for repeat r;
+        ``"loo"``: leave-one-out (the papers' choice below ~100 samples; ``repeats`` is ignored since
+        the folds are always the same); a splitter object is used as given (once).
+    repeats : int
+        Repetitions of k-fold CV with different shuffles (QPFS section 3.1 used 10 x 10-fold).
+    refit_selection : bool or None
+        ``None`` (default): methods given by name are refit on the training samples of every fold,
+        so selection never sees the test samples (no selection bias); fixed rankings are used as
+        they are.  ``True``: the same, but a fixed ranking is an error (it cannot be refit).
+        ``False``: methods are fit once on all samples and that ranking is cross-validated -- the
+        optimistic protocol, useful only to reproduce published numbers.
+    method_params : dict, optional
+        ``{method name: {param: value}}`` for methods given by plain name.
+    layer, use_raw, mask_var
+        As in :func:`bioqpfs.tl.select_genes` (``mask_var`` may be a boolean array for arrays).
+    feature_names : sequence of str, optional
+        Gene names of an array ``data`` (to resolve gene-name lists).
+    random_state : int
+        Seeds the folds and every method's random choices (fold f of repeat r gets
+        ``random_state + 1000 * r + f``).
+    return_folds : bool
+        Also return the per-fold table (one row per repeat, fold, method, k).
+    progress : bool
+        Show a progress bar over the folds on stderr (tqdm).
+
+    Returns
+    -------
+    DataFrame
+        One row per (method, n_genes): ``method``, ``n_genes``, ``mean_error`` (mean of the fold
+        error rates, as ``1 - cross_val_score(...).mean()``), ``sd_error`` (sample standard
+        deviation of the fold error rates), ``se_error`` (``sd_error / sqrt(n_folds)``),
+        ``n_folds`` (fold fits averaged, over all repeats), ``refit``, ``cv``, ``repeats``,
+        ``classifier``, ``seconds_select`` (mean time per selection fit).  With
+        ``return_folds=True``, ``(summary, folds)``.
+
+    Examples
+    --------
+    >>> import bioqpfs
+    >>> adata = bioqpfs.datasets.srbct()
+    >>> df = bioqpfs.evaluate.error_curve(adata, "class", ["qpfs"], n_genes=[5, 10], cv=5)  # doctest: +SKIP
+    """
+    from sklearn.base import clone
+
+    if isinstance(n_genes, Integral):
+        n_genes = [n_genes]
+    ks = sorted({int(k) for k in n_genes})
+    if not ks or ks[0] < 1:
+        raise ValueError(f"n_genes must be positive integers, got {n_genes!r}")
+    if not isinstance(repeats, Integral) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    if refit_selection not in (None, True, False):
+        raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
+    X, y, names, cand = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
+                              feature_names=feature_names)
+    if ks[-1] > cand.size:
+        raise ValueError(f"n_genes up to {ks[-1]} but only {cand.size} candidate genes")
+    adata = data if _is_anndata(data) else None
+    specs = _specs(selections, adata, names, X.shape[1], cand, method_params)
+    if refit_selection is True:
+        fixed = [lab for lab, kind, _ in specs if kind == "fixed"]
+        if fixed:
+            raise ValueError(f"refit_selection=True but {fixed} are precomputed rankings, which cannot be refit "
+                             "inside the folds; pass method names instead, or refit_selection=None")
+    refit = refit_selection is not False
+    base_clf = make_classifier(classifier)
+    clf_name = classifier if isinstance(classifier, str) else type(classifier).__name__
+    splits = _splits(cv, y, repeats, random_state)
+    Xc = X[:, cand]
+    cand_names = None if names is None else names[cand]
+    seed0 = 0 if random_state is None else int(random_state)
+
+    def run(name, params, rows, seed):
+        t0 = time.perf_counter()
+        sel = select(Xc[rows], y[rows], method=name, n_genes=min(ks[-1], cand.size), random_state=seed,
+                     feature_names=cand_names, **params)
+        return cand[sel.ranking], time.perf_counter() - t0
+
+    # fixed rankings, and methods fit once on all data when refit is off
+    rankings, seconds = {}, {}
+    for lab, kind, payload in specs:
+        if kind == "fixed":
+            rankings[lab], seconds[lab] = payload, np.nan
+        elif not refit:
+            rankings[lab], seconds[lab] = run(*payload, np.arange(y.size), seed0)
+
+    rows = []
+    it = splits
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(splits, desc="CV folds", unit="fold")
+    fold_seconds = {lab: [] for lab, _, _ in specs}
+    for r, f, train, test in it:
+        Xtr, Xte = X[train], X[test]
+        for lab, kind, payload in specs:
+            if kind == "method" and refit:
+                ranking, secs = run(*payload, train, seed0 + 1000 * r + f)
+                fold_seconds[lab].append(secs)
+            else:
+                ranking = rankings[lab]
+            for k in ks:
+                if k > ranking.size:
+                    continue
+                genes = ranking[:k]
+                clf = clone(base_clf).fit(Xtr[:, genes], y[train])
+                err = float(np.mean(clf.predict(Xte[:, genes]) != y[test]))
+                rows.append((lab, k, r, f, err, test.size))
+    folds = pd.DataFrame(rows, columns=["method", "n_genes", "repeat", "fold", "error", "n_test"])
+    g = folds.groupby(["method", "n_genes"], sort=False)["error"]
+    summary = pd.DataFrame({"mean_error": g.mean(), "sd_error": g.std(ddof=1), "n_folds": g.size()}).reset_index()
+    summary["se_error"] = summary["sd_error"] / np.sqrt(summary["n_folds"])
+    kinds = {lab: kind for lab, kind, _ in specs}
+    summary["refit"] = [kinds[m] == "method" and refit for m in summary["method"]]
+    summary["cv"] = str(cv) if isinstance(cv, (str, Integral)) else type(cv).__name__
+    summary["repeats"] = 1 if isinstance(cv, str) or hasattr(cv, "split") else int(repeats)
+    summary["classifier"] = clf_name
+    summary["seconds_select"] = [np.mean(fold_seconds[m]) if fold_seconds[m] else seconds[m]
+                                 for m in summary["method"]]
+    order = {lab: i for i, (lab, _, _) in enumerate(specs)}
+    summary = summary.sort_values(["method", "n_genes"], key=lambda s: s.map(order) if s.name == "method" else s,
+                                  kind="stable").reset_index(drop=True)
+    summary = summary[["method", "n_genes", "mean_error", "sd_error", "se_error", "n_folds", "refit", "cv",
+                       "repeats", "classifier", "seconds_select"]]
+    return (summary, folds) if return_folds else summary
+
+
+def compare(adata, groupby, methods=None, *, n_genes=DEFAULT_N_GENES, method_params=None, **kwargs):
+    """Run several selectors side by side and return their error curves (one tidy DataFrame).
+
+    Parameters
+    ----------
+    adata : AnnData
+    groupby : str
+        ``.obs`` column with the classes.
+    methods : list of str, optional
+        Registered method names; default: ``"qpfs"`` and whichever of ``"spec_cmi"``, ``"ikm_qpfs"``,
+        ``"mrmr_mid"``, ``"maxrel"`` and ``"random"`` are registered (:func:`bioqpfs.methods`).
+    n_genes : sequence of int
+        Panel sizes.
+    method_params : dict, optional
+        ``{method: {param: value}}``.
+    **kwargs
+        Passed to :func:`error_curve` (``cv``, ``repeats``, ``classifier``, ``refit_selection``,
+        ``layer``, ``use_raw``, ``mask_var``, ``random_state``, ``return_folds``, ``progress``).
+        Every method is refit inside each training fold unless ``refit_selection=False``.
+
+    Returns
+    -------
+    DataFrame
+        As :func:`error_curve`, one block of rows per method, in the order given.
+    """
+    if methods is None:
+        registered = _methods()
+        methods = [m for m in ("qpfs", "spec_cmi", "ikm_qpfs", "mrmr_mid", "maxrel", "random") if m in registered]
+    if isinstance(methods, str):
+        methods = [methods]
+    return error_curve(adata, groupby, list(methods), n_genes=n_genes, method_params=method_params, **kwargs)

@@ -1,0 +1,134 @@
+"""Evaluation: error curves against hand-computed cross-validation references."""
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from sklearn.model_selection import LeaveOneOut, StratifiedKFold, cross_val_score
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.svm import SVC
+
+import bioqpfs
+from bioqpfs import evaluate
+
+
+@pytest.fixture(scope="module")
+def srbct_small():
+    """SRBCT restricted to 150 genes (the first 150 columns) to keep the folds fast."""
+    adata = bioqpfs.datasets.srbct()[:, :150].copy()
+    return adata
+
+
+def test_fixed_gene_list_matches_cross_val_score(srbct_small):
+    adata = srbct_small
+    X, y = adata.X, adata.obs["class"].to_numpy()
+    genes = [3, 17, 40, 41, 99, 120, 7]
+    df = evaluate.error_curve(X, y, {"fixed": genes}, n_genes=[2, 5, 7], cv=5, random_state=3)
+    for k in (2, 5, 7):
+        acc = cross_val_score(SVC(kernel="linear", C=1.0), X[:, genes[:k]], y,
+                              cv=StratifiedKFold(5, shuffle=True, random_state=3))
+        row = df[(df.method == "fixed") & (df.n_genes == k)].iloc[0]
+        assert row.mean_error == pytest.approx(1 - acc.mean(), abs=1e-12)
+        assert row.sd_error == pytest.approx(np.std(1 - acc, ddof=1), abs=1e-12)
+        assert row.n_folds == 5 and not row.refit
+    # repeats: repeat r uses seed random_state + r
+    df2 = evaluate.error_curve(X, y, {"fixed": genes}, n_genes=5, cv=5, repeats=3, random_state=3)
+    errs = np.concatenate([1 - cross_val_score(SVC(kernel="linear", C=1.0), X[:, genes[:5]], y,
+                                               cv=StratifiedKFold(5, shuffle=True, random_state=3 + r))
+                           for r in range(3)])
+    assert df2.mean_error.iloc[0] == pytest.approx(errs.mean(), abs=1e-12)
+    assert df2.n_folds.iloc[0] == 15 and df2.repeats.iloc[0] == 3
+
+
+def test_leave_one_out_and_other_classifier(srbct_small):
+    X, y = srbct_small.X, srbct_small.obs["class"].to_numpy()
+    genes = [10, 20, 30]
+    df = evaluate.error_curve(X, y, [genes], n_genes=3, cv="loo", classifier=KNeighborsClassifier(3))
+    wrong = 0
+    for i in range(y.size):            # plain leave-one-out loop
+        keep = np.arange(y.size) != i
+        clf = KNeighborsClassifier(3).fit(X[keep][:, genes], y[keep])
+        wrong += clf.predict(X[i:i + 1, genes])[0] != y[i]
+    assert df.mean_error.iloc[0] == pytest.approx(wrong / y.size, abs=1e-12)
+    assert df.n_folds.iloc[0] == y.size and df.cv.iloc[0] == "loo"
+
+
+def test_refit_inside_folds_matches_plain_loop(srbct_small):
+    X, y = srbct_small.X, srbct_small.obs["class"].to_numpy()
+    df, folds = evaluate.error_curve(X, y, "qpfs", n_genes=[3, 8], cv=4, random_state=1, return_folds=True)
+    assert df.refit.all()
+    ref = {3: [], 8: []}
+    for train, test in StratifiedKFold(4, shuffle=True, random_state=1).split(X, y):
+        sel = bioqpfs.select(X[train], y[train], method="qpfs", n_genes=8)
+        for k in (3, 8):
+            g = sel.ranking[:k]
+            clf = SVC(kernel="linear", C=1.0).fit(X[train][:, g], y[train])
+            ref[k].append(np.mean(clf.predict(X[test][:, g]) != y[test]))
+    for k in (3, 8):
+        np.testing.assert_allclose(folds[folds.n_genes == k].error.to_numpy(), ref[k], atol=1e-12)
+        assert df[df.n_genes == k].mean_error.iloc[0] == pytest.approx(np.mean(ref[k]), abs=1e-12)
+
+
+def test_selection_bias_is_avoided_by_refitting():
+    """Pure noise: selecting on all samples reports an optimistic error, refitting reports ~chance."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(40, 300))
+    y = np.repeat(["a", "b"], 20)
+    spec = ("qpfs", {"similarity": "correlation", "alpha": 0.9})     # relevance-heavy: the bias shows clearly
+    df = evaluate.error_curve(X, y, {"refit": spec}, n_genes=10, cv=5, random_state=0)
+    biased = evaluate.error_curve(X, y, {"once": spec}, n_genes=10, cv=5, random_state=0, refit_selection=False)
+    assert not biased.refit.iloc[0] and df.refit.iloc[0]
+    assert df.mean_error.iloc[0] > 0.35                  # near chance (0.5)
+    assert biased.mean_error.iloc[0] < df.mean_error.iloc[0] - 0.2
+
+
+def test_anndata_inputs_stored_and_precomputed(srbct_small):
+    adata = srbct_small.copy()
+    mask = np.zeros(adata.n_vars, dtype=bool)
+    mask[:60] = True
+    adata.var["hv"] = mask
+    bioqpfs.tl.select_genes(adata, "class", method="qpfs", n_genes=5, mask_var="hv")
+    stored = bioqpfs.get.selection_df(adata, "qpfs")
+    sel_all = bioqpfs.select(adata.X[:, :60], adata.obs["class"], method="qpfs", n_genes=5)
+    names = list(adata.var_names[:60][sel_all.ranking[:5]])
+    df = evaluate.error_curve(adata, "class", {"stored": stored, "sel": sel_all, "names": names,
+                                               "refit": "qpfs"},
+                              n_genes=[2, 5], cv=3, mask_var="hv")
+    assert list(df.method.unique()) == ["stored", "sel", "names", "refit"]
+    # the three fixed forms of the same panel give identical errors
+    for k in (2, 5):
+        e = df[df.n_genes == k].set_index("method").mean_error
+        assert e["stored"] == e["sel"] == e["names"]
+    assert df.set_index("method").refit.to_dict() == {"stored": False, "sel": False, "names": False, "refit": True}
+    # sparse input gives the same curve
+    adata_sp = adata.copy()
+    adata_sp.X = sp.csr_matrix(adata.X)
+    df_sp = evaluate.error_curve(adata_sp, "class", {"refit": "qpfs"}, n_genes=[2, 5], cv=3, mask_var="hv")
+    np.testing.assert_allclose(df_sp.mean_error, df[df.method == "refit"].mean_error)
+
+
+def test_clear_errors(srbct_small):
+    adata = srbct_small
+    X, y = adata.X, adata.obs["class"].to_numpy()
+    sel = bioqpfs.select(X, y, method="qpfs", n_genes=5)
+    with pytest.raises(ValueError, match="cannot be refit"):
+        evaluate.error_curve(X, y, [sel], refit_selection=True, cv=3)
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
+        evaluate.error_curve(X, y, "nope", cv=3)
+    with pytest.raises(ValueError, match="column name, which needs an AnnData"):
+        evaluate.error_curve(X, "class", "qpfs")
+    with pytest.raises(ValueError, match="smallest class"):
+        evaluate.error_curve(X, y, [[1, 2]], n_genes=2, cv=50)
+    with pytest.raises(ValueError, match="unknown classifier"):
+        evaluate.error_curve(X, y, [[1, 2]], n_genes=2, classifier="rbf")
+    with pytest.raises(ValueError, match="not found"):
+        evaluate.error_curve(adata, "class", [["no_such_gene"]], n_genes=1)
+    with pytest.raises(KeyError, match="not a column of adata.obs"):
+        evaluate.error_curve(adata, "klass", "qpfs")
+
+
+def test_compare_defaults_to_registered_methods(srbct_small):
+    df = evaluate.compare(srbct_small, "class", n_genes=[3], cv=3)
+    expected = [m for m in ("qpfs", "spec_cmi", "ikm_qpfs", "mrmr_mid", "maxrel", "random") if m in bioqpfs.methods()]
+    assert list(df.method) == expected
+    assert (df.n_folds == 3).all() and df.refit.all()
+    assert isinstance(df, pd.DataFrame) and df.mean_error.between(0, 1).all()
