@@ -26,9 +26,14 @@ def _parser():
 
     s = sub.add_parser("select", help="select a gene panel and store it in an .h5ad (+ ranked TSV)")
     src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument("input", nargs="?", help="input .h5ad file (cells/samples x genes)")
+    src.add_argument("input", nargs="?", help="input .h5ad, or a .csv/.tsv expression table (needs --orientation)")
     src.add_argument("--dataset", choices=sorted(datasets.available()), help="use a bundled dataset instead of a file")
-    s.add_argument("--groupby", required=True, help="column of .obs holding the classes")
+    s.add_argument("--groupby", required=True,
+                   help="column holding the classes: of .obs (h5ad), of the table (samples-by-genes CSV) or of --labels")
+    s.add_argument("--orientation", choices=["samples-by-genes", "genes-by-samples"],
+                   help="layout of a CSV/TSV input: rows are samples (samples-by-genes) or genes")
+    s.add_argument("--labels", default=None,
+                   help="CSV/TSV of sample labels: first column sample ids, the --groupby column (or the 2nd) labels")
     s.add_argument("--method", default="qpfs", choices=sorted(methods()), help="selection method (default: qpfs)")
     s.add_argument("--n-genes", type=int, default=50, help="panel size (default: 50)")
     s.add_argument("--similarity", default="mi", choices=["mi", "correlation"], help="redundancy measure (default: mi)")
@@ -49,11 +54,59 @@ def _parser():
     return p
 
 
+_TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".txt.gz")
+
+
+def _is_table(path):
+    return str(path).lower().endswith(_TABLE_SUFFIXES)
+
+
+def _read_delimited(path):
+    import pandas as pd
+
+    sep = "," if ".csv" in str(path).lower() else "\t"
+    return pd.read_csv(path, sep=sep, index_col=0)
+
+
+def _read_table(args):
+    """A CSV/TSV expression table (+ labels) as AnnData with the labels in ``.obs[args.groupby]``."""
+    import anndata as ad
+    import numpy as np
+    import pandas as pd
+
+    if args.orientation is None:
+        raise ValueError("a CSV/TSV input needs --orientation samples-by-genes or genes-by-samples")
+    df = _read_delimited(args.input)
+    labels = None
+    if args.labels is None:
+        if args.orientation != "samples-by-genes" or args.groupby not in df.columns:
+            raise ValueError(f"no labels: give --labels FILE, or a {args.groupby!r} column in a samples-by-genes table")
+        labels = df.pop(args.groupby)
+    if args.orientation == "genes-by-samples":
+        df = df.T
+    non_numeric = [str(c) for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
+    if non_numeric:
+        raise ValueError(f"non-numeric gene column(s) in {args.input}: {', '.join(non_numeric[:5])}; "
+                         "check --orientation and the labels column")
+    if args.labels is not None:
+        lab = _read_delimited(args.labels)
+        col = args.groupby if args.groupby in lab.columns else (lab.columns[0] if lab.shape[1] else None)
+        if col is None:
+            raise ValueError(f"{args.labels} needs a sample-id column and a label column")
+        lab.index = lab.index.astype(str)
+        missing = [s for s in df.index.astype(str) if s not in lab.index]
+        if missing:
+            raise ValueError(f"{len(missing)} sample(s) have no label in {args.labels} (e.g. {', '.join(missing[:3])})")
+        labels = lab.loc[df.index.astype(str), col]
+    obs = pd.DataFrame({args.groupby: pd.Categorical(np.asarray(labels, dtype=object))}, index=df.index.astype(str))
+    return ad.AnnData(X=df.to_numpy(dtype=np.float64), obs=obs, var=pd.DataFrame(index=df.columns.astype(str)))
+
+
 def _cmd_select(args):
     import anndata as ad
     import scanpy as sc
 
-    from . import datasets, get, tl
+    from . import _progress, datasets, get, tl
     from ._io import atomic_path
 
     sc.settings.verbosity = 0 if args.quiet else 3
@@ -62,15 +115,16 @@ def _cmd_select(args):
             raise FileNotFoundError(f"input file {args.input!r} does not exist")
         if os.path.exists(args.output) and os.path.samefile(args.input, args.output) and not args.force:
             raise ValueError(f"output {args.output!r} is the input file; choose another path or pass --force")
-        adata = ad.read_h5ad(args.input)
+        adata = _read_table(args) if _is_table(args.input) else ad.read_h5ad(args.input)
     else:
         adata = datasets.load(args.dataset)
     params = {}
     if args.discretization is not None:
         params["discretization"] = None if args.discretization == "none" else args.discretization
-    tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
-                    layer=args.layer, mask_var=args.mask_var, key_added=args.key_added,
-                    random_state=args.random_state, **params)
+    with _progress.enabled(not args.quiet):
+        tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
+                        layer=args.layer, mask_var=args.mask_var, key_added=args.key_added,
+                        random_state=args.random_state, **params)
     key = args.key_added or args.method
     with atomic_path(args.output) as tmp:
         adata.write_h5ad(tmp)

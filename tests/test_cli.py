@@ -62,3 +62,28 @@ def test_datasets_listing_and_export(tmp_path):
     assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("srbct\t")
     r = run("datasets", "colon", "-o", str(tmp_path / "colon.h5ad"))
     assert r.returncode == 0 and ad.read_h5ad(tmp_path / "colon.h5ad").shape == (62, 2000)
+
+
+def test_csv_both_orientations_and_labels_file(tmp_path):
+    rng = np.random.default_rng(3)
+    y = np.array(["a", "b"])[rng.integers(0, 2, size=30)]
+    X = rng.normal(size=(30, 6))
+    X[:, 2] += 2 * (y == "b")
+    samples = [f"s{i}" for i in range(30)]
+    genes = [f"g{j}" for j in range(6)]
+    df = pd.DataFrame(X, index=samples, columns=genes)
+    df.assign(cls=y).to_csv(tmp_path / "sxg.csv")
+    df.T.to_csv(tmp_path / "gxs.tsv", sep="\t")
+    pd.DataFrame({"cls": y}, index=samples).to_csv(tmp_path / "labels.csv")
+    r1 = run("select", str(tmp_path / "sxg.csv"), "--orientation", "samples-by-genes", "--groupby", "cls",
+             "--n-genes", "2", "-o", str(tmp_path / "a.h5ad"), "--quiet")
+    r2 = run("select", str(tmp_path / "gxs.tsv"), "--orientation", "genes-by-samples", "--labels",
+             str(tmp_path / "labels.csv"), "--groupby", "cls", "--n-genes", "2", "-o", str(tmp_path / "b.h5ad"), "--quiet")
+    assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
+    a, b = ad.read_h5ad(tmp_path / "a.h5ad"), ad.read_h5ad(tmp_path / "b.h5ad")
+    assert list(a.uns["qpfs"]["selected"]) == list(b.uns["qpfs"]["selected"]) and a.uns["qpfs"]["selected"][0] == "g2"
+    r = run("select", str(tmp_path / "sxg.csv"), "--groupby", "cls", "-o", str(tmp_path / "c.h5ad"))
+    assert r.returncode == 1 and "--orientation" in r.stderr
+    r = run("select", str(tmp_path / "gxs.tsv"), "--orientation", "genes-by-samples", "--groupby", "cls",
+            "-o", str(tmp_path / "c.h5ad"))
+    assert r.returncode == 1 and "no labels" in r.stderr

@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .. import _progress
+
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies"]
 
 _GEMM_BUDGET = 48 * 2**20  # bytes for one block of float32 counts (per class)
@@ -332,6 +334,8 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     margR = table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None]
     margC = tc.marginals if conditional else tc.marginals.sum(axis=0)[None]
     symmetric_blocks = same and rows is None
+    n_pairs = sum(len(range(i0 if symmetric_blocks else 0, m_cols, bs)) for i0 in range(0, r, bs))
+    progress = _progress.bar(n_pairs, f"{kind} matrix", unit="block")
     dummy64 = np.empty((1, 1))
     buf = None
     scratch = None
@@ -359,6 +363,8 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
                 _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args)
             if write_lo:
                 _write_transposed(scr, r_lo_all[Jr], c_lo_all[I], out[J, Ipos])
+            progress.update()
+    progress.close()
     if same:
         diag_rows = np.arange(r)
         if kind == "cmi":
