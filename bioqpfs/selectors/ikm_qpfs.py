@@ -1,0 +1,384 @@
+"""QPFS on cluster representatives: TLKM-QPFS, IKM-QPFS and IKMA-QPFS (Prasad & Biswas, paper 003).
+
+Genes are clustered with the variant MacQueen k-means under the MI distance
+``d = 1 - I(f_i; f_j) / max(H(f_i), H(f_j))`` (eq. 4, :mod:`bioqpfs._kernels.kmeans`), every cluster is
+represented by one real gene, and QPFS (Rodriguez-Lujan et al. 2010, paper eq. 2) runs on the
+representatives only, so no gene x gene matrix over all M genes is ever formed: time and memory are
+O(M k) for the clustering plus O(k^3) per QPFS call on k representatives (sections 3.3 and 4.4).
+
+* :func:`tlkm_qpfs` -- two-level k-means, then one QPFS on all representatives (section 3.3).
+* :func:`ikm_qpfs` -- interleave k-means and QPFS (section 4.1, Algorithms IKM-QPFS and IRR).
+* :func:`ikma_qpfs` -- IKM that also drops every cluster whose representative gets weight 0 (section 4.5).
+
+Choices where the paper is silent or loose (each also stated in the functions' docstrings):
+
+* QPFS inputs: ``Q`` = MI among the representatives with ``Q_ii = H(X_i)`` and ``F_i = I(X_i; C)`` (bits by
+  default), on the same discretisation as the distance (paper section 5.2: mean +- sd, 3 bins).
+* alpha: re-estimated for every QPFS call as alpha_hat = q_bar / (q_bar + f_bar) (paper eq. 2a) over the
+  small problem actually solved -- the only estimate that stays O(k^2) (the global q_bar needs all M^2
+  pairs).  A user-given ``alpha`` is used for every call.
+* Gene order: the paper's MacQueen takes the first k genes as initial centres, which makes the result
+  depend on the input order of the genes.  With ``shuffle=True`` (default) the genes are first permuted
+  with ``random_state``; ``shuffle=False`` is the literal rule.  Sub-clusters keep that order.
+* IRR (Algorithm IRR): the level is incremented for the recursive call (the printed pseudo-code
+  increments it inside the loop over sibling clusters, which would make the depth depend on the sibling
+  order).  The radius of a cluster at the last level is not needed (it is terminal anyway) and is not
+  computed.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from .. import measures
+from .._kernels import information as _info
+from .._kernels import kmeans as _km
+from .._kernels.correlation import _standardised, column_moments
+from .._selection import Selection, rank_by_weight
+from .._validation import check_n_genes, describe_indices, memory_guard
+from ._common import prepare, warn_constant
+from .qpfs import alpha_hat, solve_qpfs
+
+__all__ = ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"]
+
+_CLUSTER_DISCRETIZATIONS = ("mean_sd", "quantile", "mdl", None)
+
+
+class _Context:
+    """Everything the three methods share: validated data, gene space, relevance, QPFS bookkeeping."""
+
+    def __init__(self, X, y, feature_names, *, discretization, n_bins, base, alpha, shuffle, random_state):
+        if discretization not in _CLUSTER_DISCRETIZATIONS:
+            raise ValueError(f"unknown discretization {discretization!r}; choose one of {_CLUSTER_DISCRETIZATIONS}")
+        if alpha is not None and not (0.0 <= float(alpha) <= 1.0):
+            raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+        self.t0 = time.perf_counter()
+        X, y_codes, classes, constant = prepare(X, y, feature_names)
+        self.m_total = X.shape[1]
+        self.keep = np.flatnonzero(~constant)
+        if self.keep.size == 0:
+            raise ValueError("every gene is constant across samples; there is nothing to select")
+        warn_constant(constant, feature_names)
+        self.constant = constant
+        self.classes = classes
+        self.feature_names = None if feature_names is None else np.asarray(feature_names)
+        n, m = X.shape[0], self.keep.size
+        # codes (1 byte) twice, standardised expression of the largest cluster (all genes at level 1),
+        # the online pass' running means and the k-column distance blocks: O(N M) + O(M k)
+        memory_guard(2 * n * m + 2 * 8 * n * m, f"clustering {m} genes",
+                     "restrict the genes (e.g. mask_var='highly_variable') or the samples")
+        Xk = X if m == self.m_total else X[:, self.keep]
+        codes, levels = measures._codes(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
+        mean, ss = column_moments(Xk)
+        scale = 1.0 / np.sqrt(ss / max(1, n - 1))
+
+        def standardized(idx):
+            return _standardised(Xk, idx, mean, scale)
+
+        if discretization is None:  # integer-coded input: means are not codes; equal-frequency bins instead
+            mean_bins = int(np.max(levels))
+
+            def discretize(V):
+                return measures._codes(V, "quantile", n_bins=max(2, mean_bins))
+        else:
+            def discretize(V):
+                return measures._codes(V, discretization, n_bins=n_bins, y_codes=y_codes)
+
+        self.space = _km.GeneSpace(codes, levels, standardized, discretize)
+        table = _info.CodeTable(codes, levels, groups=y_codes)
+        _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
+        self.F = np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)  # I(X_g; C), local gene index
+        self.base = base
+        self.alpha = None if alpha is None else float(alpha)
+        self.rng = np.random.default_rng(random_state)
+        self.order = self.rng.permutation(m) if shuffle else np.arange(m)
+        self.n_qpfs = 0
+        self.alphas = []
+        self.qpfs_sizes = []
+        self.t_qpfs = 0.0
+
+    def qpfs(self, reps):
+        """QPFS weights of the genes ``reps`` (local indices): Q = their MI matrix, F their relevance."""
+        t = time.perf_counter()
+        reps = np.asarray(reps, dtype=np.int64)
+        self.n_qpfs += 1
+        self.qpfs_sizes.append(int(reps.size))
+        memory_guard(6 * 8 * reps.size**2, f"QPFS on {reps.size} representatives",
+                     "use fewer clusters (n_clusters, n_split, max_split) or fewer levels")
+        Q = self.space.mi_matrix(reps, base=self.base)
+        F = self.F[reps]
+        if self.alpha is not None:
+            a = self.alpha
+        elif float(np.mean(Q)) + float(np.mean(F)) > 0:
+            a = alpha_hat(Q, F)[0]
+        else:
+            a = 0.5  # no information at all: any weighting gives the same (uniform) answer
+        self.alphas.append(float(a))
+        if reps.size == 1:
+            x, diag = np.ones(1), {}
+        else:
+            x, diag = solve_qpfs(Q, F, a)
+        self.t_qpfs += time.perf_counter() - t
+        return x, a, diag
+
+    def finish(self, method, local_ranked, local_weights, n_genes, params, diagnostics, leaves):
+        """Build the Selection: weights and ranking over all input genes, cluster columns, diagnostics."""
+        keep = self.keep
+        weights = np.zeros(self.m_total)
+        weights[keep] = local_weights
+        F_all = np.zeros(self.m_total)
+        F_all[keep] = self.F
+        ranking = rank_by_weight(weights, F_all, candidates=keep[np.asarray(local_ranked, dtype=np.int64)])
+        cluster = np.full(self.m_total, -1, dtype=np.int64)
+        level = np.zeros(self.m_total, dtype=np.int64)
+        representative = np.zeros(self.m_total, dtype=bool)
+        for cid, leaf in enumerate(leaves):
+            cluster[keep[leaf["members"]]] = cid
+            level[keep[leaf["members"]]] = leaf["level"]
+            representative[keep[leaf["rep"]]] = True
+        sp = self.space
+        diagnostics.update(
+            n_qpfs_calls=self.n_qpfs, n_distance_computations=int(sp.n_distances), n_leaf_clusters=len(leaves),
+            n_ranked=int(ranking.size), qpfs_max_size=int(max(self.qpfs_sizes)),
+            alpha_min=float(min(self.alphas)), alpha_max=float(max(self.alphas)),
+            n_constant=int(self.constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(self.constant)],
+            n_classes=int(self.classes.size), seconds_qpfs=self.t_qpfs,
+            seconds_total=time.perf_counter() - self.t0,
+        )
+        if n_genes is not None and ranking.size < n_genes:
+            diagnostics["n_genes_shortfall"] = int(n_genes - ranking.size)
+            warnings.warn(
+                f"{method}: only {ranking.size} gene(s) survived the clustering and QPFS steps but n_genes={n_genes} "
+                f"were asked for; the panel has {ranking.size} gene(s) and is not padded. For more genes use more "
+                "clusters (n_clusters / n_split / max_split), more levels, or a larger tau"
+                + (" (or ikm_qpfs instead of ikma_qpfs)" if method == "ikma_qpfs" else ""),
+                UserWarning, stacklevel=3)
+        else:
+            diagnostics["n_genes_shortfall"] = 0
+        return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
+                         relevance=F_all, feature_names=self.feature_names,
+                         extra_columns={"cluster": cluster, "representative": representative, "cluster_level": level})
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_tau(tau):
+    if not (isinstance(tau, (int, float, np.floating)) and 0.0 < float(tau) <= 1.0):
+        raise ValueError(f"tau is a radius threshold on the distance d in [0, 1]; it must lie in (0, 1], got {tau!r}")
+    return float(tau)
+
+
+_COMMON_DOC = """
+    alpha : float in [0, 1], optional
+        QPFS relevance/redundancy trade-off for every QPFS call.  Default: re-estimated for each call as
+        alpha_hat = q_bar / (q_bar + f_bar) (paper eq. 2a) over that call's representatives.
+    discretization : {"mean_sd", "quantile", "mdl", None}
+        Discretisation for the MI distance, Q and F (paper section 5.2: mean +- sd, 3 bins).  Cluster means
+        are discretised with the same rule (``None``, integer-coded input: equal-frequency bins, as many as
+        the genes have levels).
+    n_bins : int
+        Bins for ``"quantile"``.
+    base : float
+        Logarithm base of Q and F (does not change the result).
+    shuffle : bool
+        Permute the genes with ``random_state`` before clustering (MacQueen takes the first k genes as
+        initial centres, so without it the result depends on the input gene order); ``False`` is the
+        paper's literal rule.
+    random_state : int or numpy Generator, optional
+        Seed of the shuffle.
+    feature_names : sequence of str, optional
+"""
+
+
+def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha=None, discretization="mean_sd",
+              n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
+    """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
+
+    The genes are clustered with the variant two-level k-means (section 3.2): level 1 makes ``n_clusters``
+    (k') clusters; each cluster with radius ``r_i = max d(member, representative) > tau`` is split into
+    ``min(ceil((r_i/tau)^N), max_split)`` sub-clusters (N = number of samples).  QPFS then ranks all
+    representatives; the other genes get rank NaN and weight 0.
+
+    Parameters
+    ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+    y : array-like, shape (n_samples,)
+        Class labels.
+    n_genes : int, optional
+        Panel size (top of the ranking).  If fewer representatives exist, a warning says so and
+        ``diagnostics["n_genes_shortfall"]`` records the gap (the panel is never padded).
+    n_clusters : int
+        k', clusters of level 1.
+    tau : float in (0, 1]
+        Radius threshold on the distance d.
+    max_split : int
+        Cap on the sub-clusters of one level-2 split.  The paper's count (r_i/tau)^N (from Chitta & Murty's
+        two-level k-means, section 2.4 step 3) explodes with N in the tens -- e.g. (1.2)^62 = 8e4 for a radius
+        20 % above tau on Colon -- so without a cap level 2 would put every gene in its own cluster.  With
+        tau chosen by the paper's eq. 8, ``tau >= R / k^(1/N)``, the formula itself never exceeds k; the cap
+        plays the role of that k.
+    """ + _COMMON_DOC + """
+    Returns
+    -------
+    Selection
+        ``weights`` = QPFS weights of the representatives (0 elsewhere); ``ranking`` = all representatives
+        (weight desc, ties by relevance); ``extra_columns``: ``cluster`` (leaf cluster id per gene, -1 for
+        constant genes), ``representative`` (bool), ``cluster_level`` (1 or 2); ``diagnostics``: QPFS calls,
+        distance computations, levels reached, level-1 radii and split counts, alpha, timings.
+    """
+    n_clusters = _check_int("n_clusters", n_clusters, 1)
+    max_split = _check_int("max_split", max_split, 1)
+    tau = _check_tau(tau)
+    ctx = _Context(X, y, feature_names, discretization=discretization, n_bins=n_bins, base=base, alpha=alpha,
+                   shuffle=shuffle, random_state=random_state)
+    n_genes = check_n_genes(n_genes, ctx.m_total)
+    t = time.perf_counter()
+    leaves, info = _km.two_level(ctx.space, ctx.order, n_clusters, tau, max_split)
+    t_cluster = time.perf_counter() - t
+    reps = np.array([leaf[1] for leaf in leaves], dtype=np.int64)
+    x, a, solve_diag = ctx.qpfs(reps)
+    local_w = np.zeros(ctx.keep.size)
+    local_w[reps] = x
+    leaf_dicts = [dict(members=mem, rep=rep, level=lev) for mem, rep, lev, _ in leaves]
+    params = dict(n_clusters=n_clusters, tau=tau, max_split=max_split, alpha=alpha, discretization=discretization,
+                  n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes, similarity="mi", relevance="mi")
+    diagnostics = dict(levels_reached=int(max(leaf[2] for leaf in leaves)), n_representatives=int(reps.size),
+                       alpha_used=float(a), level1_radii=[float(r) for r in info["level1_radii"]],
+                       level1_split=[int(s) for s in info["level1_split"]], seconds_clustering=t_cluster,
+                       **{f"qpfs_{k}": v for k, v in solve_diag.items()})
+    return ctx.finish("tlkm_qpfs", reps, local_w, n_genes, params, diagnostics, leaf_dicts)
+
+
+def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau, max_levels, alpha,
+                 discretization, n_bins, base, shuffle, random_state, feature_names):
+    """Algorithms IKM-QPFS and IRR (section 4.1); with ``aggressive`` the IKMA-QPFS check (section 4.5)."""
+    n_clusters = _check_int("n_clusters", n_clusters, 1)
+    n_split = _check_int("n_split", n_split, 2)
+    max_levels = _check_int("max_levels", max_levels, 1)
+    tau = _check_tau(tau)
+    ctx = _Context(X, y, feature_names, discretization=discretization, n_bins=n_bins, base=base, alpha=alpha,
+                   shuffle=shuffle, random_state=random_state)
+    n_genes = check_n_genes(n_genes, ctx.m_total)
+    sp = ctx.space
+    kept = []  # F of Algorithm IRR: representatives (local indices) of relevant terminal clusters
+    leaves = []
+    counts = dict(kmeans=0, radius=0, dropped_zero=0, dropped_aggressive=0, split=0)
+    depth = [1]
+
+    def irr(km, level):
+        x, _, _ = ctx.qpfs(km.representatives)  # step 2 of IKM-QPFS / step 9 of IRR
+        for c, rep in enumerate(km.representatives):
+            members = km.members(c)
+            rep = int(rep)
+            if aggressive and x[c] <= 0.0:  # IKMA: drop irrelevant clusters at any level
+                counts["dropped_aggressive"] += 1
+                leaves.append(dict(members=members, rep=rep, level=level))
+                continue
+            terminal = level >= max_levels
+            if not terminal:
+                before = sp.n_distances
+                terminal = _km.radius(sp, members, rep) < tau  # IRR step 3-4
+                counts["radius"] += sp.n_distances - before
+            if terminal:
+                if x[c] > 0.0:
+                    kept.append(rep)  # IRR step 6
+                else:
+                    counts["dropped_zero"] += 1
+                leaves.append(dict(members=members, rep=rep, level=level))
+            else:  # IRR steps 8-11: split into n_split sub-clusters and recurse
+                counts["split"] += 1
+                depth[0] = max(depth[0], level + 1)
+                sub = _km.variant_macqueen(sp, members, min(n_split, members.size))
+                counts["kmeans"] += sub.n_distances
+                irr(sub, level + 1)
+
+    t = time.perf_counter()
+    first = _km.variant_macqueen(sp, ctx.order, n_clusters)  # step 1
+    counts["kmeans"] += first.n_distances
+    irr(first, 1)
+    t_cluster = time.perf_counter() - t - ctx.t_qpfs
+    kept = np.array(kept, dtype=np.int64)
+    x, a, solve_diag = ctx.qpfs(kept)  # step 5: final QPFS on F
+    local_w = np.zeros(ctx.keep.size)
+    local_w[kept] = x
+    dropped_genes = sum(leaf["members"].size for leaf in leaves if leaf["rep"] not in set(kept.tolist()))
+    params = dict(n_clusters=n_clusters, n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha,
+                  discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes,
+                  similarity="mi", relevance="mi", aggressive=aggressive)
+    diagnostics = dict(
+        levels_reached=int(depth[0]), n_kept=int(kept.size), n_clusters_split=counts["split"],
+        n_clusters_dropped=counts["dropped_zero"] + counts["dropped_aggressive"],
+        n_clusters_dropped_aggressive=counts["dropped_aggressive"], n_genes_dropped=int(dropped_genes),
+        n_distances_kmeans=int(counts["kmeans"]), n_distances_radius=int(counts["radius"]),
+        alpha_used=float(a), seconds_clustering=t_cluster, **{f"qpfs_{k}": v for k, v in solve_diag.items()})
+    return ctx.finish(method, kept, local_w, n_genes, params, diagnostics, leaves)
+
+
+_IKM_PARAMS = """
+    Parameters
+    ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+    y : array-like, shape (n_samples,)
+        Class labels.
+    n_genes : int, optional
+        Panel size.  Only the kept representatives are ranked; if fewer than ``n_genes`` survive, a warning
+        says so and ``diagnostics["n_genes_shortfall"]`` records the gap (the panel is never padded).
+    n_clusters : int
+        k', clusters of the first k-means (paper section 5.2 searches 3..150; figure 2 uses 15).
+    n_split : int
+        k, sub-clusters each split cluster is divided into.
+    tau : float in (0, 1]
+        Radius threshold: clusters with ``r < tau`` are not split (paper searches 0.70..0.99; figure 3: 0.8).
+    max_levels : int
+        L, the deepest level; clusters at level L are terminal.
+""" + _COMMON_DOC
+
+
+def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None,
+             discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
+    """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
+
+    k-means makes ``n_clusters`` clusters and QPFS weighs their representatives.  A cluster with radius
+    ``r < tau``, or at level ``max_levels``, is terminal: its representative is kept if its QPFS weight is
+    > 0, else the whole cluster is dropped.  Every other cluster is split into ``n_split`` sub-clusters by
+    k-means, QPFS weighs the sub-cluster representatives, and the same rule recurses.  A final QPFS over
+    the kept representatives ranks them.  At most ``max_levels * (2 M k - k^2 + 2 M)`` distances are spent
+    in k-means when ``n_clusters == n_split == k`` (section 4.3), plus one per member for radii.
+    """ + _IKM_PARAMS + """
+    Returns
+    -------
+    Selection
+        ``weights`` = final QPFS weights of the kept representatives (0 elsewhere); ``ranking`` = the kept
+        representatives; ``extra_columns``: ``cluster`` (leaf cluster id per gene, -1 for constant genes),
+        ``representative`` (bool: gene represents its leaf cluster, kept or not), ``cluster_level``;
+        ``diagnostics``: ``n_qpfs_calls``, ``n_distance_computations`` (k-means + radii),
+        ``n_distances_kmeans``, ``levels_reached``, kept/dropped clusters and genes, alpha, timings.
+    """
+    return _interleaved("ikm_qpfs", X, y, aggressive=False, n_genes=n_genes, n_clusters=n_clusters,
+                        n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha, discretization=discretization,
+                        n_bins=n_bins, base=base, shuffle=shuffle, random_state=random_state,
+                        feature_names=feature_names)
+
+
+def ikma_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None,
+              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
+    """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).
+
+    As :func:`ikm_qpfs`, but every cluster whose representative gets QPFS weight 0 is dropped at once, at
+    any level and whatever its radius (the check added at the top of the loop of Algorithm IRR).
+    """ + _IKM_PARAMS + """
+    Returns
+    -------
+    Selection
+        As :func:`ikm_qpfs`; ``diagnostics["n_clusters_dropped_aggressive"]`` counts the early drops.
+    """
+    return _interleaved("ikma_qpfs", X, y, aggressive=True, n_genes=n_genes, n_clusters=n_clusters,
+                        n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha, discretization=discretization,
+                        n_bins=n_bins, base=base, shuffle=shuffle, random_state=random_state,
+                        feature_names=feature_names)
