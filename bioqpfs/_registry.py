@@ -24,6 +24,9 @@ register("mrmr_miq", "bioqpfs.selectors.baselines", "mrmr_miq", "Greedy mRMR, qu
 register("jmi", "bioqpfs.selectors.baselines", "jmi", "Greedy joint mutual information, = EMRMR (Yang & Moody 1999)")
 register("cife", "bioqpfs.selectors.baselines", "cife", "Greedy conditional infomax feature extraction (Lin & Tang 2006)")
 register("random", "bioqpfs.selectors.baselines", "random_genes", "Seeded uniform random ranking (baseline)")
+register("tlkm_qpfs", "bioqpfs.selectors.ikm_qpfs", "tlkm_qpfs", "QPFS on two-level k-means gene-cluster representatives (Prasad & Biswas)")
+register("ikm_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikm_qpfs", "Interleaved k-means and QPFS on gene clusters, O(M) memory (Prasad & Biswas)")
+register("ikma_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikma_qpfs", "IKM-QPFS dropping every zero-weight cluster at once (Prasad & Biswas)")
 
 
 def methods() -> dict[str, str]:
