@@ -176,12 +176,31 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
 
     Parameters
     ----------
-    kind : {"mi", "hall"}
+    kind : {"mi", "hall", "mst", "mst_cpx"}
         ``"mi"``: F_i = I(X_i; C) on the discretised gene (``discretization``; ``None`` if X holds
         codes).  ``"hall"``: QPFS section 2.1, F_i = sum_k p(K=k) |rho(v_i, 1[K=k])| on continuous X.
+        ``"mst"``: Friedman--Rafsky complexity of each gene alone (Sousa et al. section 3.1),
+        F_i = max(0, 1 - R_i / E[R]) with R_i the cross-class edges of the gene's 1-D minimum
+        spanning tree and E[R] their expectation under random labels (0 = chance, 1 = classes in
+        single runs).  ``"mst_cpx"``: max(0, Delta f_i), Delta f_i = (f_i - f) / f the relative
+        increase of the cross-edge count of the MST on all (z-scored) genes when gene i is removed;
+        O(N^2 M) work, refused beyond :data:`bioqpfs._kernels.mst.MAX_CPX_WORK`.  Tie rules and the
+        f = 0 case: see :mod:`bioqpfs._kernels.mst`.
     """
     X = check_matrix(X)
     y_codes, _ = check_labels(y, X.shape[0], name="y")
+    if kind in ("mst", "mst_cpx"):
+        from ._kernels import mst as _mst
+
+        if not isinstance(X, np.ndarray):
+            memory_guard(8 * X.shape[0] * X.shape[1], f"a dense copy of the {X.shape[0]} x {X.shape[1]} matrix",
+                         "restrict the genes (e.g. highly variable genes) before MST relevance")
+            X = X.toarray()
+        if kind == "mst":
+            return _mst.mst_relevance(X, y_codes)[0]
+        memory_guard(8 * X.shape[0] ** 2 * 2, f"the {X.shape[0]} x {X.shape[0]} sample distance matrix",
+                     "subsample the samples")
+        return np.maximum(_mst.mst_cpx(X, y_codes)[0], 0.0)
     if kind == "mi":
         codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
         table = _info.CodeTable(codes, levels, groups=y_codes)
@@ -189,7 +208,7 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
         return np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)
     if kind == "hall":
         return _corr.hall_relevance(X, y_codes)
-    raise ValueError(f"unknown relevance kind {kind!r}; choose 'mi' or 'hall'")
+    raise ValueError(f"unknown relevance kind {kind!r}; choose 'mi', 'hall', 'mst' or 'mst_cpx'")
 
 
 def correlation(X, *, rows=None, dtype=np.float64):

@@ -11,7 +11,7 @@ from .._kernels import correlation as _corr
 from .._validation import check_labels, check_matrix, describe_indices
 
 SIMILARITIES = ("mi", "correlation")
-RELEVANCES = ("mi", "hall")
+RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
 
 
 def prepare(X, y, feature_names=None):
@@ -61,6 +61,8 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
             F = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
         elif relevance == "hall":
             F = _corr.hall_relevance(X, y_codes)
+        elif relevance in ("mst", "mst_cpx"):  # Sousa et al. section 3.1, see bioqpfs._kernels.mst
+            F = measures.relevance(X, y_codes, kind=relevance)
         else:
             raise ValueError(f"unknown relevance {relevance!r}; choose one of {RELEVANCES} or pass a vector")
     else:

@@ -1,0 +1,159 @@
+"""MST relevance against scipy's minimum_spanning_tree and brute force over tie orders."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.sparse.csgraph import minimum_spanning_tree
+
+import bioqpfs
+from bioqpfs import measures
+from bioqpfs._kernels import mst
+
+
+def _scipy_mst(Z, y):
+    """(cross count, total squared length) of an MST that, among tied MSTs, has the fewest cross edges.
+
+    Lexicographic weights made exact: rank the distinct squared distances, weight = (rank + 1) * N + cross,
+    so a lighter cross count can never outweigh a longer edge (a tree has N - 1 < N edges).  scipy
+    treats 0 as "no edge", hence the +1.
+    """
+    Z = np.asarray(Z, dtype=float).reshape(len(y), -1)
+    n = len(y)
+    D = ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1)
+    _, inv = np.unique(D, return_inverse=True)
+    W = (inv.reshape(D.shape) + 1.0) * n + (y[:, None] != y[None, :])
+    np.fill_diagonal(W, 0)
+    T = minimum_spanning_tree(W).tocoo()
+    return int((y[T.row] != y[T.col]).sum()), float(D[T.row, T.col].sum())
+
+
+def test_1d_counts_match_scipy_without_ties(rng):
+    n, m = 40, 12
+    y = rng.integers(0, 3, n)
+    X = rng.normal(size=(n, m))
+    got = mst.cross_edges_1d(X, y)
+    ref = [_scipy_mst(X[:, j], y)[0] for j in range(m)]
+    np.testing.assert_array_equal(got, ref)
+
+
+def _tie_order_expectation(x, y):
+    """Average cross count of the sorted chain over every ordering of tied values (brute force)."""
+    vals = np.unique(x)
+    groups = [np.flatnonzero(x == v) for v in vals]
+    totals = []
+    for perms in itertools.product(*[itertools.permutations(g) for g in groups]):
+        chain = np.concatenate([np.array(p) for p in perms])
+        totals.append(np.sum(y[chain][1:] != y[chain][:-1]))
+    return float(np.mean(totals)), chain
+
+
+def test_1d_tie_rule_is_expectation_over_tie_orders(rng):
+    n = 11
+    for trial in range(6):
+        y = rng.integers(0, 3, n)
+        x = rng.integers(0, 4, n).astype(float)  # heavy ties, groups of a few samples
+        sizes = np.unique(x, return_counts=True)[1]
+        if np.prod([math.factorial(s) for s in sizes]) > 50000:
+            continue
+        expect, chain = _tie_order_expectation(x, y)
+        got = mst.cross_edges_1d(x[:, None], y)[0]
+        assert got == pytest.approx(expect, abs=1e-12)
+        # every tie order is a minimum spanning tree: its length equals scipy's MST length
+        chain_len = float(((x[chain][1:] - x[chain][:-1]) ** 2).sum())
+        assert chain_len == pytest.approx(_scipy_mst(x, y)[1])
+        # and the count lies between the fewest-cross MST (scipy, lexicographic) and the chain maximum
+        assert got >= _scipy_mst(x, y)[0] - 1e-12
+
+
+def test_1d_constant_gene_is_chance_and_separated_gene_is_one(rng):
+    y = np.repeat([0, 1, 2], 10)
+    X = np.column_stack([np.ones(30), y + 0.01 * rng.normal(size=30), rng.normal(size=30)])
+    F, cross = mst.mst_relevance(X, y)
+    assert cross[0] == pytest.approx(mst.permutation_expectation(y))
+    assert F[0] == 0.0
+    assert cross[1] == 2 and F[1] == pytest.approx(1 - 2 / mst.permutation_expectation(y))
+    expected = 29 * (1 - 3 * 10 * 9 / (30 * 29))
+    assert mst.permutation_expectation(y) == pytest.approx(expected)
+    assert 0.0 <= F[2] < F[1]
+
+
+def test_multid_counts_match_scipy(rng):
+    n = 35
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 5))
+    D2 = mst.squared_distances(X)
+    assert mst.mst_cross_count(D2, y) == _scipy_mst(X, y)[0]
+    # ties: duplicated samples (distance 0) and a grid with many equal distances
+    Xt = np.vstack([X[:10], X[:10], X[:15]])
+    yt = rng.integers(0, 3, Xt.shape[0])
+    assert mst.mst_cross_count(mst.squared_distances(Xt), yt) == _scipy_mst(Xt, yt)[0]
+    G = rng.integers(0, 3, size=(30, 2)).astype(float)
+    yg = rng.integers(0, 2, 30)
+    assert mst.mst_cross_count(mst.squared_distances(G), yg) == _scipy_mst(G, yg)[0]
+
+
+def test_mst_cpx_matches_leave_one_out_scipy(rng):
+    n, m = 30, 7
+    y = rng.integers(0, 3, n)
+    X = rng.normal(size=(n, m)) * rng.uniform(0.5, 5, m)
+    X[:, 2] += 2 * y
+    delta, f, f_loo = mst.mst_cpx(X, y)
+    Z = (X - X.mean(0)) / X.std(0, ddof=1)
+    assert f == _scipy_mst(Z, y)[0]
+    ref = np.array([_scipy_mst(np.delete(Z, i, axis=1), y)[0] for i in range(m)])
+    np.testing.assert_array_equal(f_loo, ref)
+    np.testing.assert_allclose(delta, (ref - f) / f)
+    assert np.argmax(delta) == 2
+    # ties from duplicated samples and integer data
+    Xi = rng.integers(0, 3, size=(24, 4)).astype(float)
+    yi = rng.integers(0, 2, 24)
+    _, fi, fli = mst.mst_cpx(Xi, yi, standardize_genes=False)
+    assert fi == _scipy_mst(Xi, yi)[0]
+    assert fli.tolist() == [_scipy_mst(np.delete(Xi, i, axis=1), yi)[0] for i in range(4)]
+
+
+def test_mst_cpx_zero_complexity_and_refusal(rng):
+    y = np.repeat([0, 1], 10)
+    X = np.column_stack([y * 10.0 + rng.normal(size=20) * 0.1, rng.normal(size=20)])
+    delta, f, f_loo = mst.mst_cpx(X, y, standardize_genes=False)
+    assert f == 1  # two separated clusters: one bridging edge
+    y2 = np.repeat([0, 1], 10)
+    X2 = np.column_stack([y2 * 10.0, y2 * 10.0 + rng.normal(size=20) * 0.01])
+    d2, f2, fl2 = mst.mst_cpx(X2, y2, standardize_genes=False)
+    assert f2 == 1 and np.all(d2 == 0)
+    with pytest.raises(ValueError, match="subsample the samples"):
+        mst.mst_cpx(np.zeros((1000, 50)), np.zeros(1000, dtype=int), max_work=1e6)
+
+
+def test_f_is_at_least_classes_minus_one(rng):
+    # a spanning tree over C classes needs >= C - 1 cross edges, so f = 0 never reaches the division
+    y = np.repeat([0, 1, 2], 8)
+    X = np.column_stack([y * 100.0 + rng.normal(size=24), rng.normal(size=24)])
+    delta, f, f_loo = mst.mst_cpx(X, y, standardize_genes=False)
+    assert f == 2 and np.all(f_loo >= 2)
+
+
+def test_public_relevance_and_qpfs(rng):
+    n = 60
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 20))
+    X[:, 4] += 3 * y
+    X0 = X.copy()
+    F = measures.relevance(X, y, kind="mst")
+    assert F.shape == (20,) and np.all(F >= 0) and np.argmax(F) == 4
+    Fc = measures.relevance(X, y, kind="mst_cpx")
+    assert np.all(Fc >= 0) and np.argmax(Fc) == 4
+    np.testing.assert_array_equal(X, X0)
+    from bioqpfs.selectors._common import similarity_and_relevance
+
+    y_codes = np.asarray(y)
+    for kind, ref in (("mst", F), ("mst_cpx", Fc)):
+        Q, F_used, name, _ = similarity_and_relevance(X, y_codes, similarity="mi", relevance=kind,
+                                                      discretization="mean_sd", n_bins=3, base=2)
+        assert name == kind and Q.shape == (20, 20)
+        np.testing.assert_allclose(F_used, ref)
+    sel = bioqpfs.select(X, y, method="qpfs", relevance=F, n_genes=3)
+    assert sel.ranking[0] == 4
+    with pytest.raises(ValueError, match="mst_cpx"):
+        measures.relevance(X, y, kind="bogus")
