@@ -5,9 +5,20 @@
 >>> bioqpfs.tl.select_genes(adata, "class", method="qpfs", n_genes=20)   # doctest: +SKIP
 """
 from . import datasets, get, measures, tl
+from . import evaluate, pl  # light: matplotlib/scanpy are imported inside the plot functions
 from ._registry import methods, select
 from ._selection import Selection
 from .selectors.qpfs import qpfs
+from .selectors.spec_cmi import qip_objective, spec_cmi
 
 __version__ = "0.1.0"
-__all__ = ["select", "methods", "qpfs", "Selection", "measures", "tl", "get", "datasets"]
+__all__ = ["select", "methods", "qpfs", "spec_cmi", "qip_objective", "Selection", "measures", "tl", "get", "datasets", "evaluate", "pl", "estimators"]
+
+
+def __getattr__(name):
+    # the sklearn face imports scikit-learn, so it loads on first use (bioqpfs.estimators) only
+    if name == "estimators":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.estimators")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from ._utils import panel_genes
+
+_KINDS = ("dotplot", "heatmap", "matrixplot")
+
+
+def panel(adata, key="qpfs", groupby=None, *, kind="dotplot", n_genes=None, show=None, save=None, **kwargs):
+    """The panel's expression by group, through scanpy's dot plot / heat map / matrix plot.
+
+    Parameters
+    ----------
+    adata : AnnData
+        With a selection stored by :func:`bioqpfs.tl.select_genes` under ``key``.
+    key : str
+    groupby : str, optional
+        ``.obs`` column to group cells by; default the column the selection used
+        (``.uns[key]["params"]["groupby"]``).
+    kind : {"dotplot", "heatmap", "matrixplot"}
+        :func:`scanpy.pl.dotplot`, :func:`scanpy.pl.heatmap` or :func:`scanpy.pl.matrixplot`.
+    n_genes : int, optional
+        The top ``n_genes`` ranks; default the stored panel.  Genes appear in rank order.
+    show, save
+        As in scanpy.
+    **kwargs
+        Passed to the scanpy function (``use_raw``, ``layer``, ``standard_scale``, ``dendrogram``...).
+
+    Returns
+    -------
+    dict of Axes or None
+        What scanpy returns with ``show=False`` (e.g. ``"mainplot_ax"`` for a dot plot,
+        ``"heatmap_ax"`` for a heat map).
+    """
+    import scanpy as sc
+
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
+    genes = list(panel_genes(adata, key, n_genes))
+    if groupby is None:
+        groupby = dict(adata.uns.get(key, {}).get("params", {})).get("groupby")
+        if groupby is None:
+            raise ValueError(f"groupby not given and not recorded in .uns[{key!r}]['params']")
+    if groupby not in adata.obs.columns:
+        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(adata.obs.columns)}")
+    use_raw = kwargs.get("use_raw")
+    if use_raw or (use_raw is None and kwargs.get("layer") is None and adata.raw is not None):
+        missing = [g for g in genes if g not in adata.raw.var_names]
+        if missing:
+            if use_raw:
+                raise ValueError(f"use_raw=True but panel gene(s) {missing[:5]} are not in adata.raw")
+            kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
+    func = getattr(sc.pl, kind)
+    return func(adata, genes, groupby=groupby, show=show, save=save, **kwargs)

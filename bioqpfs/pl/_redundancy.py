@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import numpy as np
+
+from ._utils import finish, new_axes, panel_genes, stored
+
+
+def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=None, use_raw=None):
+    """(Q among the panel's genes in rank order, gene names, measure used, unit).
+
+    The expression matrix, the discretisation and the log base are those recorded in
+    ``.uns[key]["params"]`` (what :func:`bioqpfs.tl.select_genes` used) unless overridden.
+    ``measure="mi"``: mutual information of the discretised genes, diagonal H(X_i) (QPFS's Q);
+    ``"correlation"``: |Pearson correlation| (QPFS eq. 3), diagonal 1.
+    """
+    from .. import measures
+    from ..tl._select_genes import _expression
+
+    _, uns = stored(adata, key)
+    params = dict(uns.get("params", {}))
+    genes = panel_genes(adata, key, n_genes)
+    if measure is None:
+        measure = params.get("similarity") if params.get("similarity") in ("mi", "correlation") else "mi"
+    if measure not in ("mi", "correlation"):
+        raise ValueError(f"measure must be 'mi' or 'correlation', got {measure!r}")
+    if layer is None and use_raw is None:
+        layer = params.get("layer")                    # to_storable records None as "None"
+        layer = None if layer is None or str(layer) in ("None", "") else str(layer)
+        use_raw = str(params.get("use_raw", False)) in ("True", "1", "true")
+    X = _expression(adata, layer, use_raw)
+    idx = adata.var_names.get_indexer(genes)
+    Xp = X[:, idx]
+    Xp = Xp.toarray() if hasattr(Xp, "toarray") else np.asarray(Xp)
+    if measure == "mi":
+        disc = params.get("discretization", "mean_sd")     # None (stored maybe as "None"): X holds codes
+        disc = None if disc is None or str(disc).lower() in ("none", "") else disc
+        base = float(params.get("base", 2))
+        Q = measures.mutual_information(Xp, discretization=disc, n_bins=int(params.get("n_bins", 3)), base=base)
+        unit = "MI (bits)" if base == 2 else f"MI (log base {base:g})"
+    else:
+        Q = measures.correlation(Xp)
+        unit = "|Pearson r|"
+    return np.asarray(Q, dtype=float), genes, measure, unit
+
+
+def redundancy(adata, key="qpfs", *, n_genes=None, measure=None, diagonal=False, annotate=None, layer=None,
+               use_raw=None, cmap="viridis", ax=None, show=None, save=None, figsize=None):
+    """Heat map of the redundancy Q among the genes of a stored panel (rank order).
+
+    Parameters
+    ----------
+    adata : AnnData
+        With a selection stored by :func:`bioqpfs.tl.select_genes` under ``key``.
+    key : str
+    n_genes : int, optional
+        The top ``n_genes`` ranks; default the stored panel (``_selected``).
+    measure : {"mi", "correlation"}, optional
+        Default: the similarity the selection used (MI otherwise).  Computed with
+        :mod:`bioqpfs.measures` on the matrix, discretisation and base the selection used.
+    diagonal : bool
+        Draw the diagonal (H(X_i) for MI, 1 for correlation).  Off by default, so the colour scale
+        shows the off-diagonal redundancy the selection tries to keep low; the masked cells are blank.
+    annotate : bool, optional
+        Print values in the cells; default when the panel has at most 15 genes.
+    layer, use_raw
+        Override the expression matrix recorded in ``.uns[key]["params"]``.
+    cmap, ax, show, save, figsize
+        As in scanpy: ``show=False`` returns the Axes.
+
+    Returns
+    -------
+    Axes or None
+        One image (``ax.images[0]``) of the n x n matrix, gene names as tick labels, a colour bar.
+    """
+    Q, genes, measure, unit = redundancy_matrix(adata, key, n_genes=n_genes, measure=measure, layer=layer,
+                                                use_raw=use_raw)
+    n = len(genes)
+    shown = Q.copy()
+    if not diagonal:
+        shown[np.diag_indices(n)] = np.nan
+    if figsize is None:
+        side = min(12.0, 2.5 + 0.28 * n)
+        figsize = (side + 1.0, side)
+    ax = new_axes(ax, figsize)
+    im = ax.imshow(np.ma.masked_invalid(shown), cmap=cmap, interpolation="nearest")
+    ax.set_xticks(np.arange(n))
+    ax.set_yticks(np.arange(n))
+    ax.set_xticklabels(genes, rotation=90, fontsize=7)
+    ax.set_yticklabels(genes, fontsize=7)
+    if annotate is None:
+        annotate = n <= 15
+    if annotate:
+        for i in range(n):
+            for j in range(n):
+                if np.isfinite(shown[i, j]):
+                    ax.text(j, i, f"{shown[i, j]:.2f}", ha="center", va="center", fontsize=6, color="w")
+    ax.figure.colorbar(im, ax=ax, label=unit, shrink=0.8)
+    off = Q[~np.eye(n, dtype=bool)]
+    mean_off = float(off.mean()) if off.size else float("nan")
+    ax.set_title(f"{key}: redundancy among {n} genes (mean off-diagonal {mean_off:.3f})", fontsize=9)
+    return finish(ax, show, save)

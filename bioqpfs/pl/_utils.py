@@ -1,0 +1,53 @@
+"""Shared by the plots: read a stored selection, finish a figure the scanpy way."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def stored(adata, key):
+    """(tidy table of the ranked genes in rank order, .uns[key] dict) of a selection stored by tl."""
+    from ..get import selection_df
+
+    df = selection_df(adata, key)
+    if df.empty:
+        raise ValueError(f"the selection stored under {key!r} ranks no gene")
+    return df, dict(adata.uns.get(key, {}))
+
+
+def panel_genes(adata, key, n_genes):
+    """Names of the panel in rank order: the stored ``_selected`` genes, or the top ``n_genes`` ranks."""
+    df, _ = stored(adata, key)
+    if n_genes is None:
+        genes = df.loc[df["selected"].astype(bool), "gene"].to_numpy()
+        if genes.size == 0:
+            raise ValueError(f"no gene is marked selected under {key!r}; pass n_genes=")
+        return genes.astype(str)
+    if not isinstance(n_genes, (int, np.integer)) or n_genes < 1:
+        raise ValueError(f"n_genes must be a positive integer, got {n_genes!r}")
+    if n_genes > len(df):
+        raise ValueError(f"n_genes={n_genes} but only {len(df)} genes are ranked under {key!r}")
+    return df["gene"].to_numpy()[:n_genes].astype(str)
+
+
+def new_axes(ax, figsize):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def finish(ax, show, save):
+    """Save if asked; show (``show=None`` follows ``scanpy.settings.autoshow``) or return the axes."""
+    import matplotlib.pyplot as plt
+
+    if save:
+        ax.figure.savefig(save, bbox_inches="tight")
+    if show is None:
+        from scanpy import settings
+
+        show = settings.autoshow
+    if show:
+        plt.show()
+        return None
+    return ax

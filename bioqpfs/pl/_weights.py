@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import numpy as np
+
+from ._utils import finish, new_axes, stored
+
+
+def weights(adata, key="qpfs", *, n_genes=None, n_ranks=None, label_top=0, yscale="linear", ax=None,
+            show=None, save=None, figsize=(5, 3.5)):
+    """Ranked weight curve of a stored selection with the panel cut.
+
+    Parameters
+    ----------
+    adata : AnnData
+        With ``.var[f"{key}_weight"]``, ``f"{key}_rank"``, ``f"{key}_selected"`` from
+        :func:`bioqpfs.tl.select_genes`.
+    key : str
+        The selection's key (``key_added``; default the method name).
+    n_genes : int, optional
+        Where to draw the cut; default the number of stored ``_selected`` genes.
+    n_ranks : int, optional
+        Plot only the first ``n_ranks`` ranks (default every ranked gene).
+    label_top : int
+        Write the names of the first ``label_top`` genes next to their points.
+    yscale : str
+        Matplotlib y scale (``"linear"``, ``"symlog"`` ...).
+    ax, show, save, figsize
+        As in scanpy: ``show=False`` returns the Axes.
+
+    Returns
+    -------
+    Axes or None
+        One line (weight by rank, ``x = 1..n_ranks``), the panel drawn as markers, a vertical cut
+        line between rank ``n_genes`` and ``n_genes + 1``.
+    """
+    df, uns = stored(adata, key)
+    if n_ranks is not None:
+        df = df.iloc[: int(n_ranks)]
+    cut = int(df["selected"].astype(bool).sum()) if n_genes is None else int(n_genes)
+    rank = df["rank"].to_numpy(dtype=float)
+    w = df["weight"].to_numpy(dtype=float)
+    ax = new_axes(ax, figsize)
+    ax.plot(rank, w, color="0.4", lw=1.2, label="weight")
+    inside = rank <= cut
+    ax.scatter(rank[inside], w[inside], s=14, color="C3", zorder=3, label=f"panel ({inside.sum()} genes)")
+    ax.axvline(cut + 0.5, color="C3", ls="--", lw=1)
+    for r, wi, g in zip(rank[:label_top], w[:label_top], df["gene"].to_numpy()[:label_top]):
+        ax.annotate(str(g), (r, wi), xytext=(3, 3), textcoords="offset points", fontsize=7)
+    method = uns.get("params", {}).get("method", key)
+    ax.set_yscale(yscale)
+    ax.set_xlabel("rank")
+    ax.set_ylabel(f"{key} weight")
+    ax.set_title(f"{method} weights ({np.count_nonzero(w)} non-zero of {len(w)} ranked)")
+    ax.legend(frameon=False, fontsize=8)
+    return finish(ax, show, save)

@@ -1,0 +1,135 @@
+"""Plots render with Agg; the axes hold what the stored selection / error table says."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
+from sklearn.metrics import mutual_info_score  # noqa: E402
+
+import bioqpfs  # noqa: E402
+from bioqpfs import measures, pl  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def adata():
+    a = bioqpfs.datasets.srbct()[:, :120].copy()
+    bioqpfs.tl.select_genes(a, "class", method="qpfs", n_genes=8)
+    bioqpfs.tl.select_genes(a, "class", method="qpfs", n_genes=6, similarity="correlation", key_added="qc")
+    return a
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def _ranked(a, key):
+    var = a.var[np.isfinite(a.var[f"{key}_rank"])].sort_values(f"{key}_rank")
+    return var
+
+
+def test_weights_curve(adata):
+    ax = pl.weights(adata, "qpfs", show=False)
+    assert isinstance(ax, matplotlib.axes.Axes)
+    var = _ranked(adata, "qpfs")
+    line = ax.lines[0]
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, len(var) + 1))
+    np.testing.assert_allclose(line.get_ydata(), var["qpfs_weight"].to_numpy())
+    assert ax.collections[0].get_offsets().shape[0] == 8           # the panel's markers
+    cut = ax.lines[1]
+    assert np.allclose(cut.get_xdata(), 8.5)                        # between rank 8 and 9
+    assert ax.get_xlabel() == "rank" and ax.get_ylabel() == "qpfs weight"
+    assert ax.get_title().startswith("qpfs weights")
+    ax2 = pl.weights(adata, "qpfs", n_genes=3, n_ranks=20, label_top=2, show=False)
+    assert len(ax2.lines[0].get_xdata()) == 20 and np.allclose(ax2.lines[1].get_xdata(), 3.5)
+    assert [t.get_text() for t in ax2.texts] == list(var.index[:2])
+
+
+def test_weights_missing_key(adata):
+    with pytest.raises(KeyError, match="no selection stored under key 'nope'"):
+        pl.weights(adata, "nope", show=False)
+
+
+def test_error_curve_lines_and_bands():
+    df = pd.DataFrame({"method": ["qpfs"] * 3 + ["random"] * 3, "n_genes": [5, 10, 50] * 2,
+                       "mean_error": [0.3, 0.2, 0.1, 0.6, 0.5, 0.45], "sd_error": [0.1, 0.05, 0.2, 0.1, 0.1, 0.1],
+                       "se_error": [0.03] * 6, "cv": "10", "classifier": "linear_svm"})
+    ax = pl.error_curve(df, show=False)
+    assert [ln.get_label() for ln in ax.lines] == ["qpfs", "random"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [0.3, 0.2, 0.1])
+    np.testing.assert_allclose(ax.lines[1].get_xdata(), [5, 10, 50])
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 2
+    ys = bands[0].get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(0.0) and ys.max() == pytest.approx(0.4)   # 0.1 - 0.2 clipped at 0; 0.3 + 0.1
+    assert ax.get_xscale() == "log"                      # 5..50 spans a factor 10
+    assert ax.get_ylabel() == "10-fold CV error (linear_svm)" and ax.get_xlabel() == "number of genes"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["qpfs", "random"]
+    ax2 = pl.error_curve(df, band=None, methods=["random"], logx=False, show=False)
+    assert len(ax2.lines) == 1 and not ax2.collections and ax2.get_xscale() == "linear"
+    with pytest.raises(ValueError, match="not in df"):
+        pl.error_curve(df, methods=["mrmr"], show=False)
+
+
+def test_error_curve_from_evaluate(adata):
+    df = bioqpfs.evaluate.error_curve(adata, "class", {"panel": bioqpfs.get.selection_df(adata, "qpfs")},
+                                      n_genes=[2, 4, 8], cv="loo")
+    ax = pl.error_curve(df, show=False)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), df.mean_error)
+    assert ax.get_ylabel().startswith("leave-one-out")
+
+
+def test_redundancy_mi_against_independent_mi(adata):
+    ax = pl.redundancy(adata, "qpfs", show=False)
+    genes = list(_ranked(adata, "qpfs").index[:8])
+    assert [t.get_text() for t in ax.get_xticklabels()] == genes
+    assert [t.get_text() for t in ax.get_yticklabels()] == genes
+    img = ax.images[0].get_array()
+    assert img.shape == (8, 8) and img.mask[np.diag_indices(8)].all()   # diagonal hidden by default
+    codes = measures.discretize(adata[:, genes].X)                        # QPFS section 2.5 bins
+    for i in range(8):
+        for j in range(8):
+            if i != j:
+                ref = mutual_info_score(codes[:, i], codes[:, j]) / np.log(2)   # nats -> bits
+                assert img[i, j] == pytest.approx(ref, abs=1e-9)
+    assert len(ax.texts) == 8 * 7                                        # annotated (<= 15 genes)
+    ax_d = pl.redundancy(adata, "qpfs", diagonal=True, n_genes=4, annotate=False, show=False)
+    d = ax_d.images[0].get_array()
+    H = [mutual_info_score(codes[:, i], codes[:, i]) / np.log(2) for i in range(4)]
+    np.testing.assert_allclose(np.diag(d), H, atol=1e-9)
+    assert not ax_d.texts
+
+
+def test_redundancy_correlation_follows_stored_similarity(adata):
+    ax = pl.redundancy(adata, "qc", diagonal=True, show=False)
+    genes = list(_ranked(adata, "qc").index[:6])
+    ref = np.abs(np.corrcoef(adata[:, genes].X.T.astype(float)))
+    np.testing.assert_allclose(ax.images[0].get_array(), ref, atol=1e-6)
+    assert ax.figure.axes[-1].get_ylabel() == "|Pearson r|"
+
+
+def test_panel_dotplot_and_heatmap(adata):
+    genes = list(_ranked(adata, "qpfs").index[:8])
+    axs = pl.panel(adata, "qpfs", show=False)                     # groupby read from .uns
+    main = axs["mainplot_ax"]
+    assert [t.get_text() for t in main.get_xticklabels()] == genes
+    assert sorted(t.get_text() for t in main.get_yticklabels()) == sorted(adata.obs["class"].cat.categories)
+    axs = pl.panel(adata, "qpfs", "class", kind="heatmap", n_genes=3, show=False)
+    assert [t.get_text() for t in axs["heatmap_ax"].get_xticklabels()] == genes[:3]
+    with pytest.raises(ValueError, match="kind must be one of"):
+        pl.panel(adata, "qpfs", kind="violin", show=False)
+    with pytest.raises(KeyError, match="not a column of adata.obs"):
+        pl.panel(adata, "qpfs", "cell_type", show=False)
+
+
+def test_show_and_save(adata, tmp_path):
+    out = tmp_path / "w.png"
+    assert pl.weights(adata, "qpfs", show=True, save=str(out)) is None   # shown (no-op with Agg): returns None
+    assert out.stat().st_size > 1000
+    fig, ax = plt.subplots()
+    assert pl.weights(adata, "qpfs", ax=ax, show=False) is ax
