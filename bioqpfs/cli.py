@@ -1,4 +1,4 @@
-"""Command line: ``bioqpfs select`` / ``bioqpfs datasets``.
+"""Command line: ``bioqpfs select`` / ``bioqpfs evaluate`` / ``bioqpfs datasets``.
 
 Exit codes
 ----------
@@ -25,28 +25,23 @@ def _parser():
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("select", help="select a gene panel and store it in an .h5ad (+ ranked TSV)")
-    src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument("input", nargs="?", help="input .h5ad, or a .csv/.tsv expression table (needs --orientation)")
-    src.add_argument("--dataset", choices=sorted(datasets.available()), help="use a bundled dataset instead of a file")
-    s.add_argument("--groupby", required=True,
-                   help="column holding the classes: of .obs (h5ad), of the table (samples-by-genes CSV) or of --labels")
-    s.add_argument("--orientation", choices=["samples-by-genes", "genes-by-samples"],
-                   help="layout of a CSV/TSV input: rows are samples (samples-by-genes) or genes")
-    s.add_argument("--labels", default=None,
-                   help="CSV/TSV of sample labels: first column sample ids, the --groupby column (or the 2nd) labels")
+    _add_input_args(s, datasets)
     s.add_argument("--method", default="qpfs", choices=sorted(methods()), help="selection method (default: qpfs)")
     s.add_argument("--n-genes", type=int, default=50, help="panel size (default: 50)")
     s.add_argument("--similarity", default="mi", choices=["mi", "correlation"], help="redundancy measure (default: mi)")
     s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "mdl", "none"],
                    help="discretisation for MI (default: the method's, mean_sd for QPFS; 'none' = data are codes)")
-    s.add_argument("--layer", default=None, help="use this layer instead of X")
-    s.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
     s.add_argument("--key-added", default=None, help="prefix of the written keys (default: the method)")
-    s.add_argument("--random-state", type=int, default=0)
     s.add_argument("-o", "--output", required=True, help="output .h5ad (written atomically)")
     s.add_argument("--tsv", default=None, help="also write the ranked gene table here")
-    s.add_argument("--force", action="store_true", help="allow the output to overwrite the input file")
-    s.add_argument("--quiet", action="store_true", help="no progress messages")
+
+    e = sub.add_parser("evaluate", help="cross-validated error of panels chosen by several methods (TSV)")
+    _add_input_args(e, datasets)
+    e.add_argument("--methods", default="qpfs", help="comma-separated method names (default: qpfs)")
+    e.add_argument("--n-genes", type=_int_list, default=[5, 10, 20, 50], help="comma-separated panel sizes")
+    e.add_argument("--cv", default="10", help="folds of stratified k-fold CV, or 'loo' (default: 10)")
+    e.add_argument("--repeats", type=int, default=1, help="repetitions of k-fold CV (default: 1)")
+    e.add_argument("-o", "--output", required=True, help="output TSV of mean/sd error per method and panel size")
 
     d = sub.add_parser("datasets", help="list the bundled datasets, or write one as .h5ad")
     d.add_argument("name", nargs="?", choices=sorted(datasets.available()))
@@ -102,6 +97,72 @@ def _read_table(args):
     return ad.AnnData(X=df.to_numpy(dtype=np.float64), obs=obs, var=pd.DataFrame(index=df.columns.astype(str)))
 
 
+def _load_input(args):
+    import anndata as ad
+
+    from . import datasets
+
+    if args.input is None:
+        return datasets.load(args.dataset)
+    if not os.path.exists(args.input):
+        raise FileNotFoundError(f"input file {args.input!r} does not exist")
+    if os.path.exists(args.output) and os.path.samefile(args.input, args.output) and not args.force:
+        raise ValueError(f"output {args.output!r} is the input file; choose another path or pass --force")
+    return _read_table(args) if _is_table(args.input) else ad.read_h5ad(args.input)
+
+
+def _add_input_args(p, datasets):
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("input", nargs="?", help="input .h5ad, or a .csv/.tsv expression table (needs --orientation)")
+    src.add_argument("--dataset", choices=sorted(datasets.available()), help="use a bundled dataset instead of a file")
+    p.add_argument("--groupby", required=True,
+                   help="column holding the classes: of .obs (h5ad), of the table (samples-by-genes CSV) or of --labels")
+    p.add_argument("--orientation", choices=["samples-by-genes", "genes-by-samples"],
+                   help="layout of a CSV/TSV input: rows are samples (samples-by-genes) or genes")
+    p.add_argument("--labels", default=None,
+                   help="CSV/TSV of sample labels: first column sample ids, the --groupby column (or the 2nd) labels")
+    p.add_argument("--layer", default=None, help="use this layer instead of X")
+    p.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
+    p.add_argument("--random-state", type=int, default=0)
+    p.add_argument("--force", action="store_true", help="allow the output to overwrite the input file")
+    p.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+def _int_list(text):
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _cmd_evaluate(args):
+    import scanpy as sc
+
+    from . import _progress, _registry, evaluate
+    from ._io import atomic_path
+
+    sc.settings.verbosity = 0 if args.quiet else 2
+    adata = _load_input(args)
+    method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    known = _registry.methods()
+    unknown = [m for m in method_names if m not in known]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(known)}")
+    cv = "loo" if args.cv == "loo" else int(args.cv)
+    with _progress.enabled(not args.quiet):
+        df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=cv,
+                                  repeats=args.repeats, layer=args.layer, mask_var=args.mask_var,
+                                  random_state=args.random_state, progress=not args.quiet)
+    with atomic_path(args.output) as tmp:
+        df.to_csv(tmp, sep="\t", index=False)
+    if not args.quiet:
+        print(df[["method", "n_genes", "mean_error", "sd_error"]].to_string(index=False), file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_select(args):
     import anndata as ad
     import scanpy as sc
@@ -110,14 +171,7 @@ def _cmd_select(args):
     from ._io import atomic_path
 
     sc.settings.verbosity = 0 if args.quiet else 3
-    if args.input is not None:
-        if not os.path.exists(args.input):
-            raise FileNotFoundError(f"input file {args.input!r} does not exist")
-        if os.path.exists(args.output) and os.path.samefile(args.input, args.output) and not args.force:
-            raise ValueError(f"output {args.output!r} is the input file; choose another path or pass --force")
-        adata = _read_table(args) if _is_table(args.input) else ad.read_h5ad(args.input)
-    else:
-        adata = datasets.load(args.dataset)
+    adata = _load_input(args)
     params = {}
     if args.discretization is not None:
         params["discretization"] = None if args.discretization == "none" else args.discretization
@@ -165,6 +219,8 @@ def main(argv=None):
     try:
         if args.command == "select":
             return _cmd_select(args)
+        if args.command == "evaluate":
+            return _cmd_evaluate(args)
         return _cmd_datasets(args)
     except KeyboardInterrupt:
         print("bioqpfs: interrupted", file=sys.stderr)

@@ -87,3 +87,17 @@ def test_csv_both_orientations_and_labels_file(tmp_path):
     r = run("select", str(tmp_path / "gxs.tsv"), "--orientation", "genes-by-samples", "--groupby", "cls",
             "-o", str(tmp_path / "c.h5ad"))
     assert r.returncode == 1 and "no labels" in r.stderr
+
+
+def test_evaluate_writes_error_table(h5ad, tmp_path):
+    out = tmp_path / "curve.tsv"
+    r = run("evaluate", str(h5ad), "--groupby", "cls", "--methods", "qpfs", "--n-genes", "1,3", "--cv", "3",
+            "-o", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(out, sep="\t")
+    assert list(df["n_genes"]) == [1, 3] and set(df["method"]) == {"qpfs"}
+    assert ((df["mean_error"] >= 0) & (df["mean_error"] <= 1)).all()
+    r = run("evaluate", str(h5ad), "--groupby", "cls", "--methods", "qpfs,bogus", "-o", str(out))
+    assert r.returncode == 1 and "unknown method(s) bogus" in r.stderr
+    r = run("evaluate", str(h5ad), "--groupby", "cls", "--n-genes", "0,x", "-o", str(out))
+    assert r.returncode == 2
