@@ -120,3 +120,21 @@ def test_dataset_loaders():
                                    (bioqpfs.datasets.leukemia, (72, 7129), 2)):
         a = load()
         assert a.shape == shape and a.obs["class"].nunique() == n_classes and a.var_names.is_unique
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_backed_input(rng, tmp_path, sparse):
+    a = make_adata(np.random.default_rng(7), sparse=sparse)
+    a.write_h5ad(tmp_path / "a.h5ad")
+    b = ad.read_h5ad(tmp_path / "a.h5ad", backed="r")
+    bioqpfs.tl.select_genes(b, "group", n_genes=3)
+    c = make_adata(np.random.default_rng(7))
+    bioqpfs.tl.select_genes(c, "group", n_genes=3)
+    np.testing.assert_allclose(b.var["qpfs_weight"], c.var["qpfs_weight"])
+
+
+def test_method_params_recorded_and_preselected_guard(rng):
+    a = make_adata(rng)
+    bioqpfs.tl.select_genes(a, "group", n_genes=3, alpha=0.25, discretization="quantile", n_bins=4)
+    p = a.uns["qpfs"]["params"]
+    assert p["alpha"] == 0.25 and p["discretization"] == "quantile" and p["n_bins"] == 4

@@ -10,6 +10,15 @@ from .._registry import method_function, select
 from .._validation import describe_indices
 
 
+def _in_memory(X):
+    """Backed (on-disk) matrices are read once: the selectors need random access to all of it."""
+    if hasattr(X, "to_memory"):
+        return X.to_memory()
+    if type(X).__module__.startswith("h5py"):
+        return X[()]
+    return X
+
+
 def _expression(adata, layer, use_raw):
     """The matrix to select from, aligned with ``adata.var_names``."""
     if layer is not None and use_raw:
@@ -17,15 +26,15 @@ def _expression(adata, layer, use_raw):
     if layer is not None:
         if layer not in adata.layers:
             raise KeyError(f"layer {layer!r} not found; available layers: {list(adata.layers.keys()) or 'none'}")
-        return adata.layers[layer]
+        return _in_memory(adata.layers[layer])
     if use_raw:
         if adata.raw is None:
             raise ValueError("use_raw=True but adata.raw is not set")
         missing = adata.var_names.difference(adata.raw.var_names)
         if len(missing):
             raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})")
-        return adata.raw[:, adata.var_names].X
-    return adata.X
+        return _in_memory(adata.raw[:, adata.var_names].X)
+    return _in_memory(adata.X)
 
 
 def _mask(adata, mask_var):
@@ -58,7 +67,7 @@ def _labels(adata, groupby):
 
 
 def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", layer=None, use_raw=None,
-                 mask_var=None, key_added=None, copy=False, random_state=0, **method_params):
+                 mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, **method_params):
     """Select a gene panel with a global method and store it in ``adata``.
 
     Parameters
@@ -79,6 +88,9 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         Use ``adata.raw`` (restricted to ``adata.var_names``).  Default: no.
     mask_var : str or bool array, optional
         Only consider these genes (e.g. ``"highly_variable"``); genes outside get NaN weight and rank.
+    preselected : sequence of str, optional
+        Genes that must be in the panel, ranked first in the given order; the method optimises the
+        rest given them (only for methods that support it, e.g. ``"qpfs"``).
     key_added : str, optional
         Prefix of the written keys; default the method name.
     copy : bool
@@ -106,6 +118,11 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     func = method_function(method)
     accepted = inspect.signature(func).parameters
     params = dict(method_params)
+    if preselected is not None:
+        if "preselected" not in accepted:
+            raise TypeError(f"method {method!r} does not support preselected genes")
+        preselected = [preselected] if isinstance(preselected, str) else list(preselected)
+        params["preselected"] = preselected
     if "similarity" in accepted:
         params["similarity"] = similarity
     elif similarity != "mi":
@@ -140,7 +157,8 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     record = dict(method=method, groupby=groupby, n_genes=n_genes, layer=layer, use_raw=bool(use_raw),
                   mask_var=mask_var if isinstance(mask_var, str) or mask_var is None else "array",
                   random_state=random_state)
-    record.update(sel.params)
+    record.update(params)  # what the user asked for ...
+    record.update(sel.params)  # ... and what the method resolved (defaults, estimated alpha)
     adata.uns[key] = to_storable({
         "params": record,
         "diagnostics": sel.diagnostics,
