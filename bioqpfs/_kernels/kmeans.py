@@ -31,8 +31,9 @@ Prasad & Biswas, *Integrating K-means with Quadratic Programming Feature Selecti
   ``s_g = +-1`` orienting every member the same way as the cluster's reference vector (in pass 1 the
   running mean when the gene joins; in pass 2 the representative the gene was assigned to) -- because
   ``d`` treats a gene and its negation as identical, an un-oriented mean of a gene and its anti-correlated
-  copy would cancel to noise.  ``m_c`` is then discretised exactly like a gene (the same discretisation
-  rule, applied to the vector ``m_c``), and ``d(gene, m_c)`` is eq. 4 on those codes.  For a single gene
+  copy would cancel to noise.  ``m_c`` is then discretised exactly like a gene (the same rule -- mean +- sd or
+  equal-frequency bins -- applied to the vector ``m_c``, :func:`discretize_vector`), and ``d(gene, m_c)``
+  is eq. 4 on those codes.  For a single gene
   the mean is the gene itself (all rules used here are invariant to positive affine maps), so the
   distance of a gene to its own singleton mean is 0.
 
@@ -61,8 +62,8 @@ from .information import CodeTable, pairwise_information
 #: gene count from which the QPFS matrix among representatives is computed by the blocked GEMM kernel
 _GEMM_MIN_GENES = 256
 
-__all__ = ["GeneSpace", "KMeansResult", "mi_one_to_many", "distance_from_mi", "variant_macqueen", "radius",
-           "two_level", "split_count"]
+__all__ = ["GeneSpace", "KMeansResult", "mi_one_to_many", "distance_from_mi", "discretize_vector",
+           "variant_macqueen", "radius", "two_level", "split_count"]
 
 
 @njit(cache=True)
@@ -125,14 +126,17 @@ class GeneSpace:
     n_levels : ndarray of int, shape (n_genes,)
     standardized : callable ``idx -> (n_samples, len(idx))`` float64
         Standardised expression ``z_g`` of the genes ``idx`` (computed on demand, never all at once).
-    discretize : callable ``V -> (codes, n_levels)``
-        The genes' discretisation rule applied to the columns of ``V`` (cluster means).
+    mean_rule : {"mean_sd", "quantile"}
+        How cluster means are discretised -- the genes' own rule (:func:`discretize_vector`).
+    mean_bins : int
+        Bins of the ``"quantile"`` rule.
     """
 
     codes: np.ndarray
     n_levels: np.ndarray
     standardized: object
-    discretize: object
+    mean_rule: str = "mean_sd"
+    mean_bins: int = 3
     n_distances: int = 0
     codes_t: np.ndarray = field(init=False, repr=False)
     entropy: np.ndarray = field(init=False, repr=False)
@@ -140,7 +144,11 @@ class GeneSpace:
 
     def __post_init__(self):
         self.codes_t = np.ascontiguousarray(self.codes.T)  # genes x samples, rows contiguous for numba
-        self.n_bins = max(2, int(np.max(self.n_levels)))
+        if self.mean_rule not in _RULES:
+            raise ValueError(f"unknown mean_rule {self.mean_rule!r}; choose one of {tuple(_RULES)}")
+        self._rule = _RULES[self.mean_rule]
+        mean_levels = 3 if self.mean_rule == "mean_sd" else int(self.mean_bins)
+        self.n_bins = max(2, int(np.max(self.n_levels)), mean_levels)  # counting range of genes and means
         self.entropy = _entropies_rows(self.codes_t, self.n_bins)  # H(f_g), nats
 
     @property
@@ -189,11 +197,105 @@ class GeneSpace:
     # -- cluster means -------------------------------------------------------------------------------
     def mean_codes(self, V):
         """Discretise mean vectors (columns of V) like genes; returns (codes (k, N) uint8, entropies)."""
-        codes, _ = self.discretize(V)
-        codes_t = np.ascontiguousarray(np.asarray(codes, dtype=np.uint8).T)
-        if codes_t.size and int(codes_t.max()) >= self.n_bins:
-            raise ValueError("the discretisation of cluster means produced more levels than the genes have")
+        V = np.asarray(V, dtype=np.float64)
+        codes_t = np.empty((V.shape[1], V.shape[0]), dtype=np.uint8)
+        for j in range(V.shape[1]):
+            discretize_vector(np.ascontiguousarray(V[:, j]), self._rule, self.mean_bins, codes_t[j])
         return codes_t, _entropies_rows(codes_t, self.n_bins)
+
+
+_RULES = {"mean_sd": 0, "quantile": 1}
+
+
+@njit(cache=True)
+def discretize_vector(v, rule, n_bins, out):
+    """Codes of one vector by the genes' rule, empty bins removed (as :mod:`bioqpfs._kernels.discretize`).
+
+    ``rule`` 0: mean +- sd (ddof=1) edges, QPFS section 2.5; 1: ``n_bins`` equal-frequency bins (edges at the
+    ``j/n_bins`` sample quantiles, linear interpolation).  ``code = #{edges e : v > e}`` (right-closed bins);
+    bins left empty are removed so the codes are ``0..levels-1``.  Writes ``out`` and returns ``levels``.
+    """
+    n = v.shape[0]
+    if rule == 0:
+        mu = 0.0
+        for s in range(n):
+            mu += v[s]
+        mu /= n
+        ss = 0.0
+        for s in range(n):
+            ss += (v[s] - mu) ** 2
+        sd = np.sqrt(ss / max(1, n - 1))
+        edges = np.array([mu - sd, mu + sd])
+    else:
+        edges = np.quantile(v, np.arange(1, n_bins) / n_bins)
+    nb = edges.shape[0] + 1
+    present = np.zeros(nb, dtype=np.bool_)
+    for s in range(n):
+        c = 0
+        for e in edges:
+            if v[s] > e:
+                c += 1
+        out[s] = c
+        present[c] = True
+    rank = np.zeros(nb, dtype=np.uint8)
+    levels = 0
+    for b in range(nb):
+        rank[b] = levels
+        if present[b]:
+            levels += 1
+    for s in range(n):
+        out[s] = rank[out[s]]
+    return levels
+
+
+@njit(cache=True)
+def _online_pass(codes_t, Z_t, h, k, n_bins, rule, mean_bins):
+    """Pass 1 of the variant MacQueen k-means on the genes (rows of ``codes_t`` / ``Z_t``) in row order.
+
+    The first ``k`` genes are the initial centres; every later gene joins the nearest centre (eq. 4 against
+    the centre's discretised mean) and that centre's oriented running sum of standardised vectors is
+    updated and re-discretised at once.  Returns ``(labels, sums (k, N))``.
+    """
+    m, n = codes_t.shape
+    labels = np.empty(m, dtype=np.int64)
+    sums = np.empty((k, n))
+    ccodes = np.empty((k, n), dtype=np.uint8)
+    ch = np.empty(k)
+    for c in range(k):
+        labels[c] = c
+        sums[c] = Z_t[c]
+        ccodes[c] = codes_t[c]  # a one-gene mean is the gene itself
+        ch[c] = h[c]
+    joint = np.zeros((n_bins, n_bins))
+    cb = np.zeros(n_bins)
+    for i in range(k, m):
+        a = codes_t[i]
+        best = 0
+        best_d = np.inf
+        for c in range(k):
+            joint[:, :] = 0.0
+            cb[:] = 0.0
+            for s in range(n):
+                joint[a[s], ccodes[c, s]] += 1.0
+            mi = h[i] + ch[c] - _entropy_of_counts(joint.ravel(), n)
+            hmax = max(h[i], ch[c])
+            d = 1.0 - max(0.0, mi) / hmax if hmax > 0 else 0.0
+            if d < best_d:  # ties: lowest cluster
+                best_d = d
+                best = c
+        labels[i] = best
+        dot = 0.0
+        for s in range(n):
+            dot += Z_t[i, s] * sums[best, s]
+        sign = 1.0 if dot >= 0.0 else -1.0
+        for s in range(n):
+            sums[best, s] += sign * Z_t[i, s]
+        discretize_vector(sums[best], rule, mean_bins, ccodes[best])
+        cb[:] = 0.0
+        for s in range(n):
+            cb[ccodes[best, s]] += 1.0
+        ch[best] = _entropy_of_counts(cb, n)
+    return labels, sums
 
 
 @njit(cache=True)
@@ -226,11 +328,6 @@ class KMeansResult:
         return self.genes[self.labels == c]
 
 
-def _orient(z, ref):
-    """+1/-1 so that ``s * z`` points the same way as ``ref`` (ties: +1)."""
-    return 1.0 if float(z @ ref) >= 0.0 else -1.0
-
-
 def _nearest_member(space, genes, labels, sums, k):
     """Representative of each cluster: the member nearest to its (discretised) mean ``sums[:, c]``."""
     mcodes, mh = space.mean_codes(sums)
@@ -256,22 +353,11 @@ def variant_macqueen(space: GeneSpace, genes, k):
     if k >= m:
         return KMeansResult(genes, np.arange(m), genes.copy(), 0)
     Z = space.standardized(genes)  # N x m, this cluster only
-    # ---- pass 1: online MacQueen, centres = running (oriented) sums of z --------------------------
-    labels = np.empty(m, dtype=np.int64)
-    labels[:k] = np.arange(k)
-    sums = Z[:, :k].copy()
-    ccodes = space.codes_t[genes[:k]].copy()  # a one-gene mean is the gene itself
-    ch = space.entropy[genes[:k]].copy()
-    for i in range(k, m):
-        g = genes[i]
-        mi, h_g, _ = mi_one_to_many(space.codes_t[g], ccodes, space.n_bins)
-        space.n_distances += k
-        c = int(np.argmin(distance_from_mi(mi, h_g, ch)))
-        labels[i] = c
-        sums[:, c] += _orient(Z[:, i], sums[:, c]) * Z[:, i]
-        code_c, h_c = space.mean_codes(sums[:, c : c + 1])
-        ccodes[c] = code_c[0]
-        ch[c] = h_c[0]
+    # ---- pass 1: online MacQueen, centres = discretised oriented running sums of z ---------------
+    labels, sums = _online_pass(space.codes_t[genes], np.ascontiguousarray(Z.T), space.entropy[genes], k,
+                                space.n_bins, space._rule, int(space.mean_bins))
+    space.n_distances += k * (m - k)
+    sums = sums.T
     reps = _nearest_member(space, genes, labels, sums, k)
     # ---- pass 2: batch assignment to the representatives, then means -> representatives ----------
     pos = {int(g): i for i, g in enumerate(genes)}

@@ -43,7 +43,7 @@ from .qpfs import alpha_hat, solve_qpfs
 
 __all__ = ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"]
 
-_CLUSTER_DISCRETIZATIONS = ("mean_sd", "quantile", "mdl", None)
+_CLUSTER_DISCRETIZATIONS = ("mean_sd", "quantile", None)
 
 
 class _Context:
@@ -51,7 +51,10 @@ class _Context:
 
     def __init__(self, X, y, feature_names, *, discretization, n_bins, base, alpha, shuffle, random_state):
         if discretization not in _CLUSTER_DISCRETIZATIONS:
-            raise ValueError(f"unknown discretization {discretization!r}; choose one of {_CLUSTER_DISCRETIZATIONS}")
+            raise ValueError(
+                f"discretization={discretization!r} is not available for the clustering methods; choose one of "
+                f"{_CLUSTER_DISCRETIZATIONS} (cluster means must be discretised by the genes' own rule, and the "
+                "supervised 'mdl' cuts of a mean vector are not comparable across clusters)")
         if alpha is not None and not (0.0 <= float(alpha) <= 1.0):
             raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
         self.t0 = time.perf_counter()
@@ -78,15 +81,10 @@ class _Context:
             return _standardised(Xk, idx, mean, scale)
 
         if discretization is None:  # integer-coded input: means are not codes; equal-frequency bins instead
-            mean_bins = int(np.max(levels))
-
-            def discretize(V):
-                return measures._codes(V, "quantile", n_bins=max(2, mean_bins))
+            rule, bins = "quantile", max(2, int(np.max(levels)))
         else:
-            def discretize(V):
-                return measures._codes(V, discretization, n_bins=n_bins, y_codes=y_codes)
-
-        self.space = _km.GeneSpace(codes, levels, standardized, discretize)
+            rule, bins = discretization, n_bins
+        self.space = _km.GeneSpace(codes, levels, standardized, mean_rule=rule, mean_bins=bins)
         table = _info.CodeTable(codes, levels, groups=y_codes)
         _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
         self.F = np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)  # I(X_g; C), local gene index
@@ -178,7 +176,7 @@ _COMMON_DOC = """
     alpha : float in [0, 1], optional
         QPFS relevance/redundancy trade-off for every QPFS call.  Default: re-estimated for each call as
         alpha_hat = q_bar / (q_bar + f_bar) (paper eq. 2a) over that call's representatives.
-    discretization : {"mean_sd", "quantile", "mdl", None}
+    discretization : {"mean_sd", "quantile", None}
         Discretisation for the MI distance, Q and F (paper section 5.2: mean +- sd, 3 bins).  Cluster means
         are discretised with the same rule (``None``, integer-coded input: equal-frequency bins, as many as
         the genes have levels).
