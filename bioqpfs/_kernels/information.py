@@ -62,6 +62,8 @@ class CodeTable:
             self.class_bounds = np.concatenate([[0], np.cumsum(sizes)])
             self.codes = codes[self.order]
         self.n_classes = self.class_bounds.size - 1
+        # float32 holds every integer count exactly below 2**24 samples; beyond, count in float64
+        self.count_dtype = np.float32 if self.n_samples < 2**24 else np.float64
         self.class_sizes = np.diff(self.class_bounds).astype(np.float64)
         self.phi = _phi_table(self.n_samples)
         # per-class marginal counts of every materialised bin: (C, genes, nb)
@@ -75,7 +77,7 @@ class CodeTable:
         """float32 indicators (len(rows) x len(genes)*nb), column ``g*nb + a`` = [code == a]."""
         sub = self.codes[rows, genes] if isinstance(genes, slice) else self.codes[rows][:, genes]
         oh = sub[:, :, None] == np.arange(self.nb, dtype=sub.dtype)
-        return oh.reshape(sub.shape[0], -1).astype(np.float32)
+        return oh.reshape(sub.shape[0], -1).astype(self.count_dtype)
 
     def phi_marginal(self):
         """P_g = sum_a phi(n_a) over all bins of gene g (pooled over classes), and the same per class."""
@@ -255,7 +257,8 @@ def _counts(table_rows: CodeTable, genes_I, table_cols: CodeTable, genes_J, C, b
     bJ = genes_J.stop - genes_J.start if isinstance(genes_J, slice) else len(genes_J)
     shape = (C, bI * table_rows.nb, bJ * table_cols.nb)
     size = int(np.prod(shape))
-    G = (np.empty(size, np.float32) if buf is None or buf.size < size else buf[:size]).reshape(shape)
+    dt = table_rows.count_dtype
+    G = (np.empty(size, dt) if buf is None or buf.size < size or buf.dtype != dt else buf[:size]).reshape(shape)
     chunk = max(1, _ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
     bounds = table_rows.class_bounds
     same_block = table_cols is table_rows and isinstance(genes_I, slice) and genes_I == genes_J
