@@ -1,0 +1,320 @@
+"""TLKM-QPFS, IKM-QPFS, IKMA-QPFS and the MI-distance k-means (Prasad & Biswas, paper 003).
+
+Oracles: plain-loop MI/entropy/mean+-sd from ``tests/reference.py`` (no bioqpfs code), a plain-Python
+re-implementation of the variant MacQueen k-means written from section 3.1, the distance-count formulas of
+sections 3.1 and 4.3, planted-structure data, and tracemalloc for the memory claim.
+"""
+import math
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import bioqpfs
+from bioqpfs import measures
+from bioqpfs._kernels import kmeans as km
+from bioqpfs._kernels.correlation import _standardised, column_moments
+from bioqpfs.selectors.ikm_qpfs import ikm_qpfs, ikma_qpfs, tlkm_qpfs
+
+import reference as ref
+
+METHODS = [tlkm_qpfs, ikm_qpfs, ikma_qpfs]
+
+
+def _space(X, rule="mean_sd"):
+    codes, levels = measures._codes(X, rule, n_bins=3)
+    mean, ss = column_moments(X)
+    scale = 1.0 / np.sqrt(ss / (X.shape[0] - 1))
+    return km.GeneSpace(codes, levels, lambda idx: _standardised(X, idx, mean, scale), mean_rule=rule, mean_bins=3)
+
+
+# ---------------------------------------------------------------------------------- plain references
+def bf_distance(a, b):
+    """Eq. 4 with dict-counted entropies (reference.py)."""
+    ha, hb = ref.entropy(a, base=math.e), ref.entropy(b, base=math.e)
+    hmax = max(ha, hb)
+    return 0.0 if hmax == 0 else 1.0 - ref.mutual_info(a, b, base=math.e) / hmax
+
+
+def bf_z(x):
+    mu = sum(x) / len(x)
+    sd = math.sqrt(sum((v - mu) ** 2 for v in x) / (len(x) - 1))
+    return [(v - mu) / sd for v in x]
+
+
+def bf_codes(v):
+    return ref.mean_sd_codes(np.asarray(v, dtype=float)[:, None])[:, 0].tolist()
+
+
+def bf_argmin(values, gaps):
+    best = min(range(len(values)), key=lambda i: (values[i], i))
+    others = [v for i, v in enumerate(values) if i != best]
+    if others:
+        gaps.append(min(others) - values[best])
+    return best
+
+
+def bf_variant_macqueen(X, order, k):
+    """Section 3.1 written out with lists: online pass 1, batch pass 2, nearest member to each mean."""
+    codes = ref.mean_sd_codes(X)
+    col = {g: codes[:, g].tolist() for g in order}
+    z = {g: bf_z(X[:, g].tolist()) for g in order}
+    n_dist = 0
+    gaps = []
+    sums = [list(z[g]) for g in order[:k]]
+    ccodes = [col[g] for g in order[:k]]
+    label = {g: i for i, g in enumerate(order[:k])}
+    for g in order[k:]:
+        c = bf_argmin([bf_distance(col[g], cc) for cc in ccodes], gaps)
+        n_dist += k
+        label[g] = c
+        sign = 1.0 if sum(a * b for a, b in zip(z[g], sums[c])) >= 0 else -1.0
+        sums[c] = [a + sign * b for a, b in zip(sums[c], z[g])]
+        ccodes[c] = bf_codes(sums[c])
+
+    def nearest(sums, label):
+        reps = []
+        for c in range(k):
+            members = [g for g in order if label[g] == c]
+            mc = bf_codes(sums[c])
+            ds = [bf_distance(col[g], mc) for g in members]
+            reps.append(members[bf_argmin(ds, gaps)])
+        return reps, len(order)
+
+    reps, n = nearest(sums, label)
+    n_dist += n
+    label = {r: c for c, r in enumerate(reps)}
+    for g in order:
+        if g not in label:
+            label[g] = bf_argmin([bf_distance(col[g], col[r]) for r in reps], gaps)
+            n_dist += k
+    sums = [[0.0] * X.shape[0] for _ in range(k)]
+    for g in order:
+        r = reps[label[g]]
+        sign = 1.0 if sum(a * b for a, b in zip(z[g], z[r])) >= 0 else -1.0
+        sums[label[g]] = [a + sign * b for a, b in zip(sums[label[g]], z[g])]
+    reps, n = nearest(sums, label)
+    n_dist += n
+    return np.array([label[g] for g in order]), np.array(reps), n_dist, min(gaps)
+
+
+def planted(seed, n=80, n_groups=12, size=25, n_relevant=4, n_single=200, noise=0.4):
+    """Groups of noisy copies of a latent factor; the first ``n_relevant`` factors depend on the class."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1], n // 2)
+    cols, group = [], []
+    for g in range(n_groups):
+        latent = rng.normal(size=n) + (4.0 * (y - 0.5) if g < n_relevant else 0.0)
+        for _ in range(size):
+            cols.append(latent + noise * rng.normal(size=n))
+            group.append(g)
+    for _ in range(n_single):
+        cols.append(rng.normal(size=n))
+        group.append(-1)
+    return np.array(cols).T, y, np.array(group)
+
+
+# ---------------------------------------------------------------------------------- distance and kernels
+def test_distance_matches_bruteforce(rng):
+    X = rng.normal(size=(45, 30))
+    X[:, 1] = -X[:, 0] + 0.1 * rng.normal(size=45)  # anti-correlated copy: distance ~0
+    X[:, 2] = X[:, 0] ** 2  # non-linear dependence
+    sp = _space(X)
+    codes = ref.mean_sd_codes(X)
+    genes, centres = np.arange(6, 30), np.array([0, 1, 2, 5])
+    D = sp.to_genes(genes, centres)
+    expect = np.array([[bf_distance(codes[:, g].tolist(), codes[:, c].tolist()) for c in centres] for g in genes])
+    np.testing.assert_allclose(D, expect, atol=1e-12)
+    assert sp.n_distances == genes.size * centres.size
+    v = sp.to_vector(sp.codes_t[0], sp.entropy[0], np.arange(30))
+    expect_v = [bf_distance(codes[:, 0].tolist(), codes[:, g].tolist()) for g in range(30)]
+    np.testing.assert_allclose(v, expect_v, atol=1e-12)
+    assert v[0] == 0.0 and v[1] < 0.35 and np.all((v >= 0) & (v <= 1))
+    # the QPFS matrix among representatives, both code paths (contingency < 256 genes <= GEMM)
+    for m in (12, 300):
+        Xm = rng.normal(size=(40, m))
+        spm = _space(Xm)
+        Q = spm.mi_matrix(np.arange(m))
+        cm = ref.mean_sd_codes(Xm)
+        for i, j in [(0, 0), (0, 1), (3, 7), (m - 1, 5), (m - 2, m - 1)]:
+            want = ref.entropy(cm[:, i]) if i == j else ref.mutual_info(cm[:, i], cm[:, j])
+            assert Q[i, j] == pytest.approx(want, abs=1e-9)
+        np.testing.assert_allclose(Q, Q.T, atol=1e-12)
+
+
+def test_mean_discretisation_is_the_genes_rule(rng):
+    V = rng.normal(size=(57, 6)) * rng.uniform(0.1, 5, 6) + rng.normal(size=6)
+    out = np.empty(57, dtype=np.uint8)
+    for j in range(6):
+        levels = km.discretize_vector(V[:, j].copy(), 0, 3, out)
+        np.testing.assert_array_equal(out, ref.mean_sd_codes(V[:, j : j + 1])[:, 0])
+        assert levels == 3
+        km.discretize_vector(V[:, j].copy(), 1, 4, out)
+        np.testing.assert_array_equal(out, measures._codes(V[:, j : j + 1], "quantile", n_bins=4)[0][:, 0])
+    # a vector with an empty middle bin gets consecutive codes
+    v = np.r_[np.zeros(18), np.full(2, 10.0)]  # mean 1, sd 3.08: bins 1 and 2 used, bin 0 empty
+    out = np.empty(20, np.uint8)
+    assert km.discretize_vector(v, 0, 3, out) == 2
+    np.testing.assert_array_equal(out, (v > 5).astype(np.uint8))
+
+
+def test_split_count_formula_and_cap():
+    for r, tau, n in [(0.9, 0.8, 3), (0.95, 0.9, 10), (0.81, 0.8, 62)]:
+        assert km.split_count(r, tau, n, 10**9) == math.ceil((r / tau) ** n)
+    assert km.split_count(0.99, 0.8, 62, 10) == 10  # (1.24)^62 ~ 5e5 sub-clusters, capped
+    assert km.split_count(0.7, 0.8, 62, 10) == 1
+
+
+@pytest.mark.parametrize("seed,k", [(3, 4), (11, 3)])
+def test_variant_macqueen_matches_plain_reimplementation(seed, k):
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(70, 4))
+    X = np.column_stack([base[:, i % 4] * (-1) ** i + 0.7 * rng.normal(size=70) for i in range(36)])
+    order = rng.permutation(36)
+    labels, reps, n_dist, gap = bf_variant_macqueen(X, order.tolist(), k)
+    assert gap > 1e-9, "test data must be free of distance ties for an exact comparison"
+    sp = _space(X)
+    res = km.variant_macqueen(sp, order, k)
+    np.testing.assert_array_equal(res.labels, labels)
+    np.testing.assert_array_equal(res.representatives, reps)
+    m = order.size
+    assert res.n_distances == n_dist == 2 * m * k - 2 * k * k + 2 * m  # section 3.1
+    # the representatives are real members of their clusters
+    for c, r in enumerate(res.representatives):
+        assert r in res.members(c)
+
+
+def test_anticorrelated_members_do_not_cancel(rng):
+    """Orientation: a cluster of a gene and its negated copies has a mean equal to the gene, not noise."""
+    x = rng.normal(size=60)
+    X = np.column_stack([x, -x + 0.05 * rng.normal(size=60), x + 0.05 * rng.normal(size=60), -x])
+    sp = _space(X)
+    res = km.variant_macqueen(sp, np.arange(4), 1)
+    assert km.radius(sp, res.members(0), res.representatives[0]) < 0.2
+    # without orientation the plain mean of x and -x is ~0 and carries no information about x
+    unoriented = sp.mean_codes((X[:, [0]] - X[:, [0]].mean()) / X[:, 0].std(ddof=1)
+                               + (X[:, [3]] - X[:, [3]].mean()) / X[:, 3].std(ddof=1))
+    assert unoriented[1][0] == 0.0  # exactly cancelled -> constant codes
+
+
+# ---------------------------------------------------------------------------------- distance-count bounds
+def test_distance_counts_obey_section_4_3_bound():
+    X, y, _ = planted(0, n_single=100)
+    m = X.shape[1]
+    for k, L in [(4, 2), (5, 3)]:
+        # tau tiny: every cluster is split down to level L -- the worst case of section 4.3
+        sel = ikm_qpfs(X, y, n_clusters=k, n_split=k, tau=1e-6, max_levels=L, random_state=1)
+        d = sel.diagnostics
+        assert d["levels_reached"] == L
+        assert 0 < d["n_distances_kmeans"] <= L * (2 * m * k - k * k + 2 * m)
+        assert d["n_distance_computations"] == d["n_distances_kmeans"] + d["n_distances_radius"]
+        assert d["n_distances_radius"] <= (L - 1) * m  # one per member of every non-terminal cluster
+    # TLKM: level 1 exactly the section 3.1 count, level 2 splits only the clusters with r > tau
+    sel = tlkm_qpfs(X, y, n_clusters=6, tau=0.9, max_split=4, random_state=0)
+    d = sel.diagnostics
+    n = X.shape[0]
+    for r, s in zip(d["level1_radii"], d["level1_split"]):
+        assert s == (1 if r <= 0.9 else min(4, math.ceil(min((r / 0.9) ** n, 1e9))))
+    assert d["levels_reached"] == (2 if max(d["level1_split"]) > 1 else 1)
+
+
+# ---------------------------------------------------------------------------------- selection behaviour
+@pytest.mark.parametrize("method", METHODS, ids=lambda f: f.__name__)
+def test_planted_groups(method):
+    X, y, group = planted(0)
+    relevant = (group >= 0) & (group < 4)
+    sel = method(X, y, n_genes=8, random_state=0)
+    top = sel.ranking[:10]
+    assert set(group[top]) >= {0, 1, 2, 3}, f"every relevant group must be represented near the top: {group[top]}"
+    assert relevant[sel.ranking[:6]].all()
+    cluster, is_rep = sel.extra_columns["cluster"], sel.extra_columns["representative"]
+    assert is_rep[sel.ranking].all() and np.isnan(sel.rank[~is_rep]).all() and (sel.weights[~is_rep] == 0).all()
+    assert (cluster >= 0).all() and np.unique(cluster).size == is_rep.sum() == sel.diagnostics["n_leaf_clusters"]
+    for c in np.unique(cluster):  # one representative per leaf cluster, inside it
+        assert is_rep[cluster == c].sum() == 1
+    if method is not tlkm_qpfs:
+        kept_clusters = set(cluster[sel.ranking])
+        dropped = np.array([c not in kept_clusters for c in cluster])
+        assert dropped[relevant].mean() <= 0.1
+        assert dropped[~relevant].mean() >= (0.5 if method is ikma_qpfs else 0.2)
+        assert sel.diagnostics["n_genes_dropped"] == dropped.sum()
+
+
+def test_ikma_drops_more_and_calls_fewer_qpfs():
+    X, y, _ = planted(1)
+    a = ikm_qpfs(X, y, random_state=2).diagnostics
+    b = ikma_qpfs(X, y, random_state=2).diagnostics
+    assert b["n_clusters_dropped_aggressive"] > 0 and a["n_clusters_dropped_aggressive"] == 0
+    assert b["n_qpfs_calls"] < a["n_qpfs_calls"] and b["n_kept"] < a["n_kept"]
+    assert b["n_distance_computations"] < a["n_distance_computations"]
+
+
+@pytest.mark.parametrize("method", METHODS, ids=lambda f: f.__name__)
+def test_deterministic_for_fixed_random_state(method, rng):
+    X, y, _ = planted(2, n_single=60)
+    X0 = X.copy()
+    a, b = method(X, y, random_state=7), method(X, y, random_state=7)
+    np.testing.assert_array_equal(a.ranking, b.ranking)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    np.testing.assert_array_equal(a.extra_columns["cluster"], b.extra_columns["cluster"])
+    np.testing.assert_array_equal(X, X0)  # input untouched
+    # shuffle=False is the paper's literal first-k rule: independent of the seed
+    c, d = method(X, y, shuffle=False, random_state=1), method(X, y, shuffle=False, random_state=2)
+    np.testing.assert_array_equal(c.ranking, d.ranking)
+
+
+def test_memory_is_linear_in_m():
+    """No M x M allocation: peak traced memory grows ~linearly and stays far below M^2 * 4 bytes."""
+    peaks = {}
+    for m in (1500, 6000):
+        rng = np.random.default_rng(0)
+        y = np.repeat([0, 1], 15)
+        X = rng.normal(size=(30, m))
+        X[:, :30] += 1.5 * y[:, None]
+        ikma_qpfs(X[:, :200], y, n_clusters=10, n_split=3, max_levels=2)  # compile outside the trace
+        tracemalloc.start()
+        ikma_qpfs(X, y, n_clusters=10, n_split=3, max_levels=2, random_state=0)
+        peaks[m] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peaks[6000] < 6000**2 * 4 / 20, peaks  # an M x M float32 matrix would be 144 MB
+    assert peaks[6000] / peaks[1500] < 6.0, peaks  # 4x the genes: linear ~4x, quadratic ~16x
+
+
+# ---------------------------------------------------------------------------------- faces and edge cases
+def test_registry_tl_and_shortfall_warning(rng):
+    import anndata as ad
+    import pandas as pd
+
+    X, y, group = planted(0, n_single=40)
+    for name in ("tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"):
+        assert name in bioqpfs.methods()
+        sel = bioqpfs.select(X, y, method=name, n_genes=5, random_state=0, n_clusters=8)
+        assert sel.method == name and sel.selected.size == 5
+    n_ranked = ikma_qpfs(X, y, random_state=0).ranking.size
+    with pytest.warns(UserWarning, match=f"only {n_ranked} gene"):
+        sel = ikma_qpfs(X, y, n_genes=n_ranked + 3, random_state=0)
+    assert sel.diagnostics["n_genes_shortfall"] == 3 and sel.selected.size == n_ranked
+    adata = ad.AnnData(X.astype(np.float32), obs=pd.DataFrame({"cls": pd.Categorical(y.astype(str))},
+                                                             index=[f"c{i}" for i in range(X.shape[0])]))
+    adata.var_names = [f"g{i}" for i in range(X.shape[1])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        bioqpfs.tl.select_genes(adata, "cls", method="ikm_qpfs", n_genes=X.shape[1], random_state=0)
+    assert adata.uns["ikm_qpfs"]["diagnostics"]["n_genes_shortfall"] > 0
+    cl = adata.var["ikm_qpfs_cluster"].to_numpy()
+    assert np.isfinite(cl).all() and np.unique(cl).size == adata.uns["ikm_qpfs"]["diagnostics"]["n_leaf_clusters"]
+
+
+def test_constant_genes_and_bad_parameters(rng):
+    X, y, _ = planted(0, n_single=20)
+    X[:, 5] = 3.0
+    with pytest.warns(UserWarning, match="constant"):
+        sel = ikm_qpfs(X, y, random_state=0)
+    assert sel.extra_columns["cluster"][5] == -1 and np.isnan(sel.rank[5]) and sel.weights[5] == 0
+    with pytest.raises(ValueError, match="tau"):
+        ikm_qpfs(X, y, tau=1.5)
+    with pytest.raises(ValueError, match="n_split"):
+        ikm_qpfs(X, y, n_split=1)
+    with pytest.raises(ValueError, match="mdl"):
+        tlkm_qpfs(X, y, discretization="mdl")
