@@ -23,8 +23,8 @@ from bioqpfs._kernels import information as info
 def gemm_reference(codes, repeats=1):
     """Time of the float32 GEMMs alone, same blocks as the kernel uses (best of ``repeats``)."""
     table = info.CodeTable(codes)
-    bs = info._block_size(table, table, 1)
     m = codes.shape[1]
+    bs = info._block_size(table, table, 1, n_out=m * m)
     best = np.inf
     for _ in range(repeats):
         buf = None

@@ -242,9 +242,15 @@ def _write_transposed(scratch, r_lo, c_lo, out_lo):
                     out_lo[j, i] = rj + c_lo[i] + scratch[i, j]
 
 
-def _block_size(table_rows: CodeTable, table_cols: CodeTable, n_classes):
-    per = 4 * n_classes * table_rows.nb * table_cols.nb
-    b = int(np.sqrt(_GEMM_BUDGET / per))
+def _block_size(table_rows: CodeTable, table_cols: CodeTable, n_classes, n_out=None):
+    """Genes per block so one block of class-wise float32 counts stays within the work budget.
+
+    The budget is the smaller of ``_GEMM_BUDGET`` and a quarter of the output (at least 4 MB), so
+    the working memory stays a small fraction of the result for every size.
+    """
+    per = np.dtype(table_rows.count_dtype).itemsize * n_classes * table_rows.nb * table_cols.nb
+    budget = _GEMM_BUDGET if n_out is None else min(_GEMM_BUDGET, max(4 * 2**20, n_out * 8 // 4))
+    b = int(np.sqrt(budget / per))
     return max(16, min(b, 4096))
 
 
@@ -332,7 +338,7 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     if conditional and not same:
         raise ValueError("class-conditional kinds are gene x gene only")
 
-    bs = _block_size(table_rows, tc, C)
+    bs = _block_size(table_rows, tc, C, n_out=r * m_cols)
     sizes = table_rows.class_sizes if conditional else np.array([float(n)])
     margR = table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None]
     margC = tc.marginals if conditional else tc.marginals.sum(axis=0)[None]
