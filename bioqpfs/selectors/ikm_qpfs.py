@@ -194,6 +194,34 @@ _COMMON_DOC = """
 """
 
 
+_IKM_PARAMS = """
+    Parameters
+    ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+    y : array-like, shape (n_samples,)
+        Class labels.
+    n_genes : int, optional
+        Panel size.  Only the kept representatives are ranked; if fewer than ``n_genes`` survive, a warning
+        says so and ``diagnostics["n_genes_shortfall"]`` records the gap (the panel is never padded).
+    n_clusters : int
+        k', clusters of the first k-means (paper section 5.2 searches 3..150; figure 2 uses 15).
+    n_split : int
+        k, sub-clusters each split cluster is divided into.
+    tau : float in (0, 1]
+        Radius threshold: clusters with ``r < tau`` are not split (paper searches 0.70..0.99; figure 3: 0.8).
+    max_levels : int
+        L, the deepest level; clusters at level L are terminal.
+"""
+
+
+def _doc(func):
+    """Fill the shared parameter descriptions into a selector's docstring (as scanpy's doc_params)."""
+    func.__doc__ = func.__doc__.replace("%(ikm_params)s", "\n" + _IKM_PARAMS.strip("\n") + "\n%(common)s").replace(
+        "%(common)s", _COMMON_DOC.strip("\n") + "\n")
+    return func
+
+
+@_doc
 def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha=None, discretization="mean_sd",
               n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
@@ -221,7 +249,7 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha
         20 % above tau on Colon -- so without a cap level 2 would put every gene in its own cluster.  With
         tau chosen by the paper's eq. 8, ``tau >= R / k^(1/N)``, the formula itself never exceeds k; the cap
         plays the role of that k.
-    """ + _COMMON_DOC + """
+%(common)s
     Returns
     -------
     Selection
@@ -318,26 +346,9 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
     return ctx.finish(method, kept, local_w, n_genes, params, diagnostics, leaves)
 
 
-_IKM_PARAMS = """
-    Parameters
-    ----------
-    X : array-like or sparse, shape (n_samples, n_genes)
-    y : array-like, shape (n_samples,)
-        Class labels.
-    n_genes : int, optional
-        Panel size.  Only the kept representatives are ranked; if fewer than ``n_genes`` survive, a warning
-        says so and ``diagnostics["n_genes_shortfall"]`` records the gap (the panel is never padded).
-    n_clusters : int
-        k', clusters of the first k-means (paper section 5.2 searches 3..150; figure 2 uses 15).
-    n_split : int
-        k, sub-clusters each split cluster is divided into.
-    tau : float in (0, 1]
-        Radius threshold: clusters with ``r < tau`` are not split (paper searches 0.70..0.99; figure 3: 0.8).
-    max_levels : int
-        L, the deepest level; clusters at level L are terminal.
-""" + _COMMON_DOC
 
 
+@_doc
 def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None,
              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
@@ -348,7 +359,7 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_level
     k-means, QPFS weighs the sub-cluster representatives, and the same rule recurses.  A final QPFS over
     the kept representatives ranks them.  At most ``max_levels * (2 M k - k^2 + 2 M)`` distances are spent
     in k-means when ``n_clusters == n_split == k`` (section 4.3), plus one per member for radii.
-    """ + _IKM_PARAMS + """
+%(ikm_params)s
     Returns
     -------
     Selection
@@ -364,13 +375,14 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_level
                         feature_names=feature_names)
 
 
+@_doc
 def ikma_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None,
               discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).
 
     As :func:`ikm_qpfs`, but every cluster whose representative gets QPFS weight 0 is dropped at once, at
     any level and whatever its radius (the check added at the top of the loop of Algorithm IRR).
-    """ + _IKM_PARAMS + """
+%(ikm_params)s
     Returns
     -------
     Selection
