@@ -232,8 +232,16 @@ class QPFSSelector(BioQPFSSelector):
         For MI: the mean +- sd three bins of section 2.5.
     n_bins : int, default=3
     base : float, default=2
+    solver : str, default="auto"
+        QP solver (``"quadprog"`` exact; ``"auto"`` picks by size).
+    psd_fix : str, default="shift"
+        How an indefinite Q is made convex (recorded in ``selection_.diagnostics``).
+    nystrom_rate : float in (0, 1], default=None
+        QPFS + Nystrom with this row-sampling rate p (section 2.2); ``None``: exact Q.
+    preselected : array-like of int or str, default=None
+        Genes always kept and ranked first.
     method_params : dict, default=None
-        Further parameters of the method (e.g. ``{"nystrom_rate": 0.1}`` once available).
+        Further parameters of the method (e.g. ``{"eig_threshold": 1e-3}``).
     random_state : int, RandomState instance or None, default=None
 
     Attributes
@@ -256,11 +264,17 @@ class QPFSSelector(BioQPFSSelector):
         "discretization": [str, None],
         "n_bins": [Interval(Integral, 2, None, closed="left")],
         "base": [Interval(Real, 0, None, closed="neither")],
+        "solver": [str],
+        "psd_fix": [str],
+        "nystrom_rate": [Interval(Real, 0, 1, closed="right"), None],
+        "preselected": ["array-like", None],
     }
-    _forwarded = ("similarity", "relevance", "alpha", "discretization", "n_bins", "base")
+    _forwarded = ("similarity", "relevance", "alpha", "discretization", "n_bins", "base", "solver", "psd_fix",
+                  "nystrom_rate", "preselected")
 
     def __init__(self, n_features_to_select=None, *, method="qpfs", similarity="mi", relevance=None, alpha=None,
-                 discretization="mean_sd", n_bins=3, base=2, method_params=None, random_state=None):
+                 discretization="mean_sd", n_bins=3, base=2, solver="auto", psd_fix="shift", nystrom_rate=None,
+                 preselected=None, method_params=None, random_state=None):
         self.n_features_to_select = n_features_to_select
         self.method = method
         self.similarity = similarity
@@ -269,6 +283,10 @@ class QPFSSelector(BioQPFSSelector):
         self.discretization = discretization
         self.n_bins = n_bins
         self.base = base
+        self.solver = solver
+        self.psd_fix = psd_fix
+        self.nystrom_rate = nystrom_rate
+        self.preselected = preselected
         self.method_params = method_params
         self.random_state = random_state
 

@@ -122,3 +122,24 @@ def test_every_registered_method_reachable(rng):
         np.testing.assert_array_equal(est.order_, ref.ranking, err_msg=name)
     assert SpecCMISelector().method == "spec_cmi" and IKMQPFSSelector().method == "ikm_qpfs"
     assert BaselineSelector().method == "mrmr_mid"
+
+
+def test_qpfs_variant_parameters_forwarded(rng):
+    """Explicit QPFS parameters reach the method exactly as bioqpfs.select would pass them."""
+    import inspect
+
+    from bioqpfs._registry import method_function
+
+    X, y = _blobs(rng, m=20)
+    accepted = inspect.signature(method_function("qpfs")).parameters
+    if "nystrom_rate" in accepted:
+        est = QPFSSelector(n_features_to_select=3, nystrom_rate=0.5, random_state=4).fit(X, y)
+        ref = bioqpfs.select(X, y, method="qpfs", n_genes=3, nystrom_rate=0.5, random_state=4)
+        np.testing.assert_allclose(est.weights_, ref.weights)
+        assert est.selection_.params.get("nystrom_rate") == 0.5
+    else:       # the parameter is not (yet) part of qpfs: setting it must be an error, not ignored
+        with pytest.raises(TypeError, match="does not take parameter 'nystrom_rate'"):
+            QPFSSelector(nystrom_rate=0.5).fit(X, y)
+    est = QPFSSelector(n_features_to_select=3, similarity="correlation", relevance="hall").fit(X, y)
+    ref = bioqpfs.select(X, y, method="qpfs", n_genes=3, similarity="correlation", relevance="hall")
+    np.testing.assert_array_equal(est.order_, ref.ranking)

@@ -34,6 +34,7 @@ def weights(adata, key="qpfs", *, n_genes=None, n_ranks=None, label_top=0, yscal
         line between rank ``n_genes`` and ``n_genes + 1``.
     """
     df, uns = stored(adata, key)
+    n_ranked, n_nonzero = len(df), int(np.count_nonzero(df["weight"].to_numpy(dtype=float)))
     if n_ranks is not None:
         df = df.iloc[: int(n_ranks)]
     cut = int(df["selected"].astype(bool).sum()) if n_genes is None else int(n_genes)
@@ -50,6 +51,6 @@ def weights(adata, key="qpfs", *, n_genes=None, n_ranks=None, label_top=0, yscal
     ax.set_yscale(yscale)
     ax.set_xlabel("rank")
     ax.set_ylabel(f"{key} weight")
-    ax.set_title(f"{method} weights ({np.count_nonzero(w)} non-zero of {len(w)} ranked)")
+    ax.set_title(f"{method} weights ({n_nonzero} non-zero of {n_ranked} ranked)")
     ax.legend(frameon=False, fontsize=8)
     return finish(ax, show, save)
