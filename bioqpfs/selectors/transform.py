@@ -1,0 +1,411 @@
+"""Transformation-based feature selection: LDFS and HSFS (Masaeli, Fung & Dy, ICML 2010).
+
+A linear transformation W (genes x q) is learnt with a row-sparsity penalty (eq. 1)
+
+    min_W  J(XW) + lambda sum_j ||w_j||_inf,
+
+so that whole rows of W -- genes -- drop out; lambda is raised until the wanted number of rows
+remain (section 6) and genes are ranked by ||w_j||_inf.
+
+Optimisation (section 3)
+------------------------
+The paper introduces bounds s_j >= ||w_j||_inf (eq. 2-3: min J + lambda sum_j s_j s.t.
+-s_j <= w_jk <= s_j) and solves with a two-metric projected L-BFGS.  Those constraints couple w and
+s, so they are not box constraints; we write the same feasible set as a box by the substitution
+
+    w_jk = s_j u_jk,   u_jk in [-1, 1],   s_j >= 0,
+
+and minimise J(X (s o U)) + lambda sum_j s_j with scipy's L-BFGS-B (bound-constrained L-BFGS).
+Every W is reachable, and at an optimum s_j = ||w_j||_inf.  The substitution has one blind spot:
+at s_j = 0 the gradient in u_j vanishes, so a dropped row could only come back along its stale
+direction.  After each L-BFGS-B run we therefore check the optimality condition of the original
+problem for every zero row, ||grad_{w_j} J||_1 <= lambda (the subdifferential of
+lambda ||.||_inf at 0 is the l1 ball of radius lambda); rows that violate it get
+u_j = -sign(grad_{w_j} J) -- the steepest re-entry direction -- and the solver is restarted
+from there (at most ``max_kkt_rounds`` times).
+
+Criteria
+--------
+Genes are z-scored first (the penalty and the threshold act on the scale of W, so no gene may win
+by its unit; constant genes are left out and rank last).
+
+* LDFS (section 4): the LDA trace criterion J = -tr((W^T S_T W + gamma I)^{-1} W^T S_B W), with
+  S_B = sum_c (n_c/n)(mu_c - mu)(mu_c - mu)^T and the total scatter S_T = S_B + S_W (both / n).
+  The paper's ratio W^T S_B W / W^T S_W W is invariant to the scale of W, so the penalty could
+  shrink W towards 0 without changing J and the problem has no minimiser; and with more genes than
+  samples S_W is singular, so the ratio is unbounded.  The S_T form has the same discriminant
+  directions as tr(S_W^{-1} S_B) (Fukunaga 1990: eigenvalues mu = lambda / (1 + lambda)), is
+  bounded (0 <= -J < q), and the ridge gamma (default 1, the variance of one z-scored gene) fixes
+  the scale: J ~ -||W||^2 for small W and saturates for large W, so the penalty has something to
+  trade against.  Gradient: grad J = -2 S_B W A^{-1} + 2 S_T W A^{-1} B A^{-1}, A = W^T S_T W +
+  gamma I, B = W^T S_B W.  S_B W and S_T W are formed from X (n x d) and the class means without
+  any d x d matrix.
+* HSFS (section 5, eq. 8-11): J = -HSIC(XW, Y) / HSIC(Y, Y), HSIC(Z, Y) = tr(K H L H) / n^2 with
+  a Gaussian kernel K_ab = exp(-||z_a - z_b||^2 / (2 sigma^2)) on the projected samples and the
+  delta kernel L_ab = [y_a = y_b] on the labels; dividing by HSIC(Y, Y) (the value for K = L) only
+  rescales J into [-1, 0] so that L-BFGS tolerances and lambda mean the same on every data set.
+  Bandwidth: sigma = 1 fixed.  HSIC is not scale invariant, and recomputing a median heuristic on
+  XW at every iterate would make it so (and the problem again ill-posed); sigma = 1 is the median
+  heuristic's scale for one z-scored gene with |w| = 1 (the median squared difference of two
+  standard normal draws is 0.91), so W is measured in units of one gene's spread.  Gradient (eq.
+  10-11 written as matrix products): with P = K o (H L H), grad HSIC = -2 / (sigma^2 n^2)
+  X^T (diag(P 1) - P) X W.  Cost O(n^2 q + n d q) per evaluation, n x n memory.
+
+Choices
+-------
+* ``n_components`` q: the paper used q = d, i.e. d^2 parameters and O(d^4) work (its section 6),
+  impossible for 10,000 genes.  Default q = min(d, max(2, C - 1)): the LDA criterion cannot use
+  more than C - 1 directions (rank of S_B), and HSFS gets at least two so that it can represent
+  interactions (an XOR pair needs a 2-D projection).
+* lambda path (section 6): starting at lambda_1 = 1e-3 * lambda_ref with lambda_ref =
+  max_j ||grad_{w_j} J||_1 at the random start, lambda is doubled (warm starts) until at most
+  ``n_genes`` rows are non-zero, then bisected geometrically between the last two values until
+  exactly ``n_genes`` remain (``max_bisect`` steps).  A row counts as non-zero when
+  ||w_j||_inf >= ``zero_tol`` * max_j ||w_j||_inf (the paper's 0.01, made relative to the largest
+  row so it does not depend on the units of W).  If no lambda gives exactly ``n_genes`` rows the
+  solution at the largest lambda with more rows is used.
+* Ranking: by ||w_j||_inf at the chosen lambda; rows at zero by the largest lambda of the path at
+  which they were still non-zero, then by ||w_j||_inf at lambda_1 (stored as ``relevance``), then
+  by index.  ``weights`` = ||w_j||_inf at the chosen lambda.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+from scipy.optimize import minimize
+from threadpoolctl import threadpool_limits
+
+from .._selection import Selection
+from .._validation import check_n_genes, memory_guard
+from ._common import prepare, warn_constant
+
+__all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", "DEFAULT_N_GENES",
+           "MAX_HSIC_SAMPLES"]
+
+#: panel size aimed at when ``n_genes`` is None (paper Table 1 selects 2-20 features)
+DEFAULT_N_GENES = 10
+#: HSFS keeps several n x n matrices and costs O(n^2 q) per evaluation; beyond this, subsample
+MAX_HSIC_SAMPLES = 4000
+
+
+def _zscore(X):
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    mu = X.mean(axis=0)
+    sd = X.std(axis=0)
+    return (X - mu) / np.where(sd > 0, sd, 1.0)
+
+
+class LDAObjective:
+    """J(W) = -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) on centred data Xc (n x d) and class codes."""
+
+    def __init__(self, Xc, y_codes, gamma=1.0):
+        self.X = Xc
+        self.n = Xc.shape[0]
+        counts = np.bincount(y_codes).astype(np.float64)
+        self.pi = counts / self.n
+        means = np.zeros((counts.size, Xc.shape[1]))
+        np.add.at(means, y_codes, Xc)
+        self.M = means / counts[:, None]  # class means (overall mean is 0)
+        self.gamma = float(gamma)
+
+    def __call__(self, W):
+        P = self.X @ W
+        MW = self.M @ W
+        q = W.shape[1]
+        A = P.T @ P / self.n + self.gamma * np.eye(q)
+        B = MW.T @ (self.pi[:, None] * MW)
+        Ainv = np.linalg.inv(A)
+        Ainv = 0.5 * (Ainv + Ainv.T)
+        f = -np.trace(Ainv @ B)
+        SBW = self.M.T @ (self.pi[:, None] * MW)
+        STW = self.X.T @ P / self.n
+        grad = -2.0 * SBW @ Ainv + 2.0 * STW @ (Ainv @ B @ Ainv)
+        return f, grad
+
+
+class HSICObjective:
+    """J(W) = -HSIC(XW, Y) / HSIC(Y, Y), Gaussian kernel (bandwidth sigma) on XW, delta kernel on Y."""
+
+    def __init__(self, Xs, y_codes, sigma=1.0):
+        n = Xs.shape[0]
+        self.X = Xs
+        self.n = n
+        L = (y_codes[:, None] == y_codes[None, :]).astype(np.float64)
+        Lc = L - L.mean(axis=0, keepdims=True)
+        self.HLH = Lc - Lc.mean(axis=1, keepdims=True)
+        self.norm = float(np.sum(L * self.HLH))  # n^2 HSIC(Y, Y), the value for K = L
+        self.sigma2 = float(sigma) ** 2
+
+    def hsic(self, W):
+        Z = self.X @ W
+        sq = np.sum(Z * Z, axis=1)
+        D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0)
+        K = np.exp(-D2 / (2.0 * self.sigma2))
+        return K, Z
+
+    def __call__(self, W):
+        K, Z = self.hsic(W)
+        P = K * self.HLH
+        f = -float(np.sum(P)) / self.norm
+        # d sum(P)/dW = -(2 / sigma^2) X^T (diag(P 1) - P) Z
+        G = P.sum(axis=1)[:, None] * Z - P @ Z
+        grad = (2.0 / (self.sigma2 * self.norm)) * (self.X.T @ G)
+        return f, grad
+
+
+def _penalised(objective, d, q, lam):
+    """Objective and gradient in the box variables v = [U (d*q), s (d)] with W = s o U."""
+
+    def fun(v):
+        U = v[: d * q].reshape(d, q)
+        s = v[d * q :]
+        W = s[:, None] * U
+        f, G = objective(W)
+        g = np.empty_like(v)
+        g[: d * q] = (s[:, None] * G).ravel()
+        g[d * q :] = np.sum(U * G, axis=1) + lam
+        return f + lam * s.sum(), g
+
+    return fun
+
+
+def _solve(objective, U, s, lam, *, maxiter, max_kkt_rounds, tol):
+    d, q = U.shape
+    fun = _penalised(objective, d, q, lam)
+    bounds = [(-1.0, 1.0)] * (d * q) + [(0.0, None)] * d
+    v = np.concatenate([U.ravel(), s])
+    n_iter = 0
+    kkt_rounds = 0
+    res = None
+    for kkt_rounds in range(max_kkt_rounds + 1):
+        res = minimize(fun, v, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options=dict(maxiter=maxiter, ftol=tol, gtol=tol * 1e3, maxcor=10))
+        n_iter += int(res.nit)
+        v = res.x.copy()
+        U = v[: d * q].reshape(d, q)
+        s = v[d * q :]
+        _, G = objective(s[:, None] * U)
+        zero = s <= 0
+        viol = zero & (np.abs(G).sum(axis=1) > lam * (1 + 1e-6))
+        if not viol.any():
+            break
+        U = U.copy()
+        U[viol] = -np.sign(G[viol])
+        v[: d * q] = U.ravel()
+    U = v[: d * q].reshape(d, q)
+    s = v[d * q :]
+    return U, s, dict(success=bool(res.success), message=str(res.message), nit=n_iter, kkt_rounds=kkt_rounds,
+                      objective=float(res.fun))
+
+
+def _n_active(s, U, zero_tol):
+    row = s * np.abs(U).max(axis=1)
+    top = row.max()
+    if top <= 0:
+        return row, 0
+    return row, int(np.count_nonzero(row >= zero_tol * top))
+
+
+def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300, max_bisect=8, max_doublings=40,
+                     max_kkt_rounds=3, tol=1e-9, n_init=3, factor=2.0):
+    """Raise lambda until ``target`` rows of W remain (section 6); returns the chosen W and path facts.
+
+    The criteria are non-convex: the first (smallest) lambda is solved from ``n_init`` random
+    starts and the lowest penalised objective is kept; the rest of the path is warm-started.
+    """
+    starts = [(rng.uniform(-1.0, 1.0, size=(d, q)), np.full(d, 1.0 / np.sqrt(d))) for _ in range(max(1, n_init))]
+    U, s = starts[0]
+    _, G0 = objective(s[:, None] * U)
+    lam_ref = float(np.abs(G0).sum(axis=1).max())
+    if lam_ref <= 0:
+        raise ValueError("the criterion has zero gradient at the start: no gene carries class information")
+    path = []
+    last_nonzero = np.full(d, -np.inf)  # largest lambda at which each row was non-zero
+
+    def run(lam, U0, s0, record=True):
+        U1, s1, info = _solve(objective, U0, s0, lam, maxiter=maxiter, max_kkt_rounds=max_kkt_rounds, tol=tol)
+        row, k = _n_active(s1, U1, zero_tol)
+        if record:
+            active = row >= zero_tol * row.max() if row.max() > 0 else np.zeros(d, bool)
+            last_nonzero[active] = np.maximum(last_nonzero[active], lam)
+            path.append(dict(lam=float(lam), n_active=k, **info))
+        return U1, s1, row, k, info["objective"]
+
+    def first(lam):
+        sols = [run(lam, U0, s0, record=False) for U0, s0 in starts]
+        best_sol = min(sols, key=lambda t: t[4])
+        U1, s1 = best_sol[0], best_sol[1]
+        return run(lam, U1, s1)[:4]  # re-run from the best start (converged: few iterations) to record it
+
+    lam = 1e-3 * lam_ref
+    U_lo, s_lo, row_lo, k_lo = first(lam)
+    first_row = row_lo.copy()
+    lam_lo = lam
+    # lambda_1 may already remove too many rows: step down
+    steps = 0
+    while k_lo < target and steps < 10:
+        lam /= 10.0
+        U_lo, s_lo, row_lo, k_lo = first(lam)
+        first_row = row_lo.copy()
+        lam_lo = lam
+        steps += 1
+    best = (U_lo, s_lo, row_lo, k_lo, lam_lo)
+    if k_lo == target:
+        return best, first_row, last_nonzero, path, lam_ref
+    # double lambda until at most `target` rows survive, warm-starting from the last solution
+    lam_hi, hi = None, None
+    U_c, s_c = U_lo, s_lo
+    for _ in range(max_doublings):
+        lam = lam_lo * factor
+        U_c, s_c, row_c, k_c = run(lam, U_lo, s_lo)[:4]
+        if k_c == target:
+            return (U_c, s_c, row_c, k_c, lam), first_row, last_nonzero, path, lam_ref
+        if k_c > target:
+            U_lo, s_lo, row_lo, k_lo, lam_lo = U_c, s_c, row_c, k_c, lam
+        else:
+            lam_hi, hi = lam, (U_c, s_c, row_c, k_c)
+            break
+    if lam_hi is None:
+        return (U_lo, s_lo, row_lo, k_lo, lam_lo), first_row, last_nonzero, path, lam_ref
+    for _ in range(max_bisect):
+        lam = np.sqrt(lam_lo * lam_hi)
+        U_c, s_c, row_c, k_c = run(lam, U_lo, s_lo)[:4]
+        if k_c == target:
+            return (U_c, s_c, row_c, k_c, lam), first_row, last_nonzero, path, lam_ref
+        if k_c > target:
+            U_lo, s_lo, row_lo, k_lo, lam_lo = U_c, s_c, row_c, k_c, lam
+        else:
+            lam_hi = lam
+    return (U_lo, s_lo, row_lo, k_lo, lam_lo), first_row, last_nonzero, path, lam_ref
+
+
+def _transform_selector(method, X, y, *, n_genes, n_components, random_state, feature_names, make_objective,
+                        zero_tol, maxiter, max_bisect, extra_params):
+    t0 = time.perf_counter()
+    X, y_codes, classes, constant = prepare(X, y, feature_names)
+    warn_constant(constant, feature_names)
+    n, m = X.shape
+    n_genes = check_n_genes(n_genes, m)
+    keep = np.flatnonzero(~constant)
+    if keep.size == 0:
+        raise ValueError("every gene is constant across samples; there is nothing to select")
+    d = keep.size
+    q = min(d, max(2, classes.size - 1)) if n_components is None else int(n_components)
+    if not 1 <= q <= d:
+        raise ValueError(f"n_components must lie in 1..{d} (the number of non-constant genes), got {n_components}")
+    target = min(d, n_genes if n_genes is not None else DEFAULT_N_GENES)
+    if not 0 < zero_tol < 1:
+        raise ValueError(f"zero_tol must lie in (0, 1), got {zero_tol}")
+    memory_guard(8 * (n * d + 12 * d * q), f"{method.upper()} on {n} samples x {d} genes (q = {q})",
+                 "restrict the genes (e.g. highly variable genes) or lower n_components")
+    Xs = _zscore(X[:, keep])
+    objective = make_objective(Xs, y_codes)
+    rng = np.random.default_rng(random_state)
+    # every evaluation is a handful of small products: BLAS threads only add overhead (20x slower
+    # measured on a loaded 2-core machine), so the path runs single-threaded
+    with threadpool_limits(limits=1):
+        (U, s, row, k, lam), first_row, last_nonzero, path, lam_ref = transform_select(
+            objective, d, q, target, rng, zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect)
+    W = s[:, None] * U
+    weights = np.zeros(m)
+    weights[keep] = row
+    F = np.zeros(m)
+    F[keep] = first_row
+    dropout = np.full(m, -np.inf)
+    dropout[keep] = last_nonzero
+    idx = keep
+    order = np.lexsort((idx, -F[idx], -dropout[idx], -weights[idx]))
+    ranking = np.concatenate([idx[order], np.flatnonzero(constant)])
+    f_final, _ = objective(W)
+    if k != target:
+        warnings.warn(f"{method}: no lambda on the path left exactly {target} non-zero rows of W; "
+                      f"using lambda={lam:.3g} with {k} rows and ranking them by ||w_j||_inf", UserWarning,
+                      stacklevel=3)
+    params = dict(n_genes=n_genes, n_components=q, target_genes=target, zero_tol=zero_tol, lam=float(lam),
+                  maxiter=maxiter, standardize=True, **extra_params)
+    diagnostics = dict(
+        n_active=int(k), criterion=float(f_final), lam_ref=lam_ref, n_solves=len(path),
+        path_lambda=[p["lam"] for p in path], path_n_active=[p["n_active"] for p in path],
+        path_nit=[p["nit"] for p in path], all_converged=all(p["success"] for p in path),
+        n_constant=int(constant.sum()), n_classes=int(classes.size), seconds_total=time.perf_counter() - t0,
+    )
+    return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics, relevance=F,
+                     feature_names=None if feature_names is None else np.asarray(feature_names))
+
+
+_DOC_COMMON = """
+    Parameters
+    ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+        Expression; genes are z-scored inside (constant genes are left out and rank last).
+    y : array-like, shape (n_samples,)
+        Class labels.
+    n_genes : int, optional
+        Number of rows of W that must stay non-zero; lambda is raised until that many remain
+        (default :data:`DEFAULT_N_GENES` for the search; the ranking always covers every gene).
+    n_components : int, optional
+        Columns q of W; default min(d, max(2, C - 1)).
+    zero_tol : float
+        A row is zero when ||w_j||_inf < zero_tol * max_j ||w_j||_inf (paper section 6: 0.01).
+    maxiter : int
+        L-BFGS-B iterations per lambda.
+    max_bisect : int
+        Bisection steps on lambda to hit ``n_genes`` exactly.
+    random_state : int or Generator, optional
+        Seeds the random start U ~ U(-1, 1).
+    feature_names : sequence of str, optional
+
+    Returns
+    -------
+    Selection
+        ``weights`` = ||w_j||_inf at the chosen lambda, ``ranking`` all genes, ``relevance`` =
+        ||w_j||_inf at the first (smallest) lambda; ``diagnostics`` hold the lambda path.
+"""
+
+
+def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
+         random_state=None, feature_names=None):
+    """Linear Discriminant Feature Selection (Masaeli et al. 2010, section 4, eq. 4-7).
+
+    min_W -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) + lambda sum_j ||w_j||_inf; see the module
+    docstring for why the trace criterion is used in this S_T, ridge-regularised form.
+
+    gamma : float
+        Ridge on W^T S_T W (units: variance of one z-scored gene); fixes the scale of W.
+    """
+    if gamma <= 0:
+        raise ValueError(f"gamma must be > 0, got {gamma}")
+    return _transform_selector(
+        "ldfs", X, y, n_genes=n_genes, n_components=n_components, random_state=random_state,
+        feature_names=feature_names, make_objective=lambda Xs, yc: LDAObjective(Xs, yc, gamma),
+        zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(gamma=float(gamma)))
+
+
+def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
+         random_state=None, feature_names=None):
+    """Hilbert-Schmidt Feature Selection (Masaeli et al. 2010, section 5, eq. 8-11).
+
+    min_W -HSIC(XW, Y) / HSIC(Y, Y) + lambda sum_j ||w_j||_inf, Gaussian kernel of bandwidth
+    ``sigma`` on XW (z-scored genes), delta kernel on the labels.  Needs n x n memory: refused
+    beyond :data:`MAX_HSIC_SAMPLES` samples (subsample, as the paper did above 1,000).
+
+    sigma : float
+        Gaussian kernel bandwidth in the projected space (default 1; see the module docstring).
+    """
+    if sigma <= 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+    n = np.shape(X)[0]
+    if n > MAX_HSIC_SAMPLES:
+        raise ValueError(f"HSFS keeps n x n kernel matrices and costs O(n^2) per step; {n} samples is above "
+                         f"{MAX_HSIC_SAMPLES}: subsample the samples (e.g. stratified, 1,000 as in the paper)")
+    memory_guard(6 * 8 * n * n, f"HSFS kernel matrices for {n} samples", "subsample the samples")
+    return _transform_selector(
+        "hsfs", X, y, n_genes=n_genes, n_components=n_components, random_state=random_state,
+        feature_names=feature_names, make_objective=lambda Xs, yc: HSICObjective(Xs, yc, sigma),
+        zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(sigma=float(sigma)))
+
+
+ldfs.__doc__ += _DOC_COMMON
+hsfs.__doc__ += _DOC_COMMON

@@ -1,0 +1,117 @@
+"""LDFS / HSFS: analytic gradients vs finite differences, the criteria vs direct formulas, selection on synthetic data."""
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+
+import bioqpfs
+from bioqpfs.selectors import transform as T
+
+
+def _fd_check(fun, x0):
+    f = lambda v: fun(v)[0]
+    g = lambda v: fun(v)[1]
+    err = check_grad(f, g, x0, epsilon=1e-7)
+    scale = max(1.0, np.linalg.norm(g(x0)))
+    return err / scale
+
+
+@pytest.mark.parametrize("kind", ["lda", "hsic"])
+def test_gradients_match_finite_differences(rng, kind):
+    n, d, q = 40, 9, 3
+    y = rng.integers(0, 3, n)
+    Xs = T._zscore(rng.normal(size=(n, d)) + y[:, None] * rng.normal(size=d))
+    obj = T.LDAObjective(Xs, y, gamma=0.7) if kind == "lda" else T.HSICObjective(Xs, y, sigma=1.3)
+    for _ in range(3):
+        W0 = rng.normal(size=(d, q)) * 0.5
+        assert _fd_check(lambda w: (obj(w.reshape(d, q))[0], obj(w.reshape(d, q))[1].ravel()), W0.ravel()) < 1e-5
+        # the penalised objective in the box variables (U, s) of the reparametrisation W = s o U
+        fun = T._penalised(obj, d, q, 0.05)
+        v = np.concatenate([rng.uniform(-1, 1, d * q), rng.uniform(0, 1, d)])
+        assert _fd_check(fun, v) < 1e-5
+
+
+def test_criteria_equal_direct_formulas(rng):
+    n, d, q = 30, 6, 2
+    y = rng.integers(0, 3, n)
+    Xs = T._zscore(rng.normal(size=(n, d)) + y[:, None])
+    W = rng.normal(size=(d, q))
+    # LDA: scatter matrices built the textbook way (Fukunaga), S_T = S_B + S_W
+    mu = Xs.mean(0)
+    SB = sum((y == c).mean() * np.outer(Xs[y == c].mean(0) - mu, Xs[y == c].mean(0) - mu) for c in range(3))
+    SW = sum(((Xs[y == c] - Xs[y == c].mean(0)).T @ (Xs[y == c] - Xs[y == c].mean(0))) for c in range(3)) / n
+    ST = (Xs - mu).T @ (Xs - mu) / n
+    np.testing.assert_allclose(ST, SB + SW, atol=1e-12)
+    A = W.T @ ST @ W + 0.5 * np.eye(q)
+    expect = -np.trace(np.linalg.solve(A, W.T @ SB @ W))
+    assert T.LDAObjective(Xs, y, gamma=0.5)(W)[0] == pytest.approx(expect, rel=1e-10)
+    # HSIC: tr(K H L H) / n^2 with explicit loops for K and L (eq. 8)
+    Z = Xs @ W
+    K = np.array([[np.exp(-np.sum((Z[a] - Z[b]) ** 2) / 2.0) for b in range(n)] for a in range(n)])
+    L = np.array([[float(y[a] == y[b]) for b in range(n)] for a in range(n)])
+    H = np.eye(n) - np.ones((n, n)) / n
+    hsic = np.trace(K @ H @ L @ H) / n**2
+    hsic_yy = np.trace(L @ H @ L @ H) / n**2
+    assert T.HSICObjective(Xs, y, sigma=1.0)(W)[0] == pytest.approx(-hsic / hsic_yy, rel=1e-10)
+
+
+def _xor_data(seed, n=300, d=15):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)  # each gene alone is independent of y
+    return X, y
+
+
+def test_hsfs_finds_xor_pair_lda_does_not():
+    X, y = _xor_data(1)
+    for seed in (0, 1):
+        sel = bioqpfs.select(X, y, method="hsfs", n_genes=2, random_state=seed)
+        assert set(sel.selected.tolist()) == {0, 1}
+        assert sel.diagnostics["n_active"] == 2
+        assert np.count_nonzero(sel.weights >= 0.01 * sel.weights.max()) == 2
+    lda = bioqpfs.select(X, y, method="ldfs", n_genes=2, random_state=0)
+    assert set(lda.selected.tolist()) != {0, 1}
+
+
+def test_linear_informative_genes_on_top_for_both(rng):
+    n, d = 150, 25
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, d))
+    X[:, [4, 9, 17]] += 1.0 * y[:, None]  # three independent, equally informative genes
+    X0 = X.copy()
+    for method in ("ldfs", "hsfs"):
+        sel = bioqpfs.select(X, y, method=method, n_genes=3, random_state=0)
+        assert set(sel.selected.tolist()) == {4, 9, 17}, method
+        assert sel.ranking.size == d and sorted(sel.ranking.tolist()) == list(range(d))
+        assert sel.params["n_components"] == 2
+        path = sel.diagnostics["path_n_active"]
+        assert path[-1] == 3 and path[0] >= 3
+    np.testing.assert_array_equal(X, X0)
+
+
+def test_lambda_search_and_seeding(rng):
+    X, y = _xor_data(2, n=120, d=10)
+    X[:, 3] += 1.0 * y
+    a = bioqpfs.select(X, y, method="ldfs", n_genes=1, random_state=5)
+    b = bioqpfs.select(X, y, method="ldfs", n_genes=1, random_state=5)
+    assert a.ranking.tolist() == b.ranking.tolist()
+    np.testing.assert_allclose(a.weights, b.weights)
+    assert a.selected.tolist() == [3]
+    lams = a.diagnostics["path_lambda"]
+    assert a.params["lam"] in lams and a.params["lam"] > lams[0]
+
+
+def test_constant_genes_and_errors(rng):
+    X, y = _xor_data(3, n=80, d=8)
+    X[:, 2] += 1.5 * y
+    X[:, 5] = 1.0
+    with pytest.warns(UserWarning, match="constant"):
+        sel = bioqpfs.select(X, y, method="ldfs", n_genes=1, random_state=0)
+    assert sel.ranking[-1] == 5 and sel.weights[5] == 0 and sel.selected.tolist() == [2]
+    with pytest.raises(ValueError, match="n_components"):
+        bioqpfs.select(X, y, method="hsfs", n_components=50)
+    with pytest.raises(ValueError, match="subsample"):
+        T.hsfs(np.zeros((T.MAX_HSIC_SAMPLES + 1, 2)), np.arange(T.MAX_HSIC_SAMPLES + 1) % 2)
+    with pytest.raises(ValueError, match="sigma"):
+        T.hsfs(X, y, sigma=0)
+    with pytest.raises(ValueError, match="n_genes"):
+        T.ldfs(X, y, n_genes=100)
