@@ -264,6 +264,23 @@ def test_deterministic_for_fixed_random_state(method, rng):
     np.testing.assert_array_equal(c.ranking, d.ranking)
 
 
+def test_global_alpha_matches_full_matrix_alpha_hat():
+    """alpha="global": eq. 2a over all genes, exact when every row is used, close from 64 sampled rows."""
+    from bioqpfs.selectors.qpfs import alpha_hat
+
+    X, y, _ = planted(3, n_single=60)
+    Q = measures.mutual_information(X, discretization="mean_sd")
+    F = measures.relevance(X, y)
+    want = alpha_hat(Q, F)[0]
+    exact = ikm_qpfs(X, y, alpha="global", alpha_rows=X.shape[1], random_state=0).diagnostics
+    assert exact["alpha_exact"] and exact["alpha_hat"] == pytest.approx(want, rel=1e-9)
+    assert exact["alpha_min"] == exact["alpha_max"] == exact["alpha_hat"]  # one alpha for every call
+    sampled = ikm_qpfs(X, y, alpha="global", random_state=0).diagnostics
+    assert not sampled["alpha_exact"] and sampled["alpha_hat"] == pytest.approx(want, abs=0.03)
+    per_call = ikm_qpfs(X, y, random_state=0).diagnostics
+    assert per_call["alpha_min"] < per_call["alpha_max"]
+
+
 def test_memory_is_linear_in_m():
     """No M x M allocation: peak traced memory grows ~linearly and stays far below M^2 * 4 bytes."""
     peaks = {}
@@ -316,5 +333,7 @@ def test_constant_genes_and_bad_parameters(rng):
         ikm_qpfs(X, y, tau=1.5)
     with pytest.raises(ValueError, match="n_split"):
         ikm_qpfs(X, y, n_split=1)
+    with pytest.raises(ValueError, match="alpha"):
+        ikm_qpfs(X, y, alpha="per-call")
     with pytest.raises(ValueError, match="mdl"):
         tlkm_qpfs(X, y, discretization="mdl")

@@ -14,9 +14,16 @@ Choices where the paper is silent or loose (each also stated in the functions' d
 
 * QPFS inputs: ``Q`` = MI among the representatives with ``Q_ii = H(X_i)`` and ``F_i = I(X_i; C)`` (bits by
   default), on the same discretisation as the distance (paper section 5.2: mean +- sd, 3 bins).
-* alpha: re-estimated for every QPFS call as alpha_hat = q_bar / (q_bar + f_bar) (paper eq. 2a) over the
-  small problem actually solved -- the only estimate that stays O(k^2) (the global q_bar needs all M^2
-  pairs).  A user-given ``alpha`` is used for every call.
+* alpha: by default re-estimated for every QPFS call as alpha_hat = q_bar / (q_bar + f_bar) (paper eq. 2a)
+  over the small problem actually solved -- "apply QPFS on the representatives" with QPFS's own rule.
+  This is what makes QPFS discard representatives: siblings of one split cluster are redundant by
+  construction, their alpha_hat is high (0.58 at level 1 -> up to 0.87 deeper on Colon) and the QP
+  solution sparse; with one smaller alpha for every call the solutions are dense and hardly any
+  cluster is dropped (on the planted-groups test data, none).  ``alpha="global"`` uses instead the
+  alpha_hat of the *whole* gene set (what exact QPFS would use) for every call: f_bar exactly, q_bar =
+  (sum_i H_i + sum_{i != j} I_ij) / M^2 estimated without the M x M matrix from ``alpha_rows`` uniformly
+  drawn genes' full MI rows (each row mean is an unbiased estimate of the off-diagonal mean; exact when
+  M <= alpha_rows; Colon: 0.771 against 0.776 from the full matrix).  A float is used for every call.
 * Gene order: the paper's MacQueen takes the first k genes as initial centres, which makes the result
   depend on the input order of the genes.  With ``shuffle=True`` (default) the genes are first permuted
   with ``random_state``; ``shuffle=False`` is the literal rule.  Sub-clusters keep that order.
@@ -49,14 +56,18 @@ _CLUSTER_DISCRETIZATIONS = ("mean_sd", "quantile", None)
 class _Context:
     """Everything the three methods share: validated data, gene space, relevance, QPFS bookkeeping."""
 
-    def __init__(self, X, y, feature_names, *, discretization, n_bins, base, alpha, shuffle, random_state):
+    def __init__(self, X, y, feature_names, *, discretization, n_bins, base, alpha, shuffle, random_state,
+                 alpha_rows=64):
         if discretization not in _CLUSTER_DISCRETIZATIONS:
             raise ValueError(
                 f"discretization={discretization!r} is not available for the clustering methods; choose one of "
                 f"{_CLUSTER_DISCRETIZATIONS} (cluster means must be discretised by the genes' own rule, and the "
                 "supervised 'mdl' cuts of a mean vector are not comparable across clusters)")
-        if alpha is not None and not (0.0 <= float(alpha) <= 1.0):
-            raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+        if not (alpha is None or (isinstance(alpha, str) and alpha == "global")
+                or (isinstance(alpha, (int, float, np.floating)) and not isinstance(alpha, bool)
+                    and 0.0 <= float(alpha) <= 1.0)):
+            raise ValueError(f"alpha must be None (alpha_hat per QPFS call), 'global' or a number in [0, 1], "
+                             f"got {alpha!r}")
         self.t0 = time.perf_counter()
         X, y_codes, classes, constant = prepare(X, y, feature_names)
         self.m_total = X.shape[1]
@@ -89,13 +100,38 @@ class _Context:
         _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
         self.F = np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)  # I(X_g; C), local gene index
         self.base = base
-        self.alpha = None if alpha is None else float(alpha)
         self.rng = np.random.default_rng(random_state)
         self.order = self.rng.permutation(m) if shuffle else np.arange(m)
+        self.alpha_info = {}
+        if alpha is None:
+            self.alpha = None  # alpha_hat of each QPFS call
+        elif isinstance(alpha, str):
+            self.alpha = self._global_alpha(alpha_rows)
+        else:
+            self.alpha = float(alpha)
         self.n_qpfs = 0
         self.alphas = []
         self.qpfs_sizes = []
         self.t_qpfs = 0.0
+
+    def _global_alpha(self, n_rows):
+        """alpha_hat of eq. 2a over all genes: f_bar exact, q_bar from ``n_rows`` random full MI rows."""
+        sp = self.space
+        m = sp.codes_t.shape[0]
+        rows = np.arange(m) if m <= n_rows else np.sort(self.rng.choice(m, size=n_rows, replace=False))
+        off = np.empty(rows.size)
+        for t, g in enumerate(rows):
+            mi = _km.mi_one_to_many(sp.codes_t[g], sp.codes_t, sp.n_bins)[0]
+            off[t] = (mi.sum() - mi[g]) / max(1, m - 1)  # mean I(X_g; X_j), j != g
+        ln_b = np.log(self.base)
+        q_bar = (sp.entropy.sum() + m * (m - 1) * off.mean()) / m**2 / ln_b
+        f_bar = float(self.F.mean())
+        if q_bar + f_bar <= 0:
+            raise ValueError("alpha cannot be estimated: no gene carries information (all MI and relevance are 0)")
+        a = q_bar / (q_bar + f_bar)
+        self.alpha_info = dict(alpha_hat=float(a), q_bar=float(q_bar), f_bar=f_bar, alpha_rows=int(rows.size),
+                               alpha_exact=bool(rows.size == m))
+        return a
 
     def qpfs(self, reps):
         """QPFS weights of the genes ``reps`` (local indices): Q = their MI matrix, F their relevance."""
@@ -140,7 +176,7 @@ class _Context:
         diagnostics.update(
             n_qpfs_calls=self.n_qpfs, n_distance_computations=int(sp.n_distances), n_leaf_clusters=len(leaves),
             n_ranked=int(ranking.size), qpfs_max_size=int(max(self.qpfs_sizes)),
-            alpha_min=float(min(self.alphas)), alpha_max=float(max(self.alphas)),
+            alpha_min=float(min(self.alphas)), alpha_max=float(max(self.alphas)), **self.alpha_info,
             n_constant=int(self.constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(self.constant)],
             n_classes=int(self.classes.size), seconds_qpfs=self.t_qpfs,
             seconds_total=time.perf_counter() - self.t0,
@@ -173,9 +209,13 @@ def _check_tau(tau):
 
 
 _COMMON_DOC = """
-    alpha : float in [0, 1], optional
-        QPFS relevance/redundancy trade-off for every QPFS call.  Default: re-estimated for each call as
-        alpha_hat = q_bar / (q_bar + f_bar) (paper eq. 2a) over that call's representatives.
+    alpha : None, "global" or float in [0, 1]
+        QPFS relevance/redundancy trade-off.  ``None`` (default): alpha_hat = q_bar / (q_bar + f_bar) (paper
+        eq. 2a) of each QPFS problem, re-estimated per call; ``"global"``: the alpha_hat of all genes for every
+        call (q_bar estimated from ``alpha_rows`` random genes' MI rows, never the M x M matrix; recorded in
+        ``diagnostics``); a float: that value for every call.
+    alpha_rows : int
+        Genes whose full MI rows estimate q_bar for ``alpha="global"`` (all genes if there are fewer).
     discretization : {"mean_sd", "quantile", None}
         Discretisation for the MI distance, Q and F (paper section 5.2: mean +- sd, 3 bins).  Cluster means
         are discretised with the same rule (``None``, integer-coded input: equal-frequency bins, as many as
@@ -222,8 +262,8 @@ def _doc(func):
 
 
 @_doc
-def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha=None, discretization="mean_sd",
-              n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
+def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha=None, alpha_rows=64,
+              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
 
     The genes are clustered with the variant two-level k-means (section 3.2): level 1 makes ``n_clusters``
@@ -261,8 +301,9 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha
     n_clusters = _check_int("n_clusters", n_clusters, 1)
     max_split = _check_int("max_split", max_split, 1)
     tau = _check_tau(tau)
+    alpha_rows = _check_int("alpha_rows", alpha_rows, 1)
     ctx = _Context(X, y, feature_names, discretization=discretization, n_bins=n_bins, base=base, alpha=alpha,
-                   shuffle=shuffle, random_state=random_state)
+                   shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows)
     n_genes = check_n_genes(n_genes, ctx.m_total)
     t = time.perf_counter()
     leaves, info = _km.two_level(ctx.space, ctx.order, n_clusters, tau, max_split)
@@ -272,7 +313,8 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha
     local_w = np.zeros(ctx.keep.size)
     local_w[reps] = x
     leaf_dicts = [dict(members=mem, rep=rep, level=lev) for mem, rep, lev, _ in leaves]
-    params = dict(n_clusters=n_clusters, tau=tau, max_split=max_split, alpha=alpha, discretization=discretization,
+    params = dict(n_clusters=n_clusters, tau=tau, max_split=max_split,
+                  alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows, discretization=discretization,
                   n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes, similarity="mi", relevance="mi")
     diagnostics = dict(levels_reached=int(max(leaf[2] for leaf in leaves)), n_representatives=int(reps.size),
                        alpha_used=float(a), level1_radii=[float(r) for r in info["level1_radii"]],
@@ -281,15 +323,16 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha
     return ctx.finish("tlkm_qpfs", reps, local_w, n_genes, params, diagnostics, leaf_dicts)
 
 
-def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau, max_levels, alpha,
+def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau, max_levels, alpha, alpha_rows,
                  discretization, n_bins, base, shuffle, random_state, feature_names):
     """Algorithms IKM-QPFS and IRR (section 4.1); with ``aggressive`` the IKMA-QPFS check (section 4.5)."""
     n_clusters = _check_int("n_clusters", n_clusters, 1)
     n_split = _check_int("n_split", n_split, 2)
     max_levels = _check_int("max_levels", max_levels, 1)
     tau = _check_tau(tau)
+    alpha_rows = _check_int("alpha_rows", alpha_rows, 1)
     ctx = _Context(X, y, feature_names, discretization=discretization, n_bins=n_bins, base=base, alpha=alpha,
-                   shuffle=shuffle, random_state=random_state)
+                   shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows)
     n_genes = check_n_genes(n_genes, ctx.m_total)
     sp = ctx.space
     kept = []  # F of Algorithm IRR: representatives (local indices) of relevant terminal clusters
@@ -334,7 +377,8 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
     local_w = np.zeros(ctx.keep.size)
     local_w[kept] = x
     dropped_genes = sum(leaf["members"].size for leaf in leaves if leaf["rep"] not in set(kept.tolist()))
-    params = dict(n_clusters=n_clusters, n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha,
+    params = dict(n_clusters=n_clusters, n_split=n_split, tau=tau, max_levels=max_levels,
+                  alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows,
                   discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes,
                   similarity="mi", relevance="mi", aggressive=aggressive)
     diagnostics = dict(
@@ -349,7 +393,7 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
 
 
 @_doc
-def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None,
+def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
 
@@ -370,13 +414,13 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_level
         ``n_distances_kmeans``, ``levels_reached``, kept/dropped clusters and genes, alpha, timings.
     """
     return _interleaved("ikm_qpfs", X, y, aggressive=False, n_genes=n_genes, n_clusters=n_clusters,
-                        n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha, discretization=discretization,
-                        n_bins=n_bins, base=base, shuffle=shuffle, random_state=random_state,
-                        feature_names=feature_names)
+                        n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha, alpha_rows=alpha_rows,
+                        discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle,
+                        random_state=random_state, feature_names=feature_names)
 
 
 @_doc
-def ikma_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None,
+def ikma_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
               discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).
 
@@ -389,6 +433,6 @@ def ikma_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_leve
         As :func:`ikm_qpfs`; ``diagnostics["n_clusters_dropped_aggressive"]`` counts the early drops.
     """
     return _interleaved("ikma_qpfs", X, y, aggressive=True, n_genes=n_genes, n_clusters=n_clusters,
-                        n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha, discretization=discretization,
-                        n_bins=n_bins, base=base, shuffle=shuffle, random_state=random_state,
-                        feature_names=feature_names)
+                        n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha, alpha_rows=alpha_rows,
+                        discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle,
+                        random_state=random_state, feature_names=feature_names)
