@@ -1,0 +1,114 @@
+#' The Python interpreter that runs the bioqpfs engine
+#'
+#' bioqpfs does its work in Python (the `bioqpfs` module), driven through
+#' \pkg{reticulate}.  This function says which interpreter is used, looking in
+#' this order:
+#' 1. `getOption("bioqpfs.python")`;
+#' 2. the environment variable `BIOQPFS_PYTHON`;
+#' 3. `.venv/bin/python` in the working directory or one of its parents (the
+#'    environment that `bash dev.sh test` creates in the bioqpfs repository);
+#' 4. `python3` on the `PATH`, if it can import `bioqpfs`.
+#'
+#' An interpreter named by the option or the environment variable is used as
+#' given (an error says so if it cannot import `bioqpfs`); the others are used
+#' only if they can import `bioqpfs`.
+#'
+#' @param check Logical: if `TRUE`, stop with an error naming
+#'   `options(bioqpfs.python = ...)` and `BIOQPFS_PYTHON` when no usable
+#'   interpreter is found; if `FALSE`, return `NULL` instead.
+#'
+#' @return The path of the interpreter (a character string), with attribute
+#'   `"source"` saying where it was found; or `NULL` (when `check = FALSE`).
+#'
+#' @examples
+#' bioqpfsPython(check = FALSE)
+#'
+#' @export
+bioqpfsPython <- function(check = TRUE) {
+    tried <- character(0)
+    explicit <- list(
+        "option bioqpfs.python" = getOption("bioqpfs.python", ""),
+        "environment variable BIOQPFS_PYTHON" = Sys.getenv("BIOQPFS_PYTHON", ""))
+    for (src in names(explicit)) {
+        path <- explicit[[src]]
+        if (!is.null(path) && nzchar(path)) {
+            if (!file.exists(path)) {
+                stop("bioqpfs: the Python interpreter set by the ", src, " does not exist: ", path,
+                     "\nSet options(bioqpfs.python = \"/path/to/python\") or the environment variable ",
+                     "BIOQPFS_PYTHON to a Python that can import bioqpfs.", call. = FALSE)
+            }
+            return(structure(path, source = src))
+        }
+    }
+    dir <- normalizePath(getwd(), mustWork = FALSE)
+    repeat {
+        candidate <- file.path(dir, ".venv", "bin", "python")
+        if (file.exists(candidate)) {
+            tried <- c(tried, candidate)
+            if (.canImportBioqpfs(candidate)) return(structure(candidate, source = ".venv"))
+        }
+        parent <- dirname(dir)
+        if (identical(parent, dir)) break
+        dir <- parent
+    }
+    python3 <- Sys.which("python3")
+    if (nzchar(python3)) {
+        tried <- c(tried, python3)
+        if (.canImportBioqpfs(python3)) return(structure(unname(python3), source = "PATH"))
+    }
+    if (!check) return(NULL)
+    stop("bioqpfs: no Python interpreter that can import the 'bioqpfs' module was found",
+         if (length(tried)) paste0(" (tried: ", paste(tried, collapse = ", "), ")"), ".\n",
+         "Set options(bioqpfs.python = \"/path/to/python\") or the environment variable BIOQPFS_PYTHON, ",
+         "e.g. to the .venv/bin/python that 'bash dev.sh test' creates in the bioqpfs repository, ",
+         "or install the Python package (pip install bioqpfs).", call. = FALSE)
+}
+
+.canImportBioqpfs <- function(python) {
+    ## -P: do not put the working directory on sys.path, where a directory named 'bioqpfs' (such as
+    ## this installed R package) would be imported as an empty namespace package instead.
+    status <- suppressWarnings(system2(python, c("-P", "-c", shQuote("import bioqpfs.r")), stdout = FALSE,
+                                       stderr = FALSE))
+    identical(as.integer(status), 0L)
+}
+
+.bioqpfsState <- new.env(parent = emptyenv())
+
+## The Python module bioqpfs.r, imported once per session.
+.engine <- function() {
+    if (!is.null(.bioqpfsState$module)) return(.bioqpfsState$module)
+    python <- bioqpfsPython(check = TRUE)
+    if (reticulate::py_available(initialize = FALSE)) {
+        current <- reticulate::py_config()$python
+        if (!identical(normalizePath(current, mustWork = FALSE), normalizePath(python, mustWork = FALSE))) {
+            message("bioqpfs: reticulate already runs ", current, " in this session; using it instead of ",
+                    python, " (found via ", attr(python, "source"), ")")
+        }
+        python <- structure(current, source = "reticulate session")
+    } else {
+        ## RETICULATE_PYTHON outranks reticulate's project discovery (which warns about Poetry when a
+        ## pyproject.toml is in a parent directory); it is restored once Python is initialised.
+        old <- Sys.getenv("RETICULATE_PYTHON", NA)
+        Sys.setenv(RETICULATE_PYTHON = python)
+        on.exit(if (is.na(old)) Sys.unsetenv("RETICULATE_PYTHON") else Sys.setenv(RETICULATE_PYTHON = old))
+        reticulate::use_python(python, required = TRUE)
+    }
+    ## Import with the working directory off sys.path (see .canImportBioqpfs), then restore it.
+    reticulate::py_run_string(paste(
+        "import sys as _bioqpfs_sys, os as _bioqpfs_os",
+        "_bioqpfs_path = list(_bioqpfs_sys.path)",
+        "_bioqpfs_sys.path[:] = [p for p in _bioqpfs_path if _bioqpfs_os.path.abspath(p or '.') != _bioqpfs_os.getcwd()]",
+        sep = "\n"))
+    restore <- "_bioqpfs_sys.path[:] = _bioqpfs_path\ndel _bioqpfs_sys, _bioqpfs_os, _bioqpfs_path"
+    module <- tryCatch(reticulate::import("bioqpfs.r", convert = TRUE), error = function(e) {
+        reticulate::py_run_string(restore)
+        stop("bioqpfs: the Python interpreter ", python, " (found via ", attr(python, "source"),
+             ") cannot import the 'bioqpfs' module: ", conditionMessage(e),
+             "\nSet options(bioqpfs.python = \"/path/to/python\") or the environment variable BIOQPFS_PYTHON ",
+             "to a Python where bioqpfs is installed (before the first call in this R session).",
+             call. = FALSE)
+    })
+    reticulate::py_run_string(restore)
+    .bioqpfsState$module <- module
+    module
+}

@@ -1,0 +1,221 @@
+#' Select a small, non-redundant, class-relevant gene panel
+#'
+#' Ranks the genes (rows) of `x` by a global selection method of the bioqpfs
+#' engine -- by default exact QPFS, quadratic programming feature selection
+#' (Rodriguez-Lujan et al., JMLR 2010) -- and marks the top `nGenes` as the
+#' panel.  The computation is done by the Python package `bioqpfs`
+#' (`bioqpfs.tl.select_genes`), the same engine as its AnnData interface, so
+#' both give identical results on the same data.
+#'
+#' The expression matrix is sent to Python as raw little-endian doubles plus
+#' its dimensions (`writeBin()`), and results come back as plain lists: no
+#' NumPy array crosses \pkg{reticulate}, so any NumPy version works.
+#'
+#' @param x A [SummarizedExperiment::SummarizedExperiment],
+#'   [SingleCellExperiment::SingleCellExperiment], [Biobase::ExpressionSet],
+#'   or a numeric matrix with genes in rows and samples (cells) in columns.
+#' @param labels The classes the panel must separate: the name of a
+#'   `colData(x)` (`pData(x)`) column, or a vector or factor with one label per
+#'   sample (the only choice for a matrix).  Missing labels are an error.
+#' @param method A method name from [bioqpfsMethods()], e.g. `"qpfs"`.
+#' @param nGenes Panel size: the `nGenes` best-ranked genes get
+#'   `<key>_selected = TRUE`.
+#' @param assay.type The assay to select from: a name or index of
+#'   `assays(x)` (default the first assay; `"logcounts"` for a
+#'   SingleCellExperiment), or an `assayData` element of an ExpressionSet
+#'   (default `"exprs"`).
+#' @param keyAdded Prefix of the result columns and name of the metadata
+#'   entry; default the method name.
+#' @param randomState Integer seed for methods that make random choices.
+#' @param ... Named parameters of the method, passed to the engine, e.g.
+#'   `similarity = "correlation"`, `alpha = 0.5`, `discretization =
+#'   "quantile"` for QPFS (see the Python documentation of the method).
+#'
+#' @return The same kind of object as `x` with the selection added:
+#' * SummarizedExperiment / SingleCellExperiment: `rowData(x)` columns
+#'   `<key>_weight` (the method's weight), `<key>_rank` (1-based; `NaN` for
+#'   genes the method did not rank), `<key>_selected` (logical) and any
+#'   method-specific `<key>_*` columns; `metadata(x)[[key]]` is a list with
+#'   `params`, `diagnostics` and `selected` (the panel's gene names in rank
+#'   order).
+#' * ExpressionSet: the same columns in `fData(x)`, the record in
+#'   `notes(x)[[key]]`.
+#' * matrix: an [S4Vectors::DataFrame] with those columns (one row per gene)
+#'   and the record in its `metadata()`.
+#'
+#' @seealso [bioqpfsPython()] for how the Python engine is found.
+#'
+#' @examples
+#' if (!is.null(bioqpfsPython(check = FALSE))) {
+#'     set.seed(1)
+#'     m <- matrix(rnorm(30 * 20), 30, 20, dimnames = list(paste0("g", 1:30), NULL))
+#'     m[1:3, 1:10] <- m[1:3, 1:10] + 3
+#'     res <- selectGenes(m, rep(c("a", "b"), each = 10), nGenes = 5)
+#'     res[res$qpfs_selected, ]
+#' }
+#'
+#' @name selectGenes
+#' @aliases selectGenes
+#' @importFrom methods setGeneric setMethod callNextMethod is
+#' @importFrom S4Vectors metadata metadata<- DataFrame
+#' @importFrom SummarizedExperiment rowData rowData<- colData assay assayNames
+#' @importFrom Biobase fData fData<- pData notes notes<- assayDataElement assayDataElementNames
+#' @importClassesFrom SummarizedExperiment SummarizedExperiment
+#' @importClassesFrom SingleCellExperiment SingleCellExperiment
+#' @importClassesFrom Biobase ExpressionSet
+NULL
+
+#' @rdname selectGenes
+#' @export
+setGeneric("selectGenes", function(x, labels, ...) {
+    if (missing(labels)) {
+        stop("bioqpfs: 'labels' is missing: give a colData/pData column name or a vector with one ",
+             "class label per sample", call. = FALSE)
+    }
+    standardGeneric("selectGenes")
+})
+
+## The worker: genes x samples matrix + one label per sample -> result columns and record.
+.selectGenesWorker <- function(mat, labels, method, nGenes, keyAdded, randomState, params, what) {
+    mat <- as.matrix(mat)
+    if (!(is.numeric(mat) || is.logical(mat))) {
+        stop("bioqpfs: the ", what, " must be numeric, not ", typeof(mat), call. = FALSE)
+    }
+    if (!is.character(method) || length(method) != 1L || is.na(method)) {
+        stop("bioqpfs: 'method' must be one method name, e.g. \"qpfs\" (see bioqpfsMethods())", call. = FALSE)
+    }
+    if (!is.numeric(nGenes) || length(nGenes) != 1L || is.na(nGenes) || nGenes < 1 || nGenes != round(nGenes)) {
+        stop("bioqpfs: 'nGenes' must be one positive whole number, not ", deparse(nGenes), call. = FALSE)
+    }
+    if (length(params) && (is.null(names(params)) || any(!nzchar(names(params))))) {
+        stop("bioqpfs: extra arguments must be named method parameters, e.g. similarity = \"correlation\"",
+             call. = FALSE)
+    }
+    labels <- .checkLabels(labels, colnames(mat), ncol(mat))
+    genes <- rownames(mat)
+    if (is.null(genes)) genes <- as.character(seq_len(nrow(mat)))
+    key <- if (is.null(keyAdded)) method else as.character(keyAdded)
+    data <- writeBin(as.double(mat), raw(), size = 8L, endian = "little")
+    engine <- .engine()
+    res <- tryCatch(
+        engine$`_reticulate_select`(data, ncol(mat), nrow(mat), as.character(genes), labels,
+                                    method = method, n_genes = as.integer(nGenes), key_added = key,
+                                    random_state = if (is.null(randomState)) NULL else as.integer(randomState),
+                                    params = params),
+        error = function(e) stop("bioqpfs: ", sub("^.*?(Error|Exception): ", "", conditionMessage(e)),
+                                 call. = FALSE))
+    columns <- lapply(stats::setNames(nm = names(res$columns)), function(nm) {
+        v <- unlist(res$columns[[nm]])
+        switch(res$kinds[[nm]], double = as.double(v), logical = as.logical(v), as.character(v))
+    })
+    list(columns = columns, record = .simplifyRecord(res$record), key = key, genes = genes)
+}
+
+.checkLabels <- function(labels, samples, n) {
+    if (is.factor(labels)) labels <- as.character(labels)
+    if (!is.atomic(labels) || is.null(labels)) {
+        stop("bioqpfs: 'labels' must be a column name or an atomic vector/factor with one label per sample",
+             call. = FALSE)
+    }
+    if (length(labels) != n) {
+        stop("bioqpfs: 'labels' has ", length(labels), " value(s) but there are ", n, " samples", call. = FALSE)
+    }
+    bad <- which(is.na(labels))
+    if (length(bad)) {
+        who <- if (is.null(samples)) bad else samples[bad]
+        stop("bioqpfs: 'labels' has ", length(bad), " missing value(s) (samples ",
+             paste(utils::head(who, 5), collapse = ", "), if (length(bad) > 5) ", ...", "); ",
+             "remove those samples (e.g. x[, !is.na(labels)]) or give them a label", call. = FALSE)
+    }
+    as.character(labels)
+}
+
+## A column name (looked up in 'coldata') or a vector of labels.
+.resolveLabels <- function(labels, coldata, where, n) {
+    if (is.character(labels) && length(labels) == 1L && n != 1L) {
+        if (!labels %in% colnames(coldata)) {
+            stop("bioqpfs: labels = \"", labels, "\" is not a column of ", where, "; available: ",
+                 if (ncol(coldata)) paste(colnames(coldata), collapse = ", ") else "none",
+                 ". Pass a column name or a vector with one label per sample.", call. = FALSE)
+        }
+        labels <- coldata[[labels]]
+    }
+    labels
+}
+
+## reticulate turns homogeneous Python lists into vectors already; finish nested lists of scalars.
+.simplifyRecord <- function(x) {
+    if (!is.list(x)) return(x)
+    x <- lapply(x, .simplifyRecord)
+    if (length(x) && is.null(names(x)) && all(vapply(x, function(v) is.atomic(v) && length(v) == 1L, TRUE))) {
+        return(unlist(x))
+    }
+    x
+}
+
+.checkAssay <- function(assay.type, available, what) {
+    ok <- if (is.character(assay.type)) {
+        length(assay.type) == 1L && assay.type %in% available
+    } else {
+        is.numeric(assay.type) && length(assay.type) == 1L && assay.type >= 1 && assay.type <= length(available)
+    }
+    if (!ok) {
+        stop("bioqpfs: assay.type = ", deparse(assay.type), " is not ", what, "; available: ",
+             if (length(available)) paste(available, collapse = ", ") else "none", call. = FALSE)
+    }
+    if (is.character(assay.type)) assay.type else available[[assay.type]]
+}
+
+#' @rdname selectGenes
+#' @export
+setMethod("selectGenes", "matrix", function(x, labels, method = "qpfs", nGenes = 50, keyAdded = NULL,
+                                            randomState = 0, ...) {
+    res <- .selectGenesWorker(x, labels, method, nGenes, keyAdded, randomState, list(...), "matrix")
+    out <- DataFrame(res$columns, row.names = res$genes, check.names = FALSE)
+    metadata(out)[[res$key]] <- res$record
+    out
+})
+
+#' @rdname selectGenes
+#' @export
+setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = "qpfs", nGenes = 50,
+                                                          assay.type = 1L, keyAdded = NULL, randomState = 0,
+                                                          ...) {
+    available <- assayNames(x)
+    if (is.null(available)) available <- as.character(seq_along(SummarizedExperiment::assays(x)))
+    name <- .checkAssay(assay.type, available, "an assay of x")
+    labels <- .resolveLabels(labels, colData(x), "colData(x)", ncol(x))
+    res <- .selectGenesWorker(assay(x, assay.type, withDimnames = TRUE), labels, method, nGenes, keyAdded,
+                              randomState, list(...), paste0("assay '", name, "'"))
+    rd <- rowData(x)
+    for (nm in names(res$columns)) rd[[nm]] <- res$columns[[nm]]
+    rowData(x) <- rd
+    metadata(x)[[res$key]] <- res$record
+    x
+})
+
+#' @rdname selectGenes
+#' @export
+setMethod("selectGenes", "SingleCellExperiment", function(x, labels, method = "qpfs", nGenes = 50,
+                                                          assay.type = "logcounts", keyAdded = NULL,
+                                                          randomState = 0, ...) {
+    callNextMethod(x, labels, method = method, nGenes = nGenes, assay.type = assay.type, keyAdded = keyAdded,
+                   randomState = randomState, ...)
+})
+
+#' @rdname selectGenes
+#' @export
+setMethod("selectGenes", "ExpressionSet", function(x, labels, method = "qpfs", nGenes = 50,
+                                                   assay.type = "exprs", keyAdded = NULL, randomState = 0, ...) {
+    name <- .checkAssay(assay.type, assayDataElementNames(x), "an assayData element of x")
+    labels <- .resolveLabels(labels, pData(x), "pData(x)", ncol(x))
+    res <- .selectGenesWorker(assayDataElement(x, name), labels, method, nGenes, keyAdded, randomState,
+                              list(...), paste0("assayData element '", name, "'"))
+    fd <- fData(x)
+    for (nm in names(res$columns)) fd[[nm]] <- res$columns[[nm]]
+    fData(x) <- fd
+    n <- notes(x)
+    n[[res$key]] <- res$record
+    notes(x) <- n
+    x
+})

@@ -1,0 +1,4 @@
+library(testthat)
+library(bioqpfs)
+
+test_check("bioqpfs")

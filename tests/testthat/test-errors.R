@@ -1,0 +1,43 @@
+## Clear errors for bad input, before any work is done in Python.
+
+test_that("missing labels argument is an error naming what to pass", {
+    expect_error(selectGenes(toySE()), "'labels' is missing")
+})
+
+test_that("a labels column that does not exist is an error listing the available columns", {
+    expect_error(selectGenes(toySE(), "celltype"), "not a column of colData\\(x\\); available: type, batch")
+    expect_error(selectGenes(toySCE(), "celltype"), "not a column of colData")
+    expect_error(selectGenes(toyESet(), "celltype"), "not a column of pData\\(x\\); available: type")
+})
+
+test_that("NA labels are an error naming the samples", {
+    t <- toyMatrix()
+    lab <- t$cls
+    lab[c(2, 7)] <- NA
+    expect_error(selectGenes(t$m, lab), "2 missing value\\(s\\) \\(samples s2, s7\\)")
+    se <- toySE()
+    se$type[3] <- NA
+    expect_error(selectGenes(se, "type"), "1 missing value\\(s\\) \\(samples s3\\)")
+    expect_error(selectGenes(t$m, t$cls[-1]), "has 35 value\\(s\\) but there are 36 samples")
+})
+
+test_that("a wrong assay name is an error listing the assays", {
+    expect_error(selectGenes(toySE(), "type", assay.type = "tpm"),
+                 "assay.type = \"tpm\" is not an assay of x; available: logcounts, counts")
+    expect_error(selectGenes(toySE(), "type", assay.type = 3), "available: logcounts, counts")
+    sce <- SingleCellExperiment::SingleCellExperiment(assays = list(counts = toyMatrix()$m),
+                                                      colData = S4Vectors::DataFrame(type = toyMatrix()$cls))
+    expect_error(selectGenes(sce, "type"), "assay.type = \"logcounts\" is not an assay of x; available: counts")
+    expect_error(selectGenes(toyESet(), "type", assay.type = "counts"),
+                 "not an assayData element of x; available: exprs")
+})
+
+test_that("bad method, nGenes or parameters give the engine's message", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    expect_error(selectGenes(t$m, t$cls, method = "nosuch"), "unknown method 'nosuch'")
+    expect_error(selectGenes(t$m, t$cls, nGenes = 0), "'nGenes' must be one positive whole number")
+    expect_error(selectGenes(t$m, t$cls, bogus = 1), "does not take parameter\\(s\\) bogus")
+    expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5, keyAdded = NULL, randomState = 0, 1),
+                 "must be named method parameters")
+})
