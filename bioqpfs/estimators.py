@@ -168,7 +168,9 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         except ValueError as err:  # unknown name: the registry's message lists the available ones
             raise ValueError(str(err)) from None
         kwargs = self._method_kwargs(func)
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32))
+        # at least 2 features: choosing among one gene is no selection (and some methods refuse it)
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32),
+                             ensure_min_features=2)
         check_classification_targets(y)
         classes = np.unique(y)
         if classes.size < 2:
@@ -336,7 +338,7 @@ def registered_families():
             fam[name] = QPFSSelector
         elif name.startswith(("spec_cmi", "sdp_cmi")):
             fam[name] = SpecCMISelector
-        elif name.endswith("km_qpfs"):
+        elif name.endswith("_qpfs"):
             fam[name] = IKMQPFSSelector
         else:
             fam[name] = BaselineSelector

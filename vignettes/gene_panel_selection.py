@@ -223,7 +223,7 @@ n_cand = 150 if QUICK else 500
 var = np.asarray(srbct.X.var(axis=0)).ravel()
 srbct.var["candidates"] = var >= np.sort(var)[-n_cand]
 print(srbct.shape, "->", int(srbct.var["candidates"].sum()), "most variable genes;",
-      srbct.obs["class"].value_counts().to_dict())
+      ", ".join(f"{k} {v}" for k, v in srbct.obs["class"].value_counts().items()))
 sizes_s = [5, 10, 20] if QUICK else [2, 5, 10, 20, 50]
 curve_s = evaluate.compare(srbct, "class", methods, n_genes=sizes_s, cv=3 if QUICK else 5,
                            mask_var="candidates", random_state=0)
