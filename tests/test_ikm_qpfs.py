@@ -281,6 +281,18 @@ def test_global_alpha_matches_full_matrix_alpha_hat():
     assert per_call["alpha_min"] < per_call["alpha_max"]
 
 
+@pytest.mark.parametrize("method", [tlkm_qpfs, ikma_qpfs], ids=lambda f: f.__name__)
+def test_sparse_input_gives_the_dense_result(method, rng):
+    import scipy.sparse as sp
+
+    X, y, _ = planted(4, n_single=40)
+    Xs = sp.csr_matrix(np.where(X > 0.5, X, 0.0))
+    a, b = method(Xs, y, random_state=3), method(Xs.toarray(), y, random_state=3)
+    np.testing.assert_array_equal(a.ranking, b.ranking)
+    np.testing.assert_allclose(a.weights, b.weights, atol=1e-12)
+    np.testing.assert_array_equal(a.extra_columns["cluster"], b.extra_columns["cluster"])
+
+
 def test_memory_is_linear_in_m():
     """No M x M allocation: peak traced memory grows ~linearly and stays far below M^2 * 4 bytes."""
     peaks = {}

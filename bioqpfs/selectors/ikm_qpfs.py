@@ -376,7 +376,8 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
     x, a, solve_diag = ctx.qpfs(kept)  # step 5: final QPFS on F
     local_w = np.zeros(ctx.keep.size)
     local_w[kept] = x
-    dropped_genes = sum(leaf["members"].size for leaf in leaves if leaf["rep"] not in set(kept.tolist()))
+    kept_set = set(kept.tolist())
+    dropped_genes = sum(leaf["members"].size for leaf in leaves if leaf["rep"] not in kept_set)
     params = dict(n_clusters=n_clusters, n_split=n_split, tau=tau, max_levels=max_levels,
                   alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows,
                   discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes,
