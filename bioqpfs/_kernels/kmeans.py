@@ -31,11 +31,10 @@ Prasad & Biswas, *Integrating K-means with Quadratic Programming Feature Selecti
   ``s_g = +-1`` orienting every member the same way as the cluster's reference vector (in pass 1 the
   running mean when the gene joins; in pass 2 the representative the gene was assigned to) -- because
   ``d`` treats a gene and its negation as identical, an un-oriented mean of a gene and its anti-correlated
-  copy would cancel to noise.  ``m_c`` is then discretised exactly like a gene (the same rule -- mean +- sd or
-  equal-frequency bins -- applied to the vector ``m_c``, :func:`discretize_vector`), and ``d(gene, m_c)``
-  is eq. 4 on those codes.  For a single gene
-  the mean is the gene itself (all rules used here are invariant to positive affine maps), so the
-  distance of a gene to its own singleton mean is 0.
+  copy would cancel to noise.  ``m_c`` is then discretised exactly like a gene (the same rule -- mean +- sd
+  or equal-frequency bins -- applied to the vector ``m_c``, :func:`discretize_vector`), and
+  ``d(gene, m_c)`` is eq. 4 on those codes.  A one-gene mean is the gene itself (both rules are invariant
+  to positive affine maps), so a gene is at distance 0 from its singleton cluster's mean.
 
 * **Two-level k-means** (TLKM, sections 2.4 and 3.2): level 1 with ``k'`` clusters; every cluster whose
   radius ``r_i = max_{f in c_i} d(f, rep_i)`` exceeds ``tau`` is split into
