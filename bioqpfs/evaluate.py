@@ -20,6 +20,7 @@ table's ``refit`` column says which rows were refit).
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from numbers import Integral
 
@@ -27,6 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from . import _progress
 from ._registry import methods as _methods
 from ._registry import select
 from ._selection import Selection
@@ -256,7 +258,8 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     return_folds : bool
         Also return the per-fold table (one row per repeat, fold, method, k).
     progress : bool
-        Show a progress bar over the folds on stderr (tqdm).
+        Show a progress bar over the folds on stderr (tqdm, via :mod:`bioqpfs._progress`; steps under
+        a second show nothing).  Also on inside a ``_progress.enabled()`` block, as the CLI does.
 
     Returns
     -------
@@ -319,26 +322,25 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
             rankings[lab], seconds[lab] = run(*payload, np.arange(y.size), seed0)
 
     rows = []
-    it = splits
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(splits, desc="CV folds", unit="fold")
     fold_seconds = {lab: [] for lab, _, _ in specs}
-    for r, f, train, test in it:
-        Xtr, Xte = X[train], X[test]
-        for lab, kind, payload in specs:
-            if kind == "method" and refit:
-                ranking, secs = run(*payload, train, seed0 + 1000 * r + f)
-                fold_seconds[lab].append(secs)
-            else:
-                ranking = rankings[lab]
-            for k in ks:
-                if k > ranking.size:
-                    continue
-                genes = ranking[:k]
-                clf = clone(base_clf).fit(Xtr[:, genes], y[train])
-                err = float(np.mean(clf.predict(Xte[:, genes]) != y[test]))
-                rows.append((lab, k, r, f, err, test.size))
+    show = _progress.enabled(True) if progress else contextlib.nullcontext()
+    with show, _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
+        for r, f, train, test in splits:
+            Xtr, Xte = X[train], X[test]
+            for lab, kind, payload in specs:
+                if kind == "method" and refit:
+                    ranking, secs = run(*payload, train, seed0 + 1000 * r + f)
+                    fold_seconds[lab].append(secs)
+                else:
+                    ranking = rankings[lab]
+                for k in ks:
+                    if k > ranking.size:
+                        continue
+                    genes = ranking[:k]
+                    clf = clone(base_clf).fit(Xtr[:, genes], y[train])
+                    err = float(np.mean(clf.predict(Xte[:, genes]) != y[test]))
+                    rows.append((lab, k, r, f, err, test.size))
+            pbar.update(1)
     folds = pd.DataFrame(rows, columns=["method", "n_genes", "repeat", "fold", "error", "n_test"])
     g = folds.groupby(["method", "n_genes"], sort=False)["error"]
     summary = pd.DataFrame({"mean_error": g.mean(), "sd_error": g.std(ddof=1), "n_folds": g.size()}).reset_index()

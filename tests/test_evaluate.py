@@ -132,3 +132,30 @@ def test_compare_defaults_to_registered_methods(srbct_small):
     assert list(df.method) == expected
     assert (df.n_folds == 3).all() and df.refit.all()
     assert isinstance(df, pd.DataFrame) and df.mean_error.between(0, 1).all()
+
+
+def test_progress_bar_on_stderr(srbct_small, capsys):
+    X, y = srbct_small.X, srbct_small.obs["class"].to_numpy()
+    quiet = evaluate.error_curve(X, y, [[1, 2, 3]], n_genes=3, cv=3)
+    assert capsys.readouterr().err == ""
+    import bioqpfs._progress as prog
+    import tqdm.auto
+
+    calls = []
+    real = tqdm.auto.tqdm
+
+    class Spy(real):
+        def __init__(self, *a, **kw):
+            calls.append(kw)
+            kw["delay"] = 0
+            super().__init__(*a, **kw)
+
+    tqdm.auto.tqdm = Spy
+    try:
+        loud = evaluate.error_curve(X, y, [[1, 2, 3]], n_genes=3, cv=3, progress=True)
+    finally:
+        tqdm.auto.tqdm = real
+    assert calls and calls[0]["total"] == 3 and calls[0]["desc"] == "CV folds"
+    assert "CV folds" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(quiet, loud)
+    assert not prog._ENABLED.get()
