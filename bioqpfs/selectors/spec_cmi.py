@@ -1,0 +1,517 @@
+"""SPEC_CMI, SPEC_CMI + Nystrom and SDP_CMI (Nguyen, Chan, Romano, Bailey, KDD 2014).
+
+All three approximately solve the quadratic integer program
+
+    QIP_CMI:  max_x  x^T Q x   s.t.  x in {0, 1}^M,  sum_i x_i = k                 (eq. 17-18)
+
+    Q_ii = I(X_i; C),   Q_ij = 1/2 [ I(X_i; C | X_j) + I(X_j; C | X_i) ]   (i != j)
+
+which rewards relevant genes that are far apart in conditional-MI distance (section 3); Q is
+symmetric and entrywise non-negative, and needs no balancing or convexification parameter.
+
+* :func:`spec_cmi` -- spectral relaxation (section 3.1, eq. 19): weights = the dominant
+  eigenvector of Q, made non-negative (Theorem 2), genes ranked by weight;
+* :func:`spec_cmi_nystrom` -- the same from ``r = ceil(gamma M)`` sampled rows of Q (section 3.4);
+* :func:`sdp_cmi` -- semidefinite relaxation with Goemans--Williamson rounding (section 3.2),
+  for small problems only;
+* :func:`qip_objective` -- x^T Q x of any gene panel, to compare selectors on the paper's criterion.
+
+Building Q.  The information kernel returns ``C[i, j] = I(X_i; C | X_j) = H(C|X_j) - H(C|X_i, X_j)``
+(eq. 15 rearranged; diagonal I(X_i; C)).  Since ``H(C|X_i, X_j)`` is symmetric,
+``C[j, i] = C[i, j] + H(C|X_i) - H(C|X_j)``, hence
+
+    Q_ij = (C[i, j] + C[j, i]) / 2 = C[i, j] + (H(C|X_i) - H(C|X_j)) / 2,
+
+a rank-two correction applied row by row: no transpose of the M x M matrix is needed, and any set
+of sampled rows of C gives the same rows of Q (what Nystrom needs).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .. import measures
+from .._kernels import information as _info
+from .._kernels import nystrom as _nys
+from .._kernels import spectral as _spec
+from .._selection import Selection, rank_by_weight
+from .._validation import check_n_genes, describe_indices, memory_guard
+from ._common import prepare, warn_constant
+
+__all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
+
+_ROW_BLOCK = 512
+#: decimals kept in the (unit-norm) eigenvector weights before ranking, see _finish
+WEIGHT_DECIMALS = 12  # rows corrected at once in cmi_q_rows (bounds the temporary to 512 x M)
+
+
+def cmi_q_rows(table, rows=None, *, base=2.0, dtype=np.float64):
+    """Rows of the symmetric SPEC_CMI matrix Q (all rows when ``rows`` is None).
+
+    Parameters
+    ----------
+    table : CodeTable
+        Gene codes with ``groups`` = class codes.
+    rows : array of int, optional
+        Genes whose rows are computed (Nystrom landmarks, a panel...).
+    base : float
+        Logarithm base of the information (2: bits).
+    dtype : numpy dtype
+        Output dtype (float32 halves memory; values are computed in float64).
+
+    Returns
+    -------
+    Q : ndarray (len(rows), M)
+    info : dict
+        ``n_negative_clipped``: entries below 0 from floating-point round-off (CMI >= 0 exactly),
+        set to 0; ``min_before_clip``: the most negative such value.
+    """
+    C = _info.pairwise_information(table, None, "cmi", rows=rows, base=base, dtype=dtype)
+    _, h_c_given_x, _ = _info.class_conditional_entropies(table)
+    hc = h_c_given_x / np.log(base)
+    row_idx = np.arange(table.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
+    n_neg = 0
+    min_val = 0.0
+    for b in range(0, row_idx.size, _ROW_BLOCK):
+        blk = C[b:b + _ROW_BLOCK]
+        corr = 0.5 * (hc[row_idx[b:b + _ROW_BLOCK], None] - hc[None, :])
+        np.add(blk, corr, out=blk, casting="unsafe")
+        neg = blk < 0
+        k = int(neg.sum())
+        if k:
+            n_neg += k
+            min_val = min(min_val, float(blk.min()))
+            blk[neg] = 0.0
+    return C, dict(n_negative_clipped=n_neg, min_before_clip=min_val)
+
+
+def _relevance(table, base):
+    _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
+    return np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)
+
+
+def _table(X, y_codes, discretization, n_bins):
+    codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    return _info.CodeTable(codes, levels, groups=y_codes)
+
+
+def _panel_qip(X, y_codes, genes, discretization, n_bins, base):
+    """x^T Q x of a panel: discretisation is per gene, so only the panel's k x k block is computed."""
+    genes = np.asarray(genes, dtype=np.int64)
+    Xs = X[:, genes]
+    Qs, _ = cmi_q_rows(_table(Xs, y_codes, discretization, n_bins), base=base)
+    return float(Qs.sum())
+
+
+def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n_genes, params, diagnostics, t0,
+            discretization, n_bins, base, feature_names, extra_columns=None):
+    m_total = X.shape[1]
+    weights = np.zeros(m_total)
+    # identical genes have equal weights only up to round-off; the eigenvector is accurate to
+    # ~1e-12, so finer differences are noise and the ranking rule's tie-breaks (relevance, index) decide
+    weights[keep] = np.round(weights_keep, WEIGHT_DECIMALS)
+    F_all = np.zeros(m_total)
+    F_all[keep] = F_keep
+    ranking = np.concatenate([rank_by_weight(weights, F_all, candidates=keep), np.flatnonzero(constant)])
+    if n_genes is not None and "qip_objective" not in diagnostics:
+        diagnostics["qip_objective"] = _panel_qip(X, y_codes, ranking[:n_genes], discretization, n_bins, base)
+    diagnostics.update(n_constant=int(constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(constant)],
+                       n_classes=int(classes.size), seconds_total=time.perf_counter() - t0)
+    return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
+                     relevance=F_all, feature_names=None if feature_names is None else np.asarray(feature_names),
+                     extra_columns=extra_columns or {})
+
+
+def _prepare(X, y, n_genes, feature_names):
+    X, y_codes, classes, constant = prepare(X, y, feature_names)
+    n_genes = check_n_genes(n_genes, X.shape[1])
+    keep = np.flatnonzero(~constant)
+    if keep.size == 0:
+        raise ValueError("every gene is constant across samples; there is nothing to select")
+    warn_constant(constant, feature_names)
+    return X, y_codes, classes, constant, keep, n_genes
+
+
+def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd", n_bins=3, base=2,
+             dtype=np.float64, tol=0.0, n_error_rows=20, random_state=None, feature_names=None):
+    """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
+
+    Parameters
+    ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+        Expression (continuous; or integer codes with ``discretization=None``).
+    y : array-like, shape (n_samples,)
+        Class labels (at least 2 classes).
+    n_genes : int, optional
+        Panel size k; marks ``Selection.selected`` and adds the panel's QIP objective x^T Q x to
+        the diagnostics.  The ranking always covers every gene (section 3.3).
+    nystrom_rate : float in (0, 1], optional
+        gamma of section 3.4: compute only ``ceil(gamma M)`` uniformly sampled rows of Q and use the
+        Nystrom approximation (see :func:`spec_cmi_nystrom`).  ``None``: exact Q.
+    discretization : {"mean_sd", "quantile", "mdl", None}
+        How genes are discretised for the information measures (``None``: X holds codes).  The
+        paper used MDL on small data and equal-frequency bins on large data; the bioqpfs default
+        is the QPFS mean +- sd 3-bin rule.
+    n_bins : int
+        Bins for ``"quantile"``.
+    base : float
+        Logarithm base (2: bits; the ranking does not depend on it).
+    dtype : numpy dtype
+        Storage of Q (exact method).  float32 halves memory (M = 20,000: 1.6 GB instead of 3.2 GB)
+        and the eigensolver's time; the eigenvector is then accurate to ~1e-6.
+    tol : float
+        Eigensolver tolerance (0: machine precision).
+    n_error_rows : int
+        Nystrom only: rows of Q computed exactly to estimate ||Q - Q_hat||_F.
+    random_state : int or Generator, optional
+        Nystrom row sampling; exact SPEC_CMI is deterministic.
+    feature_names : sequence of str, optional
+
+    Returns
+    -------
+    Selection
+        ``weights``: the unit-norm non-negative dominant eigenvector (0 for constant genes);
+        ``ranking``: all genes by decreasing weight, ties by relevance I(X_i; C), then index;
+        ``diagnostics``: dominant eigenvalue, Lanczos products and residual, sign handling
+        (``sign_flipped``, ``n_sign_clipped``, ``min_entry``, ``abs_applied``), round-off clipping of
+        Q, ``qip_objective`` (with n_genes), timings.
+
+    Notes
+    -----
+    Theorem 2: Q >= 0 entrywise, so its dominant eigenvector is sign-consistent; the solver's sign
+    is arbitrary, so the vector is flipped to a positive sum and round-off negatives (at most 1e-8
+    of the largest entry) set to 0, both recorded.  Constant genes have no measurable information
+    and are left out (weight 0, ranked last, with a warning) -- kept in, they would receive
+    Q_ij = I(X_j; C)/2 with every gene j and large weights.
+
+    Examples
+    --------
+    >>> import numpy as np, bioqpfs
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 30)); y = (X[:, 3] > 0).astype(int)
+    >>> sel = bioqpfs.spec_cmi(X, y, n_genes=5)
+    >>> int(sel.selected[0])
+    3
+    """
+    if nystrom_rate is not None:
+        return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
+                                 n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=None,
+                                 random_state=random_state, feature_names=feature_names, method="spec_cmi")
+    t0 = time.perf_counter()
+    X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
+    m = keep.size
+    measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information")
+    Xk = X[:, keep] if m < X.shape[1] else X
+    table = _table(Xk, y_codes, discretization, n_bins)
+    Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
+    F = np.diag(Q).astype(np.float64)
+    t1 = time.perf_counter()
+    lam, x, eig_info = _spec.dominant_eigenvector(Q, tol=tol)
+    x, sign_info = _spec.sign_consistent(x, nonnegative_matrix=True)
+    t2 = time.perf_counter()
+    qip = None
+    if n_genes is not None:
+        top = rank_by_weight(x, F)[:n_genes]
+        qip = _spec.qip_value(Q, top) if n_genes <= m else None
+    del Q
+    params = dict(discretization=discretization, n_bins=n_bins, base=base, dtype=np.dtype(dtype).name, tol=tol,
+                  nystrom_rate=None, n_genes=n_genes)
+    diagnostics = dict(
+        eigenvalue=lam, eigensolver=eig_info["method"], n_matvec=eig_info["n_matvec"],
+        eigen_residual=eig_info["residual"], sign_flipped=sign_info["flipped"],
+        n_sign_clipped=sign_info["n_clipped"], min_entry=sign_info["min_entry"],
+        abs_applied=sign_info["abs_applied"], q_negative_clipped=q_info["n_negative_clipped"],
+        q_min_before_clip=q_info["min_before_clip"], ranking_rule="eigenvector",
+        seconds_measures=t1 - t0, seconds_solve=t2 - t1,
+    )
+    if qip is not None:
+        diagnostics["qip_objective"] = qip
+    return _finish("spec_cmi", X, y_codes, classes, constant, keep, x, F, n_genes, params, diagnostics, t0,
+                   discretization, n_bins, base, feature_names)
+
+
+def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="mean_sd", n_bins=3, base=2, tol=0.0,
+                     n_error_rows=20, rank_tol=None, random_state=None, feature_names=None):
+    """SPEC_CMI from ``r = ceil(gamma M)`` sampled rows of Q (Nystrom approximation, section 3.4).
+
+    Only the sampled rows ``[A B]`` of Q are computed (cost O(gamma M^2 N) instead of O(M^2 N)).
+    ``Q_hat = [[A, B], [B^T, B^T A^{-1} B]]`` is never formed: its eigenpairs come from the small
+    matrix ``A + A^{-1/2} B B^T A^{-1/2}`` (:func:`bioqpfs._kernels.nystrom.nystrom_eigh`, shared with
+    QPFS + Nystrom; ``A^{-1/2}`` is taken on the positive eigenspace of A, so an indefinite A -- Q
+    has a positive diagonal but is not PSD -- gives the approximation of Q's positive part, whose
+    dominant eigenvector is Q's).  The weights are the dominant eigenvector of Q_hat.
+
+    Q is non-negative but Q_hat need not be, and its dominant eigenvector may then mix signs
+    beyond round-off.  In that case the section 3.4 rule is applied: the dominant eigenvector of
+    the (M+1) x (M+1) dummy-variable matrix ``Qbar = [[1^T Q_hat 1, 1^T Q_hat], [Q_hat 1, Q_hat]]``
+    with positive first entry, found by Lanczos with O(M k) products through the low-rank factors;
+    its entries 1..M are the weights (``diagnostics["ranking_rule"] = "dummy_variable"``).
+
+    Parameters
+    ----------
+    nystrom_rate : float in (0, 1]
+        gamma; the paper used 0.1-0.5 (0.2 in its large-data experiments, Fig. 2).
+    n_error_rows : int
+        Rows of Q computed exactly (half from the sampled, half from the unsampled genes) to
+        estimate ``||Q - Q_hat||_F`` and its ratio to ``||Q||_F`` (diagnostics ``fro_error_estimate``,
+        ``relative_fro_error_estimate``); 0 skips the estimate.
+    rank_tol : float, optional
+        Relative cut on the eigenvalues of the sampled block A when forming ``A^{-1/2}``.  Default
+        (None): ``|lambda_min(A)| / lambda_max(A)`` (:func:`bioqpfs._kernels.spectral.indefinite_rank_tol`)
+        -- A is indefinite like Q, and eigenvalues at the level of its negative part would be
+        amplified by the inverse; on real data this keeps the few leading eigenpairs.
+    random_state : int or Generator
+        Row sampling (and the choice of error rows).
+
+    Other parameters and the result are as in :func:`spec_cmi`; diagnostics add ``r`` (rows
+    sampled), ``rank`` (k~, eigenpairs of Q_hat kept), ``rank_A``, ``dropped_A_negative`` and the
+    error estimates.  With ``nystrom_rate=1`` the result equals exact SPEC_CMI (the dominant
+    eigenpair of Q is kept by the cut).
+    """
+    return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
+                             n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=rank_tol,
+                             random_state=random_state, feature_names=feature_names, method="spec_cmi_nystrom")
+
+
+def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, base, tol, n_error_rows, rank_tol,
+                      random_state, feature_names, method):
+    t0 = time.perf_counter()
+    if nystrom_rate is None or not (0.0 < float(nystrom_rate) <= 1.0):
+        raise ValueError(f"nystrom_rate must lie in (0, 1], got {nystrom_rate!r}")
+    rng = np.random.default_rng(random_state)
+    X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
+    m = keep.size
+    rows = _nys.sample_rows(m, float(nystrom_rate), rng)
+    r = rows.size
+    measures._output_guard(r, m, np.float64, "sampled SPEC_CMI rows")
+    memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", "lower nystrom_rate")
+    Xk = X[:, keep] if m < X.shape[1] else X
+    table = _table(Xk, y_codes, discretization, n_bins)
+    Qr, q_info = cmi_q_rows(table, rows, base=base)
+    F = _relevance(table, base)
+    t1 = time.perf_counter()
+    rank_tol_used = _spec.indefinite_rank_tol(Qr[:, rows]) if rank_tol is None else float(rank_tol)
+    lam, U, nys_info = _nys.nystrom_eigh(Qr, rows, rank_tol=rank_tol_used)
+    if lam.size == 0:
+        raise ValueError("the sampled block A of Q has no positive eigenvalue, so the Nystrom approximation is "
+                         "zero; raise nystrom_rate or use exact SPEC_CMI (nystrom_rate=None)")
+    x, sign_info = _spec.sign_consistent(U[:, 0], nonnegative_matrix=False)
+    rule = "eigenvector"
+    dummy_info = {}
+    if sign_info["mixed_sign"]:
+        x, dummy_info = _spec.dummy_variable_weights(_spec.lowrank_operator(U, lam), tol=tol)
+        rule = "dummy_variable"
+    t2 = time.perf_counter()
+    err = _nystrom_error(table, Qr, rows, U, lam, n_error_rows, rng, base) if n_error_rows else {}
+    params = dict(discretization=discretization, n_bins=n_bins, base=base, tol=tol, nystrom_rate=float(nystrom_rate),
+                  n_error_rows=int(n_error_rows), rank_tol=rank_tol, n_genes=n_genes)
+    diagnostics = dict(
+        r=int(r), rank=int(lam.size), rank_tol=rank_tol_used, rank_A=nys_info["rank_A"], dropped_A_negative=nys_info["dropped_A_negative"],
+        eigenvalue=float(lam[0]), ranking_rule=rule, sign_flipped=sign_info["flipped"],
+        n_sign_clipped=sign_info["n_clipped"], min_entry=sign_info["min_entry"], mixed_sign=sign_info["mixed_sign"],
+        q_negative_clipped=q_info["n_negative_clipped"], q_min_before_clip=q_info["min_before_clip"],
+        **err, seconds_measures=t1 - t0, seconds_solve=t2 - t1,
+    )
+    if dummy_info:
+        diagnostics.update(dummy_eigenvalue=dummy_info["lam"], dummy_y0=dummy_info["y0"])
+    return _finish(method if method == "spec_cmi_nystrom" else "spec_cmi", X, y_codes, classes, constant, keep, x, F,
+                   n_genes, params, diagnostics, t0, discretization, n_bins, base, feature_names)
+
+
+def _nystrom_error(table, Qr, rows, U, lam, n_rows, rng, base):
+    """Estimate ||Q - Q_hat||_F from a few exact rows of each kind (sampled / unsampled).
+
+    ``||Q - Q_hat||_F^2 = sum over rows``; the sampled and unsampled groups are estimated
+    separately by the mean squared row error of a uniform sample times the group size.
+    """
+    m = U.shape[0]
+    r = rows.size
+    unsampled = np.setdiff1d(np.arange(m), rows)
+    n_s = min(r, max(1, n_rows // 2)) if unsampled.size else min(r, n_rows)
+    n_u = min(unsampled.size, n_rows - n_s)
+    pick_s = np.sort(rng.choice(r, size=n_s, replace=False))
+    sq_err = sq_norm = 0.0
+    Us = U * lam
+    if n_s:
+        exact = Qr[pick_s]
+        approx = Us[rows[pick_s]] @ U.T
+        sq_err += r / n_s * float(np.sum((exact - approx) ** 2))
+        sq_norm += r / n_s * float(np.sum(exact ** 2))
+    if n_u:
+        pick_u = np.sort(rng.choice(unsampled, size=n_u, replace=False))
+        exact, _ = cmi_q_rows(table, pick_u, base=base)
+        approx = Us[pick_u] @ U.T
+        sq_err += unsampled.size / n_u * float(np.sum((exact - approx) ** 2))
+        sq_norm += unsampled.size / n_u * float(np.sum(exact ** 2))
+    return dict(fro_error_estimate=math.sqrt(sq_err),
+                relative_fro_error_estimate=math.sqrt(sq_err / sq_norm) if sq_norm > 0 else 0.0,
+                n_error_rows_used=int(n_s + n_u))
+
+
+def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=120.0, discretization="mean_sd",
+            n_bins=3, base=2, random_state=None, feature_names=None):
+    """Select a k-gene panel with SDP_CMI: semidefinite relaxation + Goemans--Williamson rounding.
+
+    Section 3.2: with bipolar variables ``y = 2x - 1`` and a dummy ``y_0 = 1`` (variable expansion,
+    eq. 22-24), QIP_CMI becomes ``max Qbar . Y`` over rank-one ``Y = y y^T``; dropping the rank
+    gives the SDP (eq. 26)
+
+        max  Qbar . Y   s.t.  Ibar . Y = 4k,  diag(Y) = 1,  Y PSD    ((M+1) x (M+1)),
+
+    solved with cvxpy (SCS by default).  100 random projections round it: each picks the k genes
+    whose factor vectors are most aligned with a random direction (oriented by the dummy), and the
+    panel with the largest x^T Q x is kept.
+
+    Meant for small problems: the relaxed variable has ~M^2/2 entries and the solve grows like M^3
+    (the paper's CVX/SDPT3 ran out of 16 GB at M ~ 700).  The time and memory are estimated from M
+    before anything is built, and the call is refused beyond ``max_seconds`` or the free memory.
+
+    Parameters
+    ----------
+    n_genes : int
+        k, the panel size (required: the relaxation depends on it).
+    n_projections : int
+        Random projections for the rounding (100 in the paper).
+    solver : {"SCS", "CLARABEL"}
+        SDP solver (see :func:`bioqpfs._kernels.spectral.sdp_relaxation`).
+    max_seconds : float
+        Refuse when the estimated solve time (measured model, ~3e-7 (M+1)^3 s with SCS on a
+        2-core machine: ~40 s at M = 500, ~120 s at M = 740) exceeds this.
+    random_state : int or Generator
+        The random projections.
+
+    Returns
+    -------
+    Selection
+        ``selected``: the rounded panel, ranked by ``weights`` = (1 + Y_0i) / 2 (the relaxed 0-1
+        indicator of each gene), then the other genes by the same weight.  Diagnostics: SDP status,
+        iterations and time, ``sdp_bound`` (= Qbar . Y / 4, an upper bound on the best possible
+        x^T Q x), ``qip_objective`` of the panel, ``relative_gap`` to the bound,
+        ``spec_cmi_objective`` (SPEC_CMI's top-k on the same Q, for comparison), ``n_distinct``
+        panels among the projections.
+    """
+    t0 = time.perf_counter()
+    if n_genes is None:
+        raise ValueError("sdp_cmi needs n_genes (the panel size k enters the relaxation); pass n_genes=k")
+    if isinstance(n_projections, bool) or not isinstance(n_projections, (int, np.integer)) or n_projections < 1:
+        raise ValueError(f"n_projections must be a positive integer, got {n_projections!r}")
+    rng = np.random.default_rng(random_state)
+    X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
+    m = keep.size
+    if n_genes > m:
+        raise ValueError(f"n_genes={n_genes} but only {m} genes are not constant; ask for at most {m}")
+    est_bytes, est_seconds = _spec.sdp_resource_estimate(m)
+    if est_seconds > max_seconds:
+        n_max = int((max_seconds / _spec.SDP_SECONDS_PER_CUBE) ** (1 / 3)) - 1
+        raise ValueError(
+            f"SDP_CMI on {m} genes is estimated to take ~{est_seconds:,.0f} s (limit max_seconds={max_seconds:g}; "
+            f"it grows like M^3 and its memory like M^2). Use method='spec_cmi' (the spectral relaxation of the "
+            f"same objective; seconds for 20,000 genes), restrict the candidates to at most {n_max} genes "
+            f"(e.g. mask_var), or raise max_seconds"
+        )
+    memory_guard(est_bytes, f"SDP_CMI on {m} genes", "use method='spec_cmi' or restrict the candidate genes")
+    Xk = X[:, keep] if m < X.shape[1] else X
+    Q, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins), base=base)
+    F = np.diag(Q).copy()
+    t1 = time.perf_counter()
+    Y, sdp_info = _spec.sdp_relaxation(Q, n_genes, solver=solver)
+    panel, round_info = _spec.gw_round(Y, Q, n_genes, n_projections=int(n_projections), rng=rng)
+    t2 = time.perf_counter()
+    lam, x_spec, _ = _spec.dominant_eigenvector(Q)
+    x_spec, _ = _spec.sign_consistent(x_spec)
+    spec_obj = _spec.qip_value(Q, rank_by_weight(x_spec, F)[:n_genes])
+    weights = 0.5 * (1.0 + np.clip(Y[0, 1:], -1.0, 1.0))
+    selected_first = np.zeros(m, dtype=bool)
+    selected_first[panel] = True
+    # rank the panel first, then the rest, each by the relaxed indicator (ties: relevance, index)
+    order = np.concatenate([rank_by_weight(weights, F, candidates=panel),
+                            rank_by_weight(weights, F, candidates=np.flatnonzero(~selected_first))])
+    # _finish ranks by weight; encode the panel-first order with weights kept for display
+    m_total = X.shape[1]
+    w_all = np.zeros(m_total)
+    w_all[keep] = weights
+    F_all = np.zeros(m_total)
+    F_all[keep] = F
+    ranking = np.concatenate([keep[order], np.flatnonzero(constant)])
+    bound = sdp_info["bound"]
+    params = dict(discretization=discretization, n_bins=n_bins, base=base, n_projections=int(n_projections),
+                  solver=sdp_info["solver"], max_seconds=float(max_seconds), n_genes=n_genes)
+    diagnostics = dict(
+        sdp_status=sdp_info["status"], sdp_iterations=sdp_info["iterations"], sdp_seconds=sdp_info["seconds"],
+        estimated_seconds=est_seconds, estimated_bytes=int(est_bytes), sdp_bound=bound,
+        qip_objective=round_info["objective"],
+        relative_gap=(bound - round_info["objective"]) / bound if bound > 0 else 0.0,
+        spec_cmi_objective=spec_obj, best_projection=round_info["best_projection"],
+        n_distinct=round_info["n_distinct"], q_negative_clipped=q_info["n_negative_clipped"],
+        seconds_measures=t1 - t0, seconds_solve=t2 - t1, n_constant=int(constant.sum()),
+        constant_genes=[int(i) for i in np.flatnonzero(constant)], n_classes=int(classes.size),
+        seconds_total=time.perf_counter() - t0,
+    )
+    return Selection("sdp_cmi", w_all, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
+                     relevance=F_all, feature_names=None if feature_names is None else np.asarray(feature_names))
+
+
+def qip_objective(X, y, genes, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, feature_names=None):
+    """The SPEC_CMI paper's criterion x^T Q x (eq. 17-18) of a gene panel.
+
+    ``sum_{i in S} I(X_i; C) + sum_{i != j in S} I(X_i; C | X_j)`` -- relevance plus pairwise
+    conditional relevance -- so panels from any selector (QPFS, SPEC_CMI, SDP_CMI, mRMR...) can be
+    compared on the same scale.  Only the panel's k x k block of Q is computed.
+
+    Parameters
+    ----------
+    X, y : expression matrix and class labels, as given to the selectors
+    genes : Selection, or array of int indices, bool mask (n_genes_total,), or gene names
+        The panel.  For a ``Selection``, its ``selected`` genes (or its top ``n_genes``).
+    n_genes : int, optional
+        Use only the first ``n_genes`` genes of ``genes`` (a Selection's ranking or an ordered list).
+    discretization, n_bins, base
+        As for the selectors (use the same values to compare with their diagnostics).
+    feature_names : sequence of str, optional
+        Needed when ``genes`` holds names.
+
+    Returns
+    -------
+    float
+    """
+    from ._common import prepare as _prep
+
+    X, y_codes, _, _ = _prep(X, y, feature_names)
+    m = X.shape[1]
+    if isinstance(genes, Selection):
+        if genes.n_features != m:
+            raise ValueError(f"the Selection covers {genes.n_features} genes but X has {m}")
+        if n_genes is None and genes.n_genes is None:
+            raise ValueError("the Selection has no n_genes; pass n_genes=k to score its top k genes")
+        idx = genes.ranking[:n_genes] if n_genes is not None else genes.selected
+    else:
+        arr = np.asarray(genes)
+        if arr.dtype == bool:
+            if arr.shape != (m,):
+                raise ValueError(f"a boolean gene mask must have length {m}, got shape {arr.shape}")
+            idx = np.flatnonzero(arr)
+        elif arr.dtype.kind in "iu":
+            idx = arr.ravel().astype(np.int64)
+            bad = idx[(idx < 0) | (idx >= m)]
+            if bad.size:
+                raise ValueError(f"gene indices out of range 0..{m - 1}: {describe_indices(bad)}")
+        elif arr.dtype.kind in "UO":
+            if feature_names is None:
+                raise ValueError("genes are given by name; pass feature_names (the names of X's columns)")
+            pos = {str(g): i for i, g in enumerate(np.asarray(feature_names).astype(str))}
+            missing = [str(g) for g in arr.ravel() if str(g) not in pos]
+            if missing:
+                raise ValueError(f"{len(missing)} gene name(s) not in feature_names: {', '.join(missing[:5])}")
+            idx = np.array([pos[str(g)] for g in arr.ravel()], dtype=np.int64)
+        else:
+            raise TypeError("genes must be a Selection, integer indices, a boolean mask or gene names")
+        if n_genes is not None:
+            idx = idx[:check_n_genes(n_genes, idx.size)]
+    if idx.size == 0:
+        raise ValueError("the panel is empty")
+    uniq, counts = np.unique(idx, return_counts=True)
+    if np.any(counts > 1):
+        raise ValueError(f"the panel lists gene(s) more than once: {describe_indices(uniq[counts > 1], feature_names)}")
+    return _panel_qip(X, y_codes, idx, discretization, n_bins, base)
