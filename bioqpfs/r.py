@@ -525,9 +525,10 @@ def _labels_to_obs(adata, labels, where):
                 raise TypeError("labels must be a colData column name or an atomic R vector/factor")
     except ImportError:  # pragma: no cover
         pass
-    values = pd.Series(labels.to_numpy() if isinstance(labels, pd.Series) else labels, index=adata.obs_names)
+    values = labels.to_numpy() if isinstance(labels, pd.Series) else labels
     if len(values) != adata.n_obs:
         raise ValueError(f"labels has {len(values)} values but the object has {adata.n_obs} samples")
+    values = pd.Series(values, index=adata.obs_names)
     adata.obs["labels"] = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.array
     return "labels"
 

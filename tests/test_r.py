@@ -1,0 +1,275 @@
+"""The R face (bioqpfs.r, rpy2): conversions, select_genes on R objects, and QPFS against R's quadprog.
+
+Needs R, the Bioconductor packages and rpy2 (``pip install .[r]``); ``bash dev.sh test`` installs
+them and sets BIOQPFS_REQUIRE_R=1, which turns a missing rpy2/R into a failure instead of a skip.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+if os.environ.get("BIOQPFS_REQUIRE_R") != "1":
+    pytest.importorskip("rpy2.robjects", reason="rpy2/R not installed (pip install .[r]); set BIOQPFS_REQUIRE_R=1 to fail instead")
+
+import rpy2.robjects as ro  # noqa: E402
+from rpy2.robjects import default_converter  # noqa: E402
+from rpy2.robjects.conversion import localconverter  # noqa: E402
+
+import bioqpfs  # noqa: E402
+from bioqpfs import r as br  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def R(code):
+    with localconverter(default_converter):
+        return ro.r(code)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _r_session():
+    R("suppressPackageStartupMessages({library(SummarizedExperiment); library(SingleCellExperiment); "
+      "library(Biobase); library(Matrix)})")
+    yield
+    # R flushes pending warnings (e.g. about the site library) when the embedded session ends at
+    # interpreter exit, i.e. after pytest's summary line: drop them and mute R's console from here on.
+    from rpy2.rinterface_lib import callbacks
+
+    R('options(warn = -1); assign("last.warning", NULL, envir = baseenv())')
+    callbacks.consolewrite_print = lambda s: None
+    callbacks.consolewrite_warnerror = lambda s: None
+
+
+def rvalue(code, obj):
+    """Evaluate ``function(x) <code>`` on an R object; return a Python list of the (atomic) result."""
+    with localconverter(default_converter):
+        return list(ro.r(f"function(x) {{ {code} }}")(obj))
+
+
+def rtrue(code, obj):
+    out = rvalue(code, obj)
+    assert out == [True], f"R: {code} -> {out}"
+
+
+# 8 genes x 5 samples; X[j, i] (sample j, gene i) = sin(8 j + i + 1), written independently in R and numpy
+R_MATRIX = 'matrix(sin(seq_len(40)), 8, 5, dimnames = list(paste0("g", 1:8), paste0("s", 1:5)))'
+EXPECTED_X = np.sin(np.arange(1, 41)).reshape(5, 8)
+
+SE_CODE = f"""
+SummarizedExperiment(
+  assays = list(logcounts = {R_MATRIX}, counts = matrix(1:40, 8, 5)),
+  rowData = DataFrame(symbol = letters[1:8], len = c(1:7, NA), score = c(seq(0.5, 3.5, 0.5), NaN)),
+  colData = DataFrame(type = factor(c("b", "a", "b", NA, "a"), levels = c("b", "a")),
+                      ok = c(TRUE, NA, FALSE, TRUE, TRUE), batch = c("x", "y", NA, "x", "y")),
+  metadata = list(study = "toy", version = 2L, weights = c(0.25, 0.75), nested = list(flag = TRUE)))
+"""
+
+
+def test_summarizedexperiment_roundtrip_keeps_values_dimnames_and_annotations():
+    se = R(SE_CODE)
+    a = br.to_anndata(se)
+    np.testing.assert_array_equal(a.X, EXPECTED_X)
+    assert list(a.obs_names) == [f"s{i}" for i in range(1, 6)]
+    assert list(a.var_names) == [f"g{i}" for i in range(1, 9)]
+    np.testing.assert_array_equal(a.layers["counts"], np.arange(1, 41).reshape(5, 8))
+    assert list(a.obs["type"].cat.categories) == ["b", "a"]
+    assert a.obs["type"].isna().tolist() == [False, False, False, True, False]
+    assert a.obs["ok"].tolist()[:1] == [True] and pd.isna(a.obs["ok"].iloc[1])
+    assert a.obs["batch"].tolist() == ["x", "y", None, "x", "y"]
+    assert a.var["symbol"].tolist() == list("abcdefgh")
+    assert pd.isna(a.var["len"].iloc[7]) and a.var["len"].iloc[6] == 7
+    assert a.uns["study"] == "toy" and a.uns["version"] == 2 and a.uns["nested"] == {"flag": True}
+    np.testing.assert_array_equal(a.uns["weights"], [0.25, 0.75])
+    assert a.uns["bioqpfs_r"] == {"class": "SummarizedExperiment", "assay": "logcounts"}
+
+    back = br.from_anndata(a)
+    assert rvalue("class(x)", back) == ["SummarizedExperiment"]
+    with localconverter(default_converter):
+        same = ro.r("""function(x, y) c(
+          identical(assay(x, "logcounts"), assay(y, "logcounts")),
+          identical(assay(x, "counts", withDimnames = TRUE), assay(y, "counts", withDimnames = TRUE)),
+          identical(assayNames(x), assayNames(y)),
+          identical(as.data.frame(rowData(x)), as.data.frame(rowData(y))),
+          identical(as.data.frame(colData(x)), as.data.frame(colData(y))),
+          identical(metadata(x), metadata(y)))""")(se, back)
+    assert list(same) == [True] * 6
+
+
+def test_singlecellexperiment_roundtrip_with_sparse_counts_and_reduced_dims():
+    sce = R(f"""local({{
+      m <- {R_MATRIX}
+      counts <- Matrix::sparseMatrix(i = c(1, 3, 8, 2), j = c(1, 1, 4, 5), x = c(5, 1, 2, 7), dims = c(8, 5),
+                                     dimnames = dimnames(m))
+      SingleCellExperiment(assays = list(counts = counts, logcounts = m),
+                           colData = DataFrame(type = c("a", "b", "a", "b", "a")),
+                           reducedDims = list(PCA = matrix(seq_len(10) / 4, 5, 2)))
+    }})""")
+    a = br.to_anndata(sce, assay="logcounts")
+    np.testing.assert_array_equal(a.X, EXPECTED_X)
+    counts = a.layers["counts"]
+    assert counts.format == "csr"
+    dense = np.zeros((5, 8))
+    dense[0, 0], dense[0, 2], dense[3, 7], dense[4, 1] = 5, 1, 2, 7
+    np.testing.assert_array_equal(counts.toarray(), dense)
+    np.testing.assert_array_equal(a.obsm["PCA"], np.arange(1, 11).reshape(2, 5).T / 4)
+    back = br.from_anndata(a)
+    with localconverter(default_converter):
+        same = ro.r("""function(x, y) c(
+          is(y, "SingleCellExperiment"), is(assay(y, "counts"), "dgCMatrix"),
+          all(as.matrix(assay(x, "counts")) == as.matrix(assay(y, "counts"))),
+          identical(assay(x, "logcounts"), assay(y, "logcounts")),
+          identical(unname(reducedDim(x, "PCA")), unname(reducedDim(y, "PCA"))),
+          identical(colnames(x), colnames(y)), identical(x$type, y$type))""")(sce, back)
+    assert list(same) == [True] * 7
+
+
+def test_expressionset_roundtrip():
+    es = R(f"""local({{
+      e <- ExpressionSet({R_MATRIX},
+        phenoData = AnnotatedDataFrame(data.frame(type = c("a", "b", "a", "b", "a"), age = c(30, 41, NA, 25, 60),
+                                                  row.names = paste0("s", 1:5))),
+        featureData = AnnotatedDataFrame(data.frame(chr = paste0("chr", 1:8), row.names = paste0("g", 1:8))))
+      notes(e) <- list(lab = "toy")
+      e
+    }})""")
+    a = br.to_anndata(es)
+    np.testing.assert_array_equal(a.X, EXPECTED_X)
+    assert a.obs["type"].tolist() == list("ababa")
+    assert np.isnan(a.obs["age"].iloc[2]) and a.obs["age"].iloc[4] == 60
+    assert a.var["chr"].tolist() == [f"chr{i}" for i in range(1, 9)]
+    assert a.uns["lab"] == "toy" and a.uns["bioqpfs_r"]["assay"] == "exprs"
+    back = br.from_anndata(a)
+    with localconverter(default_converter):
+        same = ro.r("""function(x, y) c(is(y, "ExpressionSet"), identical(exprs(x), exprs(y)),
+                                       identical(pData(x), pData(y)), identical(fData(x), fData(y)),
+                                       identical(notes(x), notes(y)))""")(es, back)
+    assert list(same) == [True] * 5
+
+
+def test_matrix_roundtrip_and_class_override():
+    m = R(R_MATRIX)
+    a = br.to_anndata(m)
+    np.testing.assert_array_equal(a.X, EXPECTED_X)
+    rtrue(f"identical(x, {R_MATRIX})", br.from_anndata(a))
+    se = br.from_anndata(a, to="SummarizedExperiment", assay="logcounts")
+    rtrue(f'identical(assay(x, "logcounts"), {R_MATRIX})', se)
+
+
+def test_conversion_errors_are_specific():
+    se = R(SE_CODE)
+    with pytest.raises(Exception, match="assay 'tpm' not found; available: logcounts, counts"):
+        br.to_anndata(se, assay="tpm")
+    with pytest.raises(Exception, match="cannot convert an object of class 'list'"):
+        br.to_anndata(R("list(a = 1)"))
+
+
+def toy_expression(n_per_class=12, n_genes=30, seed=7):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(["A", "B", "C"], n_per_class)
+    X = rng.normal(size=(y.size, n_genes))
+    X[y == "A", 0] += 4
+    X[y == "B", 1] += 4
+    X[y == "C", 2] -= 4
+    return X, y
+
+
+@pytest.mark.parametrize("container", ["SummarizedExperiment", "SingleCellExperiment", "ExpressionSet", "matrix"])
+def test_select_genes_on_r_objects_equals_tl_select_genes(container):
+    import anndata as ad
+
+    X, y = toy_expression()
+    adata = ad.AnnData(X=X, obs=pd.DataFrame({"type": pd.Categorical(y)}, index=[f"s{i}" for i in range(y.size)]),
+                       var=pd.DataFrame(index=[f"g{i}" for i in range(X.shape[1])]))
+    robj = br.from_anndata(adata, to=container, assay="logcounts" if container != "ExpressionSet" else "exprs")
+    labels = "type" if container != "matrix" else ro.StrVector(list(y))
+    out = br.select_genes(robj, labels, method="qpfs", n_genes=5, key_added="panel", similarity="correlation")
+
+    converted = br.to_anndata(robj)
+    if container == "matrix":
+        converted.obs["type"] = pd.Categorical(y)
+    bioqpfs.tl.select_genes(converted, "type", method="qpfs", n_genes=5, key_added="panel", similarity="correlation")
+
+    getter = {"ExpressionSet": "fData(x)", "matrix": "x"}.get(container, "rowData(x)")
+    record = {"ExpressionSet": "notes(x)", "matrix": "metadata(x)"}.get(container, "metadata(x)")
+    np.testing.assert_array_equal(rvalue(f"{getter}$panel_weight", out), converted.var["panel_weight"].to_numpy())
+    np.testing.assert_array_equal(rvalue(f"{getter}$panel_rank", out), converted.var["panel_rank"].to_numpy())
+    assert rvalue(f"{getter}$panel_selected", out) == converted.var["panel_selected"].tolist()
+    assert rvalue(f"{record}$panel$selected", out) == list(converted.uns["panel"]["selected"])
+    assert rvalue(f"{record}$panel$params$similarity", out) == ["correlation"]
+    assert rvalue(f"{record}$panel$params$alpha", out) == [converted.uns["panel"]["params"]["alpha"]]
+    if container != "matrix":   # the input's own annotations survive
+        assert rvalue("ncol(x)", out) == [y.size]
+
+
+def test_select_genes_label_errors():
+    X, y = toy_expression()
+    se = R("function(m, y) SummarizedExperiment(assays = list(logcounts = t(m)), colData = DataFrame(type = y))")(
+        ro.r.matrix(ro.FloatVector(X.ravel()), nrow=X.shape[0], byrow=True), ro.StrVector(list(y)))
+    with pytest.raises(KeyError, match="'celltype' is not a column of colData\\(x\\); available: type"):
+        br.select_genes(se, "celltype")
+    y_na = list(y)
+    y_na[3] = None
+    with pytest.raises(ValueError, match="1 missing value"):
+        br.select_genes(se, ro.StrVector([ro.NA_Character if v is None else v for v in y_na]))
+    with pytest.raises(ValueError, match="labels has 35 values but the object has 36 samples"):
+        br.select_genes(se, list(y[:-1]))
+
+
+def test_reticulate_entry_point_matches_tl_on_raw_bytes():
+    """The R package's route: column-major genes x samples doubles as bytes -> same result as tl."""
+    import anndata as ad
+
+    X, y = toy_expression(seed=11)
+    data = np.asfortranarray(X.T).astype("<f8").tobytes(order="F")   # what writeBin(as.double(m)) sends
+    genes = [f"g{i}" for i in range(X.shape[1])]
+    res = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), n_genes=4.0,
+                                params={"n_bins": 3.0})
+    adata = ad.AnnData(X=X.copy(), obs=pd.DataFrame({"c": pd.Categorical(y)}, index=[str(i) for i in range(y.size)]),
+                       var=pd.DataFrame(index=genes))
+    bioqpfs.tl.select_genes(adata, "c", n_genes=4, n_bins=3)
+    assert res["columns"]["qpfs_weight"] == adata.var["qpfs_weight"].tolist()
+    assert res["columns"]["qpfs_selected"] == adata.var["qpfs_selected"].tolist()
+    assert res["record"]["selected"] == list(adata.uns["qpfs"]["selected"])
+    assert isinstance(res["record"]["params"]["n_bins"], int)
+    assert all(type(v) in (list, dict, str, int, float, bool) for v in res["record"]["diagnostics"].values())
+
+
+R_QPFS = """
+function(X, y) {
+  # QPFS of section 2 written out in R: mean +- sd bins (2.5), MI by table(), alpha_hat (eq. 9),
+  # smallest diagonal shift making (1 - alpha) Q definite, then quadprog::solve.QP on the simplex.
+  codes <- apply(X, 2, function(v) { mu <- mean(v); s <- sd(v); ifelse(v <= mu - s, 0L, ifelse(v <= mu + s, 1L, 2L)) })
+  H <- function(...) { p <- as.vector(table(...)) / length(..1); p <- p[p > 0]; -sum(p * log2(p)) }
+  m <- ncol(codes)
+  Q <- matrix(0, m, m)
+  for (i in seq_len(m)) for (j in seq_len(m))
+    Q[i, j] <- H(codes[, i]) + H(codes[, j]) - H(codes[, i], codes[, j])
+  F <- vapply(seq_len(m), function(i) H(codes[, i]) + H(y) - H(codes[, i], y), numeric(1))
+  alpha <- mean(Q) / (mean(Q) + mean(F))
+  G <- (1 - alpha) * Q
+  lmin <- min(eigen(G, symmetric = TRUE, only.values = TRUE)$values)
+  shift <- max(0, 1e-9 * max(abs(diag(G))) - lmin)
+  sol <- quadprog::solve.QP(G + shift * diag(m), alpha * F, cbind(1, diag(m)), c(1, rep(0, m)), meq = 1)
+  list(x = sol$solution, alpha = alpha, shift = shift, F = F)
+}
+"""
+
+
+def test_qpfs_weights_equal_r_quadprog_on_srbct_subset():
+    adata = bioqpfs.datasets.srbct()
+    X = np.asarray(adata.X[:, :40], dtype=np.float64)
+    y = adata.obs["class"].astype(str).to_numpy()
+    sel = bioqpfs.qpfs(X, y)
+    with localconverter(default_converter):
+        Xr = ro.r.matrix(ro.FloatVector(X.ravel()), nrow=X.shape[0], byrow=True)
+        out = ro.r(R_QPFS)(Xr, ro.StrVector(list(y)))
+        x = np.array(out.rx2("x"))
+        alpha = out.rx2("alpha")[0]
+        shift = out.rx2("shift")[0]
+    assert sel.params["alpha"] == pytest.approx(alpha, abs=1e-12)
+    assert sel.diagnostics["psd_shift"] == pytest.approx(shift, abs=1e-10)
+    np.testing.assert_allclose(sel.weights, x, atol=1e-8, rtol=0)
+    assert np.count_nonzero(sel.weights) < X.shape[1]        # a sparse optimum: the test checks the support too
