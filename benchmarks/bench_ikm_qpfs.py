@@ -109,7 +109,10 @@ def loo_errors(X, y, selections, refit_methods=None):
             refit = error_curve(scaled(X), y, refit_methods, n_genes=KS, classifier="liblinear", cv="loo")
             tables.append(refit.assign(protocol="refit per fold"))
     df = pd.concat(tables)
-    wide = df.pivot_table(index=["protocol", "method"], columns="n_genes", values="mean_error", sort=False) * 100
+    # a ranking shorter than k gives no prediction in that fold: report k only where every fold had k genes
+    df.loc[df["n_folds"] < df["n_folds"].max(), "mean_error"] = np.nan
+    wide = df.pivot_table(index=["protocol", "method"], columns="n_genes", values="mean_error", sort=False,
+                          dropna=False) * 100
     return wide.reindex(columns=list(KS))
 
 
@@ -145,7 +148,7 @@ def run_dataset(label, X, y, *, reference, refit, paper_key=None, errors=True):
         paper = pd.DataFrame(PAPER[paper_key]["error"], index=list(KS)).T
         paper.index = pd.MultiIndex.from_product([["paper Table 6"], paper.index])
         err = pd.concat([err, paper])
-    print("  LOO error rate (%) of a linear SVM on the top-k genes (NaN: fewer genes ranked than k)")
+    print("  LOO error rate (%) of a linear SVM on the top-k genes (NaN: fewer than k genes ranked, in any fold)")
     with pd.option_context("display.width", 200, "display.precision", 2):
         print(err.to_string())
     return table, err

@@ -368,12 +368,10 @@ def variant_macqueen(space: GeneSpace, genes, k):
     labels[rep_pos] = np.arange(k)
     if others.size:
         labels[others] = np.argmin(space.to_genes(genes[others], reps), axis=1)  # ties: lowest cluster
-    signs = np.sign(np.einsum("ij,ij->j", Z, Z[:, rep_pos[labels]]))
-    signs[signs == 0] = 1.0
-    sums = np.zeros((Z.shape[0], k))
-    for c in range(k):
-        in_c = labels == c
-        sums[:, c] = Z[:, in_c] @ signs[in_c]
+    # orient every member towards its representative, then sum per cluster: (m x k) weights, no N x m copy
+    W = np.zeros((m, k))
+    W[np.arange(m), labels] = np.where((Z.T @ Z[:, rep_pos])[np.arange(m), labels] >= 0.0, 1.0, -1.0)
+    sums = Z @ W
     reps = _nearest_member(space, genes, labels, sums, k)
     return KMeansResult(genes, labels, reps, space.n_distances - start)
 

@@ -38,11 +38,12 @@ import time
 import warnings
 
 import numpy as np
+import scipy.sparse as _sparse
 
 from .. import measures
 from .._kernels import information as _info
 from .._kernels import kmeans as _km
-from .._kernels.correlation import _standardised, column_moments
+from .._kernels.correlation import column_moments
 from .._selection import Selection, rank_by_weight
 from .._validation import check_n_genes, describe_indices, memory_guard
 from ._common import prepare, warn_constant
@@ -88,8 +89,13 @@ class _Context:
         mean, ss = column_moments(Xk)
         scale = 1.0 / np.sqrt(ss / max(1, n - 1))
 
-        def standardized(idx):
-            return _standardised(Xk, idx, mean, scale)
+        def standardized(idx):  # (x - mean) / sd of the genes idx, float64, one copy (no temporaries)
+            block = Xk[:, idx]
+            block = block.toarray().astype(np.float64, copy=False) if _sparse.issparse(block) else \
+                np.array(block, dtype=np.float64)
+            block -= mean[idx]
+            block *= scale[idx]
+            return block
 
         if discretization is None:  # integer-coded input: means are not codes; equal-frequency bins instead
             rule, bins = "quantile", max(2, int(np.max(levels)))
