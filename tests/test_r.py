@@ -38,7 +38,7 @@ def _r_session():
     # interpreter exit, i.e. after pytest's summary line: drop them and mute R's console from here on.
     from rpy2.rinterface_lib import callbacks
 
-    R('options(warn = -1); assign("last.warning", NULL, envir = baseenv())')
+    R('options(warn = -1); if (exists("last.warning", envir = baseenv())) assign("last.warning", NULL, envir = baseenv())')
     callbacks.consolewrite_print = lambda s: None
     callbacks.consolewrite_warnerror = lambda s: None
 
