@@ -133,3 +133,17 @@ def test_show_and_save(adata, tmp_path):
     assert out.stat().st_size > 1000
     fig, ax = plt.subplots()
     assert pl.weights(adata, "qpfs", ax=ax, show=False) is ax
+
+
+@pytest.mark.parametrize("method", list(bioqpfs.methods()))
+def test_every_registered_method_plots(method):
+    """The plots read whatever tl stored for any registered method (ranked genes, weights, panel)."""
+    a = bioqpfs.datasets.srbct()[:, :40].copy()
+    bioqpfs.tl.select_genes(a, "class", method=method, n_genes=5, random_state=0)
+    var = _ranked(a, method)
+    ax = pl.weights(a, method, show=False)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), var[f"{method}_weight"].to_numpy())
+    ax = pl.redundancy(a, method, show=False)
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(var.index[:5])
+    axs = pl.panel(a, method, kind="matrixplot", show=False)
+    assert [t.get_text() for t in axs["mainplot_ax"].get_xticklabels()] == list(var.index[:5])
