@@ -159,3 +159,9 @@ def test_progress_bar_on_stderr(srbct_small, capsys):
     assert "CV folds" in capsys.readouterr().err
     pd.testing.assert_frame_equal(quiet, loud)
     assert not prog._ENABLED.get()
+
+
+def test_sizes_beyond_a_ranking_give_no_row(srbct_small):
+    X, y = srbct_small.X, srbct_small.obs["class"].to_numpy()
+    df = evaluate.error_curve(X, y, {"short": [4, 9], "long": list(range(6))}, n_genes=[2, 5], cv=3)
+    assert df[["method", "n_genes"]].values.tolist() == [["short", 2], ["long", 2], ["long", 5]]
