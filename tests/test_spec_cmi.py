@@ -182,6 +182,13 @@ def test_spec_cmi_invariances_and_inputs_untouched(rng):
     assert a.selected[0] == 5
     c = bioqpfs.spec_cmi(Xc, y, n_genes=5, dtype=np.float32)
     np.testing.assert_allclose(c.weights, a.weights, atol=1e-5)
+    import scipy.sparse as sps
+
+    Xs = np.where(Xc > 0.3, Xc, 0.0)  # sparse input gives the same result as its dense copy
+    d = bioqpfs.spec_cmi(sps.csr_matrix(Xs), y, n_genes=5)
+    e = bioqpfs.spec_cmi(Xs, y, n_genes=5)
+    np.testing.assert_array_equal(d.ranking, e.ranking)
+    np.testing.assert_allclose(d.weights, e.weights, atol=1e-12)
 
 
 def test_constant_genes_ranked_last_with_warning(rng):
@@ -335,6 +342,20 @@ def test_sdp_cmi_vs_exhaustive_enumeration():
     assert np.mean(gaps < 1e-12) >= 0.5
     assert np.median(gaps) <= 5e-3
     assert gaps.max() <= 0.15
+
+
+def test_sdp_relaxation_scs_agrees_with_interior_point_and_is_feasible(rng):
+    X, y = gauss_data(rng, 120, 9, 3)
+    Q, _ = brute_q(bioqpfs.measures.discretize(X).astype(int), y)
+    k = 3
+    Y, info = sp.sdp_relaxation(Q, k)  # SCS, first-order
+    Y2, info2 = sp.sdp_relaxation(Q, k, solver="CLARABEL")  # interior point, an independent solver
+    assert info["bound"] == pytest.approx(info2["bound"], rel=1e-5)
+    Qbar, Ibar = sp.expand_bipolar(Q)
+    np.testing.assert_allclose(np.diag(Y), 1.0, atol=1e-5)
+    assert np.sum(Ibar * Y) == pytest.approx(4 * k, abs=1e-4)
+    assert np.linalg.eigvalsh(Y).min() > -1e-5
+    assert info["bound"] == pytest.approx(np.sum(Qbar * Y) / 4)
 
 
 def test_gw_round_is_seeded_and_rank_one_exact():

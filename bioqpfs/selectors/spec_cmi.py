@@ -210,6 +210,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     t1 = time.perf_counter()
     lam, x, eig_info = _spec.dominant_eigenvector(Q, tol=tol)
     x, sign_info = _spec.sign_consistent(x, nonnegative_matrix=True)
+    x = np.round(x, WEIGHT_DECIMALS)
     t2 = time.perf_counter()
     qip = None
     if n_genes is not None:
