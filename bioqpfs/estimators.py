@@ -163,10 +163,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         self : object
             The fitted selector.
         """
-        try:
-            func = method_function(self.method)
-        except ValueError as err:  # unknown name: the registry's message lists the available ones
-            raise ValueError(str(err)) from None
+        func = method_function(self.method)      # unknown name: ValueError listing the registered ones
         kwargs = self._method_kwargs(func)
         # at least 2 features: choosing among one gene is no selection (and some methods refuse it)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32),
