@@ -248,10 +248,14 @@ def test_nystrom_error_estimate_exact_when_all_rows_used(rng):
     rows = nys.sample_rows(30, 0.4, np.random.default_rng(1))
     lam, U, _ = nys.nystrom_eigh(Q[rows], rows, rank_tol=sel.diagnostics["rank_tol"])
     true = np.linalg.norm(Q - (U * lam) @ U.T)
-    assert sel.diagnostics["n_error_rows_used"] == 30
-    assert sel.diagnostics["fro_error_estimate"] == pytest.approx(true, rel=1e-9)
-    assert sel.diagnostics["relative_fro_error_estimate"] == pytest.approx(true / np.linalg.norm(Q), rel=1e-9)
-    assert sel.diagnostics["r"] == 12 and sel.diagnostics["rank"] >= 1
+    d = sel.diagnostics
+    assert d["n_error_rows"] == 18 and d["r"] == 12 and d["k_tilde"] == lam.size >= 1
+    assert d["frobenius_error_estimate"] == pytest.approx(true, rel=1e-9)
+    assert d["relative_frobenius_error_estimate"] == pytest.approx(true / np.linalg.norm(Q), rel=1e-9)
+    # with a few unsampled rows it is an estimate of the same quantity
+    est = sc.spec_cmi_nystrom(X, y, nystrom_rate=0.4, discretization=None, random_state=1, n_error_rows=6)
+    assert est.diagnostics["n_error_rows"] == 6
+    assert 0.3 * true < est.diagnostics["frobenius_error_estimate"] < 3 * true
 
 
 def test_dummy_variable_weights_match_explicit_matrix(rng):

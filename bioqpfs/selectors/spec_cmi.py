@@ -135,7 +135,7 @@ def _prepare(X, y, n_genes, feature_names):
 
 
 def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd", n_bins=3, base=2,
-             dtype=np.float64, tol=0.0, n_error_rows=20, random_state=None, feature_names=None):
+             dtype=np.float64, tol=0.0, n_error_rows=50, random_state=None, feature_names=None):
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
 
     Parameters
@@ -234,7 +234,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
 
 
 def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="mean_sd", n_bins=3, base=2, tol=0.0,
-                     n_error_rows=20, rank_tol=None, random_state=None, feature_names=None):
+                     n_error_rows=50, rank_tol=None, random_state=None, feature_names=None):
     """SPEC_CMI from ``r = ceil(gamma M)`` sampled rows of Q (Nystrom approximation, section 3.4).
 
     Only the sampled rows ``[A B]`` of Q are computed (cost O(gamma M^2 N) instead of O(M^2 N)).
@@ -255,9 +255,9 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="me
     nystrom_rate : float in (0, 1]
         gamma; the paper used 0.1-0.5 (0.2 in its large-data experiments, Fig. 2).
     n_error_rows : int
-        Rows of Q computed exactly (half from the sampled, half from the unsampled genes) to
-        estimate ``||Q - Q_hat||_F`` and its ratio to ``||Q||_F`` (diagnostics ``fro_error_estimate``,
-        ``relative_fro_error_estimate``); 0 skips the estimate.
+        Unsampled rows of Q computed exactly to estimate ``||Q - Q_hat||_F`` and its ratio to
+        ``||Q||_F`` (diagnostics ``frobenius_error_estimate``, ``relative_frobenius_error_estimate``,
+        as for QPFS + Nystrom); the sampled rows' part is exact.
     rank_tol : float, optional
         Relative cut on the eigenvalues of the sampled block A when forming ``A^{-1/2}``.  Default
         (None): ``|lambda_min(A)| / lambda_max(A)`` (:func:`bioqpfs._kernels.spectral.indefinite_rank_tol`)
@@ -267,8 +267,8 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="me
         Row sampling (and the choice of error rows).
 
     Other parameters and the result are as in :func:`spec_cmi`; diagnostics add ``r`` (rows
-    sampled), ``rank`` (k~, eigenpairs of Q_hat kept), ``rank_A``, ``dropped_A_negative`` and the
-    error estimates.  With ``nystrom_rate=1`` the result equals exact SPEC_CMI (the dominant
+    sampled), ``k_tilde`` (eigenpairs of Q_hat kept), ``rank_tol``, ``nystrom_rank_A``,
+    ``nystrom_A_negative`` (negative eigenvalues of A dropped) and the error estimates.  With ``nystrom_rate=1`` the result equals exact SPEC_CMI (the dominant
     eigenpair of Q is kept by the cut).
     """
     return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
@@ -305,11 +305,12 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
         x, dummy_info = _spec.dummy_variable_weights(_spec.lowrank_operator(U, lam), tol=tol)
         rule = "dummy_variable"
     t2 = time.perf_counter()
-    err = _nystrom_error(table, Qr, rows, U, lam, n_error_rows, rng, base) if n_error_rows else {}
+    err = _nystrom_error(table, Qr, rows, U, lam, n_error_rows, rng, base)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, tol=tol, nystrom_rate=float(nystrom_rate),
                   n_error_rows=int(n_error_rows), rank_tol=rank_tol, n_genes=n_genes)
     diagnostics = dict(
-        r=int(r), rank=int(lam.size), rank_tol=rank_tol_used, rank_A=nys_info["rank_A"], dropped_A_negative=nys_info["dropped_A_negative"],
+        nystrom_rate=float(nystrom_rate), r=int(r), k_tilde=int(lam.size), rank_tol=rank_tol_used,
+        nystrom_rank_A=nys_info["rank_A"], nystrom_A_negative=nys_info["dropped_A_negative"],
         eigenvalue=float(lam[0]), ranking_rule=rule, sign_flipped=sign_info["flipped"],
         n_sign_clipped=sign_info["n_clipped"], min_entry=sign_info["min_entry"], mixed_sign=sign_info["mixed_sign"],
         q_negative_clipped=q_info["n_negative_clipped"], q_min_before_clip=q_info["min_before_clip"],
@@ -322,33 +323,30 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
 
 
 def _nystrom_error(table, Qr, rows, U, lam, n_rows, rng, base):
-    """Estimate ||Q - Q_hat||_F from a few exact rows of each kind (sampled / unsampled).
+    """Estimate ||Q - Q_hat||_F (named as in QPFS + Nystrom).
 
-    ``||Q - Q_hat||_F^2 = sum over rows``; the sampled and unsampled groups are estimated
-    separately by the mean squared row error of a uniform sample times the group size.
+    The r sampled rows are exact (their error is computed in full, block by block); the unsampled
+    rows' share is estimated from ``n_rows`` of them drawn uniformly, computed exactly, scaled by
+    (M - r) / n_rows.
     """
     m = U.shape[0]
-    r = rows.size
-    unsampled = np.setdiff1d(np.arange(m), rows)
-    n_s = min(r, max(1, n_rows // 2)) if unsampled.size else min(r, n_rows)
-    n_u = min(unsampled.size, n_rows - n_s)
-    pick_s = np.sort(rng.choice(r, size=n_s, replace=False))
-    sq_err = sq_norm = 0.0
-    Us = U * lam
-    if n_s:
-        exact = Qr[pick_s]
-        approx = Us[rows[pick_s]] @ U.T
-        sq_err += r / n_s * float(np.sum((exact - approx) ** 2))
-        sq_norm += r / n_s * float(np.sum(exact ** 2))
-    if n_u:
-        pick_u = np.sort(rng.choice(unsampled, size=n_u, replace=False))
-        exact, _ = cmi_q_rows(table, pick_u, base=base)
-        approx = Us[pick_u] @ U.T
-        sq_err += unsampled.size / n_u * float(np.sum((exact - approx) ** 2))
-        sq_norm += unsampled.size / n_u * float(np.sum(exact ** 2))
-    return dict(fro_error_estimate=math.sqrt(sq_err),
-                relative_fro_error_estimate=math.sqrt(sq_err / sq_norm) if sq_norm > 0 else 0.0,
-                n_error_rows_used=int(n_s + n_u))
+    Ul = U * lam
+    e_s = q_s = 0.0
+    for b in range(0, rows.size, _ROW_BLOCK):
+        blk = Qr[b:b + _ROW_BLOCK]
+        e_s += float(np.sum((blk - Ul[rows[b:b + _ROW_BLOCK]] @ U.T) ** 2))
+        q_s += float(np.sum(blk ** 2))
+    rest = np.setdiff1d(np.arange(m), rows)
+    n_err = min(int(n_rows), rest.size)
+    e_u = q_u = 0.0
+    if n_err:
+        pick = np.sort(rng.choice(rest, size=n_err, replace=False))
+        exact, _ = cmi_q_rows(table, pick, base=base)
+        e_u = float(np.sum((exact - Ul[pick] @ U.T) ** 2)) * rest.size / n_err
+        q_u = float(np.sum(exact ** 2)) * rest.size / n_err
+    return dict(frobenius_error_estimate=math.sqrt(e_s + e_u),
+                relative_frobenius_error_estimate=math.sqrt((e_s + e_u) / max(q_s + q_u, 1e-300)),
+                n_error_rows=int(n_err))
 
 
 def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=120.0, discretization="mean_sd",
