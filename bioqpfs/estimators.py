@@ -114,6 +114,8 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         kwargs = {}
         for name in self._forwarded:
             value = getattr(self, name)
+            if value is None and defaults[name].default is None:
+                continue          # left unset: the method keeps its own default
             if name in accepted:
                 kwargs[name] = value
             elif not _same(value, defaults[name].default):
@@ -293,26 +295,86 @@ class QPFSSelector(BioQPFSSelector):
 class SpecCMISelector(BioQPFSSelector):
     """SPEC_CMI family (Nguyen et al., KDD 2014): ``"spec_cmi"``, ``"spec_cmi_nystrom"``, ``"sdp_cmi"``.
 
-    Weights are the dominant eigenvector of the conditional-MI matrix (section 3.1).  Parameters
-    of the chosen method go in ``method_params``; see :class:`BioQPFSSelector` for the rest.
+    Weights are the dominant eigenvector of the conditional-MI matrix (section 3.1).
+
+    Parameters
+    ----------
+    n_features_to_select : int or float, default=None
+        See :class:`BioQPFSSelector`.
+    method : str, default="spec_cmi"
+    nystrom_rate : float in (0, 1], default=None
+        Nystrom row-sampling rate gamma (section 3.4); ``None``: the method's default (exact for
+        ``"spec_cmi"``).
+    method_params : dict, default=None
+        Other parameters of the method (``discretization``, ``n_projections`` for ``"sdp_cmi"`` ...).
+    random_state : int, RandomState instance or None, default=None
     """
 
-    def __init__(self, n_features_to_select=None, *, method="spec_cmi", method_params=None, random_state=None):
-        super().__init__(method, n_features_to_select=n_features_to_select, method_params=method_params,
-                         random_state=random_state)
+    _parameter_constraints: dict = {
+        **BioQPFSSelector._parameter_constraints,
+        "nystrom_rate": [Interval(Real, 0, 1, closed="right"), None],
+    }
+    _forwarded = ("nystrom_rate",)
+
+    def __init__(self, n_features_to_select=None, *, method="spec_cmi", nystrom_rate=None, method_params=None,
+                 random_state=None):
+        self.n_features_to_select = n_features_to_select
+        self.method = method
+        self.nystrom_rate = nystrom_rate
+        self.method_params = method_params
+        self.random_state = random_state
 
 
 class IKMQPFSSelector(BioQPFSSelector):
     """Clustering family (Prasad & Biswas): ``"ikm_qpfs"``, ``"ikma_qpfs"``, ``"tlkm_qpfs"``.
 
     QPFS on k-means cluster representatives of the genes (section 4.1); genes that are not kept
-    representatives get the last rank.  Parameters (``tau``, ``k``, levels ...) go in
-    ``method_params``; see :class:`BioQPFSSelector` for the rest.
+    representatives get the last rank.  The paper chose tau and k' by cross-validation (section 5):
+    with this class that is a ``GridSearchCV`` over ``tau`` / ``n_clusters``.
+
+    Parameters
+    ----------
+    n_features_to_select : int or float, default=None
+        See :class:`BioQPFSSelector`.
+    method : str, default="ikm_qpfs"
+    n_clusters : int, default=None
+        Initial number of clusters k' (``None``: the method's default).
+    tau : float in [0, 1], default=None
+        Cluster-radius threshold (``None``: the method's default).
+    max_levels : int, default=None
+        Levels L of IKM/IKMA-QPFS (``None``: the method's default).
+    n_split : int, default=None
+        Sub-clusters k per split in IKM/IKMA-QPFS (``None``: the method's default).
+    method_params : dict, default=None
+        Other parameters of the method (``alpha``, ``discretization``, ``max_split`` ...).
+    random_state : int, RandomState instance or None, default=None
+
+    Notes
+    -----
+    A parameter left at ``None`` is not passed, so each family member keeps its own default; one
+    set to a value the chosen method does not take is a ``TypeError`` (e.g. ``max_levels`` with
+    ``"tlkm_qpfs"``).
     """
 
-    def __init__(self, n_features_to_select=None, *, method="ikm_qpfs", method_params=None, random_state=None):
-        super().__init__(method, n_features_to_select=n_features_to_select, method_params=method_params,
-                         random_state=random_state)
+    _parameter_constraints: dict = {
+        **BioQPFSSelector._parameter_constraints,
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "tau": [Interval(Real, 0, 1, closed="both"), None],
+        "max_levels": [Interval(Integral, 1, None, closed="left"), None],
+        "n_split": [Interval(Integral, 2, None, closed="left"), None],
+    }
+    _forwarded = ("n_clusters", "tau", "max_levels", "n_split")
+
+    def __init__(self, n_features_to_select=None, *, method="ikm_qpfs", n_clusters=None, tau=None, max_levels=None,
+                 n_split=None, method_params=None, random_state=None):
+        self.n_features_to_select = n_features_to_select
+        self.method = method
+        self.n_clusters = n_clusters
+        self.tau = tau
+        self.max_levels = max_levels
+        self.n_split = n_split
+        self.method_params = method_params
+        self.random_state = random_state
 
 
 class BaselineSelector(BioQPFSSelector):

@@ -143,3 +143,29 @@ def test_qpfs_variant_parameters_forwarded(rng):
     est = QPFSSelector(n_features_to_select=3, similarity="correlation", relevance="hall").fit(X, y)
     ref = bioqpfs.select(X, y, method="qpfs", n_genes=3, similarity="correlation", relevance="hall")
     np.testing.assert_array_equal(est.order_, ref.ranking)
+
+
+def test_family_parameters_and_cv_over_tau(rng):
+    """IKM-QPFS's tau/k' were chosen by cross-validation in the paper (section 5): a grid search does it."""
+    if "ikm_qpfs" not in bioqpfs.methods():
+        pytest.skip("ikm_qpfs is not registered in this installation")
+    X, y = _blobs(rng, n=60, m=30, informative=(4, 21))
+    est = IKMQPFSSelector(n_features_to_select=3, tau=0.9, n_clusters=6, random_state=2).fit(X, y)
+    ref = bioqpfs.select(X, y, method="ikm_qpfs", n_genes=3, tau=0.9, n_clusters=6, random_state=2)
+    np.testing.assert_array_equal(est.order_, ref.ranking)
+    assert est.selection_.params.get("tau") == 0.9
+    # None = the method's own default
+    dflt = IKMQPFSSelector(n_features_to_select=3, random_state=2).fit(X, y)
+    np.testing.assert_array_equal(dflt.order_, bioqpfs.select(X, y, method="ikm_qpfs", n_genes=3,
+                                                              random_state=2).ranking)
+    if "tlkm_qpfs" in bioqpfs.methods():
+        with pytest.raises(TypeError, match="does not take parameter 'max_levels'"):
+            IKMQPFSSelector(method="tlkm_qpfs", max_levels=2).fit(X, y)
+    pipe = Pipeline([("select", IKMQPFSSelector(n_features_to_select=2, random_state=0)),
+                     ("svm", SVC(kernel="linear"))])
+    grid = GridSearchCV(pipe, {"select__tau": [0.7, 0.9]}, cv=3).fit(X, y)
+    assert grid.best_params_["select__tau"] in (0.7, 0.9)
+    if "spec_cmi" in bioqpfs.methods():
+        a = SpecCMISelector(n_features_to_select=3, nystrom_rate=0.5, random_state=1).fit(X, y)
+        b = bioqpfs.select(X, y, method="spec_cmi", n_genes=3, nystrom_rate=0.5, random_state=1)
+        np.testing.assert_allclose(a.weights_, b.weights)
