@@ -256,7 +256,13 @@ _IKM_PARAMS = """
     tau : float in (0, 1]
         Radius threshold: clusters with ``r < tau`` are not split (paper searches 0.70..0.99; figure 3: 0.8).
     max_levels : int
-        L, the deepest level; clusters at level L are terminal.
+        L, the deepest level; clusters at level L are terminal.  There are at most
+        ``n_clusters * n_split**(max_levels - 1)`` leaf clusters, so only that many genes can be ranked; the
+        defaults (the paper's Colon setting) suit a few thousand genes.  Representatives are the genes most
+        central to their cluster, not the most relevant ones, so a relevant gene or module survives only if
+        the clustering isolates it: on a 20,000-gene synthetic set with 400 co-expression modules the LOO
+        error at 20 genes fell from 16 % (defaults) to 5 % with ``n_clusters=100, n_split=10`` (exact QPFS
+        1 %).  Raise these for genome-scale data.
 """
 
 
