@@ -192,9 +192,9 @@ class _Context:
             warnings.warn(
                 f"{method}: only {ranking.size} gene(s) survived the clustering and QPFS steps but n_genes={n_genes} "
                 f"were asked for; the panel has {ranking.size} gene(s) and is not padded. For more genes use more "
-                "clusters (n_clusters / n_split / max_split), more levels, or a larger tau"
+                "clusters (n_clusters / n_split / max_split), more levels, or a smaller tau"
                 + (" (or ikm_qpfs instead of ikma_qpfs)" if method == "ikma_qpfs" else ""),
-                UserWarning, stacklevel=3)
+                UserWarning, stacklevel=3 if method == "tlkm_qpfs" else 4)
         else:
             diagnostics["n_genes_shortfall"] = 0
         return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
