@@ -368,8 +368,9 @@ def compare(adata, groupby, methods=None, *, n_genes=DEFAULT_N_GENES, method_par
     adata : AnnData
     groupby : str
         ``.obs`` column with the classes.
-    methods : list of str, optional
-        Registered method names; default: ``"qpfs"`` and whichever of ``"spec_cmi"``, ``"ikm_qpfs"``,
+    methods : list of str or dict, optional
+        Registered method names, or ``{label: name or (name, params)}`` to compare settings of one
+        method (e.g. ``{"QPFS a=0.2": ("qpfs", {"alpha": 0.2}), "QPFS": "qpfs"}``); default: ``"qpfs"`` and whichever of ``"spec_cmi"``, ``"ikm_qpfs"``,
         ``"mrmr_mid"``, ``"maxrel"`` and ``"random"`` are registered (:func:`bioqpfs.methods`).
     n_genes : sequence of int
         Panel sizes.
@@ -390,4 +391,6 @@ def compare(adata, groupby, methods=None, *, n_genes=DEFAULT_N_GENES, method_par
         methods = [m for m in ("qpfs", "spec_cmi", "ikm_qpfs", "mrmr_mid", "maxrel", "random") if m in registered]
     if isinstance(methods, str):
         methods = [methods]
-    return error_curve(adata, groupby, list(methods), n_genes=n_genes, method_params=method_params, **kwargs)
+    if not isinstance(methods, dict):      # a dict {label: method or (method, params)} is kept as is
+        methods = list(methods)
+    return error_curve(adata, groupby, methods, n_genes=n_genes, method_params=method_params, **kwargs)

@@ -165,3 +165,15 @@ def test_sizes_beyond_a_ranking_give_no_row(srbct_small):
     X, y = srbct_small.X, srbct_small.obs["class"].to_numpy()
     df = evaluate.error_curve(X, y, {"short": [4, 9], "long": list(range(6))}, n_genes=[2, 5], cv=3)
     assert df[["method", "n_genes"]].values.tolist() == [["short", 2], ["long", 2], ["long", 5]]
+
+
+def test_compare_settings_of_one_method(srbct_small):
+    a = srbct_small[:, :40].copy()
+    df = evaluate.compare(a, "class", {"a=0.2": ("qpfs", {"alpha": 0.2}), "auto": "qpfs"}, n_genes=[3], cv=3)
+    assert list(df.method) == ["a=0.2", "auto"]
+    X, y = a.X, a.obs["class"].to_numpy()
+    ref = []
+    for train, test in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y):
+        g = bioqpfs.select(X[train], y[train], method="qpfs", n_genes=3, alpha=0.2).ranking[:3]
+        ref.append(np.mean(SVC(kernel="linear").fit(X[train][:, g], y[train]).predict(X[test][:, g]) != y[test]))
+    assert df.mean_error.iloc[0] == pytest.approx(np.mean(ref), abs=1e-12)
