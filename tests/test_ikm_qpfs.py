@@ -241,6 +241,15 @@ def test_planted_groups(method):
         assert sel.diagnostics["n_genes_dropped"] == dropped.sum()
 
 
+@pytest.mark.parametrize("discretization", ["quantile", None])
+def test_other_discretisations(discretization):
+    """Equal-frequency bins, and integer-coded input (means then binned into as many equal-frequency levels)."""
+    X, y, group = planted(0, n_single=100)
+    data = measures.discretize(X) if discretization is None else X
+    sel = ikm_qpfs(data, y, discretization=discretization, n_bins=3, random_state=0)
+    assert set(group[sel.ranking[:10]]) >= {0, 1, 2, 3}
+
+
 def test_ikma_drops_more_and_calls_fewer_qpfs():
     X, y, _ = planted(1)
     a = ikm_qpfs(X, y, random_state=2).diagnostics
