@@ -105,6 +105,8 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
 
 def _gene_indices(genes, names, n_vars, label):
     genes = list(genes)
+    if not genes:
+        raise ValueError(f"{label}: the gene list is empty")
     if all(isinstance(g, (Integral, np.integer)) and not isinstance(g, bool) for g in genes):
         idx = np.asarray(genes, dtype=np.int64)
         bad = idx[(idx < 0) | (idx >= n_vars)]

@@ -120,6 +120,8 @@ def test_clear_errors(srbct_small):
         evaluate.error_curve(X, y, [[1, 2]], n_genes=2, cv=50)
     with pytest.raises(ValueError, match="unknown classifier"):
         evaluate.error_curve(X, y, [[1, 2]], n_genes=2, classifier="rbf")
+    with pytest.raises(ValueError, match="gene list is empty"):
+        evaluate.error_curve(X, y, [[]], n_genes=1)
     with pytest.raises(ValueError, match="not found"):
         evaluate.error_curve(adata, "class", [["no_such_gene"]], n_genes=1)
     with pytest.raises(KeyError, match="not a column of adata.obs"):
