@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import time
 
+import numba
 import numpy as np
 
 from .. import measures
@@ -130,6 +131,19 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
         table = _info.CodeTable(codes, levels)
     acc = np.zeros(m)
     order, picked_scores = [], []
+    # one row per step is a thin sliver of work: a parallel numba region costs more to start than it
+    # saves (measured 0.57 s vs 0.04 s per 10,000-gene row on a loaded 2-core machine), so the
+    # greedy loop runs the kernel on one thread
+    n_threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, uses_mi, table, by_class, base)
+    finally:
+        numba.set_num_threads(n_threads)
+    return np.asarray(order, dtype=np.int64), np.asarray(picked_scores), F
+
+
+def _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, uses_mi, table, by_class, base):
     for step in range(n_select):
         k = len(order)
         if k == 0:
@@ -158,7 +172,6 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
         else:
             c_row = _info.pairwise_information(by_class, None, "cmi", rows=rows, base=base)[0]  # I(X_j; C | X_.)
             acc += c_row if criterion == "jmi" else c_row - F[j]
-    return np.asarray(order, dtype=np.int64), np.asarray(picked_scores), F
 
 
 def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, feature_names):
