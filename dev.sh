@@ -34,14 +34,57 @@ ensure_python() {
   "$base" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
     log "bioqpfs needs Python >= 3.11 (found $("$base" --version 2>&1)); set PYTHON=/path/to/python3.11"; exit 1; }
   local want; want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)-$1
-  if [ -x "$PY" ] && [ "$(cat "$VENV/.bioqpfs-stamp" 2>/dev/null)" = "$want" ]; then return 0; fi
+  # the stamp lists every extras set installed for this pyproject.toml (demo: dev; test: dev,r)
+  if [ -x "$PY" ] && grep -qxF "$want" "$VENV/.bioqpfs-stamp" 2>/dev/null; then return 0; fi
   if [ ! -x "$PY" ]; then
     "$base" -m venv "$VENV" 2>/dev/null || { apt_install python3-venv; rm -rf "$VENV"; "$base" -m venv "$VENV"; }
   fi
   log "installing bioqpfs and its dependencies into .venv ($1)"
   "$PY" -m pip install -q --upgrade pip >/dev/null
   "$PY" -m pip install -q -e ".[$1]"
-  echo "$want" > "$VENV/.bioqpfs-stamp"
+  { grep -F "${want%%-*}-" "$VENV/.bioqpfs-stamp" 2>/dev/null || true; echo "$want"; } > "$VENV/.bioqpfs-stamp.new"
+  mv "$VENV/.bioqpfs-stamp.new" "$VENV/.bioqpfs-stamp"
+}
+
+# R 4.2 and the Bioconductor packages come from Debian (CRAN/Bioconductor are not reachable);
+# rpy2 3.5.17 compiles against R and needs the -dev packages of the libraries R links to.
+R_DEBS="r-base-core r-cran-quadprog r-cran-reticulate r-cran-testthat r-cran-knitr r-cran-rmarkdown
+  r-bioc-biobase r-bioc-summarizedexperiment r-bioc-singlecellexperiment r-bioc-all"
+RPY2_BUILD_DEBS="gcc python3-dev libpcre2-dev libblas-dev liblzma-dev libbz2-dev zlib1g-dev libtirpc-dev libicu-dev"
+
+ensure_r() {
+  # shellcheck disable=SC2086
+  apt_install $R_DEBS $RPY2_BUILD_DEBS
+}
+
+r_package_check() {
+  # R CMD build + R CMD check --no-manual of the R package at the repository root, in a temporary
+  # directory holding only the package files (R CMD build would otherwise copy .venv and data/).
+  # The vignette is rendered by R CMD build and its code run again by R CMD check
+  # (--no-build-vignettes skips only a third, identical rendering). Fails on any ERROR or WARNING.
+  local tmp rc=0 status
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/bioqpfs/tests" "$tmp/bioqpfs/vignettes"
+  cp -r DESCRIPTION NAMESPACE LICENSE .Rbuildignore R man "$tmp/bioqpfs/"
+  cp -r tests/testthat.R tests/testthat "$tmp/bioqpfs/tests/"
+  cp vignettes/bioqpfs.Rmd "$tmp/bioqpfs/vignettes/"
+  log "R CMD build + R CMD check --no-manual (R package, testthat suite, ALL vignette)"
+  if ! (cd "$tmp" && BIOQPFS_PYTHON="$PY" R CMD build bioqpfs >build.log 2>&1); then
+    cat "$tmp/build.log" >&2; rm -rf "$tmp"; return 1
+  fi
+  (cd "$tmp" && BIOQPFS_PYTHON="$PY" R CMD check --no-manual --no-build-vignettes bioqpfs_*.tar.gz >check.log 2>&1) || rc=1
+  grep -E '\.\.\. (WARNING|ERROR|NOTE)' "$tmp/check.log" >&2 || true
+  status=$(grep -E '^Status:' "$tmp/check.log" || echo "Status: no status (check did not finish)")
+  case "$status" in *ERROR*|*WARNING*|*"no status"*) rc=1 ;; esac
+  if [ $rc -ne 0 ]; then
+    tail -n 60 "$tmp/check.log" >&2
+    cat "$tmp"/bioqpfs.Rcheck/tests/testthat.Rout.fail 2>/dev/null | tail -n 80 >&2 || true
+  else
+    grep -hE '^\[ FAIL|^══ |^\[ OK' "$tmp"/bioqpfs.Rcheck/tests/testthat.Rout 2>/dev/null | tail -n 3 >&2 || true
+  fi
+  log "R package check: $status"
+  rm -rf "$tmp"
+  return $rc
 }
 
 cmd=${1:-}
@@ -55,8 +98,13 @@ case "$cmd" in
     log "wrote results/srbct_qpfs.h5ad and results/srbct_qpfs.tsv"
     ;;
   test)
-    ensure_python dev
-    "$PY" -m pytest -q "$@"
+    ensure_r
+    ensure_python dev,r
+    rc=0
+    BIOQPFS_REQUIRE_R=1 "$PY" -m pytest -q "$@" || rc=$?
+    # the R package check (testthat + vignette) runs with the full suite, i.e. without extra args
+    if [ $# -eq 0 ]; then r_package_check || rc=1; fi
+    exit $rc
     ;;
   *)
     echo "usage: bash dev.sh demo|test [extra args]" >&2; exit 2 ;;
