@@ -113,7 +113,7 @@ def loo_errors(X, y, selections, refit_methods=None):
     df.loc[df["n_folds"] < df["n_folds"].max(), "mean_error"] = np.nan
     wide = df.pivot_table(index=["protocol", "method"], columns="n_genes", values="mean_error", sort=False,
                           dropna=False) * 100
-    return wide.reindex(columns=list(KS))
+    return wide.reindex(columns=list(KS)).dropna(how="all")  # pivot's cross product adds absent pairs
 
 
 def run_dataset(label, X, y, *, reference, refit, paper_key=None, errors=True):
