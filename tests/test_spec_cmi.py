@@ -241,6 +241,32 @@ def test_nystrom_uses_only_sampled_rows_and_matches_dense_formula(rng, monkeypat
     np.testing.assert_allclose(sel.weights, np.clip(ref, 0, None) if ref.min() > -1e-8 else ref, atol=1e-8)
 
 
+@pytest.mark.parametrize("kind", ["cmi", "lowrank"])
+def test_nystrom_leading_equals_full_nystrom_eigh(rng, kind):
+    """The Lanczos-truncated Nystrom gives the eigenpairs of nystrom_eigh with the same cut."""
+    if kind == "cmi":
+        X, y = gauss_data(rng, 60, 800, 3)
+        Q, _ = sc.cmi_q_rows(sc._table(X, y, "mean_sd", 3))
+    else:  # several eigenvalues above the cut: rank-5 PSD part plus a small indefinite part
+        G = rng.normal(size=(800, 5)) * np.array([30, 20, 15, 10, 8.0])
+        E = rng.normal(size=(800, 800)) * 0.01
+        Q = G @ G.T + 0.5 * (E + E.T)
+    rows = nys.sample_rows(800, 0.3, np.random.default_rng(3))
+    lam, U, info = sp.nystrom_leading(Q[rows], rows)
+    assert info["method"] == "lanczos" and info["r"] == 240
+    lam2, U2, _ = nys.nystrom_eigh(Q[rows], rows, rank_tol=info["rank_tol"])
+    assert lam.size == lam2.size == info["rank_A"] and (kind == "cmi" or lam.size >= 5)
+    np.testing.assert_allclose(lam, lam2, rtol=1e-9, atol=1e-10 * lam2[0])
+    # the leading pairs agree to round-off; a pair just above the cut (1/sqrt of a small eigenvalue
+    # of A) is ill-conditioned in both and only agrees to ~1e-6
+    lead = min(lam.size, 5)
+    np.testing.assert_allclose(np.abs(U[:, :lead].T @ U2[:, :lead]), np.eye(lead), atol=1e-8)
+    np.testing.assert_allclose(np.abs(np.sum(U * U2, axis=0)), 1.0, atol=1e-5)
+    s = np.linalg.eigvalsh(Q[np.ix_(rows, rows)])
+    assert info["lambda_min_A"] == pytest.approx(s[0], rel=1e-8)
+    assert info["rank_tol"] == pytest.approx(max(-s[0] / s[-1], 1e-10), rel=1e-8)
+
+
 def test_nystrom_error_estimate_exact_when_all_rows_used(rng):
     X, y = signal_data(rng, n=90, m=30)
     sel = sc.spec_cmi_nystrom(X, y, nystrom_rate=0.4, discretization=None, random_state=1, n_error_rows=1000)

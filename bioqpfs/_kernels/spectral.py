@@ -30,6 +30,7 @@ __all__ = [
     "dominant_eigenvector",
     "sign_consistent",
     "indefinite_rank_tol",
+    "nystrom_leading",
     "lowrank_operator",
     "dummy_variable_operator",
     "dummy_variable_weights",
@@ -202,6 +203,71 @@ def indefinite_rank_tol(A, *, floor=1e-10):
     if hi <= 0:
         return floor
     return max(-lo / hi, floor) if lo < 0 else floor
+
+
+def nystrom_leading(C, rows, *, rank_tol=None, floor=1e-10, full_below=200):
+    """Nystrom eigenpairs of Q from its sampled rows, keeping only A's eigenvalues above a cut.
+
+    The same construction as :func:`bioqpfs._kernels.nystrom.nystrom_eigh` (QPFS section 2.2 /
+    SPEC_CMI section 3.4: ``S = A^{-1/2} C C^T A^{-1/2}`` on the kept eigenspace of A,
+    ``U = C^T A^{-1/2} R Sigma^{-1/2}``), but when the cut keeps few eigenpairs -- the usual case
+    for SPEC_CMI, see :func:`indefinite_rank_tol` -- they are found by Lanczos instead of a full
+    O(r^3) eigendecomposition of A: O(r^2) per product plus O(r M k) for U.  Falls back to
+    ``nystrom_eigh`` (identical result) when the cut keeps many eigenpairs or r is small.
+
+    Parameters
+    ----------
+    C : ndarray (r, M)
+        Sampled rows of the symmetric Q.
+    rows : ndarray of int (r,)
+    rank_tol : float, optional
+        Relative cut (eigenvalues of A above ``rank_tol * lambda_max(A)`` are kept); default
+        :func:`indefinite_rank_tol`.
+    floor : float
+        Smallest relative cut (as ``nystrom_eigh``'s default 1e-10).
+    full_below : int
+        r below which the full eigendecomposition is used directly.
+
+    Returns
+    -------
+    lam, U, info
+        As ``nystrom_eigh``; info has ``r``, ``rank_A`` (eigenpairs of A kept), ``rank_tol``,
+        ``lambda_max_A``, ``lambda_min_A``, ``method`` ("lanczos" or "full").
+    """
+    from . import nystrom as _nys
+
+    C = np.asarray(C, dtype=np.float64)
+    rows = np.asarray(rows, dtype=np.int64)
+    r = rows.size
+    A = C[:, rows]
+    A = 0.5 * (A + A.T)
+    if r <= max(full_below, 3):
+        s = np.linalg.eigvalsh(A)
+        hi, lo = float(s[-1]), float(s[0])
+    else:
+        hi = float(eigsh(A, k=1, which="LA", v0=np.ones(r), return_eigenvectors=False)[0])
+        lo = float(eigsh(A, k=1, which="SA", v0=np.ones(r), return_eigenvectors=False)[0])
+    if rank_tol is None:
+        rank_tol = max(-lo / hi, floor) if (hi > 0 and lo < 0) else floor
+    base = dict(r=int(r), rank_tol=float(rank_tol), lambda_max_A=hi, lambda_min_A=lo)
+    cut = rank_tol * max(hi, 1e-300)
+    if r > max(full_below, 3) and hi > cut:
+        kk = 2
+        while kk < r // 8:
+            s, V = eigsh(A, k=kk, which="LA", v0=np.ones(r))
+            if s.min() <= cut:  # every eigenvalue above the cut is among these
+                keep = s > cut
+                inv_sqrt = V[:, keep] / np.sqrt(s[keep])
+                W = C.T @ inv_sqrt
+                sig, R = np.linalg.eigh(W.T @ W)
+                order = np.argsort(sig)[::-1]
+                sig, R = sig[order], R[:, order]
+                pos = sig > 0
+                U = W @ (R[:, pos] / np.sqrt(sig[pos]))
+                return sig[pos], U, dict(base, rank_A=int(keep.sum()), method="lanczos")
+            kk *= 2
+    lam, U, info = _nys.nystrom_eigh(C, rows, rank_tol=rank_tol)
+    return lam, U, dict(base, rank_A=info["rank_A"], method="full")
 
 
 def lowrank_operator(U, lam):

@@ -239,10 +239,12 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="me
 
     Only the sampled rows ``[A B]`` of Q are computed (cost O(gamma M^2 N) instead of O(M^2 N)).
     ``Q_hat = [[A, B], [B^T, B^T A^{-1} B]]`` is never formed: its eigenpairs come from the small
-    matrix ``A + A^{-1/2} B B^T A^{-1/2}`` (:func:`bioqpfs._kernels.nystrom.nystrom_eigh`, shared with
-    QPFS + Nystrom; ``A^{-1/2}`` is taken on the positive eigenspace of A, so an indefinite A -- Q
-    has a positive diagonal but is not PSD -- gives the approximation of Q's positive part, whose
-    dominant eigenvector is Q's).  The weights are the dominant eigenvector of Q_hat.
+    matrix ``A + A^{-1/2} B B^T A^{-1/2}`` (the construction of
+    :func:`bioqpfs._kernels.nystrom.nystrom_eigh`, shared with QPFS + Nystrom).  ``A^{-1/2}`` is
+    taken on the eigenvalues of A above ``rank_tol`` (Q has a positive diagonal but is not PSD, and
+    A is indefinite like Q); with the default cut only the few leading eigenpairs of A remain, and
+    :func:`bioqpfs._kernels.spectral.nystrom_leading` finds them by Lanczos instead of a full
+    O(r^3) eigendecomposition.  The weights are the dominant eigenvector of Q_hat.
 
     Q is non-negative but Q_hat need not be, and its dominant eigenvector may then mix signs
     beyond round-off.  In that case the section 3.4 rule is applied: the dominant eigenvector of
@@ -267,8 +269,8 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="me
         Row sampling (and the choice of error rows).
 
     Other parameters and the result are as in :func:`spec_cmi`; diagnostics add ``r`` (rows
-    sampled), ``k_tilde`` (eigenpairs of Q_hat kept), ``rank_tol``, ``nystrom_rank_A``,
-    ``nystrom_A_negative`` (negative eigenvalues of A dropped) and the error estimates.  With ``nystrom_rate=1`` the result equals exact SPEC_CMI (the dominant
+    sampled), ``k_tilde`` (eigenpairs of Q_hat kept), ``rank_tol``, ``nystrom_rank_A``, the extreme
+    eigenvalues of A (``nystrom_lambda_min_A`` < 0 shows Q's indefiniteness) and the error estimates.  With ``nystrom_rate=1`` the result equals exact SPEC_CMI (the dominant
     eigenpair of Q is kept by the cut).
     """
     return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
@@ -293,8 +295,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     Qr, q_info = cmi_q_rows(table, rows, base=base)
     F = _relevance(table, base)
     t1 = time.perf_counter()
-    rank_tol_used = _spec.indefinite_rank_tol(Qr[:, rows]) if rank_tol is None else float(rank_tol)
-    lam, U, nys_info = _nys.nystrom_eigh(Qr, rows, rank_tol=rank_tol_used)
+    lam, U, nys_info = _spec.nystrom_leading(Qr, rows, rank_tol=rank_tol)
+    rank_tol_used = nys_info["rank_tol"]
     if lam.size == 0:
         raise ValueError("the sampled block A of Q has no positive eigenvalue, so the Nystrom approximation is "
                          "zero; raise nystrom_rate or use exact SPEC_CMI (nystrom_rate=None)")
@@ -310,7 +312,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
                   n_error_rows=int(n_error_rows), rank_tol=rank_tol, n_genes=n_genes)
     diagnostics = dict(
         nystrom_rate=float(nystrom_rate), r=int(r), k_tilde=int(lam.size), rank_tol=rank_tol_used,
-        nystrom_rank_A=nys_info["rank_A"], nystrom_A_negative=nys_info["dropped_A_negative"],
+        nystrom_rank_A=nys_info["rank_A"], nystrom_lambda_min_A=nys_info["lambda_min_A"],
+        nystrom_lambda_max_A=nys_info["lambda_max_A"], nystrom_eigensolver=nys_info["method"],
         eigenvalue=float(lam[0]), ranking_rule=rule, sign_flipped=sign_info["flipped"],
         n_sign_clipped=sign_info["n_clipped"], min_entry=sign_info["min_entry"], mixed_sign=sign_info["mixed_sign"],
         q_negative_clipped=q_info["n_negative_clipped"], q_min_before_clip=q_info["min_before_clip"],
