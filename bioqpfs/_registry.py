@@ -18,6 +18,7 @@ def register(name, module, function, description):
 
 
 register("qpfs", "bioqpfs.selectors.qpfs", "qpfs", "Quadratic Programming Feature Selection, exact (Rodriguez-Lujan et al. 2010)")
+register("eqpfs", "bioqpfs.selectors.eqpfs", "eqpfs", "Extended QPFS, convexified: H1 - beta H2 + lambda I (Nguyen et al. 2014, eq. 13)")
 register("spec_cmi", "bioqpfs.selectors.spec_cmi", "spec_cmi", "SPEC_CMI: dominant eigenvector of the conditional-MI matrix (Nguyen et al., KDD 2014)")
 register("spec_cmi_nystrom", "bioqpfs.selectors.spec_cmi", "spec_cmi_nystrom", "SPEC_CMI from sampled rows, Nystrom approximation (Nguyen et al. 2014, section 3.4)")
 register("sdp_cmi", "bioqpfs.selectors.spec_cmi", "sdp_cmi", "SDP_CMI: semidefinite relaxation + Goemans-Williamson rounding, small M (Nguyen et al. 2014)")

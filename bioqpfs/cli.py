@@ -34,6 +34,12 @@ def _parser():
     s.add_argument("--key-added", default=None, help="prefix of the written keys (default: the method)")
     s.add_argument("-o", "--output", required=True, help="output .h5ad (written atomically)")
     s.add_argument("--tsv", default=None, help="also write the ranked gene table here")
+    s.add_argument("--nystrom-rate", type=float, default=None,
+                   help="QPFS+Nystrom: compute only this fraction of the rows of Q (e.g. 0.05 for 20,000 genes)")
+    s.add_argument("--solver", default=None, choices=["auto", "quadprog", "spg"],
+                   help="QP solver (default: auto = quadprog for small problems, the large-scale spg solver beyond)")
+    s.add_argument("--preselected", default=None,
+                   help="comma-separated gene names always kept in the panel and ranked first, in this order")
 
     e = sub.add_parser("evaluate", help="cross-validated error of panels chosen by several methods (TSV)")
     _add_input_args(e, datasets)
@@ -175,6 +181,12 @@ def _cmd_select(args):
     params = {}
     if args.discretization is not None:
         params["discretization"] = None if args.discretization == "none" else args.discretization
+    if args.nystrom_rate is not None:
+        params["nystrom_rate"] = args.nystrom_rate
+    if args.solver is not None:
+        params["solver"] = args.solver
+    if args.preselected is not None:
+        params["preselected"] = [g.strip() for g in args.preselected.split(",") if g.strip()]
     with _progress.enabled(not args.quiet):
         tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
                         layer=args.layer, mask_var=args.mask_var, key_added=args.key_added,

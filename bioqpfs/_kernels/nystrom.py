@@ -47,7 +47,8 @@ def nystrom_eigh(C, rows, *, eig_threshold=0.0, rank_tol=1e-10):
         The matching approximate eigenvectors, in the original gene order.
     info : dict
         ``r``, ``rank_A`` (eigenvalues of A kept), ``dropped_A_negative`` (count of negative
-        eigenvalues of A dropped: A of an indefinite Q is indefinite too).
+        eigenvalues of A dropped: A of an indefinite Q is indefinite too), ``sum_Q_hat`` (the sum
+        of all entries of ``Q_hat = C^T A^+ C`` before the eig_threshold cut, for eq. 9 of QPFS).
     """
     C = np.asarray(C, dtype=np.float64)
     A = C[:, rows]
@@ -56,14 +57,18 @@ def nystrom_eigh(C, rows, *, eig_threshold=0.0, rank_tol=1e-10):
     keep = s > rank_tol * max(s.max(initial=0.0), 1e-300)
     Vk = V[:, keep]
     inv_sqrt = Vk / np.sqrt(s[keep])  # A^{-1/2} restricted to its positive eigenspace: V s^{-1/2}
-    # W = C^T A^{-1/2} V-basis  (M x k0): rows of the sampled genes give A^{1/2}, the rest B^T A^{-1/2}
-    W = C.T @ inv_sqrt
-    S = W.T @ W  # = A_+ + A^{-1/2} B B^T A^{-1/2} in the kept eigenbasis of A
+    # W = C^T A^{-1/2} (M x k0): rows of the sampled genes give A^{1/2}, the rest B^T A^{-1/2}.
+    # S = W^T W = A_+ + A^{-1/2} B B^T A^{-1/2} is formed as A^{-1/2}^T (C C^T) A^{-1/2} (one SYRK)
+    # and U = W R Sigma^{-1/2} as C^T (A^{-1/2} R Sigma^{-1/2}) (one GEMM), so W itself is never held.
+    CCt = C @ C.T
+    S = inv_sqrt.T @ CCt @ inv_sqrt
     sig, R = np.linalg.eigh(0.5 * (S + S.T))
     order = np.argsort(sig)[::-1]
     sig, R = sig[order], R[:, order]
     pos = sig > max(eig_threshold, 0.0)
     sig, R = sig[pos], R[:, pos]
-    U = W @ (R / np.sqrt(sig))
-    info = dict(r=int(len(rows)), rank_A=int(keep.sum()), dropped_A_negative=int((s < 0).sum()))
+    U = C.T @ (inv_sqrt @ (R / np.sqrt(sig)))
+    c1 = inv_sqrt.T @ C.sum(axis=1)
+    info = dict(r=int(len(rows)), rank_A=int(keep.sum()), dropped_A_negative=int((s < 0).sum()),
+                sum_Q_hat=float(c1 @ c1))
     return sig, U, info

@@ -1,0 +1,245 @@
+"""QPFS at genome scale: seconds, peak memory and objective gap (issue 3).
+
+    python benchmarks/bench_qpfs.py            # full run: M = 2,000 / 10,000 / 20,000 (several minutes)
+    python benchmarks/bench_qpfs.py --quick    # M = 500 / 1,000 / 2,000, a minute
+    python benchmarks/bench_qpfs.py --itmo /path/to/venv/bin/python   # add ITMO_FS qpfs_filter at the smallest M
+    python benchmarks/bench_qpfs.py --psd-evidence   # CV error / stability of psd_fix on SRBCT, Colon, Leukemia
+
+Synthetic data, N = 100 samples, 3 classes: genes load on 40 latent factors (so Q is redundant as
+in expression data) and the genes of 5 factors shift with the class.  Each configuration runs in a
+fresh subprocess so its peak RSS (``resource.getrusage``, includes the interpreter and libraries;
+the import-only baseline is printed too) is its own.  Timings are end to end: discretisation,
+MI, alpha, psd fix, QP.  The machine is shared, so the reference column gives ratios against
+quadprog measured in the same run.
+
+Objective gap: ``g(x) - g(x*)`` relative to ``|g(x*)|`` with ``g`` the exact problem solved at that
+M (eq. 2 with the exact alpha_hat and the psd fix of the exact run), ``x*`` the exact optimum.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA_DIR = os.path.join(os.path.dirname(HERE), "..", "shared", "data", "benchmarks")
+
+
+def synthetic(m, n=100, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(3), [34, 33, 33])
+    Z = rng.standard_normal((n, 40))
+    Z[:, :5] += 1.2 * (y[:, None] == (np.arange(5) % 3)[None, :])
+    factor = rng.integers(0, 40, size=m)
+    load = rng.uniform(0.3, 1.0, size=m)
+    X = Z[:, factor] * load + rng.standard_normal((n, m)) * np.sqrt(1 - load ** 2)
+    return X.astype(np.float32), y
+
+
+def _rss_mb():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_one(cfg):
+    """Child process: one configuration; prints a JSON line."""
+    from bioqpfs.selectors import qpfs as Q_
+
+    X, y = synthetic(cfg["m"], seed=cfg.get("seed", 0))
+    base = _rss_mb()
+    out = dict(cfg)
+    t = time.perf_counter()
+    if cfg["kind"] == "exact":
+        sel = Q_.qpfs(X, y, solver=cfg["solver"], psd_fix=cfg.get("psd_fix", "shift"))
+        x = sel.weights
+        d = sel.diagnostics
+        out.update(objective=d["objective"], objective_convexified=d["objective_convexified"],
+                   alpha=sel.params["alpha"], psd_shift=d.get("psd_shift"), min_eigenvalue=d.get("min_eigenvalue"),
+                   n_nonzero=d["n_nonzero"], iterations=d["iterations"], kkt=d["kkt_residual"],
+                   seconds_measures=d["seconds_measures"], seconds_solve=d["seconds_solve"])
+        if cfg.get("gap_files"):
+            # objectives of other runs' weights on this exact problem (same alpha, same psd fix)
+            Q, F, *_ = Q_._measures(X, y, similarity="mi", relevance=None, discretization="mean_sd", n_bins=3,
+                                    base=2, need_full=True, dtype=np.float32 if cfg["m"] >= Q_.FLOAT32_FROM else np.float64)
+            a = sel.params["alpha"]
+            shift = d.get("psd_shift") or 0.0
+
+            def g(w):
+                s = np.flatnonzero(w)
+                qw = np.asarray(Q[s], dtype=np.float64).T @ w[s]
+                return 0.5 * (1 - a) * w @ qw - a * F @ w, 0.5 * (1 - a) * w @ qw + 0.5 * shift * w @ w - a * F @ w
+
+            g0, g0c = g(x)
+            gaps = {}
+            for name, path in cfg["gap_files"].items():
+                w = np.load(path)
+                gw, gwc = g(w)
+                gaps[name] = dict(gap=(gw - g0) / abs(g0), gap_convexified=(gwc - g0c) / abs(g0c),
+                                  top50_overlap=len(set(np.argsort(-w, kind="stable")[:50])
+                                                     & set(np.argsort(-x, kind="stable")[:50])) / 50)
+            out["gaps"] = gaps
+    else:
+        sel = Q_.qpfs(X, y, nystrom_rate=cfg["p"], random_state=cfg.get("seed", 0), eig_threshold=cfg.get("delta", 0.0),
+                      nystrom_qp=cfg.get("nystrom_qp", "auto"))
+        x = sel.weights
+        d = sel.diagnostics
+        out.update(alpha=sel.params["alpha"], r=d["r"], k_tilde=d["k_tilde"], n_nonzero=d["n_nonzero"],
+                   rel_frob_err=d["relative_frobenius_error_estimate"], nystrom_qp=d["nystrom_qp"],
+                   seconds_rows=d["seconds_rows"], seconds_eigen=d["seconds_eigen"], seconds_qp=d["seconds_qp"])
+    out["seconds"] = time.perf_counter() - t
+    out["peak_rss_mb"] = _rss_mb()
+    out["baseline_rss_mb"] = base
+    if cfg.get("save"):
+        np.save(cfg["save"], x)
+    print("RESULT " + json.dumps(out, default=float))
+
+
+def spawn(cfg, python=sys.executable):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([python, os.path.abspath(__file__), "--one", json.dumps(cfg)], capture_output=True, text=True,
+                       env=env)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"configuration {cfg} failed:\n{p.stderr[-3000:]}")
+
+
+ITMO_SNIPPET = r"""
+import sys, time, json, resource, numpy as np
+sys.path.insert(0, {here!r})
+from bench_qpfs import synthetic
+X, y = synthetic({m})
+from ITMO_FS.filters.multivariate import qpfs_filter
+t = time.perf_counter()
+try:
+    res = qpfs_filter(X.astype(np.float64), y)
+    ok = "ok"
+except Exception as e:
+    res = None; ok = type(e).__name__ + ": " + str(e)[:120]
+print("RESULT " + json.dumps(dict(seconds=time.perf_counter() - t, status=ok,
+      peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+"""
+
+
+def run_itmo(python, m):
+    p = subprocess.run([python, "-c", ITMO_SNIPPET.format(here=HERE, m=m)], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return dict(seconds=float("nan"), status="failed: " + p.stderr[-300:].replace("\n", " "))
+
+
+def bench(quick, itmo_python):
+    sizes = [500, 1000, 2000] if quick else [2000, 10000, 20000]
+    rates = [0.01, 0.05, 0.1] if not quick else [0.05, 0.1, 0.2]
+    small, big = sizes[0], sizes[-1]
+    tmp = tempfile.mkdtemp(prefix="bench_qpfs_")
+    print(f"synthetic N=100, 3 classes; sizes {sizes}; Nystrom p {rates} at M={big}; cpus={os.cpu_count()}")
+    print(f"{'config':38s} {'seconds':>9s} {'peak MB':>9s} {'nnz':>5s}  notes")
+
+    def show(name, r, notes=""):
+        print(f"{name:38s} {r['seconds']:9.2f} {r.get('peak_rss_mb', float('nan')):9.0f} {r.get('n_nonzero', 0):5d}  {notes}",
+              flush=True)
+
+    # quadprog vs spg at the smallest size, same process family
+    rq = spawn(dict(kind="exact", m=small, solver="quadprog"))
+    rs = spawn(dict(kind="exact", m=small, solver="spg", save=os.path.join(tmp, "spg_small.npy"),
+                    gap_files={}))
+    show(f"exact quadprog M={small}", rq, f"solve {rq['seconds_solve']:.2f}s (baseline RSS {rq['baseline_rss_mb']:.0f} MB)")
+    show(f"exact spg      M={small}", rs,
+         f"solve {rs['seconds_solve']:.2f}s; speed-up vs quadprog end-to-end {rq['seconds'] / rs['seconds']:.1f}x, "
+         f"solve {rq['seconds_solve'] / max(rs['seconds_solve'], 1e-9):.0f}x; "
+         f"|obj diff|/|obj| {abs(rq['objective_convexified'] - rs['objective_convexified']) / abs(rq['objective_convexified']):.1e}")
+    if itmo_python:
+        ri = run_itmo(itmo_python, small)
+        show(f"ITMO_FS qpfs_filter M={small}", ri, f"{ri['status']}; spg is {ri['seconds'] / rs['seconds']:.0f}x faster")
+    for m in sizes[1:-1]:
+        r = spawn(dict(kind="exact", m=m, solver="spg"))
+        show(f"exact spg      M={m}", r, f"measures {r['seconds_measures']:.1f}s, solve {r['seconds_solve']:.1f}s, "
+                                         f"shift {r['psd_shift']:.3g}")
+    files = {}
+    nys = []
+    for p in rates:
+        f = os.path.join(tmp, f"nys_{p}.npy")
+        r = spawn(dict(kind="nystrom", m=big, p=p, save=f))
+        files[f"nystrom p={p}"] = f
+        nys.append(r)
+    re_ = spawn(dict(kind="exact", m=big, solver="spg", gap_files=files))
+    show(f"exact spg      M={big}", re_, f"measures {re_['seconds_measures']:.1f}s, solve {re_['seconds_solve']:.1f}s, "
+                                        f"lambda_min {re_['min_eigenvalue']:.3g} (peak includes the gap evaluation)")
+    for p, r in zip(rates, nys):
+        g = re_["gaps"][f"nystrom p={p}"]
+        show(f"nystrom p={p:<5g} M={big}", r,
+             f"r={r['r']} k~={r['k_tilde']} rows {r['seconds_rows']:.1f}s eig {r['seconds_eigen']:.1f}s "
+             f"QP {r['seconds_qp']:.1f}s; gap {g['gap']:.3f} (convexified {g['gap_convexified']:.3f}), "
+             f"top-50 overlap {g['top50_overlap']:.2f}, ||Q-Qhat||_F/||Q||_F ~ {r['rel_frob_err']:.2f}")
+
+
+# ------------------------------------------------------------------------------------------------
+# psd_fix evidence
+# ------------------------------------------------------------------------------------------------
+
+def psd_evidence(datasets=("srbct", "colon", "leukemia"), fixes=("shift", "clip", "none"), sizes=(10, 20, 50),
+                 n_splits=5, n_repeats=2):
+    sys.path.insert(0, DATA_DIR)
+    from load import load
+    from sklearn.model_selection import RepeatedStratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC
+
+    from bioqpfs.selectors.qpfs import qpfs
+
+    print(f"{n_splits}-fold CV x {n_repeats}, genes selected on each training fold, linear SVM (C=1) on the top "
+          f"{sizes}; error = mean over folds and sizes; stability = mean pairwise Jaccard of the top-20 sets")
+    for name in datasets:
+        X, y, _ = load(name)
+        cv = RepeatedStratifiedKFold(n_splits=n_splits, n_repeats=n_repeats, random_state=0)
+        for fix in fixes:
+            errs, tops, secs, nnz = [], [], [], []
+            for tr, te in cv.split(X, y):
+                t = time.perf_counter()
+                sel = qpfs(X[tr], y[tr], psd_fix=fix)
+                secs.append(time.perf_counter() - t)
+                nnz.append(sel.diagnostics["n_nonzero"])
+                tops.append(set(sel.ranking[:20].tolist()))
+                e = []
+                for k in sizes:
+                    g = sel.ranking[:k]
+                    clf = make_pipeline(StandardScaler(), SVC(kernel="linear", C=1.0))
+                    clf.fit(X[tr][:, g], y[tr])
+                    e.append(np.mean(clf.predict(X[te][:, g]) != y[te]))
+                errs.append(e)
+            errs = np.asarray(errs)
+            jac = [len(a & b) / len(a | b) for i, a in enumerate(tops) for b in tops[i + 1:]]
+            print(f"{name:9s} M={X.shape[1]:5d} {fix:6s} error {100 * errs.mean():5.1f}% "
+                  f"(by size {', '.join(f'{100 * v:.1f}' for v in errs.mean(axis=0))}) "
+                  f"stability {np.mean(jac):.3f}  nnz {np.mean(nnz):.0f}  {np.mean(secs):.1f}s/fit "
+                  f"[{sel.diagnostics['psd_fix_applied']}]", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes (M up to 2,000)")
+    ap.add_argument("--itmo", default=None, help="python of a throwaway venv with ITMO_FS installed")
+    ap.add_argument("--psd-evidence", action="store_true")
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        run_one(json.loads(args.one))
+    elif args.psd_evidence:
+        psd_evidence()
+    else:
+        bench(args.quick, args.itmo)
+
+
+if __name__ == "__main__":
+    main()

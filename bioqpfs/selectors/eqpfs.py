@@ -1,0 +1,156 @@
+"""Extended QPFS, convexified (Nguyen, Chan, Romano & Bailey, KDD 2014, section 2.1-2.2, eq. 12-13).
+
+    min_x  alpha x^T [H1 - beta H2 + lambda I] x - f^T x    s.t.  x_i >= 0,  sum_i x_i = 1    (eq. 13)
+
+with ``H1_ij = I(X_i; X_j)`` and ``H2_ij = I(X_i; X_j | C)`` for i != j: the "total redundancy"
+``I(X_i;X_j) - I(X_i;X_j|C)`` of the EMRMR/JMI criterion (eq. 10-11) at beta = 1, plain QPFS
+redundancy at beta = 0.  Section 2.2 argues there should be no penalty for self-redundancy, so the
+diagonals of H1 and H2 are 0 and every gene receives the same diagonal lambda, whose only purpose
+is to make the problem convex.  ``f_i = I(X_i; C)``.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import measures
+from .._kernels import information as _info
+from .._kernels import simplex_qp
+from .._selection import Selection, rank_by_weight
+from .._validation import check_n_genes, memory_guard
+from ._common import prepare, warn_constant
+from .qpfs import PSD_FIXES, resolve_preselected, solve_qpfs
+
+__all__ = ["eqpfs", "eqpfs_matrix"]
+
+
+def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2):
+    """H0 = H1 - beta H2 with zero diagonal (one M x M array plus one temporary)."""
+    m = codes.shape[1]
+    memory_guard(2 * m * m * 8, f"the {m} x {m} EQPFS redundancy matrices",
+                 "restrict the genes (e.g. mask_var='highly_variable')")
+    # H1 from an ungrouped table: the "mi" kind of a class-grouped CodeTable counts only the
+    # first class's samples (found while writing this; reported to the kernel owner)
+    H = _info.pairwise_information(_info.CodeTable(codes, levels), None, "mi", base=base)
+    if beta != 0:
+        grouped = _info.CodeTable(codes, levels, groups=y_codes)
+        H -= beta * _info.pairwise_information(grouped, None, "mi_given_class", base=base)
+    H[np.diag_indices(m)] = 0.0
+    return H
+
+
+def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization="mean_sd", n_bins=3, base=2,
+          solver="auto", psd_fix="shift", preselected=None, preselected_share=None, random_state=None,
+          feature_names=None):
+    """Rank genes with convexified EQPFS (eq. 13 of Nguyen et al. 2014).
+
+    Parameters
+    ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+    y : array-like, shape (n_samples,)
+        Class labels.
+    n_genes : int, optional
+        Panel size.
+    alpha : float > 0, optional
+        Weight of the redundancy term.  The paper leaves it to the user; the default transfers the
+        QPFS rule (eq. 9 of Rodriguez-Lujan et al.): QPFS with alpha_hat is, after dividing by
+        alpha_hat, ``1/2 (f_bar/q_bar) x^T Q x - F^T x``, so the EQPFS analogue is
+        ``alpha = f_bar / (2 h_bar)`` with h_bar the mean off-diagonal entry of H1 - beta H2 (if
+        h_bar <= 0, the mean of its absolute values is used; recorded).
+    beta : float >= 0
+        Balance of the class-conditional redundancy H2 (beta = 1: EMRMR/JMI; beta = 0: QPFS with
+        zero self-redundancy).
+    lam : float >= 0, optional
+        The convexifying diagonal lambda.  Default: the smallest lambda making H1 - beta H2 + lambda I
+        positive semidefinite (minus its smallest eigenvalue, found by Lanczos), plus the 1e-9
+        relative margin strict definiteness needs.  A given lambda that leaves the matrix indefinite
+        is handled by ``psd_fix`` (recorded).
+    discretization, n_bins, base
+        As in :func:`bioqpfs.qpfs`.
+    solver : {"auto", "quadprog", "spg"}
+    psd_fix : {"shift", "clip", "none"}
+        Applied only when a user-given ``lam`` leaves the problem indefinite.
+    preselected, preselected_share
+        Forced genes, as in :func:`bioqpfs.qpfs`.
+    random_state : ignored (deterministic).
+    feature_names : sequence of str, optional
+
+    Returns
+    -------
+    Selection
+        ``diagnostics`` hold alpha, beta, lambda (and the smallest eigenvalue of H1 - beta H2), the
+        psd fix, objective and KKT residual.
+    """
+    t0 = time.perf_counter()
+    X, y_codes, classes, constant = prepare(X, y, feature_names)
+    m_total = X.shape[1]
+    n_genes = check_n_genes(n_genes, m_total)
+    if alpha is not None and not float(alpha) > 0:
+        raise ValueError(f"alpha must be > 0, got {alpha}")
+    if not float(beta) >= 0:
+        raise ValueError(f"beta must be >= 0, got {beta}")
+    if lam is not None and not float(lam) >= 0:
+        raise ValueError(f"lam must be >= 0, got {lam}")
+    if psd_fix not in PSD_FIXES:
+        raise ValueError(f"unknown psd_fix {psd_fix!r}; choose one of {PSD_FIXES}")
+    P_all = resolve_preselected(preselected, m_total, feature_names)
+    keep = np.flatnonzero(~constant)
+    if keep.size < 2:
+        raise ValueError("fewer than 2 non-constant genes; there is nothing to select")
+    warn_constant(constant, feature_names)
+    m = keep.size
+    pos = np.full(m_total, -1)
+    pos[keep] = np.arange(m)
+    P = pos[P_all][pos[P_all] >= 0]
+    share = preselected_share
+    if P_all.size and share is None:
+        share = P_all.size / n_genes if (n_genes is not None and n_genes > P_all.size) else 0.5
+
+    codes, levels = measures._codes(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
+    H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base)
+    f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
+    t_measures = time.perf_counter() - t0
+
+    off = m * (m - 1)
+    h_bar = float(H.sum(dtype=np.float64)) / off
+    h_bar_used = h_bar if h_bar > 0 else float(np.abs(H).sum(dtype=np.float64)) / off
+    f_bar = float(np.mean(f))
+    if alpha is None:
+        if h_bar_used <= 0:
+            raise ValueError("alpha cannot be estimated: all redundancies are zero; pass alpha=...")
+        alpha_used = f_bar / (2.0 * h_bar_used)
+    else:
+        alpha_used = float(alpha)
+    H_min = simplex_qp.smallest_eigenvalue(H)
+    margin = 1e-9 * max(1e-300, float(np.max(np.abs(H))))
+    lam_used = max(0.0, -H_min * (1.0 + 1e-9)) + margin if lam is None else float(lam)
+    H[np.diag_indices(m)] = lam_used
+
+    t1 = time.perf_counter()
+    # alpha x^T H x - f^T x  ==  1/2 (2 alpha) x^T H x - 1 * f^T x
+    x, solve_diag = solve_qpfs(H, f, alpha_used, solver=solver, psd_fix=psd_fix, preselected=P,
+                               preselected_share=share if P.size else None, quad_scale=2.0 * alpha_used,
+                               lin_scale=1.0)
+    t_solve = time.perf_counter() - t1
+
+    weights = np.zeros(m_total)
+    weights[keep] = x
+    F_all = np.zeros(m_total)
+    F_all[keep] = f
+    rest = np.setdiff1d(keep, P_all)
+    const_rest = np.setdiff1d(np.flatnonzero(constant), P_all)
+    ranking = np.concatenate([P_all, rank_by_weight(weights, F_all, candidates=rest), const_rest]).astype(np.int64)
+    params = dict(alpha=alpha_used, alpha_given=alpha is not None, beta=float(beta), lam=lam_used,
+                  lam_given=lam is not None, discretization=discretization, n_bins=n_bins, base=base,
+                  solver=solve_diag["solver"], psd_fix=psd_fix, n_genes=n_genes)
+    if P_all.size:
+        params.update(preselected=[int(i) for i in P_all] if feature_names is None
+                      else [str(feature_names[i]) for i in P_all], preselected_share=float(share))
+    diagnostics = dict(h_bar=h_bar, f_bar=f_bar, redundancy_min_eigenvalue=H_min, **solve_diag,
+                       n_constant=int(constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(constant)],
+                       n_classes=int(classes.size), seconds_measures=t_measures, seconds_solve=t_solve,
+                       seconds_total=time.perf_counter() - t0)
+    diagnostics["objective_eq13"] = diagnostics.pop("objective")
+    return Selection("eqpfs", weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
+                     relevance=F_all, feature_names=None if feature_names is None else np.asarray(feature_names))

@@ -1,0 +1,408 @@
+"""QPFS at genome scale (issue 3): large-scale solver, Nystrom, indefinite Q, EQPFS, forced genes.
+
+References are independent of the code under test: quadprog on explicitly formed matrices, KKT
+conditions evaluated here, numpy eigendecompositions, plain-loop information measures
+(tests/reference.py), brute-force support enumeration.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import bioqpfs
+from bioqpfs import measures
+from bioqpfs._kernels import nystrom as nys
+from bioqpfs._kernels import simplex_qp as sq
+from bioqpfs.selectors import qpfs as qmod
+from bioqpfs.selectors.eqpfs import eqpfs
+
+import reference as ref
+
+
+def kkt_violation(G, a, x):
+    """Independent KKT check of min 1/2 x'Gx - a'x on the simplex: returns the max violation."""
+    g = G @ x - a
+    S = x > 1e-9
+    nu = g[S].mean()
+    return max(np.abs(g[S] - nu).max(), max(0.0, (nu - g[~S]).max(initial=0.0)), abs(x.sum() - 1), -min(0, x.min()))
+
+
+def quadprog_dense(G, a):
+    return sq.solve_quadprog(np.asarray(G, dtype=np.float64), a)
+
+
+@pytest.fixture(scope="module")
+def srbct():
+    ad = bioqpfs.datasets.srbct()
+    X = np.asarray(ad.X)
+    y = ad.obs["class"].cat.codes.to_numpy()
+    return X, y, ad.var_names.to_numpy()
+
+
+@pytest.fixture(scope="module")
+def srbct_mi(srbct):
+    X, y, _ = srbct
+    codes = measures.discretize(X)
+    return measures.mutual_information(codes), measures.relevance(codes, y, discretization=None)
+
+
+# ----------------------------------------------------------------------------------------------
+# the solver
+# ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+def test_project_simplex_is_the_euclidean_projection(seed):
+    rng = np.random.default_rng(seed)
+    v = rng.normal(size=40) * 2
+    x = sq.project_simplex(v)
+    xq = quadprog_dense(np.eye(40), v)  # argmin 1/2|x|^2 - v'x = argmin |x - v|^2 on the simplex
+    np.testing.assert_allclose(x, xq, atol=1e-12)
+
+
+@pytest.mark.parametrize("m,rank", [(30, 5), (200, 40), (600, 600)])
+def test_spg_matches_quadprog_on_random_psd(m, rank):
+    rng = np.random.default_rng(m)
+    B = rng.normal(size=(m, rank))
+    G = B @ B.T / rank + 1e-3 * np.eye(m)
+    a = rng.uniform(0, 2, size=m)
+    xq = quadprog_dense(G, a)
+    x, info = sq.solve_spg(G, a)
+    fq, fx = sq.objective(G, a, xq), sq.objective(G, a, x)
+    assert abs(fx - fq) <= 1e-8 * abs(fq)
+    np.testing.assert_allclose(x, xq, atol=1e-6)
+    assert kkt_violation(G, a, x) < 1e-10
+    assert info["converged"] and info["kkt_residual"] < 1e-10 and info["iterations"] >= 1
+
+
+def test_spg_on_low_rank_products_matches_dense_quadprog():
+    rng = np.random.default_rng(7)
+    m, k = 300, 12
+    U = np.linalg.qr(rng.normal(size=(m, k)))[0]
+    w = rng.uniform(0.5, 5, size=k)
+    a = rng.uniform(0, 1, size=m)
+    op = sq.QPMatrix(U=U, w=w, shift=1e-2)
+    G = (U * w) @ U.T + 1e-2 * np.eye(m)
+    x, _ = sq.solve_spg(op, a)
+    np.testing.assert_allclose(x, quadprog_dense(G, a), atol=1e-6)
+    assert kkt_violation(G, a, x) < 1e-10
+
+
+@pytest.mark.parametrize("m", [120, 1500])
+def test_spg_matches_quadprog_on_real_mi(srbct_mi, m):
+    Q, F = srbct_mi
+    idx = np.sort(np.random.default_rng(m).choice(Q.shape[0], m, replace=False))
+    Qs, Fs = Q[np.ix_(idx, idx)], F[idx]
+    alpha = qmod.alpha_hat(Qs, Fs)[0]
+    xq, dq = qmod.solve_qpfs(Qs, Fs, alpha, solver="quadprog")
+    xs, ds = qmod.solve_qpfs(Qs, Fs, alpha, solver="spg")
+    assert dq["solver"] == "quadprog" and ds["solver"] == "spg"
+    assert ds["psd_shift"] == pytest.approx(dq["psd_shift"], rel=1e-6)
+    assert ds["indefinite"] == (m == 1500)  # the large real MI matrix is indefinite
+    G = (1 - alpha) * Qs + ds["psd_shift"] * np.eye(m)
+    fq, fs = sq.objective(G, alpha * Fs, xq), sq.objective(G, alpha * Fs, xs)
+    assert abs(fs - fq) <= 1e-8 * abs(fq)
+    np.testing.assert_allclose(xs, xq, atol=1e-6)
+    assert kkt_violation(G, alpha * Fs, xs) < 1e-9
+
+
+def test_auto_solver_picks_quadprog_for_small_problems(srbct_mi):
+    Q, F = srbct_mi
+    _, d_small = qmod.solve_qpfs(Q[:50, :50], F[:50], 0.3)
+    _, d_big = qmod.solve_qpfs(Q[:400, :400], F[:400], 0.3)
+    assert d_small["solver"] == "quadprog" and d_big["solver"] == "spg"
+    assert d_big["iterations"] >= 1 and d_big["kkt_residual"] < 1e-10 and "objective" in d_big
+
+
+# ----------------------------------------------------------------------------------------------
+# indefinite Q
+# ----------------------------------------------------------------------------------------------
+
+def _indefinite(m=60, seed=3):
+    rng = np.random.default_rng(seed)
+    B = rng.normal(size=(m, m))
+    Q = np.abs(B @ B.T) / m
+    Q += np.diag(rng.uniform(-0.3, 0.1, size=m))  # pushes some eigenvalues negative
+    Q[np.diag_indices(m)] = np.maximum(np.diag(Q), 0.05)
+    F = rng.uniform(0, 1, size=m)
+    return Q, F
+
+
+@pytest.mark.parametrize("solver", ["quadprog", "spg"])
+def test_indefinite_instance_each_fix_solved_and_recorded(solver):
+    Q, F = _indefinite()
+    Q[0, 1] = Q[1, 0] = 3 * np.sqrt(Q[0, 0] * Q[1, 1])
+    alpha = 0.3
+    G0 = (1 - alpha) * Q
+    lam, V = np.linalg.eigh(G0)
+    assert lam[0] < 0
+    # shift
+    x, d = qmod.solve_qpfs(Q, F, alpha, solver=solver, psd_fix="shift")
+    assert d["psd_fix_applied"] == "shift" and d["indefinite"]
+    assert d["psd_shift"] == pytest.approx(-lam[0], rel=1e-6)
+    G = G0 + d["psd_shift"] * np.eye(Q.shape[0])
+    np.testing.assert_allclose(x, quadprog_dense(G, alpha * F), atol=1e-6)
+    # clip: nearest PSD matrix, formed here independently
+    x, d = qmod.solve_qpfs(Q, F, alpha, solver=solver, psd_fix="clip")
+    assert d["psd_fix_applied"] == "clip" and d["n_clipped"] == int((lam < 0).sum())
+    Gc = (V * np.maximum(lam, 0)) @ V.T + d["psd_shift"] * np.eye(Q.shape[0])
+    assert kkt_violation(Gc, alpha * F, x) < 1e-8
+    # none: a KKT point of the non-convex problem, reported as local (quadprog refuses)
+    if solver == "quadprog":
+        with pytest.raises(ValueError, match="non-convex"):
+            qmod.solve_qpfs(Q, F, alpha, solver=solver, psd_fix="none")
+    else:
+        x, d = qmod.solve_qpfs(Q, F, alpha, solver=solver, psd_fix="none")
+        assert d["psd_fix_applied"] == "none" and d["local"] and d["psd_shift"] == 0
+        assert kkt_violation(G0, alpha * F, x) < 1e-8
+
+
+def test_clip_by_lanczos_equals_dense_clip_and_falls_back_to_shift(monkeypatch):
+    Q, F = _indefinite(m=80, seed=5)
+    alpha = 0.3
+    lam, V = np.linalg.eigh((1 - alpha) * Q)
+    n_neg = int((lam < 0).sum())
+    assert 0 < n_neg < 20
+    monkeypatch.setattr(qmod, "CLIP_DENSE_MAX", 10)  # force the Lanczos path
+    x, d = qmod.solve_qpfs(Q, F, alpha, solver="spg", psd_fix="clip")
+    assert d["psd_fix_applied"] == "clip" and d["n_clipped"] == n_neg
+    Gc = (V * np.maximum(lam, 0)) @ V.T
+    assert kkt_violation(Gc + d["psd_shift"] * np.eye(80), alpha * F, x) < 1e-8
+    # more negative eigenvalues than Lanczos may clip: clip the most negative, shift the rest
+    monkeypatch.setattr(qmod, "CLIP_LANCZOS_MAX", 2)
+    x, d = qmod.solve_qpfs(Q, F, alpha, solver="spg", psd_fix="clip")
+    assert d["psd_fix_applied"] == "clip+shift" and d["n_clipped"] == 2
+    assert d["psd_shift"] == pytest.approx(-lam[1], rel=1e-5)
+    G = (1 - alpha) * Q - (V[:, :2] * lam[:2]) @ V[:, :2].T + d["psd_shift"] * np.eye(80)
+    assert np.linalg.eigvalsh(G)[0] > -1e-10
+    assert kkt_violation(G, alpha * F, x) < 1e-8
+
+
+def test_qpfs_records_fix_on_real_data(srbct):
+    X, y, _ = srbct
+    for fix in ("shift", "clip", "none"):
+        sel = bioqpfs.qpfs(X[:, :600], y, n_genes=10, psd_fix=fix)
+        d = sel.diagnostics
+        assert sel.params["psd_fix"] == fix and d["psd_fix"] == fix
+        assert d["psd_fix_applied"] in {"shift", "clip", "none"} and d["indefinite"]
+        assert d["local"] == (fix == "none")
+        assert np.isclose(sel.weights.sum(), 1) and (sel.weights >= 0).all()
+
+
+# ----------------------------------------------------------------------------------------------
+# Nystrom
+# ----------------------------------------------------------------------------------------------
+
+def test_nystrom_exact_for_known_rank():
+    """Section 2.2: with rank k and r >= k independent rows the eigen-decomposition is exact."""
+    rng = np.random.default_rng(0)
+    m, k = 300, 8
+    B = rng.normal(size=(m, k))
+    Q = B @ B.T
+    rows = nys.sample_rows(m, 0.05, rng)  # r = 15 >= k
+    lam, U, info = nys.nystrom_eigh(Q[rows], rows)
+    ref_lam = np.linalg.eigvalsh(Q)[::-1][:k]
+    assert lam.size == k
+    np.testing.assert_allclose(lam, ref_lam, rtol=1e-8)
+    np.testing.assert_allclose((U * lam) @ U.T, Q, atol=1e-8 * np.abs(Q).max())
+    np.testing.assert_allclose(U.T @ U, np.eye(k), atol=1e-8)
+    assert info["sum_Q_hat"] == pytest.approx(Q.sum(), rel=1e-8)
+
+
+def test_subspace_qp_full_rank_equals_exact_qp():
+    """p = 1, delta -> 0, PD Q: the published subspace QP (eq. 5) is the exact QP (eq. 2)."""
+    rng = np.random.default_rng(1)
+    m = 150
+    B = rng.normal(size=(m, m + 5))
+    Q = B @ B.T / m
+    F = rng.uniform(0, 1, size=m)
+    alpha = 0.4
+    rows = np.arange(m)
+    lam, U, _ = nys.nystrom_eigh(Q, rows)
+    assert lam.size == m
+    y, _ = qmod._solve_subspace(lam, U, F, alpha, np.zeros(0, dtype=int), None)
+    x_exact = quadprog_dense((1 - alpha) * Q, alpha * F)
+    np.testing.assert_allclose(U @ y, x_exact, atol=1e-6)
+
+
+def test_nystrom_p1_lowrank_equals_exact_qpfs_with_clip(srbct):
+    """p = 1 makes Q_hat = Q_+ (negative part dropped): the low-rank QP is exact QPFS with clip."""
+    X, y, _ = srbct
+    Xs = X[:, :250]
+    a = 0.3
+    s_exact = bioqpfs.qpfs(Xs, y, alpha=a, psd_fix="clip")
+    s_nys = bioqpfs.qpfs(Xs, y, alpha=a, nystrom_rate=1.0, nystrom_qp="lowrank", random_state=0)
+    np.testing.assert_allclose(s_nys.weights, s_exact.weights, atol=1e-6)
+    # alpha_hat from Q_hat (eq. 9) = mean of the positive part of Q
+    Q = measures.mutual_information(measures.discretize(Xs))
+    lam, V = np.linalg.eigh(Q)
+    q_plus = ((V * np.maximum(lam, 0)) @ V.T).mean()
+    s_hat = bioqpfs.qpfs(Xs, y, nystrom_rate=1.0, random_state=0)
+    assert s_hat.diagnostics["q_bar"] == pytest.approx(q_plus, rel=1e-8)
+
+
+def test_nystrom_diagnostics_reproducibility_and_error_estimate(srbct):
+    X, y, _ = srbct
+    Xs = X[:, :600]
+    m = Xs.shape[1]
+    s1 = bioqpfs.qpfs(Xs, y, n_genes=20, nystrom_rate=0.2, eig_threshold=0.5, random_state=1)
+    s1b = bioqpfs.qpfs(Xs, y, n_genes=20, nystrom_rate=0.2, eig_threshold=0.5, random_state=1)
+    s2 = bioqpfs.qpfs(Xs, y, n_genes=20, nystrom_rate=0.2, eig_threshold=0.5, random_state=2)
+    np.testing.assert_array_equal(s1.weights, s1b.weights)
+    assert not np.array_equal(s1.weights, s2.weights)
+    d = s1.diagnostics
+    assert d["r"] == math.ceil(0.2 * m)
+    assert d["k_tilde"] <= d["r"]
+    assert d["gamma_bound"] == pytest.approx((m + 1) * (m - d["k_tilde"]) * 0.5 / 2)
+    assert d["nystrom_qp"] == "subspace" and d["solver"] == "quadprog (subspace)"
+    # the published constraints hold: x = U y on the simplex
+    assert np.isclose(s1.weights.sum(), 1) and (s1.weights >= 0).all()
+    # ||Q - Q_hat||_F estimate against the truth
+    Q = measures.mutual_information(measures.discretize(Xs))
+    rows = nys.sample_rows(m, 0.2, np.random.default_rng(1))
+    lam, U, _ = nys.nystrom_eigh(Q[rows], rows, eig_threshold=0.5)
+    true = np.linalg.norm(Q - (U * lam) @ U.T)
+    assert d["frobenius_error_estimate"] == pytest.approx(true, rel=0.3)
+
+
+def test_nystrom_lowrank_and_subspace_differ_as_documented(srbct):
+    X, y, _ = srbct
+    Xs = X[:, :400]
+    kw = dict(n_genes=10, nystrom_rate=0.1, random_state=0, alpha=0.3)
+    sub = bioqpfs.qpfs(Xs, y, nystrom_qp="subspace", **kw)
+    low = bioqpfs.qpfs(Xs, y, nystrom_qp="lowrank", **kw)
+    # same Q_hat: the low-rank optimum is over the whole simplex, so never worse on Q_hat
+    assert low.diagnostics["objective_nystrom"] <= sub.diagnostics["objective_nystrom"] + 1e-9
+    assert low.diagnostics["solver"] == "spg"
+
+
+def test_nystrom_never_forms_the_full_matrix(srbct, monkeypatch):
+    X, y, _ = srbct
+    from bioqpfs._kernels import information as info
+
+    seen = []
+    orig = info.pairwise_information
+
+    def spy(*args, rows=None, **kw):
+        seen.append(None if rows is None else len(rows))
+        return orig(*args, rows=rows, **kw)
+
+    monkeypatch.setattr(info, "pairwise_information", spy)
+    bioqpfs.qpfs(X, y, nystrom_rate=0.05, random_state=0)
+    assert seen and None not in seen and max(seen) <= math.ceil(0.05 * X.shape[1])
+
+
+# ----------------------------------------------------------------------------------------------
+# forced genes
+# ----------------------------------------------------------------------------------------------
+
+def test_preselected_first_in_order_and_rest_is_conditioned_optimum(srbct):
+    X, y, names = srbct
+    Xs, ns = X[:, :200], names[:200]
+    forced = [ns[50], ns[3], ns[120]]
+    alpha = 0.3
+    sel = bioqpfs.qpfs(Xs, y, n_genes=12, alpha=alpha, preselected=forced, feature_names=ns, solver="quadprog")
+    assert list(ns[sel.ranking[:3]]) == forced
+    s = sel.params["preselected_share"]
+    assert s == pytest.approx(3 / 12)
+    # conditioned problem built here: x_P = s/|P|, x_R = (1-s) z
+    Q = measures.mutual_information(measures.discretize(Xs))
+    F = measures.relevance(Xs, y)
+    P = np.array([50, 3, 120])
+    R = np.setdiff1d(np.arange(200), P)
+    G = (1 - alpha) * (1 - s) * Q[np.ix_(R, R)]
+    a = alpha * F[R] - (1 - alpha) * s * Q[np.ix_(R, P)].mean(axis=1)
+    lam_min = np.linalg.eigvalsh(G)[0]
+    assert sel.diagnostics["psd_shift"] == pytest.approx(max(0, -lam_min), rel=1e-6)
+    z = quadprog_dense(G + sel.diagnostics["psd_shift"] * np.eye(R.size), a)
+    np.testing.assert_allclose(sel.weights[R], (1 - s) * z, atol=1e-6)
+    np.testing.assert_allclose(sel.weights[P], s / 3)
+    # the rest follows by weight
+    rest = sel.ranking[3:]
+    assert (np.diff(sel.weights[rest]) <= 1e-12).all()
+    # the large-scale solver and integer indices give the same
+    sel2 = bioqpfs.qpfs(Xs, y, n_genes=12, alpha=alpha, preselected=[50, 3, 120], solver="spg")
+    np.testing.assert_allclose(sel2.weights, sel.weights, atol=1e-6)
+
+
+def test_preselected_with_nystrom_and_errors(srbct):
+    X, y, names = srbct
+    Xs, ns = X[:, :300], names[:300]
+    sel = bioqpfs.qpfs(Xs, y, n_genes=5, nystrom_rate=0.2, preselected=[7, 9], random_state=0)
+    assert list(sel.ranking[:2]) == [7, 9]
+    assert np.isclose(sel.weights.sum(), 1) and (sel.weights >= -1e-15).all()
+    with pytest.raises(ValueError, match="not found"):
+        bioqpfs.qpfs(Xs, y, preselected=["NO_SUCH_GENE"], feature_names=ns)
+    with pytest.raises(ValueError, match="more than once"):
+        bioqpfs.qpfs(Xs, y, preselected=[1, 1])
+    with pytest.raises(ValueError, match="out of range"):
+        bioqpfs.qpfs(Xs, y, preselected=[5000])
+
+
+# ----------------------------------------------------------------------------------------------
+# EQPFS
+# ----------------------------------------------------------------------------------------------
+
+def test_eqpfs_against_plain_loop_references(rng):
+    n, m = 90, 9
+    y = rng.integers(0, 3, size=n)
+    X = rng.normal(size=(n, m)) + 0.9 * y[:, None] * (np.arange(m) < 4)
+    X[:, 5] = X[:, 0] + 0.3 * rng.normal(size=n)
+    beta = 0.7
+    sel = eqpfs(X, y, beta=beta)
+    codes = ref.mean_sd_codes(X)
+    H = ref.mi_matrix(codes) - beta * ref.mi_given_class_matrix(codes, y)
+    np.fill_diagonal(H, 0)
+    f = np.array([ref.mutual_info(codes[:, g], y) for g in range(m)])
+    lam = sel.params["lam"]
+    assert lam == pytest.approx(max(0, -np.linalg.eigvalsh(H)[0]), rel=1e-6, abs=1e-9)
+    alpha = f.mean() / (2 * H.sum() / (m * (m - 1)))
+    assert sel.params["alpha"] == pytest.approx(alpha, rel=1e-9)
+    Hl = H + lam * np.eye(m)
+    xb, vb = ref.simplex_qp_bruteforce(2 * alpha * Hl, f)  # alpha x'Hx - f'x
+    np.testing.assert_allclose(sel.weights, xb, atol=1e-6)
+    assert sel.diagnostics["objective_eq13"] == pytest.approx(vb, rel=1e-8, abs=1e-12)
+    # given alpha, beta = 0, lam: plain QPFS redundancy with a common diagonal
+    sel0 = eqpfs(X, y, alpha=0.5, beta=0.0, lam=3.0)
+    H0 = ref.mi_matrix(codes)
+    np.fill_diagonal(H0, 3.0)
+    xb0, _ = ref.simplex_qp_bruteforce(H0, f)
+    np.testing.assert_allclose(sel0.weights, xb0, atol=1e-6)
+
+
+def test_eqpfs_small_lambda_is_fixed_and_reported(rng):
+    y = rng.integers(0, 2, size=60)
+    X = rng.normal(size=(60, 12)) + y[:, None] * (np.arange(12) < 3)
+    sel = eqpfs(X, y, lam=0.0, psd_fix="shift")
+    d = sel.diagnostics
+    assert d["redundancy_min_eigenvalue"] < 0 and d["indefinite"] and d["psd_fix_applied"] == "shift"
+    assert np.isclose(sel.weights.sum(), 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# faces
+# ----------------------------------------------------------------------------------------------
+
+def test_registry_tl_and_cli_reach_the_new_options(tmp_path):
+    ad = bioqpfs.datasets.srbct()[:, :300].copy()
+    bioqpfs.tl.select_genes(ad, "class", method="qpfs", n_genes=5, nystrom_rate=0.3, solver="spg")
+    assert ad.uns["qpfs"]["params"]["nystrom_rate"] == 0.3
+    assert "k_tilde" in ad.uns["qpfs"]["diagnostics"]
+    assert "eqpfs" in bioqpfs.methods()
+    sel = bioqpfs.select(ad.X, ad.obs["class"], method="eqpfs", n_genes=4, beta=0.5)
+    assert sel.method == "eqpfs" and len(sel.selected) == 4
+
+    from bioqpfs.cli import main
+
+    inp = tmp_path / "in.h5ad"
+    ad.write_h5ad(inp)
+    genes = list(ad.var_names[[10, 4]])
+    out = tmp_path / "out.h5ad"
+    rc = main(["select", str(inp), "--groupby", "class", "--n-genes", "6", "--solver", "spg",
+               "--nystrom-rate", "0.5", "--preselected", ",".join(genes), "-o", str(out), "--quiet"])
+    assert rc == 0
+    import anndata
+
+    res = anndata.read_h5ad(out)
+    assert list(res.uns["qpfs"]["selected"][:2]) == genes
+    assert res.uns["qpfs"]["params"]["nystrom_rate"] == 0.5
+    assert res.uns["qpfs"]["diagnostics"]["n_preselected"] == 2
