@@ -252,7 +252,9 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
     last_nonzero = np.full(d, -np.inf)  # largest lambda at which each row was non-zero
 
     def run(obj, cols, lam, U0, s0, record=True):
-        U1, s1, info = _solve(obj, U0, s0, lam, maxiter=maxiter, max_kkt_rounds=max_kkt_rounds, tol=tol)
+        # the competing random starts are only compared: no KKT re-entry rounds for them
+        U1, s1, info = _solve(obj, U0, s0, lam, maxiter=maxiter, max_kkt_rounds=max_kkt_rounds if record else 0,
+                              tol=tol)
         row_sub, k = _n_active(s1, U1, zero_tol)
         row = np.zeros(d)
         row[cols] = row_sub
