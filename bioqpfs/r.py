@@ -265,29 +265,43 @@ def _frame_to_py(rdf, index):
     return pd.DataFrame(cols, index=pd.Index(index))
 
 
-def _value_to_py(v):
-    """R metadata value -> Python (named list -> dict, list -> list, length-1 vector -> scalar)."""
+_UNSUPPORTED = object()
+
+
+def _value_to_py(v, where="metadata"):
+    """R metadata value -> Python (named list -> dict, list -> list, length-1 vector -> scalar, matrix -> 2-d).
+
+    Values of other kinds (S4 objects, data frames, functions...) are left out with a warning.
+    """
     ro, default_converter, numpy2ri, localconverter = _rpy2()
     from rpy2 import rinterface as ri
 
     if v is None or isinstance(v, ri.NULLType):
         return None
-    if isinstance(v, (ri.ListSexpVector,)) and str(ro.r("class")(v)[0]) in ("list",):
+    if isinstance(v, ri.ListSexpVector) and str(ro.r("class")(v)[0]) == "list":
         names = _names(v)
-        items = [_value_to_py(v[i]) for i in range(len(v))]
-        if names and all(names):
-            return dict(zip(names, items))
-        return items
+        keyed = bool(names) and all(names)
+        items = {}
+        for i in range(len(v)):
+            label = names[i] if keyed else str(i)
+            item = _value_to_py(v[i], f"{where}${label}")
+            if item is not _UNSUPPORTED:
+                items[label] = item
+        return items if keyed else list(items.values())
     if isinstance(v, (ri.FloatSexpVector, ri.IntSexpVector, ri.BoolSexpVector, ri.StrSexpVector)):
         arr = _column_to_py(v)
-        if arr is None:
-            return None
-        arr = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr
-        if len(arr) == 1:
-            x = arr[0]
-            return x.item() if isinstance(x, np.generic) else (None if x is pd.NA else x)
-        return np.asarray(arr, dtype=str) if arr.dtype == object else arr
-    return None
+        if arr is not None:
+            arr = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr
+            if arr.dtype == object:
+                arr = np.asarray(["None" if x is None or x is pd.NA else str(x) for x in arr], dtype=str)
+            dim = ro.r("dim")(v)
+            if not isinstance(dim, ri.NULLType):
+                return arr.reshape(tuple(int(d) for d in dim), order="F")
+            if len(arr) == 1:
+                return arr[0].item() if isinstance(arr[0], np.generic) else arr[0]
+            return arr
+    warnings.warn(f"bioqpfs.r: {where} of R class {list(ro.r('class')(v))} was not converted", stacklevel=4)
+    return _UNSUPPORTED
 
 
 def to_anndata(robj, assay=None):
@@ -338,7 +352,9 @@ def _to_anndata(robj, *, assay=None, only_x=False):
     meta = _field(parts, "meta")
     if meta is not None and len(meta):
         value = _value_to_py(meta)
-        if isinstance(value, dict):
+        if value is _UNSUPPORTED:
+            pass
+        elif isinstance(value, dict):
             uns.update(value)
         elif value:
             uns["metadata"] = value
@@ -359,7 +375,8 @@ def _array_to_r(a):
         with localconverter(default_converter):
             return ro.r("function(codes, lev) factor(lev[codes], levels = lev)")(
                 f, ro.StrVector([str(c) for c in cat.categories]))
-    if isinstance(a, pd.api.extensions.ExtensionArray) and not isinstance(a, pd.arrays.NumpyExtensionArray):
+    numpy_backed = getattr(pd.arrays, "NumpyExtensionArray", getattr(pd.arrays, "PandasArray", ()))
+    if isinstance(a, pd.api.extensions.ExtensionArray) and not isinstance(a, numpy_backed):
         na = np.asarray(pd.isna(a))
         if a.dtype.kind == "b":
             return ro.BoolVector([ro.NA_Logical if n else bool(v) for v, n in zip(a, na)])
