@@ -363,7 +363,8 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     diagnostics = dict(
         n_active=int(k), criterion=float(f_final), lam_ref=lam_ref, n_solves=len(path),
         path_lambda=[p["lam"] for p in path], path_n_active=[p["n_active"] for p in path],
-        path_nit=[p["nit"] for p in path], path_rows_solved=[p["n_rows_solved"] for p in path], all_converged=all(p["success"] for p in path),
+        path_nit=[p["nit"] for p in path], path_rows_solved=[p["n_rows_solved"] for p in path],
+        all_converged=all(p["success"] for p in path),
         n_constant=int(constant.sum()), n_classes=int(classes.size), seconds_total=time.perf_counter() - t0,
     )
     return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics, relevance=F,
@@ -382,7 +383,7 @@ _DOC_COMMON = """
         (default :data:`DEFAULT_N_GENES` for the search; the ranking always covers every gene).
     n_components : int, optional
         Columns q of W; default min(d, max(2, C - 1)).
-    zero_tol : float
+{extra}    zero_tol : float
         A row is zero when ||w_j||_inf < zero_tol * max_j ||w_j||_inf (paper section 6: 0.01).
     maxiter : int
         L-BFGS-B iterations per lambda.
@@ -406,9 +407,6 @@ def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, max
 
     min_W -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) + lambda sum_j ||w_j||_inf; see the module
     docstring for why the trace criterion is used in this S_T, ridge-regularised form.
-
-    gamma : float
-        Ridge on W^T S_T W (units: variance of one z-scored gene); fixes the scale of W.
     """
     if gamma <= 0:
         raise ValueError(f"gamma must be > 0, got {gamma}")
@@ -425,9 +423,6 @@ def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, max
     min_W -HSIC(XW, Y) / HSIC(Y, Y) + lambda sum_j ||w_j||_inf, Gaussian kernel of bandwidth
     ``sigma`` on XW (z-scored genes), delta kernel on the labels.  Needs n x n memory: refused
     beyond :data:`MAX_HSIC_SAMPLES` samples (subsample, as the paper did above 1,000).
-
-    sigma : float
-        Gaussian kernel bandwidth in the projected space (default 1; see the module docstring).
     """
     if sigma <= 0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
@@ -442,5 +437,9 @@ def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, max
         zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(sigma=float(sigma)))
 
 
-ldfs.__doc__ += _DOC_COMMON
-hsfs.__doc__ += _DOC_COMMON
+ldfs.__doc__ += _DOC_COMMON.format(extra="""    gamma : float
+        Ridge on W^T S_T W (units: variance of one z-scored gene); fixes the scale of W.
+""")
+hsfs.__doc__ += _DOC_COMMON.format(extra="""    sigma : float
+        Gaussian kernel bandwidth in the projected space (default 1; see the module docstring).
+""")
