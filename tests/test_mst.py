@@ -157,3 +157,16 @@ def test_public_relevance_and_qpfs(rng):
     assert sel.ranking[0] == 4
     with pytest.raises(ValueError, match="mst_cpx"):
         measures.relevance(X, y, kind="bogus")
+
+
+def test_blocks_and_sparse_input_give_the_same_counts(rng, monkeypatch):
+    import scipy.sparse as sp
+
+    n, m = 30, 50
+    y = rng.integers(0, 2, n)
+    X = np.where(rng.random((n, m)) < 0.6, 0.0, rng.poisson(3, (n, m)).astype(float))  # zero-inflated: many ties
+    full = mst.cross_edges_1d(X, y)
+    monkeypatch.setattr(mst, "_SORT_BUDGET", 8 * 3 * n * 7)  # blocks of 7 genes
+    np.testing.assert_array_equal(mst.cross_edges_1d(X, y), full)
+    np.testing.assert_allclose(measures.relevance(sp.csr_matrix(X), y, kind="mst"),
+                               np.maximum(0, 1 - full / mst.permutation_expectation(y)))
