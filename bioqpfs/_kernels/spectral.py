@@ -47,9 +47,10 @@ __all__ = [
 #: round-off threshold (relative to max |x_i|) below which a wrong-signed eigenvector entry is zero
 SIGN_TOL = 1e-8
 
-#: SCS wall time per (n+1)^3, measured on the 2-core development machine for SDP_CMI with
-#: eps 1e-7 (n = 100: 0.3 s, 300: 4-7 s, 500: 17-34 s, depending on load); used to refuse early.
-SDP_SECONDS_PER_CUBE = 3e-7
+#: SCS wall time per (n+1)^3 for SDP_CMI with eps 1e-7 on the shared 2-core development machine:
+#: 1.5-3e-7 on random Q (n = 100: 0.3 s, 300: 4-7 s, 500: 17-34 s) and 1.4-2.1e-6 on the Lung CMI
+#: matrix (n = 325: 47-73 s, 325-375 iterations, load average ~10).  Used to refuse early.
+SDP_SECONDS_PER_CUBE = 1e-6
 #: peak resident memory per entry of the (n+1) x (n+1) variable (cvxpy canonicalisation + SCS),
 #: measured: n = 300 -> +110 MB, n = 500 -> +290 MB over the interpreter's baseline.
 SDP_BYTES_PER_ENTRY = 1200

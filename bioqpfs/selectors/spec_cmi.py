@@ -352,7 +352,7 @@ def _nystrom_error(table, Qr, rows, U, lam, n_rows, rng, base):
                 n_error_rows=int(n_err))
 
 
-def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=120.0, discretization="mean_sd",
+def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=300.0, discretization="mean_sd",
             n_bins=3, base=2, random_state=None, feature_names=None):
     """Select a k-gene panel with SDP_CMI: semidefinite relaxation + Goemans--Williamson rounding.
 
@@ -379,8 +379,10 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=
     solver : {"SCS", "CLARABEL"}
         SDP solver (see :func:`bioqpfs._kernels.spectral.sdp_relaxation`).
     max_seconds : float
-        Refuse when the estimated solve time (measured model, ~3e-7 (M+1)^3 s with SCS on a
-        2-core machine: ~40 s at M = 500, ~120 s at M = 740) exceeds this.
+        Refuse when the estimated solve time exceeds this.  The estimate is a measured model,
+        1e-6 (M+1)^3 s with SCS on a loaded 2-core machine (Lung, M = 325: 47-73 s; on random Q
+        it ran 3-7x faster): ~27 s at M = 300, ~125 s at M = 500, and the default 300 s admits
+        M <= 668 -- about where the paper's CVX/SDPT3 ran out of 16 GB (M ~ 700).
     random_state : int or Generator
         The random projections.
 
