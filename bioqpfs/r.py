@@ -375,7 +375,7 @@ def _array_to_r(a):
         with localconverter(default_converter):
             return ro.r("function(codes, lev) factor(lev[codes], levels = lev)")(
                 f, ro.StrVector([str(c) for c in cat.categories]))
-    numpy_backed = getattr(pd.arrays, "NumpyExtensionArray", getattr(pd.arrays, "PandasArray", ()))
+    numpy_backed = pd.arrays.NumpyExtensionArray if hasattr(pd.arrays, "NumpyExtensionArray") else pd.arrays.PandasArray
     if isinstance(a, pd.api.extensions.ExtensionArray) and not isinstance(a, numpy_backed):
         na = np.asarray(pd.isna(a))
         if a.dtype.kind == "b":
