@@ -177,7 +177,27 @@ def main(argv=None):
     else:
         reference = None
         print(f"\n(exact QPFS at M={m} would need the {m}^2 MI matrix, {m * m * 8 / 2**30:.1f} GiB: not run)")
-    run_dataset(f"synthetic modules", X, y, reference=reference, refit=False)
+    run_dataset("synthetic modules", X, y, reference=reference, refit=False)
+    if not args.quick:
+        scaling()
+
+
+def scaling(ms=(5000, 10000, 20000)):
+    """Time, traced peak and distance count against M at N = 100: all three should grow ~linearly."""
+    print("\n=== scaling in M (synthetic, N = 100; ratios to the smallest M) ===")
+    rows = []
+    for m in ms:
+        X, y, _ = synthetic(m=m)
+        for name, func in METHODS.items():
+            sel, secs, peak = measure(func, X, y, random_state=0)
+            rows.append(dict(M=m, method=name, seconds=secs, peak_MB=peak,
+                             distances=sel.diagnostics["n_distance_computations"]))
+    df = pd.DataFrame(rows)
+    first = df[df["M"] == ms[0]].set_index("method")
+    for col in ("seconds", "peak_MB", "distances"):
+        df[f"{col}_ratio"] = df[col].to_numpy() / first.loc[df["method"], col].to_numpy()
+    with pd.option_context("display.width", 200, "display.precision", 3):
+        print(df.to_string(index=False))
 
 
 if __name__ == "__main__":
