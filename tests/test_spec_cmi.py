@@ -263,8 +263,8 @@ def test_nystrom_leading_equals_full_nystrom_eigh(rng, kind):
     np.testing.assert_allclose(np.abs(U[:, :lead].T @ U2[:, :lead]), np.eye(lead), atol=1e-8)
     np.testing.assert_allclose(np.abs(np.sum(U * U2, axis=0)), 1.0, atol=1e-5)
     s = np.linalg.eigvalsh(Q[np.ix_(rows, rows)])
-    assert info["lambda_min_A"] == pytest.approx(s[0], rel=1e-8)
-    assert info["rank_tol"] == pytest.approx(max(-s[0] / s[-1], 1e-10), rel=1e-8)
+    assert info["lambda_min_A"] == pytest.approx(s[0], rel=1e-5)  # Lanczos at tol 1e-6
+    assert info["rank_tol"] == pytest.approx(max(-s[0] / s[-1], 1e-10), rel=1e-5)
 
 
 def test_nystrom_error_estimate_exact_when_all_rows_used(rng):

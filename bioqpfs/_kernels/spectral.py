@@ -29,7 +29,6 @@ from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, aslinearope
 __all__ = [
     "dominant_eigenvector",
     "sign_consistent",
-    "indefinite_rank_tol",
     "nystrom_leading",
     "lowrank_operator",
     "dummy_variable_operator",
@@ -183,38 +182,23 @@ def sign_consistent(x, *, nonnegative_matrix=True, tol=SIGN_TOL):
                    abs_applied=abs_applied)
 
 
-def indefinite_rank_tol(A, *, floor=1e-10):
-    """Relative eigenvalue cut for ``A^{-1/2}`` in the Nystrom approximation of an indefinite Q.
-
-    Returns ``max(|lambda_min(A)| / lambda_max(A), floor)``: the eigenvalues of the sampled block A
-    that are not larger than the magnitude of its most negative one are at the level of Q's
-    indefinite part, and inverting them amplifies it (on SRBCT, Colon and Leukemia CMI matrices the
-    default cut 1e-10 gave ||Q - Q_hat||_F several times ||Q||_F and a top-50 overlap with exact
-    SPEC_CMI of 8-41 genes at gamma = 0.1-0.2; this cut gave 44-50).  For a PSD A it is ``floor``,
-    the plain pseudo-inverse.  The two extreme eigenvalues come from Lanczos, O(r^2) per product.
-    """
-    A = np.asarray(A, dtype=np.float64)
-    r = A.shape[0]
-    if r <= 2:
-        s = np.linalg.eigvalsh(0.5 * (A + A.T))
-        lo, hi = s[0], s[-1]
-    else:
-        hi = float(eigsh(A, k=1, which="LA", v0=np.ones(r), return_eigenvectors=False)[0])
-        lo = float(eigsh(A, k=1, which="SA", v0=np.ones(r), return_eigenvectors=False)[0])
-    if hi <= 0:
-        return floor
-    return max(-lo / hi, floor) if lo < 0 else floor
-
-
 def nystrom_leading(C, rows, *, rank_tol=None, floor=1e-10, full_below=200):
     """Nystrom eigenpairs of Q from its sampled rows, keeping only A's eigenvalues above a cut.
 
     The same construction as :func:`bioqpfs._kernels.nystrom.nystrom_eigh` (QPFS section 2.2 /
     SPEC_CMI section 3.4: ``S = A^{-1/2} C C^T A^{-1/2}`` on the kept eigenspace of A,
-    ``U = C^T A^{-1/2} R Sigma^{-1/2}``), but when the cut keeps few eigenpairs -- the usual case
-    for SPEC_CMI, see :func:`indefinite_rank_tol` -- they are found by Lanczos instead of a full
-    O(r^3) eigendecomposition of A: O(r^2) per product plus O(r M k) for U.  Falls back to
-    ``nystrom_eigh`` (identical result) when the cut keeps many eigenpairs or r is small.
+    ``U = C^T A^{-1/2} R Sigma^{-1/2}``), with two differences:
+
+    * the default cut is ``max(|lambda_min(A)| / lambda_max(A), floor)``: the eigenvalues of the
+      sampled block A that are not larger than the magnitude of its most negative one are at the
+      level of Q's indefinite part, and inverting them amplifies it.  On the SRBCT, Colon and
+      Leukemia CMI matrices, the pseudo-inverse cut 1e-10 gave ||Q - Q_hat||_F several times
+      ||Q||_F and a top-50 overlap with exact SPEC_CMI of 8-41 genes at gamma = 0.1-0.2; this cut
+      gave 44-50.  For a PSD A it is ``floor``, the plain pseudo-inverse;
+    * when the cut keeps few eigenpairs -- the usual case for SPEC_CMI -- they are found by Lanczos
+      instead of a full O(r^3) eigendecomposition of A: O(r^2) per product plus O(r M k) for U.
+      It falls back to ``nystrom_eigh`` (identical result) when the cut keeps many eigenpairs or
+      r is small.
 
     Parameters
     ----------
@@ -223,7 +207,7 @@ def nystrom_leading(C, rows, *, rank_tol=None, floor=1e-10, full_below=200):
     rows : ndarray of int (r,)
     rank_tol : float, optional
         Relative cut (eigenvalues of A above ``rank_tol * lambda_max(A)`` are kept); default
-        :func:`indefinite_rank_tol`.
+        ``max(|lambda_min(A)| / lambda_max(A), floor)``.
     floor : float
         Smallest relative cut (as ``nystrom_eigh``'s default 1e-10).
     full_below : int
@@ -246,8 +230,11 @@ def nystrom_leading(C, rows, *, rank_tol=None, floor=1e-10, full_below=200):
         s = np.linalg.eigvalsh(A)
         hi, lo = float(s[-1]), float(s[0])
     else:
-        hi = float(eigsh(A, k=1, which="LA", v0=np.ones(r), return_eigenvectors=False)[0])
-        lo = float(eigsh(A, k=1, which="SA", v0=np.ones(r), return_eigenvectors=False)[0])
+        # the cut needs the extremes only roughly (1e-6 relative), which saves Lanczos steps
+        hi = float(eigsh(A, k=1, which="LA", v0=np.ones(r), tol=1e-6, ncv=min(r, 20),
+                         return_eigenvectors=False)[0])
+        lo = float(eigsh(A, k=1, which="SA", v0=np.ones(r), tol=1e-6, ncv=min(r, 20),
+                         return_eigenvectors=False)[0])
     if rank_tol is None:
         rank_tol = max(-lo / hi, floor) if (hi > 0 and lo < 0) else floor
     base = dict(r=int(r), rank_tol=float(rank_tol), lambda_max_A=hi, lambda_min_A=lo)

@@ -262,7 +262,7 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="me
         as for QPFS + Nystrom); the sampled rows' part is exact.
     rank_tol : float, optional
         Relative cut on the eigenvalues of the sampled block A when forming ``A^{-1/2}``.  Default
-        (None): ``|lambda_min(A)| / lambda_max(A)`` (:func:`bioqpfs._kernels.spectral.indefinite_rank_tol`)
+        (None): ``|lambda_min(A)| / lambda_max(A)`` (:func:`bioqpfs._kernels.spectral.nystrom_leading`)
         -- A is indefinite like Q, and eigenvalues at the level of its negative part would be
         amplified by the inverse; on real data this keeps the few leading eigenpairs.
     random_state : int or Generator
@@ -290,9 +290,14 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     r = rows.size
     measures._output_guard(r, m, np.float64, "sampled SPEC_CMI rows")
     memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", "lower nystrom_rate")
+    rest = np.setdiff1d(np.arange(m), rows)
+    n_err = min(int(n_error_rows), rest.size)
+    err_rows = np.sort(rng.choice(rest, size=n_err, replace=False)) if n_err else rest[:0]
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins)
-    Qr, q_info = cmi_q_rows(table, rows, base=base)
+    # the landmark rows and the few exact rows of the error estimate in one pass over the genes
+    Qall, q_info = cmi_q_rows(table, np.concatenate([rows, err_rows]), base=base)
+    Qr, Qe = Qall[:r], Qall[r:]
     F = _relevance(table, base)
     t1 = time.perf_counter()
     lam, U, nys_info = _spec.nystrom_leading(Qr, rows, rank_tol=rank_tol)
@@ -307,7 +312,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
         x, dummy_info = _spec.dummy_variable_weights(_spec.lowrank_operator(U, lam), tol=tol)
         rule = "dummy_variable"
     t2 = time.perf_counter()
-    err = _nystrom_error(table, Qr, rows, U, lam, n_error_rows, rng, base)
+    err = _nystrom_error(Qr, rows, Qe, err_rows, U, lam)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, tol=tol, nystrom_rate=float(nystrom_rate),
                   n_error_rows=int(n_error_rows), rank_tol=rank_tol, n_genes=n_genes)
     diagnostics = dict(
@@ -325,12 +330,12 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
                    n_genes, params, diagnostics, t0, discretization, n_bins, base, feature_names)
 
 
-def _nystrom_error(table, Qr, rows, U, lam, n_rows, rng, base):
+def _nystrom_error(Qr, rows, Qe, err_rows, U, lam):
     """Estimate ||Q - Q_hat||_F (named as in QPFS + Nystrom).
 
-    The r sampled rows are exact (their error is computed in full, block by block); the unsampled
-    rows' share is estimated from ``n_rows`` of them drawn uniformly, computed exactly, scaled by
-    (M - r) / n_rows.
+    The r sampled rows ``Qr`` are exact (their error is computed in full, block by block); the
+    unsampled rows' share is estimated from the exact rows ``Qe`` of ``err_rows``, drawn uniformly
+    from the unsampled genes, scaled by (M - r) / len(err_rows).
     """
     m = U.shape[0]
     Ul = U * lam
@@ -339,17 +344,14 @@ def _nystrom_error(table, Qr, rows, U, lam, n_rows, rng, base):
         blk = Qr[b:b + _ROW_BLOCK]
         e_s += float(np.sum((blk - Ul[rows[b:b + _ROW_BLOCK]] @ U.T) ** 2))
         q_s += float(np.sum(blk ** 2))
-    rest = np.setdiff1d(np.arange(m), rows)
-    n_err = min(int(n_rows), rest.size)
+    n_rest = m - rows.size
     e_u = q_u = 0.0
-    if n_err:
-        pick = np.sort(rng.choice(rest, size=n_err, replace=False))
-        exact, _ = cmi_q_rows(table, pick, base=base)
-        e_u = float(np.sum((exact - Ul[pick] @ U.T) ** 2)) * rest.size / n_err
-        q_u = float(np.sum(exact ** 2)) * rest.size / n_err
+    if err_rows.size:
+        e_u = float(np.sum((Qe - Ul[err_rows] @ U.T) ** 2)) * n_rest / err_rows.size
+        q_u = float(np.sum(Qe ** 2)) * n_rest / err_rows.size
     return dict(frobenius_error_estimate=math.sqrt(e_s + e_u),
                 relative_frobenius_error_estimate=math.sqrt((e_s + e_u) / max(q_s + q_u, 1e-300)),
-                n_error_rows=int(n_err))
+                n_error_rows=int(err_rows.size))
 
 
 def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=300.0, discretization="mean_sd",
