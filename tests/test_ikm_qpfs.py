@@ -228,7 +228,7 @@ def test_planted_groups(method):
     top = sel.ranking[:10]
     assert set(group[top]) >= {0, 1, 2, 3}, f"every relevant group must be represented near the top: {group[top]}"
     assert relevant[sel.ranking[:6]].all()
-    cluster, is_rep = sel.extra_columns["cluster"], sel.extra_columns["representative"]
+    cluster, is_rep = sel.extra_columns["cluster"], sel.extra_columns["representative"].astype(bool)
     assert is_rep[sel.ranking].all() and np.isnan(sel.rank[~is_rep]).all() and (sel.weights[~is_rep] == 0).all()
     assert (cluster >= 0).all() and np.unique(cluster).size == is_rep.sum() == sel.diagnostics["n_leaf_clusters"]
     for c in np.unique(cluster):  # one representative per leaf cluster, inside it
@@ -320,7 +320,7 @@ def test_memory_is_linear_in_m():
 
 
 # ---------------------------------------------------------------------------------- faces and edge cases
-def test_registry_tl_and_shortfall_warning(rng):
+def test_registry_tl_and_shortfall_warning(rng, tmp_path):
     import anndata as ad
     import pandas as pd
 
@@ -342,6 +342,10 @@ def test_registry_tl_and_shortfall_warning(rng):
     assert adata.uns["ikm_qpfs"]["diagnostics"]["n_genes_shortfall"] > 0
     cl = adata.var["ikm_qpfs_cluster"].to_numpy()
     assert np.isfinite(cl).all() and np.unique(cl).size == adata.uns["ikm_qpfs"]["diagnostics"]["n_leaf_clusters"]
+    assert adata.var["ikm_qpfs_representative"].sum() == np.unique(cl).size
+    adata.write_h5ad(tmp_path / "ikm.h5ad")  # every written column must survive h5ad
+    back = ad.read_h5ad(tmp_path / "ikm.h5ad")
+    np.testing.assert_array_equal(back.var["ikm_qpfs_cluster"], cl)
 
 
 def test_constant_genes_and_bad_parameters(rng):

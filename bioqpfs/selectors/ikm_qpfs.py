@@ -173,11 +173,13 @@ class _Context:
         ranking = rank_by_weight(weights, F_all, candidates=keep[np.asarray(local_ranked, dtype=np.int64)])
         cluster = np.full(self.m_total, -1, dtype=np.int64)
         level = np.zeros(self.m_total, dtype=np.int64)
-        representative = np.zeros(self.m_total, dtype=bool)
+        # int8 0/1 rather than bool: the tl face stores non-numeric extra columns as strings in .var, and
+        # write_h5ad rejects booleans stored that way (so a bool here would break tl + write_h5ad and the CLI)
+        representative = np.zeros(self.m_total, dtype=np.int8)
         for cid, leaf in enumerate(leaves):
             cluster[keep[leaf["members"]]] = cid
             level[keep[leaf["members"]]] = leaf["level"]
-            representative[keep[leaf["rep"]]] = True
+            representative[keep[leaf["rep"]]] = 1
         sp = self.space
         diagnostics.update(
             n_qpfs_calls=self.n_qpfs, n_distance_computations=int(sp.n_distances), n_leaf_clusters=len(leaves),
@@ -307,7 +309,8 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha
     Selection
         ``weights`` = QPFS weights of the representatives (0 elsewhere); ``ranking`` = all representatives
         (weight desc, ties by relevance); ``extra_columns``: ``cluster`` (leaf cluster id per gene, -1 for
-        constant genes), ``representative`` (bool), ``cluster_level`` (1 or 2); ``diagnostics``: QPFS calls,
+        constant genes), ``representative`` (int8: 1 for the leaf cluster's representative, else 0),
+        ``cluster_level`` (1 or 2); ``diagnostics``: QPFS calls,
         distance computations, levels reached, level-1 radii and split counts, alpha, timings.
     """
     n_clusters = _check_int("n_clusters", n_clusters, 1)
@@ -422,7 +425,7 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_level
     Selection
         ``weights`` = final QPFS weights of the kept representatives (0 elsewhere); ``ranking`` = the kept
         representatives; ``extra_columns``: ``cluster`` (leaf cluster id per gene, -1 for constant genes),
-        ``representative`` (bool: gene represents its leaf cluster, kept or not), ``cluster_level``;
+        ``representative`` (int8 0/1: gene represents its leaf cluster, kept or not), ``cluster_level``;
         ``diagnostics``: ``n_qpfs_calls``, ``n_distance_computations`` (k-means + radii),
         ``n_distances_kmeans``, ``levels_reached``, kept/dropped clusters and genes, alpha, timings.
     """
