@@ -138,3 +138,29 @@ def test_method_params_recorded_and_preselected_guard(rng):
     bioqpfs.tl.select_genes(a, "group", n_genes=3, alpha=0.25, discretization="quantile", n_bins=4)
     p = a.uns["qpfs"]["params"]
     assert p["alpha"] == 0.25 and p["discretization"] == "quantile" and p["n_bins"] == 4
+
+
+def test_extra_columns_of_every_dtype_survive_h5ad(rng, tmp_path, monkeypatch):
+    """Method-specific columns (bool, int, float, str) are written with a mask and round-trip through h5ad."""
+    from bioqpfs import _registry
+
+    def fake(X, y, *, n_genes=None, random_state=None, feature_names=None):
+        """Rank genes in input order (test double for the extra-columns path)."""
+        m = X.shape[1]
+        return bioqpfs.Selection("fake", np.ones(m) / m, np.arange(m), n_genes=n_genes,
+                                 extra_columns={"flag": np.arange(m) % 2 == 0, "cluster": np.arange(m),
+                                                "score": np.linspace(0, 1, m), "label": np.array(["x"] * m)})
+
+    monkeypatch.setitem(_registry._METHODS, "fake", ("tests.fake", "fake", "test"))
+    monkeypatch.setattr(_registry, "method_function", lambda name: fake)
+    import bioqpfs.tl._select_genes as tlmod
+    monkeypatch.setattr(tlmod, "method_function", lambda name: fake)
+    monkeypatch.setattr(tlmod, "select", lambda X, y, method, **kw: fake(X, y, **{k: v for k, v in kw.items()}))
+    a = make_adata(rng)
+    bioqpfs.tl.select_genes(a, "group", method="fake", n_genes=2, mask_var="highly_variable")
+    assert a.var["fake_flag"].dtype == bool and not a.var.loc[~a.var["highly_variable"], "fake_flag"].any()
+    assert np.isnan(a.var.loc[~a.var["highly_variable"], "fake_cluster"]).all()
+    a.write_h5ad(tmp_path / "x.h5ad")
+    b = ad.read_h5ad(tmp_path / "x.h5ad")
+    pd.testing.assert_frame_equal(bioqpfs.get.selection_df(a, "fake"), bioqpfs.get.selection_df(b, "fake"),
+                                  check_dtype=False)

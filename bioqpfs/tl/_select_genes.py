@@ -150,7 +150,14 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     adata.var[f"{key}_selected"] = selected
     written = [f"{key}_weight", f"{key}_rank", f"{key}_selected"]
     for col, values in sel.extra_columns.items():
-        full = np.full(adata.n_vars, np.nan) if np.asarray(values).dtype.kind in "fiu" else np.full(adata.n_vars, "", dtype=object)
+        values = np.asarray(values)
+        if values.dtype.kind == "b":  # False outside mask_var
+            full = np.zeros(adata.n_vars, dtype=bool)
+        elif values.dtype.kind in "fiu":  # NaN outside mask_var
+            full = np.full(adata.n_vars, np.nan)
+        else:  # strings: "" outside mask_var
+            full = np.full(adata.n_vars, "", dtype=object)
+            values = values.astype(str)
         full[idx] = values
         adata.var[f"{key}_{col}"] = full
         written.append(f"{key}_{col}")
