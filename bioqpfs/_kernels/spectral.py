@@ -312,7 +312,7 @@ def dummy_variable_weights(op, *, tol=0.0):
 def qip_value(Q, genes):
     """x^T Q x for the 0-1 indicator x of ``genes`` (eq. 18): the sum of the Q block of the subset."""
     idx = np.unique(np.asarray(genes, dtype=np.int64))
-    return float(np.asarray(Q)[np.ix_(idx, idx)].sum())
+    return float(np.asarray(Q)[np.ix_(idx, idx)].sum(dtype=np.float64))
 
 
 def qip_values(Q, subsets):
