@@ -181,7 +181,8 @@ def test_spec_cmi_invariances_and_inputs_untouched(rng):
     np.testing.assert_allclose(a.weights, b.weights, atol=1e-12)
     assert a.selected[0] == 5
     c = bioqpfs.spec_cmi(Xc, y, n_genes=5, dtype=np.float32)
-    np.testing.assert_allclose(c.weights, a.weights, atol=1e-5)
+    np.testing.assert_allclose(c.weights, a.weights, atol=1e-6)
+    assert c.params["dtype"] == "float32" and a.params["dtype"] == "float64"
     import scipy.sparse as sps
 
     Xs = np.where(Xc > 0.3, Xc, 0.0)  # sparse input gives the same result as its dense copy
@@ -189,6 +190,28 @@ def test_spec_cmi_invariances_and_inputs_untouched(rng):
     e = bioqpfs.spec_cmi(Xs, y, n_genes=5)
     np.testing.assert_array_equal(d.ranking, e.ranking)
     np.testing.assert_allclose(d.weights, e.weights, atol=1e-12)
+
+
+def test_snap_ties():
+    x = np.array([0.5, 0.3 - 2e-13, 0.5 + 1e-13, 0.1, 0.3, 0.3 + 1e-6])
+    out = sp.snap_ties(x, 1e-10)
+    np.testing.assert_array_equal(out, [0.5 + 1e-13, 0.3, 0.5 + 1e-13, 0.1, 0.3, 0.3 + 1e-6])
+    np.testing.assert_array_equal(sp.snap_ties(x, 1e-2), [0.5 + 1e-13, 0.3 + 1e-6, 0.5 + 1e-13, 0.1, 0.3 + 1e-6,
+                                                          0.3 + 1e-6])
+
+
+@pytest.mark.parametrize("float32_from", [10**9, 10])
+def test_identical_genes_tie_exactly(rng, monkeypatch, float32_from):
+    monkeypatch.setattr(sc, "FLOAT32_FROM", float32_from)  # dtype=None: float64, or float32 from 10 genes
+    X = rng.normal(size=(60, 25))
+    y = (X[:, 4] + X[:, 9] > 0).astype(int)
+    X = np.column_stack([X, X[:, 4], X[:, 9], X[:, 4]])  # genes 25, 27 copy gene 4; 26 copies gene 9
+    sel = bioqpfs.spec_cmi(X, y)
+    assert sel.params["dtype"] == ("float64" if float32_from > 100 else "float32")
+    assert sel.weights[4] == sel.weights[25] == sel.weights[27] and sel.weights[9] == sel.weights[26]
+    pos = {g: int(np.flatnonzero(sel.ranking == g)[0]) for g in (4, 25, 27, 9, 26)}
+    assert pos[25] == pos[4] + 1 and pos[27] == pos[4] + 2  # equal weight and relevance: by index
+    assert abs(pos[26] - pos[9]) == 1 and pos[9] < pos[26]
 
 
 def test_constant_genes_ranked_last_with_warning(rng):

@@ -29,6 +29,7 @@ from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, aslinearope
 __all__ = [
     "dominant_eigenvector",
     "sign_consistent",
+    "snap_ties",
     "nystrom_leading",
     "lowrank_operator",
     "dummy_variable_operator",
@@ -180,6 +181,27 @@ def sign_consistent(x, *, nonnegative_matrix=True, tol=SIGN_TOL):
         abs_applied = True
     return x, dict(flipped=flipped, min_entry=min_entry, n_clipped=int(tiny.sum()), mixed_sign=mixed,
                    abs_applied=abs_applied)
+
+
+def snap_ties(x, rel_tol):
+    """Make weights that differ by less than ``rel_tol * max|x|`` exactly equal (to the largest).
+
+    Genes that are copies of each other are symmetric in Q, so their eigenvector entries are equal
+    in exact arithmetic but differ by round-off in floating point; rounding to fixed decimals
+    still splits pairs that straddle a rounding boundary.  Here the weights are sorted and every
+    run of consecutive gaps below the tolerance becomes one value, so the ranking rule's
+    tie-breaks (relevance, then index) order such genes deterministically.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.size < 2:
+        return x.copy()
+    order = np.argsort(-x, kind="stable")
+    xs = x[order]
+    new_group = np.concatenate([[True], (xs[:-1] - xs[1:]) > rel_tol * np.max(np.abs(xs))])
+    first = np.maximum.accumulate(np.where(new_group, np.arange(xs.size), 0))
+    out = np.empty_like(x)
+    out[order] = xs[first]
+    return out
 
 
 def nystrom_leading(C, rows, *, rank_tol=None, floor=1e-10, full_below=200):

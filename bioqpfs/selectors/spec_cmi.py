@@ -43,8 +43,14 @@ from ._common import prepare, warn_constant
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
 
 _ROW_BLOCK = 512
-#: decimals kept in the (unit-norm) eigenvector weights before ranking, see _finish
-WEIGHT_DECIMALS = 12  # rows corrected at once in cmi_q_rows (bounds the temporary to 512 x M)
+#: weights closer than this (relative to the largest) are made equal before ranking (see
+#: spectral.snap_ties): the float64 eigenvector is accurate to ~1e-12, the float32 one to ~1e-7
+TIE_TOL = 1e-10
+TIE_TOL_FLOAT32 = 1e-5
+#: with dtype=None, Q is stored in float32 from this many genes on (as QPFS: halves the 8 M^2 bytes,
+#: entries keep ~7 digits; M = 20,000: 1.6 GB instead of 3.2 GB, and end to end 51 s instead of 118 s
+#: in our benchmark)
+FLOAT32_FROM = 5000  # rows corrected at once in cmi_q_rows (bounds the temporary to 512 x M)
 
 
 def cmi_q_rows(table, rows=None, *, base=2.0, dtype=np.float64):
@@ -106,12 +112,12 @@ def _panel_qip(X, y_codes, genes, discretization, n_bins, base):
 
 
 def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n_genes, params, diagnostics, t0,
-            discretization, n_bins, base, feature_names, extra_columns=None):
+            discretization, n_bins, base, feature_names, extra_columns=None, tie_tol=TIE_TOL):
     m_total = X.shape[1]
     weights = np.zeros(m_total)
-    # identical genes have equal weights only up to round-off; the eigenvector is accurate to
-    # ~1e-12, so finer differences are noise and the ranking rule's tie-breaks (relevance, index) decide
-    weights[keep] = np.round(weights_keep, WEIGHT_DECIMALS)
+    # identical genes have equal weights only up to round-off: differences below the solver's
+    # accuracy are made exact ties, which the ranking rule breaks by relevance, then index
+    weights[keep] = _spec.snap_ties(weights_keep, tie_tol)
     F_all = np.zeros(m_total)
     F_all[keep] = F_keep
     ranking = np.concatenate([rank_by_weight(weights, F_all, candidates=keep), np.flatnonzero(constant)])
@@ -135,7 +141,7 @@ def _prepare(X, y, n_genes, feature_names):
 
 
 def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd", n_bins=3, base=2,
-             dtype=np.float64, tol=0.0, n_error_rows=50, random_state=None, feature_names=None):
+             dtype=None, tol=0.0, n_error_rows=50, random_state=None, feature_names=None):
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
 
     Parameters
@@ -158,9 +164,11 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
         Bins for ``"quantile"``.
     base : float
         Logarithm base (2: bits; the ranking does not depend on it).
-    dtype : numpy dtype
-        Storage of Q (exact method).  float32 halves memory (M = 20,000: 1.6 GB instead of 3.2 GB)
-        and the eigensolver's time; the eigenvector is then accurate to ~1e-6.
+    dtype : numpy dtype, optional
+        Storage of Q (exact method).  Default: float64 below :data:`FLOAT32_FROM` (5,000) genes,
+        float32 from there on (as QPFS), which halves memory (M = 20,000: 1.6 GB instead of
+        3.2 GB) and the eigensolver's time.  Weights closer than 1e-5 (float32) or 1e-10
+        (float64) of the largest are treated as ties, ordered by relevance, then index.
     tol : float
         Eigensolver tolerance (0: machine precision).
     n_error_rows : int
@@ -202,6 +210,12 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     t0 = time.perf_counter()
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size
+    if dtype is None:
+        dtype = np.float32 if m >= FLOAT32_FROM else np.float64
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    tie_tol = TIE_TOL if dtype == np.float64 else TIE_TOL_FLOAT32
     measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information")
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins)
@@ -210,14 +224,14 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     t1 = time.perf_counter()
     lam, x, eig_info = _spec.dominant_eigenvector(Q, tol=tol)
     x, sign_info = _spec.sign_consistent(x, nonnegative_matrix=True)
-    x = np.round(x, WEIGHT_DECIMALS)
+    x = _spec.snap_ties(x, tie_tol)
     t2 = time.perf_counter()
     qip = None
     if n_genes is not None:
         top = rank_by_weight(x, F)[:n_genes]
         qip = _spec.qip_value(Q, top) if n_genes <= m else None
     del Q
-    params = dict(discretization=discretization, n_bins=n_bins, base=base, dtype=np.dtype(dtype).name, tol=tol,
+    params = dict(discretization=discretization, n_bins=n_bins, base=base, dtype=dtype.name, tol=tol,
                   nystrom_rate=None, n_genes=n_genes)
     diagnostics = dict(
         eigenvalue=lam, eigensolver=eig_info["method"], n_matvec=eig_info["n_matvec"],
@@ -230,7 +244,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     if qip is not None:
         diagnostics["qip_objective"] = qip
     return _finish("spec_cmi", X, y_codes, classes, constant, keep, x, F, n_genes, params, diagnostics, t0,
-                   discretization, n_bins, base, feature_names)
+                   discretization, n_bins, base, feature_names, tie_tol=tie_tol)
 
 
 def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="mean_sd", n_bins=3, base=2, tol=0.0,
