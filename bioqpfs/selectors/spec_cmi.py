@@ -44,9 +44,8 @@ __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_ro
 
 _ROW_BLOCK = 512
 #: weights closer than this (relative to the largest) are made equal before ranking (see
-#: spectral.snap_ties): the float64 eigenvector is accurate to ~1e-12, the float32 one to ~1e-7
+#: spectral.snap_ties): the eigenvector is computed in float64 arithmetic, accurate to ~1e-12
 TIE_TOL = 1e-10
-TIE_TOL_FLOAT32 = 1e-5
 #: with dtype=None, Q is stored in float32 from this many genes on (as QPFS: halves the 8 M^2 bytes,
 #: entries keep ~7 digits; M = 20,000: 1.6 GB instead of 3.2 GB, and end to end 51 s instead of 118 s
 #: in our benchmark)
@@ -167,8 +166,9 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     dtype : numpy dtype, optional
         Storage of Q (exact method).  Default: float64 below :data:`FLOAT32_FROM` (5,000) genes,
         float32 from there on (as QPFS), which halves memory (M = 20,000: 1.6 GB instead of
-        3.2 GB) and the eigensolver's time.  Weights closer than 1e-5 (float32) or 1e-10
-        (float64) of the largest are treated as ties, ordered by relevance, then index.
+        3.2 GB) and the memory traffic of the eigensolver, which still multiplies in float64.
+        The weights then differ from the float64 ones by the float32 rounding of Q (~1e-7).
+        Weights closer than 1e-10 of the largest are treated as ties (relevance, then index).
     tol : float
         Eigensolver tolerance (0: machine precision).
     n_error_rows : int
@@ -215,7 +215,6 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    tie_tol = TIE_TOL if dtype == np.float64 else TIE_TOL_FLOAT32
     measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information")
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins)
@@ -224,7 +223,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     t1 = time.perf_counter()
     lam, x, eig_info = _spec.dominant_eigenvector(Q, tol=tol)
     x, sign_info = _spec.sign_consistent(x, nonnegative_matrix=True)
-    x = _spec.snap_ties(x, tie_tol)
+    x = _spec.snap_ties(x, TIE_TOL)
     t2 = time.perf_counter()
     qip = None
     if n_genes is not None:
@@ -244,7 +243,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     if qip is not None:
         diagnostics["qip_objective"] = qip
     return _finish("spec_cmi", X, y_codes, classes, constant, keep, x, F, n_genes, params, diagnostics, t0,
-                   discretization, n_bins, base, feature_names, tie_tol=tie_tol)
+                   discretization, n_bins, base, feature_names)
 
 
 def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="mean_sd", n_bins=3, base=2, tol=0.0,
