@@ -10,7 +10,8 @@
    ``numpy.linalg.eigh`` that an iterative solver avoids.
 
 2. End to end, N = 100 samples, 3 classes, genes loading on 40 latent factors (5 shifted by the
-   class): discretisation + the CMI matrix Q + eigenvector + ranking.  Reference: the raw float32
+   class): discretisation + the CMI matrix Q (default storage: float64 below 5,000 genes, float32
+   from there on) + eigenvector + ranking.  Reference: the raw float32
    GEMM time of the class-wise indicator products the CMI matrix needs -- for each class c the
    (M*b) x (M*b) products O_c^T O_c over the upper block triangle, with b = 2 materialised bins
    (what the kernel computes; the third bin follows from marginals) and with all b = 3 bins (the
