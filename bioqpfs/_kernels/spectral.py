@@ -11,6 +11,9 @@ with Q symmetric and entrywise non-negative.  This module holds the array-level 
   maximising x^T Q x is a dominant eigenvector, found by Lanczos (ARPACK ``eigsh`` on a
   ``LinearOperator``), never by a full eigendecomposition;
 * :func:`sign_consistent` -- Theorem 2 sign handling (flip, clip round-off, record);
+  :func:`snap_ties` -- round-off differences between symmetric genes become exact ties;
+* :func:`nystrom_leading` -- the section 3.4 Nystrom eigenpairs from sampled rows, with a cut on
+  the sampled block's spectrum suited to an indefinite Q and Lanczos for the few pairs kept;
 * :func:`dummy_variable_weights` -- the section 3.4 ranking for approximations Q_hat with negative
   entries: the dominant eigenvector of the (n+1) x (n+1) matrix Qbar of eq. 23, first entry positive;
 * :func:`sdp_relaxation`, :func:`gw_round` -- SDP_CMI (section 3.2, eq. 26) and Goemans--Williamson
