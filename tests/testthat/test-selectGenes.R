@@ -98,3 +98,19 @@ test_that("bioqpfsMethods lists the registered methods", {
     expect_true("qpfs" %in% names(m))
     expect_type(m, "character")
 })
+
+test_that("every registered method runs through selectGenes and stores a panel of nGenes", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    for (method in names(bioqpfsMethods())) {
+        res <- selectGenes(t$m, t$cls, method = method, nGenes = 4)
+        key <- function(col) paste0(method, "_", col)
+        expect_true(all(c(key("weight"), key("rank"), key("selected")) %in% colnames(res)), label = method)
+        expect_identical(sum(res[[key("selected")]]), 4L, label = method)
+        rec <- metadata(res)[[method]]
+        expect_identical(rec$params$method, method, label = method)
+        expect_setequal(rec$selected, rownames(t$m)[res[[key("selected")]]])
+        ranked <- res[[key("rank")]]
+        expect_identical(rec$selected, rownames(t$m)[order(ranked)][seq_len(4)], label = method)
+    }
+})
