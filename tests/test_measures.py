@@ -168,3 +168,13 @@ def test_bad_inputs():
         measures.discretize(np.ones((4, 2)), "kmeans")
     with pytest.raises(ValueError, match="rows must lie"):
         measures.mutual_information(np.zeros((4, 2), int), rows=[0, 5])
+
+
+def test_grouped_table_gives_pooled_mi(rng):
+    """kind='mi' on a CodeTable grouped by class must count every sample, not only the first class."""
+    X = _codes(rng, levels=(3, 3, 3, 3, 3, 3, 3))
+    y = rng.integers(0, 3, size=X.shape[0])
+    grouped = info.pairwise_information(info.CodeTable(X, groups=y), None, "mi")
+    np.testing.assert_allclose(grouped, ref.mi_matrix(X), atol=1e-10)
+    rows = info.pairwise_information(info.CodeTable(X, groups=y), None, "mi", rows=np.array([2, 0]))
+    np.testing.assert_allclose(rows, ref.mi_matrix(X)[[2, 0]], atol=1e-10)

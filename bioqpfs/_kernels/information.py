@@ -266,7 +266,8 @@ def _counts(table_rows: CodeTable, genes_I, table_cols: CodeTable, genes_J, C, b
     dt = table_rows.count_dtype
     G = (np.empty(size, dt) if buf is None or buf.size < size or buf.dtype != dt else buf[:size]).reshape(shape)
     chunk = max(1, _ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
-    bounds = table_rows.class_bounds
+    # C == 1 pools every sample, also when the table is grouped by class (kind="mi" on a grouped table)
+    bounds = table_rows.class_bounds if C > 1 else np.array([0, table_rows.n_samples])
     same_block = table_cols is table_rows and isinstance(genes_I, slice) and genes_I == genes_J
     for c in range(C):
         first = True
