@@ -304,6 +304,10 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     """
     same = table_cols is None
     tc = table_rows if same else table_cols
+    if not same and not (table_rows.order is None and tc.order is None) and not (
+            table_rows.order is not None and tc.order is not None and np.array_equal(table_rows.order, tc.order)):
+        raise ValueError("the two code tables order their samples differently (one is grouped by class); "
+                         "build both with the same groups")
     n = table_rows.n_samples
     m_cols = tc.n_genes
     row_idx = np.arange(table_rows.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
