@@ -117,10 +117,10 @@ import sys, time, json, resource, numpy as np
 sys.path.insert(0, {here!r})
 from bench_qpfs import synthetic
 X, y = synthetic({m})
-from ITMO_FS.filters.multivariate import qpfs_filter
+from ITMO_FS.filters.univariate import qpfs_filter
 t = time.perf_counter()
 try:
-    res = qpfs_filter(X.astype(np.float64), y)
+    res = qpfs_filter(X.astype(np.float64), y + 1)  # it expects labels 1..C
     ok = "ok"
 except Exception as e:
     res = None; ok = type(e).__name__ + ": " + str(e)[:120]

@@ -41,10 +41,12 @@ import scipy.linalg as sla
 __all__ = ["solve_quadprog", "solve_spg", "solve", "convexify_shift", "kkt_residual", "objective",
            "project_simplex", "QPMatrix", "smallest_eigenvalue", "QUADPROG_AUTO_MAX"]
 
-#: ``solver="auto"`` uses quadprog up to this many variables.  Measured on real MI instances
-#: (SRBCT, random subsets, shift fix, 2 shared cores): quadprog 0.03 s / 0.6 s / 3.6 s at
-#: M = 200 / 600 / 1,000 against 0.06 s / 0.2 s / 0.4 s for spg; they break even near M ~ 300.
+#: ``solver="auto"`` uses quadprog up to this many variables.  Measured on random gene subsets of
+#: the raw SRBCT MI matrix (shift fix, solve only, 2 shared cores): quadprog 0.05 / 0.07 / 0.24 /
+#: 0.48 / 3.4 / 8.5 / 30 s at M = 100 / 200 / 300 / 500 / 1,000 / 1,500 / 2,308 against spg
+#: 0.04 / 0.08 / 0.04 / 0.04 / (1.1, 2.1, 2.8 s incl. the eigenvalue) ; they break even near M ~ 200-300.
 QUADPROG_AUTO_MAX = 300
+_ROW_CHUNK = 256
 
 
 class QPMatrix:
@@ -87,11 +89,12 @@ class QPMatrix:
             return out
         if self.Q is not None:
             # Q is symmetric: rows are contiguous, columns are not
-            if self.index is None:
-                out += self.scale * (np.asarray(self.Q[idx], dtype=np.float64).T @ vals)
-            else:
-                rows = np.asarray(self.Q[self.index[idx]], dtype=np.float64)
-                out += self.scale * (rows.T @ vals)[self.index]
+            gidx = idx if self.index is None else self.index[idx]
+            acc = np.zeros(self.Q.shape[0])
+            for c0 in range(0, gidx.size, _ROW_CHUNK):  # float64 copies of at most _ROW_CHUNK rows
+                rows = np.asarray(self.Q[gidx[c0:c0 + _ROW_CHUNK]], dtype=np.float64)
+                acc += rows.T @ vals[c0:c0 + _ROW_CHUNK]
+            out += self.scale * (acc if self.index is None else acc[self.index])
         if self.U is not None:
             out += self.U @ (self.w * (self.U[idx].T @ vals))
         if self.shift:
@@ -164,21 +167,62 @@ def objective(G, a, x):
     return float(0.5 * x @ G.dot(x) - a @ x)
 
 
-def smallest_eigenvalue(G, *, dense_max=500, tol=1e-10):
+def _blas_single_thread():
+    """Context limiting BLAS to one thread for matrix-vector loops (Lanczos, SPG).
+
+    GEMV is memory bound, so threads gain little, and on a shared, oversubscribed machine
+    OpenBLAS threads spin: a 1,000 x 1,000 GEMV measured 35 ms with 2 threads under load against
+    0.8 ms with one.  No-op when threadpoolctl (a scikit-learn dependency) is missing.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def smallest_eigenvalue(G, *, dense_max=500, tol=None, return_info=False):
     """Smallest eigenvalue of symmetric G.
 
     LAPACK syevr restricted to one eigenvalue when G is a small ndarray; Lanczos (ARPACK
-    ``eigsh(which="SA")``) on products otherwise: measured 0.3 s at M = 2,308 (SRBCT MI) against
-    4-13 s for the LAPACK subset call, 2 s at M = 20,000.
+    ``eigsh(which="SA")``, 40 Lanczos vectors) on products otherwise: measured 0.4 s at M = 1,000
+    against 4-13 s for the LAPACK subset call on the shared machine.  ``tol`` (relative) defaults
+    to 1e-10 up to 5,000 genes and 1e-5 beyond, where every product reads the whole Q; if ARPACK
+    stops before converging (at most 12 restarts, ~470 products, beyond 5,000 genes) the best Ritz
+    value is used and ``converged=False`` reported.  A Ritz value is never below the true
+    lambda_min, so callers that shift by it add a relative safety factor.  With ``return_info`` a
+    dict (``method``, ``converged``, ``tol``, ``matvecs``) is returned too.
     """
     if not isinstance(G, QPMatrix) and G.shape[0] <= dense_max:
-        return float(sla.eigh(G, eigvals_only=True, subset_by_index=[0, 0], check_finite=False)[0])
+        lam = float(sla.eigh(G, eigvals_only=True, subset_by_index=[0, 0], check_finite=False)[0])
+        info = dict(method="lapack", converged=True, tol=0.0, matvecs=0)
+        return (lam, info) if return_info else lam
     import scipy.sparse.linalg as ssl
 
     op = _as_matrix(G)
+    if tol is None:
+        tol = 1e-10 if op.n <= 5000 else 1e-5
+    lin = op.linear_operator()
+    count = [0]
+
+    def mv(v):
+        count[0] += 1
+        return lin.matvec(v)
+
+    A = ssl.LinearOperator((op.n, op.n), matvec=mv, dtype=np.float64)
     v0 = np.ones(op.n) / np.sqrt(op.n)
-    lam = ssl.eigsh(op.linear_operator(), k=1, which="SA", tol=tol, v0=v0, return_eigenvectors=False)
-    return float(lam[0])
+    converged = True
+    with _blas_single_thread():
+        try:
+            lam = float(ssl.eigsh(A, k=1, which="SA", tol=tol, v0=v0, ncv=min(op.n - 1, 40),
+                                  maxiter=100 if op.n <= 5000 else 12, return_eigenvectors=False)[0])
+        except ssl.ArpackNoConvergence as e:
+            converged = False
+            lam = float(np.min(e.eigenvalues)) if len(e.eigenvalues) else float("nan")
+    info = dict(method="lanczos", converged=converged, tol=float(tol), matvecs=int(count[0]))
+    return (lam, info) if return_info else lam
 
 
 def convexify_shift(G, *, rel_margin=1e-9, lam_min=None):
@@ -286,6 +330,12 @@ def solve_spg(G, a, *, x0=None, tol=1e-9, max_iter=20000, polish=True, max_polis
         ``iterations`` (SPG), ``polish_iterations``, ``kkt_residual``, ``objective``,
         ``converged``, ``local`` (True when G is not known to be convex), ``n_nonzero``.
     """
+    with _blas_single_thread():
+        return _solve_spg(G, a, x0=x0, tol=tol, max_iter=max_iter, polish=polish, max_polish=max_polish,
+                          convex=convex)
+
+
+def _solve_spg(G, a, *, x0, tol, max_iter, polish, max_polish, convex):
     G = _as_matrix(G)
     a = np.asarray(a, dtype=np.float64)
     m = a.size

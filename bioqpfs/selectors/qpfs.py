@@ -126,9 +126,10 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9):
     # dense LAPACK for moderate M; Lanczos beyond, whose Ritz value sits just above lambda_min,
     # so the shift gets a relative safety factor there
     small = m <= 500
-    lam_min = simplex_qp.smallest_eigenvalue(G.dense() if small else G)
-    safety = 1.0 if small else 1.0 + 1e-9
-    out.update(min_eigenvalue=lam_min, indefinite=bool(lam_min < 0))
+    lam_min, einfo = simplex_qp.smallest_eigenvalue(G.dense() if small else G, return_info=True)
+    safety = 1.0 + 10 * einfo["tol"]
+    out.update(min_eigenvalue=lam_min, indefinite=bool(lam_min < 0), eigen_method=einfo["method"],
+               eigen_converged=einfo["converged"], eigen_matvecs=einfo["matvecs"])
     if psd_fix == "none":
         out["psd_fix_applied"] = "none" if lam_min < 0 else "none needed"
         return G, lam_min >= 0, out
@@ -144,7 +145,8 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9):
     v0 = np.ones(m) / np.sqrt(m)
     while True:
         k = min(k, CLIP_LANCZOS_MAX, m - 1)
-        lam, V = ssl.eigsh(op, k=k, which="SA", tol=1e-8, v0=v0)
+        with simplex_qp._blas_single_thread():
+            lam, V = ssl.eigsh(op, k=k, which="SA", tol=1e-8, v0=v0)
         order = np.argsort(lam)
         lam, V = lam[order], V[:, order]
         if lam[-1] >= 0 or k >= CLIP_LANCZOS_MAX or k >= m - 1:
@@ -514,16 +516,23 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     psd_fix : {"shift", "clip", "none"}
         What to do when (1 - alpha) Q is indefinite (see :func:`apply_psd_fix`); always recorded in
         ``diagnostics`` (``psd_fix_applied``, ``min_eigenvalue``, ``psd_shift``, ``n_clipped``,
-        ``local``).  Default ``"shift"``, chosen on this evidence (5-fold CV x 2 repeats, genes
-        selected on each training fold, linear SVM C=1 on the top 10/20/50 genes, error averaged
-        over the three sizes; stability = mean pairwise Jaccard of the top-20 sets across folds):
+        ``local``).  Evidence (``benchmarks/bench_qpfs.py --psd-evidence``: 5-fold CV x 2 repeats,
+        genes selected on each training fold with alpha_hat, linear SVM C=1 on the top 10/20/50
+        genes, error averaged over folds and sizes; stability = mean pairwise Jaccard index of the
+        top-20 sets of the 10 folds; nnz = non-zero weights)::
 
-        ==========  ==================  ==================  ==================
-        dataset     shift err / stab    clip err / stab     none err / stab
-        ==========  ==================  ==================  ==================
-        see the issue-3 note and ``benchmarks/bench_qpfs.py --psd-evidence``
-        ==========  ==================  ==================  ==================
+            dataset (N x M)       shift                 clip                  none
+            SRBCT   (83 x 2308)   4.0%  0.439  186 nnz  1.2%  0.374  40 nnz   1.0%  0.375  35 nnz
+            Colon   (62 x 2000)  19.3%  0.198   32 nnz 18.4%  0.176   8 nnz  18.1%  0.180   8 nnz
+            Leukemia(72 x 7129)   7.3%  0.280  181 nnz  (not run: >5 min/fit) 6.4%  0.295  17 nnz
 
+        The shift (eq. 13's lambda I) adds the same large penalty to every gene (lambda ~ 1.4 on
+        SRBCT against diagonals ~ 0.8), so the optimum spreads over many genes and the top-10
+        panel is worse; clip and none stay close to the published objective and give the lowest
+        CV error on all three data sets, shift the most stable top-20 on two of three.  "none" is
+        also the cheapest (no eigendecomposition beyond one Lanczos run).  The default stays
+        ``"shift"`` so that existing calls keep their results (it is what QPFS with quadprog has
+        always had to do); ``psd_fix="none"`` is the recommended choice for accuracy.
     nystrom_rate : float in (0, 1], optional
         p: run QPFS+Nystrom (section 2.3) from ``r = ceil(p M)`` rows of Q sampled uniformly
         without replacement (``random_state``); only those rows (plus a few for the error
@@ -539,7 +548,9 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         low-rank products: x ranges over the whole simplex, directions outside span(U) carry no
         curvature so only F acts there (a 1e-9 ridge makes the optimum unique).  The subspace
         problem is the low-rank one with the extra constraint x in span(U); its optimum is never
-        lower, and it is cheap only while k~ is small (quadprog in k~ variables).
+        lower, and it is cheap only while k~ is small (quadprog in k~ variables).  Its solutions
+        are dense: x = U y can vanish on at most k~ - 1 genes (generically), so at least
+        M - k~ + 1 weights are positive, and the ranking rests on small differences between them.
     preselected : sequence of str or int, optional
         Genes that must be in the panel (names need ``feature_names``): they are ranked first, in
         the given order, and the rest is optimised given them (formulation in :func:`solve_qpfs`).
@@ -646,5 +657,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         constant_genes=[int(i) for i in np.flatnonzero(constant)], n_classes=int(classes.size),
         seconds_measures=t_measures, seconds_solve=t_solve, seconds_total=time.perf_counter() - t0,
     )
+    if P_all.size:
+        diagnostics.update(n_preselected=int(P_all.size), preselected_share=None if share is None else float(share))
     return Selection("qpfs", weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
                      relevance=F_all, feature_names=None if feature_names is None else np.asarray(feature_names))
