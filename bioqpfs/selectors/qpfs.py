@@ -395,7 +395,9 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
     memory_guard(3 * rows.size * m * 8, f"Nystrom with {rows.size} of {m} rows", "lower nystrom_rate")
     C = q_rows(rows)
     t_rows = time.perf_counter() - t0
-    lam, U, ninfo = _nys.nystrom_eigh(C, rows, eig_threshold=eig_threshold)
+    # negative_floor: positive eigenvalues of an indefinite A below |its most negative one| are
+    # noise and would blow up B^T A^-1 B (see nystrom_eigh); the published method assumes PSD Q
+    lam, U, ninfo = _nys.nystrom_eigh(C, rows, eig_threshold=eig_threshold, negative_floor=True)
     # eq. 9: mean of Q_hat = [[A, B], [B^T, B^T A^-1 B]] = C^T A^+ C (all of it, before the delta
     # cut), with A^-1 read as the pseudo-inverse on A's positive eigenspace (= A^-1 for PD A)
     a_hat, q_bar, f_bar = _alpha_from_means(ninfo["sum_Q_hat"] / m ** 2, float(np.mean(F)))
@@ -538,7 +540,12 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         without replacement (``random_state``); only those rows (plus a few for the error
         estimate) are computed, the M x M matrix is never formed.
     eig_threshold : float
-        delta of section 2.2: Nystrom eigenvalues <= delta are dropped (k~ are kept).
+        delta of section 2.2: Nystrom eigenvalues <= delta are dropped (k~ are kept).  Section 2.2
+        assumes a PSD Q; for an indefinite MI matrix the sampled block A is indefinite too, and
+        its negative eigenvalues and the positive ones up to |its most negative eigenvalue| are
+        treated as noise in A^{-1/2} (``nystrom_eigh(..., negative_floor=True)``): without that
+        the extension B^T A^-1 B blew up (relative error 6 instead of 0.47 at M=20,000, p=0.1).
+        Hence with p = 1 Q_hat is Q without its eigenvalues <= |lambda_min(Q)| (Q itself when PSD).
     nystrom_qp : {"auto", "subspace", "lowrank"}
         ``"auto"``: "subspace" while k~ <= :data:`NYSTROM_SUBSPACE_MAX`, "lowrank" beyond (which one
         ran is in ``diagnostics["nystrom_qp"]``).
