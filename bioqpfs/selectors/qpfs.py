@@ -534,7 +534,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         CV error on all three data sets, shift the most stable top-20 on two of three.  "none" is
         also the cheapest (no eigendecomposition beyond one Lanczos run).  The default stays
         ``"shift"`` so that existing calls keep their results (it is what QPFS with quadprog has
-        always had to do); ``psd_fix="none"`` is the recommended choice for accuracy.
+        always had to do); ``psd_fix="none"`` is the recommended choice for accuracy.  With
+        ``nystrom_rate`` the fix is moot: Q_hat is PSD by construction (see ``eig_threshold``).
     nystrom_rate : float in (0, 1], optional
         p: run QPFS+Nystrom (section 2.3) from ``r = ceil(p M)`` rows of Q sampled uniformly
         without replacement (``random_state``); only those rows (plus a few for the error
