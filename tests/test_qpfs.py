@@ -85,7 +85,7 @@ def test_qpfs_end_to_end_against_references(rng):
     n, m = 60, 6
     y = rng.integers(0, 3, size=n)
     X = rng.normal(size=(n, m)) + 0.8 * y[:, None] * (np.arange(m) < 3)
-    sel = bioqpfs.qpfs(X, y)
+    sel = bioqpfs.qpfs(X, y, psd_fix="shift")
     codes = ref.mean_sd_codes(X)
     Q = ref.mi_matrix(codes)
     F = np.array([ref.mutual_info(codes[:, g], y) for g in range(m)])
@@ -104,7 +104,7 @@ def test_qpfs_end_to_end_against_references(rng):
 def test_correlation_similarity_uses_hall_relevance(rng):
     X = rng.normal(size=(40, 5))
     y = (X[:, 0] + 0.3 * rng.normal(size=40) > 0).astype(int)
-    sel = bioqpfs.qpfs(X, y, similarity="correlation")
+    sel = bioqpfs.qpfs(X, y, similarity="correlation", psd_fix="shift")
     assert sel.params["relevance"] == "hall"
     Q = np.abs(np.corrcoef(X, rowvar=False))
     F = ref.hall(X, y)
@@ -185,3 +185,19 @@ def test_alpha_hat_definition():
     F = np.array([1.0, 0.5])
     a, q, f = alpha_hat(Q, F)
     assert (q, f) == (1.25, 0.75) and a == pytest.approx(1.25 / 2.0)
+
+
+def test_default_psd_fix_none_is_a_kkt_point_of_the_unconvexified_problem(rng):
+    """Default psd_fix='none': no change to Q; the weights satisfy the simplex KKT conditions of eq. 2 itself."""
+    from bioqpfs._kernels import simplex_qp
+
+    n, m = 40, 30
+    y = rng.integers(0, 2, size=n)
+    X = rng.normal(size=(n, m)) + 0.7 * y[:, None] * (np.arange(m) < 5)
+    sel = bioqpfs.qpfs(X, y)
+    assert sel.params.get("psd_fix", "none") == "none" and sel.diagnostics["psd_shift"] == 0.0
+    Q = ref.mi_matrix(ref.mean_sd_codes(X))
+    F = np.array([ref.mutual_info(ref.mean_sd_codes(X)[:, g], y) for g in range(m)])
+    a = sel.params["alpha"]
+    assert simplex_qp.kkt_residual((1 - a) * Q, a * F, sel.weights) < 1e-7
+    assert sel.diagnostics["local"] == bool(np.linalg.eigvalsh((1 - a) * Q).min() < 0)

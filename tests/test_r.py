@@ -262,7 +262,7 @@ def test_qpfs_weights_equal_r_quadprog_on_srbct_subset():
     adata = bioqpfs.datasets.srbct()
     X = np.asarray(adata.X[:, :40], dtype=np.float64)
     y = adata.obs["class"].astype(str).to_numpy()
-    sel = bioqpfs.qpfs(X, y)
+    sel = bioqpfs.qpfs(X, y, psd_fix="shift")  # the convexified problem R's quadprog can solve
     with localconverter(default_converter):
         Xr = ro.r.matrix(ro.FloatVector(X.ravel()), nrow=X.shape[0], byrow=True)
         out = ro.r(R_QPFS)(Xr, ro.StrVector(list(y)))

@@ -257,14 +257,15 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         a = c_lin * F
     if solver not in ("auto", "quadprog", "spg"):
         raise ValueError(f"unknown solver {solver!r}; choose 'auto', 'quadprog' or 'spg'")
-    if solver == "quadprog" and psd_fix == "none":
-        raise ValueError("psd_fix='none' may leave a non-convex QP, which quadprog cannot solve; "
-                         "use solver='spg' (or 'auto')")
     if solver == "quadprog" and R.size > QUADPROG_MAX_GENES:
         raise ValueError(f"quadprog on {R.size} genes would take very long (O(M^3)); use solver='spg' or 'auto'")
     if solver == "quadprog" or (solver == "auto" and R.size <= simplex_qp.QUADPROG_AUTO_MAX):
         memory_guard(4 * R.size ** 2 * 8, f"quadprog on {R.size} genes", "use solver='spg'")
     Gf, convex, fix = apply_psd_fix(G, psd_fix)
+    if solver == "quadprog" and not convex:
+        raise ValueError(f"Q is indefinite (smallest eigenvalue of (1-alpha)Q: {fix.get('min_eigenvalue', float('nan')):.3g}) "
+                         "and psd_fix='none' leaves the QP non-convex, which quadprog cannot solve; use solver='spg' or 'auto' "
+                         "(a stationary point), or psd_fix='shift'/'clip' (a convexified problem)")
     z, info = simplex_qp.solve(Gf, a, solver=solver, convex=convex)
     z[z < WEIGHT_TOL] = 0.0
     z /= z.sum()
@@ -484,7 +485,7 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
 # --------------------------------------------------------------------------------------------
 
 def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, discretization="mean_sd",
-         n_bins=3, base=2, solver="auto", psd_fix="shift", nystrom_rate=None, eig_threshold=0.0,
+         n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None, eig_threshold=0.0,
          nystrom_qp="auto", preselected=None, preselected_share=None, random_state=None, feature_names=None):
     """Rank genes with QPFS (exact, or QPFS+Nystrom).
 
@@ -536,9 +537,10 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         panel is worse; clip and none stay close to the published objective and give a lower
         CV error than shift on all three data sets (none the lowest), shift the most stable
         top-20 on two of three.  "none" is
-        also the cheapest (no eigendecomposition beyond one Lanczos run).  The default stays
-        ``"shift"`` so that existing calls keep their results (it is what QPFS with quadprog has
-        always had to do); ``psd_fix="none"`` is the recommended choice for accuracy.  With
+        also the cheapest (no eigendecomposition beyond one Lanczos run), so it is the default.
+        On a PSD Q it is the exact optimum; on an indefinite Q it is a stationary point of the
+        non-convex QP from a deterministic start (``diagnostics["local"]`` says so).  Pass
+        ``psd_fix="shift"`` for the convexified problem (a global optimum of a changed objective). With
         ``nystrom_rate`` the fix is moot: Q_hat is PSD by construction (see ``eig_threshold``).
     nystrom_rate : float in (0, 1], optional
         p: run QPFS+Nystrom (section 2.3) from ``r = ceil(p M)`` rows of Q sampled uniformly
