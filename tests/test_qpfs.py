@@ -201,3 +201,17 @@ def test_default_psd_fix_none_is_a_kkt_point_of_the_unconvexified_problem(rng):
     a = sel.params["alpha"]
     assert simplex_qp.kkt_residual((1 - a) * Q, a * F, sel.weights) < 1e-7
     assert sel.diagnostics["local"] == bool(np.linalg.eigvalsh((1 - a) * Q).min() < 0)
+
+
+@pytest.mark.parametrize("kind", ["mst", "mst_cpx"])
+def test_mst_relevance_by_name_equals_passing_the_vector(rng, kind):
+    """relevance='mst'/'mst_cpx' (Sousa et al. 3.1) gives the same QPFS as passing measures.relevance's vector."""
+    X = rng.normal(size=(30, 8))
+    y = rng.integers(0, 2, size=30)
+    X[:, 1] += 2 * y
+    by_name = bioqpfs.qpfs(X, y, relevance=kind)
+    F = measures.relevance(X, y, kind=kind)
+    by_vector = bioqpfs.qpfs(X, y, relevance=F)
+    np.testing.assert_allclose(by_name.weights, by_vector.weights, atol=1e-12)
+    np.testing.assert_allclose(by_name.relevance, F)
+    assert by_name.params["relevance"] == kind

@@ -314,8 +314,8 @@ def _measures(X, y_codes, *, similarity, relevance, discretization, n_bins, base
     if isinstance(relevance, str):
         if relevance == "mi":
             F = measures.relevance(table.codes, y_codes, kind="mi", base=base, discretization=None)
-        elif relevance == "hall":
-            F = _corr.hall_relevance(X, y_codes)
+        elif relevance in ("hall", "mst", "mst_cpx"):  # the continuous-data relevances of measures.relevance
+            F = measures.relevance(X, y_codes, kind=relevance, base=base)
         else:
             raise ValueError(f"unknown relevance {relevance!r}; choose one of {RELEVANCES} or pass a vector")
     else:
@@ -500,9 +500,10 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     similarity : {"mi", "correlation"}
         Redundancy Q: mutual information of the discretised genes (Q_ii = H(X_i), as published) or
         |Pearson correlation| (eq. 3).
-    relevance : {"mi", "hall"} or array, optional
-        F: I(X_i; C) (default with MI) or Hall's multiclass correlation (default with correlation),
-        or a precomputed non-negative vector.
+    relevance : {"mi", "hall", "mst", "mst_cpx"} or array, optional
+        F: I(X_i; C) (default with MI), Hall's multiclass correlation (default with correlation), the
+        minimum-spanning-tree relevances of Sousa et al. section 3.1 (see ``measures.relevance``), or a
+        precomputed non-negative vector.
     alpha : float in [0, 1], optional
         Relevance/redundancy trade-off; default alpha_hat = q_bar / (q_bar + f_bar) (eq. 9; with
         Nystrom q_bar is the mean of the Nystrom Q_hat).
