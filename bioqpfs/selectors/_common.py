@@ -1,13 +1,13 @@
 """Pieces every selector shares: validated inputs, Q and F from the measures, constant genes."""
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
 
 from .. import measures
 from .._kernels import correlation as _corr
+from .._kernels import information as _info
 from .._validation import check_labels, check_matrix, describe_indices
 
 SIMILARITIES = ("mi", "correlation")
@@ -34,42 +34,43 @@ def warn_constant(constant, feature_names):
         )
 
 
-def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base):
-    """Q (|Pearson| or MI) and F for the genes of X.
+def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
+                             rows=None, dtype=np.float64):
+    """Redundancy Q (|Pearson| or MI) and relevance F of the genes of X -- the one place selectors get them.
 
-    ``relevance`` may be a kind ("mi", "hall") or a precomputed vector.  Defaults follow the
-    QPFS paper (section 2.1): MI redundancy with MI relevance, correlation with Hall's relevance.
-    """
-    t0 = time.perf_counter()
+    ``relevance`` is a kind ("mi", "hall", "mst", "mst_cpx") or a precomputed vector; the defaults follow
+    the QPFS paper (section 2.1): MI redundancy with MI relevance, correlation with Hall's relevance.
+    Q is the whole matrix (``need_full``), only ``rows`` of it (Nystrom), or None; ``dtype`` float32
+    halves it at genome scale.  Returns ``(Q, F, relevance_name, code_table_or_None)``."""
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}; choose one of {SIMILARITIES}")
     if relevance is None:
         relevance = "mi" if similarity == "mi" else "hall"
-    codes = None
+    table = None
     if similarity == "mi" or (isinstance(relevance, str) and relevance == "mi"):
         codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
-    if similarity == "mi":
-        from .._kernels import information as _info
-
-        measures._output_guard(X.shape[1], X.shape[1], np.float64, "mutual information")
-        Q = _info.pairwise_information(_info.CodeTable(codes, levels), None, "mi", base=base)
-    else:
-        measures._output_guard(X.shape[1], X.shape[1], np.float64, "correlation")
-        Q = _corr.abs_pearson(X)
+        table = _info.CodeTable(codes, levels)
+    m = X.shape[1]
+    Q = None
+    if need_full or rows is not None:
+        r = m if rows is None else len(rows)
+        measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation")
+        if similarity == "mi":
+            Q = _info.pairwise_information(table, None, "mi", rows=rows, base=base, dtype=dtype)
+        else:
+            Q = _corr.abs_pearson(X, rows=rows, dtype=dtype)
     if isinstance(relevance, str):
         if relevance == "mi":
-            F = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
-        elif relevance == "hall":
-            F = _corr.hall_relevance(X, y_codes)
-        elif relevance in ("mst", "mst_cpx"):  # Sousa et al. section 3.1, see bioqpfs._kernels.mst
-            F = measures.relevance(X, y_codes, kind=relevance)
+            F = measures.relevance(table.codes, y_codes, kind="mi", base=base, discretization=None)
+        elif relevance in ("hall", "mst", "mst_cpx"):  # the continuous-data relevances of measures.relevance
+            F = measures.relevance(X, y_codes, kind=relevance, base=base)
         else:
             raise ValueError(f"unknown relevance {relevance!r}; choose one of {RELEVANCES} or pass a vector")
     else:
         F = np.asarray(relevance, dtype=np.float64)
-        if F.shape != (X.shape[1],):
-            raise ValueError(f"relevance vector has shape {F.shape}; expected ({X.shape[1]},), one value per gene")
+        if F.shape != (m,):
+            raise ValueError(f"relevance vector has shape {F.shape}; expected ({m},), one value per gene")
         if not np.isfinite(F).all() or (F < 0).any():
             raise ValueError("relevance vector must be finite and non-negative")
         relevance = "user"
-    return Q, F, relevance, time.perf_counter() - t0
+    return Q, np.asarray(F, dtype=np.float64), relevance, table

@@ -24,14 +24,13 @@ import time
 
 import numpy as np
 
-from .. import measures
 from .._kernels import correlation as _corr
 from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import simplex_qp
 from .._selection import Selection, rank_by_weight
 from .._validation import check_n_genes, describe_indices, memory_guard
-from ._common import RELEVANCES, SIMILARITIES, prepare, warn_constant
+from ._common import prepare, similarity_and_relevance, warn_constant
 
 __all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES"]
 
@@ -289,44 +288,6 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
 # --------------------------------------------------------------------------------------------
 # measures with row subsets and float32
 # --------------------------------------------------------------------------------------------
-
-def _measures(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full, rows=None,
-              dtype=np.float64):
-    """F for every gene and Q (all of it, or only ``rows``), as in ``_common.similarity_and_relevance``
-    but with row subsets (Nystrom) and a float32 option (genome scale).  Returns (Q_or_rows, F, name, codes)."""
-    if similarity not in SIMILARITIES:
-        raise ValueError(f"unknown similarity {similarity!r}; choose one of {SIMILARITIES}")
-    if relevance is None:
-        relevance = "mi" if similarity == "mi" else "hall"
-    table = None
-    if similarity == "mi" or (isinstance(relevance, str) and relevance == "mi"):
-        codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
-        table = _info.CodeTable(codes, levels)
-    m = X.shape[1]
-    Q = None
-    if need_full or rows is not None:
-        r = m if rows is None else len(rows)
-        measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation")
-        if similarity == "mi":
-            Q = _info.pairwise_information(table, None, "mi", rows=rows, base=base, dtype=dtype)
-        else:
-            Q = _corr.abs_pearson(X, rows=rows, dtype=dtype)
-    if isinstance(relevance, str):
-        if relevance == "mi":
-            F = measures.relevance(table.codes, y_codes, kind="mi", base=base, discretization=None)
-        elif relevance in ("hall", "mst", "mst_cpx"):  # the continuous-data relevances of measures.relevance
-            F = measures.relevance(X, y_codes, kind=relevance, base=base)
-        else:
-            raise ValueError(f"unknown relevance {relevance!r}; choose one of {RELEVANCES} or pass a vector")
-    else:
-        F = np.asarray(relevance, dtype=np.float64)
-        if F.shape != (m,):
-            raise ValueError(f"relevance vector has shape {F.shape}; expected ({m},), one value per gene")
-        if not np.isfinite(F).all() or (F < 0).any():
-            raise ValueError("relevance vector must be finite and non-negative")
-        relevance = "user"
-    return Q, np.asarray(F, dtype=np.float64), relevance, table
-
 
 # --------------------------------------------------------------------------------------------
 # QPFS + Nystrom (section 2.2-2.3)
@@ -627,7 +588,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
                 f"exact QPFS with quadprog on {m} genes would take very long (O(M^3)); use solver='spg' "
                 f"(or 'auto'), restrict the genes (e.g. mask_var='highly_variable'), or use nystrom_rate=...")
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64
-        Q, F, relevance_used, _ = _measures(Xk, y_codes, similarity=similarity, relevance=relevance,
+        Q, F, relevance_used, _ = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                             discretization=discretization, n_bins=n_bins, base=base,
                                             need_full=True, dtype=dtype)
         t_measures = time.perf_counter() - t0
@@ -640,7 +601,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         solve_diag["q_dtype"] = np.dtype(dtype).name
         del Q
     else:
-        _, F, relevance_used, table = _measures(Xk, y_codes, similarity=similarity, relevance=relevance,
+        _, F, relevance_used, table = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                                 discretization=discretization, n_bins=n_bins, base=base,
                                                 need_full=False)
         t_measures = time.perf_counter() - t0
