@@ -170,10 +170,9 @@ def _cmd_evaluate(args):
 
 
 def _cmd_select(args):
-    import anndata as ad
     import scanpy as sc
 
-    from . import _progress, datasets, get, tl
+    from . import _progress, get, tl
     from ._io import atomic_path
 
     sc.settings.verbosity = 0 if args.quiet else 3

@@ -45,7 +45,7 @@ from .._kernels import information as _info
 from .._kernels import kmeans as _km
 from .._kernels.correlation import column_moments
 from .._selection import Selection, rank_by_weight
-from .._validation import check_n_genes, describe_indices, memory_guard
+from .._validation import check_n_genes, memory_guard
 from ._common import prepare, warn_constant
 from .qpfs import alpha_hat, solve_qpfs
 
