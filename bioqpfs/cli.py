@@ -34,6 +34,7 @@ def _parser():
     s.add_argument("--key-added", default=None, help="prefix of the written keys (default: the method)")
     s.add_argument("-o", "--output", required=True, help="output .h5ad (written atomically)")
     s.add_argument("--tsv", default=None, help="also write the ranked gene table here")
+    s.add_argument("--plot", default=None, help="also save the ranked-weight plot with the panel cut (.png/.pdf/.svg)")
     s.add_argument("--nystrom-rate", type=float, default=None,
                    help="QPFS+Nystrom: compute only this fraction of the rows of Q (e.g. 0.05 for 20,000 genes)")
     s.add_argument("--solver", default=None, choices=["auto", "quadprog", "spg"],
@@ -48,6 +49,7 @@ def _parser():
     e.add_argument("--cv", default="10", help="folds of stratified k-fold CV, or 'loo' (default: 10)")
     e.add_argument("--repeats", type=int, default=1, help="repetitions of k-fold CV (default: 1)")
     e.add_argument("-o", "--output", required=True, help="output TSV of mean/sd error per method and panel size")
+    e.add_argument("--plot", default=None, help="also save the error-curve plot (.png/.pdf/.svg)")
 
     d = sub.add_parser("datasets", help="list the bundled datasets, or write one as .h5ad")
     d.add_argument("name", nargs="?", choices=sorted(datasets.available()))
@@ -101,6 +103,26 @@ def _read_table(args):
         labels = lab.loc[df.index.astype(str), col]
     obs = pd.DataFrame({args.groupby: pd.Categorical(np.asarray(labels, dtype=object))}, index=df.index.astype(str))
     return ad.AnnData(X=df.to_numpy(dtype=np.float64), obs=obs, var=pd.DataFrame(index=df.columns.astype(str)))
+
+
+_PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def _save_plot(draw, path):
+    """Draw with the Agg backend and save atomically; the format follows the file suffix."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ._io import atomic_path
+
+    if not str(path).lower().endswith(_PLOT_SUFFIXES):
+        raise ValueError(f"plot file {path!r} must end in one of {', '.join(_PLOT_SUFFIXES)}")
+    ax = draw()
+    with atomic_path(path) as tmp:
+        ax.figure.savefig(tmp, bbox_inches="tight", format=str(path).rsplit(".", 1)[1].lower())
+    plt.close(ax.figure)
 
 
 def _load_input(args):
@@ -164,6 +186,10 @@ def _cmd_evaluate(args):
                                   random_state=args.random_state, progress=not args.quiet)
     with atomic_path(args.output) as tmp:
         df.to_csv(tmp, sep="\t", index=False)
+    if args.plot:
+        from . import pl
+
+        _save_plot(lambda: pl.error_curve(df, show=False), args.plot)
     if not args.quiet:
         print(df[["method", "n_genes", "mean_error", "sd_error"]].to_string(index=False), file=sys.stderr)
     return EXIT_OK
@@ -197,6 +223,10 @@ def _cmd_select(args):
         df = get.selection_df(adata, key)
         with atomic_path(args.tsv) as tmp:
             df.to_csv(tmp, sep="\t", index=False)
+    if args.plot:
+        from . import pl
+
+        _save_plot(lambda: pl.weights(adata, key, show=False), args.plot)
     if not args.quiet:
         top = ", ".join(adata.uns[key]["selected"][:10])
         print(f"selected {len(adata.uns[key]['selected'])} genes with {args.method}: {top}"

@@ -26,8 +26,10 @@ def h5ad(tmp_path):
 
 def test_select_writes_h5ad_and_tsv(h5ad, tmp_path):
     out, tsv = tmp_path / "out.h5ad", tmp_path / "out.tsv"
-    r = run("select", str(h5ad), "--groupby", "cls", "--n-genes", "3", "-o", str(out), "--tsv", str(tsv), "--quiet")
+    r = run("select", str(h5ad), "--groupby", "cls", "--n-genes", "3", "-o", str(out), "--tsv", str(tsv), "--quiet",
+            "--plot", str(tmp_path / "weights.png"))
     assert r.returncode == 0, r.stderr
+    assert (tmp_path / "weights.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     b = ad.read_h5ad(out)
     assert b.var["qpfs_selected"].sum() == 3 and b.uns["qpfs"]["selected"][0] == "g0"
     df = pd.read_csv(tsv, sep="\t")
@@ -92,8 +94,9 @@ def test_csv_both_orientations_and_labels_file(tmp_path):
 def test_evaluate_writes_error_table(h5ad, tmp_path):
     out = tmp_path / "curve.tsv"
     r = run("evaluate", str(h5ad), "--groupby", "cls", "--methods", "qpfs", "--n-genes", "1,3", "--cv", "3",
-            "-o", str(out), "--quiet")
+            "-o", str(out), "--quiet", "--plot", str(tmp_path / "curve.pdf"))
     assert r.returncode == 0, r.stderr
+    assert (tmp_path / "curve.pdf").read_bytes()[:5] == b"%PDF-"
     df = pd.read_csv(out, sep="\t")
     assert list(df["n_genes"]) == [1, 3] and set(df["method"]) == {"qpfs"}
     assert ((df["mean_error"] >= 0) & (df["mean_error"] <= 1)).all()

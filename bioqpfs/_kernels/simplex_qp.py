@@ -38,6 +38,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
+from .. import _progress
+
 __all__ = ["solve_quadprog", "solve_spg", "solve", "convexify_shift", "kkt_residual", "objective",
            "project_simplex", "QPMatrix", "smallest_eigenvalue", "QUADPROG_AUTO_MAX"]
 
@@ -353,6 +355,7 @@ def _solve_spg(G, a, *, x0, tol, max_iter, polish, max_polish, convex):
     it = 0
     converged = False
     kkt = _kkt_from_gradient(g, x)
+    progress = _progress.bar(None, "QP (spg)", unit="it")
     for it in range(1, max_iter + 1):
         p = project_simplex(x - s * g)
         d = p - x
@@ -379,6 +382,7 @@ def _solve_spg(G, a, *, x0, tol, max_iter, polish, max_polish, convex):
         s = float(dv @ dv) / dGd if dGd > 0 else s_max
         s = min(max(s, s_min), s_max)
         if it % 20 == 0:
+            progress.update(20)
             x /= x.sum()
             supp = np.flatnonzero(x)
             g = G.dot_sparse(supp, x[supp]) - a  # refresh: no drift from the incremental updates
@@ -386,6 +390,7 @@ def _solve_spg(G, a, *, x0, tol, max_iter, polish, max_polish, convex):
             if kkt <= tol * scale:
                 converged = True
                 break
+    progress.close()
     x /= x.sum()
     n_polish = 0
     if polish:

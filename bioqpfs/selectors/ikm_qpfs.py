@@ -40,7 +40,7 @@ import warnings
 import numpy as np
 import scipy.sparse as _sparse
 
-from .. import measures
+from .. import _progress, measures
 from .._kernels import information as _info
 from .._kernels import kmeans as _km
 from .._kernels.correlation import column_moments
@@ -116,6 +116,7 @@ class _Context:
         else:
             self.alpha = float(alpha)
         self.n_qpfs = 0
+        self.progress = _progress.bar(None, "QPFS on cluster representatives", unit="call")
         self.alphas = []
         self.qpfs_sizes = []
         self.t_qpfs = 0.0
@@ -144,6 +145,7 @@ class _Context:
         t = time.perf_counter()
         reps = np.asarray(reps, dtype=np.int64)
         self.n_qpfs += 1
+        self.progress.update()
         self.qpfs_sizes.append(int(reps.size))
         memory_guard(6 * 8 * reps.size**2, f"QPFS on {reps.size} representatives",
                      "use fewer clusters (n_clusters, n_split, max_split) or fewer levels")
@@ -165,6 +167,7 @@ class _Context:
 
     def finish(self, method, local_ranked, local_weights, n_genes, params, diagnostics, leaves):
         """Build the Selection: weights and ranking over all input genes, cluster columns, diagnostics."""
+        self.progress.close()
         keep = self.keep
         weights = np.zeros(self.m_total)
         weights[keep] = local_weights
