@@ -215,3 +215,21 @@ def test_mst_relevance_by_name_equals_passing_the_vector(rng, kind):
     np.testing.assert_allclose(by_name.weights, by_vector.weights, atol=1e-12)
     np.testing.assert_allclose(by_name.relevance, F)
     assert by_name.params["relevance"] == kind
+
+
+def test_default_handles_psd_singular_q_from_identical_genes(rng):
+    """Identical genes make Q PSD but singular: quadprog's factorisation needs a margin; the answer must
+    still be the optimum of the unshifted problem (checked by the KKT conditions)."""
+    from bioqpfs._kernels import simplex_qp
+
+    X = rng.poisson(2.0, size=(24, 6)).astype(float)
+    X[:, 3] = X[:, 0]
+    X[:, 4] = X[:, 0]
+    y = np.repeat([0, 1], 12)
+    sel = bioqpfs.qpfs(X, y)
+    codes = ref.mean_sd_codes(X)
+    Q = ref.mi_matrix(codes)
+    F = np.array([ref.mutual_info(codes[:, g], y) for g in range(6)])
+    a = sel.params["alpha"]
+    assert simplex_qp.kkt_residual((1 - a) * Q, a * F, sel.weights) < 1e-8
+    assert sel.diagnostics["psd_shift"] == 0.0

@@ -460,10 +460,17 @@ def solve(G, a, *, solver="auto", convex=True, **kwargs):
         if not convex:
             raise ValueError("quadprog needs a convex problem; use solver='spg' for psd_fix='none'")
         Gd = G.dense() if isinstance(G, QPMatrix) else np.asarray(G, dtype=np.float64)
-        x = solve_quadprog(Gd, a)
+        name, n_polish = "quadprog", 0
+        try:
+            x = solve_quadprog(Gd, a)
+        except ValueError:
+            # convex but singular G (e.g. identical genes): Goldfarb-Idnani needs strict definiteness, so
+            # factor G + 1e-9 max|diag| I; the polish below then solves the problem with G itself
+            margin = 1e-9 * max(float(np.max(np.abs(np.diag(Gd)))), 1e-300)
+            x = solve_quadprog(Gd + margin * np.eye(m), a)
+            name = "quadprog(singular G, margin)"
         g = Gd @ x - a
         kkt = _kkt_from_gradient(g, x)
-        name, n_polish = "quadprog", 0
         scale = float(np.max(np.abs(a)) + np.max(np.abs(np.diag(Gd)))) or 1.0
         if kkt > 1e-9 * scale:
             # Goldfarb-Idnani works with G^-1 and loses accuracy when G is nearly singular (e.g. a
@@ -471,7 +478,7 @@ def solve(G, a, *, solver="auto", convex=True, **kwargs):
             x, n_polish, _ = _polish(QPMatrix(Gd), a, x, scale, True, 500)
             g = Gd @ x - a
             kkt = _kkt_from_gradient(g, x)
-            name = "quadprog+polish"
+            name += "+polish"
         return x, dict(solver=name, iterations=None, polish_iterations=int(n_polish),
                        kkt_residual=float(kkt), objective=float(0.5 * x @ (g + a) - a @ x),
                        converged=True, local=False, n_nonzero=int(np.count_nonzero(x)))
