@@ -147,8 +147,6 @@ def test_qpfs_variant_parameters_forwarded(rng):
 
 def test_family_parameters_and_cv_over_tau(rng):
     """IKM-QPFS's tau/k' were chosen by cross-validation in the paper (section 5): a grid search does it."""
-    if "ikm_qpfs" not in bioqpfs.methods():
-        pytest.skip("ikm_qpfs is not registered in this installation")
     X, y = _blobs(rng, n=60, m=30, informative=(4, 21))
     est = IKMQPFSSelector(n_features_to_select=3, tau=0.9, n_clusters=6, random_state=2).fit(X, y)
     ref = bioqpfs.select(X, y, method="ikm_qpfs", n_genes=3, tau=0.9, n_clusters=6, random_state=2)
