@@ -95,7 +95,9 @@ def test_spg_matches_quadprog_on_real_mi(srbct_mi, m):
     alpha = qmod.alpha_hat(Qs, Fs)[0]
     xq, dq = qmod.solve_qpfs(Qs, Fs, alpha, solver="quadprog")
     xs, ds = qmod.solve_qpfs(Qs, Fs, alpha, solver="spg")
-    assert dq["solver"] == "quadprog" and ds["solver"] == "spg"
+    # quadprog's answer is polished when its KKT residual lands just above 1e-9 * scale (threaded BLAS
+    # rounding can put it either side): both labels are the quadprog path
+    assert dq["solver"] in ("quadprog", "quadprog+polish") and ds["solver"] == "spg"
     assert ds["psd_shift"] == pytest.approx(dq["psd_shift"], rel=1e-6)
     assert ds["indefinite"] == (m == 1500)  # the large real MI matrix is indefinite
     G = (1 - alpha) * Qs + ds["psd_shift"] * np.eye(m)
