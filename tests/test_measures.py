@@ -178,3 +178,45 @@ def test_grouped_table_gives_pooled_mi(rng):
     np.testing.assert_allclose(grouped, ref.mi_matrix(X), atol=1e-10)
     rows = info.pairwise_information(info.CodeTable(X, groups=y), None, "mi", rows=np.array([2, 0]))
     np.testing.assert_allclose(rows, ref.mi_matrix(X)[[2, 0]], atol=1e-10)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_worker_threads_give_identical_matrices(rng, monkeypatch, workers):
+    """Block pairs run on a thread pool; the result must not depend on the number of workers."""
+    X = _codes(rng, n=60, m=45, levels=(3,) * 45)
+    X5 = rng.integers(0, 5, size=(60, 37))
+    y = rng.integers(0, 3, size=60)
+    Y = rng.integers(0, 4, size=(60, 2))
+    monkeypatch.setattr(info, "_GEMM_BUDGET", 16 * 8 * 8)  # 8-gene blocks: many block pairs
+
+    def all_kinds():
+        return [measures.mutual_information(X), measures.mutual_information(X5),
+                measures.mutual_information(X, rows=[40, 3, 4, 5, 17]), measures.mutual_information(X, Y),
+                measures.conditional_mutual_information(X, y), measures.conditional_mutual_information(X5, y)]
+
+    monkeypatch.setattr(info, "n_workers", lambda: 1)
+    serial = all_kinds()
+    monkeypatch.setattr(info, "n_workers", lambda: workers)
+    for a, b in zip(all_kinds(), serial):
+        np.testing.assert_array_equal(a, b)
+    # and against the plain-loop oracle
+    np.testing.assert_allclose(serial[0], ref.mi_matrix(X), atol=1e-10)
+    np.testing.assert_array_equal(serial[0], serial[0].T)
+
+
+def test_worker_error_propagates_and_stops(rng, monkeypatch):
+    X = _codes(rng, n=40, m=40, levels=(3,) * 40)
+    monkeypatch.setattr(info, "_GEMM_BUDGET", 16 * 8 * 8)
+    monkeypatch.setattr(info, "n_workers", lambda: 2)
+    calls = []
+    real = info._counts
+
+    def failing(*a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise MemoryError("simulated")
+        return real(*a, **k)
+
+    monkeypatch.setattr(info, "_counts", failing)
+    with pytest.raises(MemoryError, match="simulated"):
+        measures.mutual_information(X)

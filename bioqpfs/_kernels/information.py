@@ -23,15 +23,20 @@ Results are in nats inside the kernel and divided by ``ln(base)`` on output.
 """
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+
+import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .. import _progress
 
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies"]
 
-_GEMM_BUDGET = 48 * 2**20  # bytes for one block of float32 counts (per class)
-_ONEHOT_BUDGET = 64 * 2**20  # bytes for one-hot chunks
+_DUMMY = np.empty((1, 1))
+_GEMM_BUDGET = 4 * 2**20  # bytes of counts (all classes) per worker and block pair: stays in cache
+_ONEHOT_BUDGET = 16 * 2**20  # bytes for one one-hot chunk of samples
 
 
 class CodeTable:
@@ -74,10 +79,17 @@ class CodeTable:
                 self.marginals[c, :, a] = (block == a).sum(axis=0)
 
     def onehot(self, genes, rows):
-        """float32 indicators (len(rows) x len(genes)*nb), column ``g*nb + a`` = [code == a]."""
+        """float32 indicators (len(rows) x nb*len(genes)), bin-major: column ``a*len(genes) + g`` = [code == a].
+
+        Bin-major columns make every (bin a, bin b) sub-block of the count matrix a contiguous
+        gene x gene tile, so the fused pass reads all its operands with unit stride.
+        """
         sub = self.codes[rows, genes] if isinstance(genes, slice) else self.codes[rows][:, genes]
-        oh = sub[:, :, None] == np.arange(self.nb, dtype=sub.dtype)
-        return oh.reshape(sub.shape[0], -1).astype(self.count_dtype)
+        out = np.empty((sub.shape[0], self.nb * sub.shape[1]), dtype=self.count_dtype)
+        g = sub.shape[1]
+        for a in range(self.nb):
+            np.equal(sub, a, out=out[:, a * g:(a + 1) * g], casting="unsafe")
+        return out
 
     def phi_marginal(self):
         """P_g = sum_a phi(n_a) over all bins of gene g (pooled over classes), and the same per class."""
@@ -114,26 +126,25 @@ def class_conditional_entropies(table: CodeTable):
     return h_xc - h_c, h_xc - h_x, h_c
 
 
-@njit(parallel=True, cache=True)
+@njit(nogil=True, cache=True)
 def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t, s_tc,
-                 out_up, scratch, write_lo, diag_block):
-    """Turn class-wise count blocks into output entries.
+                 out_up, scratch, write_lo):
+    """Turn class-wise count blocks into output entries (any number of bins).
 
-    G : (C, bI*nbI, bJ*nbJ) float32 counts of the materialised bins.
+    G : (C, nbI*bI, nbJ*bJ) counts of the materialised bins, bin-major: row ``a*bI + i`` is bin
+    ``a`` of gene ``i`` (see :meth:`CodeTable.onehot`).
     value(i, j) = r_up[i] + c_up[j] + s_t*T_ij + s_tc*Tc_ij  -> out_up[i, j]
-    s_t*T_ij + s_tc*Tc_ij -> scratch[i, j] (when write_lo; :func:`_write_transposed` finishes the
-    mirrored block, tile by tile, so the strided writes stay in cache)
-    In a diagonal block (I == J) only j >= i is evaluated and mirrored.
+    s_t*T_ij + s_tc*Tc_ij -> scratch[i, j] when ``write_lo`` (:func:`_write_transposed` then fills
+    the mirrored block).
     """
     C = G.shape[0]
     bI = margI.shape[1]
     bJ = margJ.shape[1]
-    for i in prange(bI):
-        rs = np.empty((C, nbI))
-        cs = np.empty((C, nbJ))
-        tot = np.empty((nbI + 1, nbJ + 1))
-        j0 = i if diag_block else 0
-        for j in range(j0, bJ):
+    rs = np.empty((C, nbI))
+    cs = np.empty((C, nbJ))
+    tot = np.empty((nbI + 1, nbJ + 1))
+    for i in range(bI):
+        for j in range(bJ):
             T = 0.0
             Tc = 0.0
             for u in range(nbI + 1):
@@ -146,9 +157,9 @@ def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t
                     cs[c, b] = 0.0
                 corner = sizes[c]
                 for a in range(nbI):
-                    row = i * nbI + a
+                    row = a * bI + i
                     for b in range(nbJ):
-                        g = G[c, row, j * nbJ + b]
+                        g = G[c, row, b * bJ + j]
                         rs[c, a] += g
                         cs[c, b] += g
                         tot[a, b] += g
@@ -178,86 +189,128 @@ def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t
             out_up[i, j] = r_up[i] + c_up[j] + base
             if write_lo:
                 scratch[i, j] = base
-            if diag_block and j > i:
-                out_up[j, i] = r_up[j] + c_up[i] + base
 
 
-@njit(parallel=True, cache=True)
+@njit(nogil=True, cache=True)
 def _fused_block_3bins(G, margI, margJ, sizes, phi, need_tc, r_up, c_up, s_t, s_tc,
-                       out_up, scratch, write_lo, diag_block):
-    """:func:`_fused_block` unrolled for 3 bins per gene (2 materialised), the default discretisation."""
+                       out_up, scratch, write_lo, work):
+    """:func:`_fused_block` for 3 bins per gene (2 materialised), the default discretisation.
+
+    The inner loops run over ``j`` with unit stride in every array (bin-major ``G``), so LLVM
+    vectorises them, the ``phi`` lookups becoming gathers.  Counts stay in the count dtype
+    (float32: exact integers below 2**24); ``work`` (10 x bJ float64) holds the class sums
+    when C > 1.
+    """
     C = G.shape[0]
     bI = margI.shape[1]
     bJ = margJ.shape[1]
-    for i in prange(bI):
-        j0 = i if diag_block else 0
-        for j in range(j0, bJ):
-            t00 = 0.0; t01 = 0.0; t02 = 0.0; t10 = 0.0; t11 = 0.0; t12 = 0.0; t20 = 0.0; t21 = 0.0; t22 = 0.0
-            Tc = 0.0
-            for c in range(C):
-                g00 = G[c, 2 * i, 2 * j]
-                g01 = G[c, 2 * i, 2 * j + 1]
-                g10 = G[c, 2 * i + 1, 2 * j]
-                g11 = G[c, 2 * i + 1, 2 * j + 1]
-                a0 = margI[c, i, 0]
-                a1 = margI[c, i, 1]
+    for i in range(bI):
+        ri = r_up[i]
+        if C == 1:
+            a0 = margI[0, i, 0]
+            a1 = margI[0, i, 1]
+            rest = sizes[0] - a0 - a1
+            for j in range(bJ):
+                g00 = G[0, i, j]
+                g01 = G[0, i, bJ + j]
+                g10 = G[0, bI + i, j]
+                g11 = G[0, bI + i, bJ + j]
+                b0 = margJ[0, j, 0]
+                b1 = margJ[0, j, 1]
+                n02 = a0 - g00 - g01
+                n12 = a1 - g10 - g11
+                n20 = b0 - g00 - g10
+                n21 = b1 - g01 - g11
+                n22 = rest - b0 - b1 + g00 + g01 + g10 + g11
+                T = (phi[np.int32(g00)] + phi[np.int32(g01)] + phi[np.int32(g10)] + phi[np.int32(g11)]
+                     + phi[np.int32(n02)] + phi[np.int32(n12)] + phi[np.int32(n20)] + phi[np.int32(n21)]
+                     + phi[np.int32(n22)])
+                base = s_t * T
+                out_up[i, j] = ri + c_up[j] + base
+                if write_lo:
+                    scratch[i, j] = base
+            continue
+        for k in range(10):
+            for j in range(bJ):
+                work[k, j] = 0.0
+        for c in range(C):
+            a0 = margI[c, i, 0]
+            a1 = margI[c, i, 1]
+            rest = sizes[c] - a0 - a1
+            for j in range(bJ):
+                g00 = G[c, i, j]
+                g01 = G[c, i, bJ + j]
+                g10 = G[c, bI + i, j]
+                g11 = G[c, bI + i, bJ + j]
                 b0 = margJ[c, j, 0]
                 b1 = margJ[c, j, 1]
                 n02 = a0 - g00 - g01
                 n12 = a1 - g10 - g11
                 n20 = b0 - g00 - g10
                 n21 = b1 - g01 - g11
-                n22 = sizes[c] - a0 - a1 - b0 - b1 + g00 + g01 + g10 + g11
+                n22 = rest - b0 - b1 + g00 + g01 + g10 + g11
                 if need_tc:
-                    Tc += (phi[np.int64(g00)] + phi[np.int64(g01)] + phi[np.int64(g10)] + phi[np.int64(g11)]
-                           + phi[np.int64(n02)] + phi[np.int64(n12)] + phi[np.int64(n20)] + phi[np.int64(n21)]
-                           + phi[np.int64(n22)])
-                t00 += g00; t01 += g01; t10 += g10; t11 += g11
-                t02 += n02; t12 += n12; t20 += n20; t21 += n21; t22 += n22
-            T = (phi[np.int64(t00)] + phi[np.int64(t01)] + phi[np.int64(t10)] + phi[np.int64(t11)]
-                 + phi[np.int64(t02)] + phi[np.int64(t12)] + phi[np.int64(t20)] + phi[np.int64(t21)]
-                 + phi[np.int64(t22)])
-            base = s_t * T + s_tc * Tc
-            out_up[i, j] = r_up[i] + c_up[j] + base
+                    work[9, j] += (phi[np.int32(g00)] + phi[np.int32(g01)] + phi[np.int32(g10)]
+                                   + phi[np.int32(g11)] + phi[np.int32(n02)] + phi[np.int32(n12)]
+                                   + phi[np.int32(n20)] + phi[np.int32(n21)] + phi[np.int32(n22)])
+                work[0, j] += g00
+                work[1, j] += g01
+                work[2, j] += g10
+                work[3, j] += g11
+                work[4, j] += n02
+                work[5, j] += n12
+                work[6, j] += n20
+                work[7, j] += n21
+                work[8, j] += n22
+        for j in range(bJ):
+            T = 0.0
+            for k in range(9):
+                T += phi[np.int32(work[k, j])]
+            base = s_t * T + s_tc * work[9, j]
+            out_up[i, j] = ri + c_up[j] + base
             if write_lo:
                 scratch[i, j] = base
-            if diag_block and j > i:
-                out_up[j, i] = r_up[j] + c_up[i] + base
 
 
-@njit(parallel=True, cache=True)
-def _write_transposed(scratch, r_lo, c_lo, out_lo):
-    """out_lo[j, i] = r_lo[j] + c_lo[i] + scratch[i, j], in 64 x 64 tiles."""
+@njit(nogil=True, cache=True)
+def _write_transposed(scratch, r_lo, c_lo, out_lo, diagonal_block):
+    """out_lo[j, i] = r_lo[j] + c_lo[i] + scratch[i, j], in 32 x 32 tiles that stay in L1.
+
+    In a diagonal block (``out_lo`` is the block itself) only ``j > i`` is written, so the block
+    is exactly symmetric in its ``scratch`` part.
+    """
     bI, bJ = scratch.shape
-    tile = 64
-    n_tj = (bJ + tile - 1) // tile
-    for tj in prange(n_tj):
-        j0 = tj * tile
+    tile = 32
+    for j0 in range(0, bJ, tile):
         j1 = min(bJ, j0 + tile)
         for i0 in range(0, bI, tile):
             i1 = min(bI, i0 + tile)
+            if diagonal_block and i0 >= j1:
+                continue
             for j in range(j0, j1):
                 rj = r_lo[j]
-                for i in range(i0, i1):
+                i_stop = min(i1, j) if diagonal_block else i1
+                for i in range(i0, i_stop):
                     out_lo[j, i] = rj + c_lo[i] + scratch[i, j]
 
 
 def _block_size(table_rows: CodeTable, table_cols: CodeTable, n_classes, n_out=None):
-    """Genes per block so one block of class-wise float32 counts stays within the work budget.
+    """Genes per block so one worker's block of class-wise counts stays within ``_GEMM_BUDGET``.
 
-    The budget is the smaller of ``_GEMM_BUDGET`` and a quarter of the output (at least 4 MB), so
-    the working memory stays a small fraction of the result for every size.
+    The budget is per worker thread and small (a few MB) so that the fused pass reads the counts
+    from cache right after the GEMM wrote them.  ``n_out`` (entries of the output) caps the
+    budget at a quarter of the output for tiny problems.
     """
     per = np.dtype(table_rows.count_dtype).itemsize * n_classes * table_rows.nb * table_cols.nb
-    budget = _GEMM_BUDGET if n_out is None else min(_GEMM_BUDGET, max(4 * 2**20, n_out * 8 // 4))
+    budget = _GEMM_BUDGET if n_out is None else min(_GEMM_BUDGET, max(2**18, n_out * 8 // 4))
     b = int(np.sqrt(budget / per))
     return max(16, min(b, 4096))
 
 
 def _counts(table_rows: CodeTable, genes_I, table_cols: CodeTable, genes_J, C, buf=None):
-    """Class-wise joint counts (C, |I|*nbI, |J|*nbJ), accumulated over sample chunks.
+    """Class-wise joint counts (C, nbI*|I|, nbJ*|J|), bin-major, accumulated over sample chunks.
 
-    ``buf`` is reused between calls (a fresh 50 MB array per block costs page faults).
+    ``buf`` is reused between calls (a fresh array per block costs page faults).
     """
     bI = genes_I.stop - genes_I.start if isinstance(genes_I, slice) else len(genes_I)
     bJ = genes_J.stop - genes_J.start if isinstance(genes_J, slice) else len(genes_J)
@@ -283,6 +336,67 @@ def _counts(table_rows: CodeTable, genes_I, table_cols: CodeTable, genes_J, C, b
         if first:  # empty class
             G[c] = 0.0
     return G
+
+
+def n_workers():
+    """Worker threads for the blocked kernels: numba's thread count (``NUMBA_NUM_THREADS``,
+    :func:`numba.set_num_threads`)."""
+    return max(1, int(numba.get_num_threads()))
+
+
+_EXECUTOR = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor(workers):
+    """A persistent pool of ``workers`` threads (recreated when the count changes)."""
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None or _EXECUTOR._max_workers != workers:
+            if _EXECUTOR is not None:
+                _EXECUTOR.shutdown(wait=False)
+            _EXECUTOR = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bioqpfs-count")
+        return _EXECUTOR
+
+
+def _run_tasks(task, items, progress):
+    """Run ``task(item)`` for every item on the worker pool (inline with one worker or one item).
+
+    Each worker computes whole block pairs -- GEMM (BLAS limited to one thread) then the fused
+    pass on the counts it just wrote, still in its cache.  One level of threads only: BLAS threads
+    and numba threads alternating on the same cores spin-wait against each other (measured 1.7x
+    slower on 2 cores).
+    """
+    workers = min(n_workers(), len(items))
+    if workers <= 1:
+        for it in items:
+            task(it)
+            progress.update()
+        return
+    futures = []
+    try:
+        with _blas_threads(1):
+            pool = _executor(n_workers())
+            futures = [pool.submit(task, it) for it in items]
+            for f in as_completed(futures):
+                f.result()
+                progress.update()
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise
+
+
+def _blas_threads(n):
+    """Limit BLAS to ``n`` threads inside the block (threadpoolctl; no-op without it)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(n, user_api="blas")
 
 
 def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, kind, *, rows=None,
@@ -343,41 +457,49 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     if conditional and not same:
         raise ValueError("class-conditional kinds are gene x gene only")
 
-    bs = _block_size(table_rows, tc, C, n_out=r * m_cols)
     sizes = table_rows.class_sizes if conditional else np.array([float(n)])
-    margR = table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None]
-    margC = tc.marginals if conditional else tc.marginals.sum(axis=0)[None]
+    cdt = table_rows.count_dtype
+    margR = (table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None]).astype(cdt)
+    margC = (tc.marginals if conditional else tc.marginals.sum(axis=0)[None]).astype(cdt)
+    sizes = sizes.astype(cdt)
     symmetric_blocks = same and rows is None
-    n_pairs = sum(len(range(i0 if symmetric_blocks else 0, m_cols, bs)) for i0 in range(0, r, bs))
-    progress = _progress.bar(n_pairs, f"{kind} matrix", unit="block")
-    dummy64 = np.empty((1, 1))
-    buf = None
-    scratch = None
-    for i0 in range(0, r, bs):
+    bs = _block_size(table_rows, tc, C, n_out=r * m_cols)
+    # with few rows (Nystrom, greedy baselines) widen the column blocks to the same budget
+    bs_cols = bs if symmetric_blocks else max(bs, min(m_cols, bs * bs // max(1, min(r, bs))))
+    pairs = [(i0, j0) for i0 in range(0, r, bs)
+             for j0 in range(i0 if symmetric_blocks else 0, m_cols, bs if symmetric_blocks else bs_cols)]
+    three_bins = table_rows.nb == 2 and tc.nb == 2
+    local = threading.local()  # per-worker buffers, freed with this call
+
+    def block_pair(pair):
+        i0, j0 = pair
         Ipos = slice(i0, min(r, i0 + bs))
         I = row_idx[Ipos]
         I_arg = slice(int(I[0]), int(I[-1]) + 1) if (I.size and np.all(np.diff(I) == 1)) else I
-        j_start = i0 if symmetric_blocks else 0
-        for j0 in range(j_start, m_cols, bs):
-            J = slice(j0, min(m_cols, j0 + bs))
-            G = _counts(table_rows, I_arg, tc, J, C, buf)
-            buf = G.ravel() if buf is None or G.size > buf.size else buf
-            diag = symmetric_blocks and j0 == i0
-            write_lo = symmetric_blocks and not diag
-            Jr = np.arange(J.start, J.stop)
-            bJ = J.stop - J.start
-            if write_lo and (scratch is None or scratch.size < len(I) * bJ):
-                scratch = np.empty(len(I) * bJ)
-            scr = scratch[: len(I) * bJ].reshape(len(I), bJ) if write_lo else dummy64
-            args = (r_up_all[I], c_up_all[J], s_t, s_tc, out[Ipos, J], scr, write_lo, diag)
-            mI, mJ = np.ascontiguousarray(margR[:, I]), np.ascontiguousarray(margC[:, J])
-            if table_rows.nb == 2 and tc.nb == 2:
-                _fused_block_3bins(G, mI, mJ, sizes, table_rows.phi, conditional, *args)
-            else:
-                _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args)
-            if write_lo:
-                _write_transposed(scr, r_lo_all[Jr], c_lo_all[I], out[J, Ipos])
-            progress.update()
+        J = slice(j0, min(m_cols, j0 + (bs if symmetric_blocks else bs_cols)))
+        bI, bJ = len(I), J.stop - J.start
+        G = _counts(table_rows, I_arg, tc, J, C, getattr(local, "buf", None))
+        if getattr(local, "buf", None) is None or G.size > local.buf.size:
+            local.buf = G.ravel()
+        diag = symmetric_blocks and j0 == i0
+        write_lo = symmetric_blocks  # diagonal blocks mirror their upper triangle
+        if write_lo and (getattr(local, "scratch", None) is None or local.scratch.size < bI * bJ):
+            local.scratch = np.empty(bI * bJ)
+        scr = local.scratch[: bI * bJ].reshape(bI, bJ) if write_lo else _DUMMY
+        args = (r_up_all[I], c_up_all[J], s_t, s_tc, out[Ipos, J], scr, write_lo)
+        mI, mJ = np.ascontiguousarray(margR[:, I]), np.ascontiguousarray(margC[:, J])
+        if three_bins:
+            if C > 1 and (getattr(local, "work", None) is None or local.work.shape[1] < bJ):
+                local.work = np.empty((10, bJ))
+            work = local.work if C > 1 else _DUMMY
+            _fused_block_3bins(G, mI, mJ, sizes, table_rows.phi, conditional, *args, work)
+        else:
+            _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args)
+        if write_lo:
+            _write_transposed(scr, r_lo_all[J], c_lo_all[I], out[J, Ipos], diag)
+
+    progress = _progress.bar(len(pairs), f"{kind} matrix", unit="block")
+    _run_tasks(block_pair, pairs, progress)
     progress.close()
     if same:
         diag_rows = np.arange(r)
