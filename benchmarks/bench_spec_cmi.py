@@ -15,7 +15,7 @@
    GEMM time of the class-wise indicator products the CMI matrix needs -- for each class c the
    (M*b) x (M*b) products O_c^T O_c over the upper block triangle, with b = 2 materialised bins
    (what the kernel computes; the third bin follows from marginals) and with all b = 3 bins (the
-   naive C * B^2 count).  Goal: end to end at M = 20,000 under 30 s, CMI within 3x of the GEMM.
+   naive C * B^2 count), each the faster of two schedules (``_gemm.py``).  Goal: end to end at M = 20,000 under 30 s, CMI within 3x of the GEMM.
    SPEC_CMI + Nystrom (gamma = 0.2) is timed on the same data, with the top-50 overlap with the
    exact panel.
 
@@ -27,6 +27,8 @@ import argparse
 import time
 
 import numpy as np
+
+from _gemm import gemm_seconds
 
 
 def synthetic(m, n=100, seed=0):
@@ -83,27 +85,6 @@ def bench_ranking(sizes, repeats):
         del Q
 
 
-def gemm_reference(table, full_bins):
-    """Seconds of the class-wise indicator GEMMs over the upper block triangle, results discarded."""
-    from bioqpfs._kernels import information as info
-
-    m = table.n_genes
-    nb = table.n_bins if full_bins else table.nb
-    bs = info._block_size(table, table, table.n_classes)
-    t = time.perf_counter()
-    for c in range(table.n_classes):
-        rows = slice(table.class_bounds[c], table.class_bounds[c + 1])
-        sub = table.codes[rows]
-        O = (sub[:, :, None] == np.arange(nb, dtype=sub.dtype)).reshape(sub.shape[0], -1).astype(np.float32)
-        w = bs * nb
-        out = np.empty((w, w), np.float32)
-        for i in range(0, m * nb, w):
-            for j in range(i, m * nb, w):
-                a, b = O[:, i:i + w], O[:, j:j + w]
-                np.matmul(a.T, b, out=out[:a.shape[1], :b.shape[1]])
-    return time.perf_counter() - t
-
-
 def bench_end_to_end(sizes, with_nystrom=True):
     import bioqpfs
     from bioqpfs import measures
@@ -124,8 +105,8 @@ def bench_end_to_end(sizes, with_nystrom=True):
         d = sel.diagnostics
         codes, levels = measures._codes(X, "mean_sd")
         table = info.CodeTable(codes, levels, groups=y)
-        g2 = gemm_reference(table, full_bins=False)
-        g3 = gemm_reference(table, full_bins=True)
+        g2 = gemm_seconds(table, classes=True, repeats=1)[0]
+        g3 = gemm_seconds(table, classes=True, n_bins=table.n_bins, repeats=1)[0]
         nys = top = ""
         if with_nystrom:
             t = time.perf_counter()

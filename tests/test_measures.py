@@ -220,3 +220,18 @@ def test_worker_error_propagates_and_stops(rng, monkeypatch):
     monkeypatch.setattr(info, "_counts", failing)
     with pytest.raises(MemoryError, match="simulated"):
         measures.mutual_information(X)
+
+
+def test_cmi_mean_kind_is_the_symmetrised_cmi(rng):
+    """kind='cmi_mean' (SPEC_CMI's Q) = (C + C^T) / 2 off the diagonal, I(X_i; C) on it, exactly symmetric."""
+    X = _codes(rng, n=70, m=7)
+    y = rng.integers(0, 3, size=70)
+    C = ref.cmi_matrix(X, y)
+    expect = 0.5 * (C + C.T)
+    np.fill_diagonal(expect, np.diag(C))
+    codes, levels = measures._codes(X, None)
+    table = info.CodeTable(codes, levels, groups=y)
+    Q = info.pairwise_information(table, None, "cmi_mean")
+    np.testing.assert_allclose(Q, expect, atol=1e-10)
+    np.testing.assert_array_equal(Q, Q.T)
+    np.testing.assert_allclose(info.pairwise_information(table, None, "cmi_mean", rows=[5, 1]), Q[[5, 1]], atol=1e-13)

@@ -73,21 +73,16 @@ def cmi_q_rows(table, rows=None, *, base=2.0, dtype=np.float64):
         ``n_negative_clipped``: entries below 0 from floating-point round-off (CMI >= 0 exactly),
         set to 0; ``min_before_clip``: the most negative such value.
     """
-    C = _info.pairwise_information(table, None, "cmi", rows=rows, base=base, dtype=dtype)
-    _, h_c_given_x, _ = _info.class_conditional_entropies(table)
-    hc = h_c_given_x / np.log(base)
-    row_idx = np.arange(table.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
+    C = _info.pairwise_information(table, None, "cmi_mean", rows=rows, base=base, dtype=dtype)
     n_neg = 0
     min_val = 0.0
-    for b in range(0, row_idx.size, _ROW_BLOCK):
+    for b in range(0, C.shape[0], _ROW_BLOCK):
         blk = C[b:b + _ROW_BLOCK]
-        corr = 0.5 * (hc[row_idx[b:b + _ROW_BLOCK], None] - hc[None, :])
-        np.add(blk, corr, out=blk, casting="unsafe")
-        neg = blk < 0
-        k = int(neg.sum())
-        if k:
-            n_neg += k
-            min_val = min(min_val, float(blk.min()))
+        low = float(blk.min()) if blk.size else 0.0
+        if low < 0:  # round-off only: CMI >= 0 exactly
+            neg = blk < 0
+            n_neg += int(neg.sum())
+            min_val = min(min_val, low)
             blk[neg] = 0.0
     return C, dict(n_negative_clipped=n_neg, min_before_clip=min_val)
 

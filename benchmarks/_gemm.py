@@ -1,0 +1,65 @@
+"""Shared reference for the information-matrix benchmarks: the raw float32 GEMMs alone.
+
+The counting kernel's cost is compared with the indicator products it needs, measured in the same
+process.  To keep the reference honest it is the faster of two schedules of exactly those GEMMs
+(upper block triangle, one product per class):
+
+* ``big``: multithreaded BLAS on large (2,048-gene) blocks;
+* ``own``: the kernel's own schedule -- cache-sized blocks on its worker pool, one BLAS thread each.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from bioqpfs import _progress
+from bioqpfs._kernels import information as info
+
+
+def gemm_seconds(table, *, classes=False, n_bins=None, repeats=3):
+    """Best seconds of the indicator GEMMs for ``table``; returns ``(best, big, own)``.
+
+    ``classes``: one product per class (the CMI kernels) instead of one over all samples;
+    ``n_bins``: indicator columns per gene (default: the kernel's materialised ``table.nb``; pass
+    ``table.n_bins`` for the naive all-bins count).
+    """
+    nb = table.nb if n_bins is None else n_bins
+    m = table.n_genes
+    bounds = table.class_bounds if classes else np.array([0, table.n_samples])
+    C = bounds.size - 1
+
+    def onehot(genes, c):
+        sub = table.codes[bounds[c]:bounds[c + 1], genes]
+        return np.concatenate([sub == a for a in range(nb)], axis=1).astype(np.float32)
+
+    def run(bs, pooled):
+        pairs = [(i0, j0) for i0 in range(0, m, bs) for j0 in range(i0, m, bs)]
+        bufs = {}
+
+        def gemm(pair):
+            i0, j0 = pair
+            for c in range(C):
+                A = onehot(slice(i0, min(m, i0 + bs)), c)
+                B = A if j0 == i0 else onehot(slice(j0, min(m, j0 + bs)), c)
+                n = A.shape[1] * B.shape[1]
+                key = threading.get_ident()
+                if bufs.get(key) is None or bufs[key].size < n:
+                    bufs[key] = np.empty(n, np.float32)
+                np.matmul(A.T, B, out=bufs[key][:n].reshape(A.shape[1], B.shape[1]))
+
+        best = np.inf
+        for _ in range(repeats):
+            t = time.perf_counter()
+            if pooled:
+                info._run_tasks(gemm, pairs, _progress.bar(0, ""))
+            else:
+                for p in pairs:
+                    gemm(p)
+            best = min(best, time.perf_counter() - t)
+        return best
+
+    big = run(2048, pooled=False)
+    own = run(info._block_size(table, table, C, n_out=m * m), pooled=True)
+    return min(big, own), big, own
