@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from sklearn.model_selection import LeaveOneOut, StratifiedKFold, cross_val_score
+from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.svm import SVC
 

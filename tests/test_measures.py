@@ -235,3 +235,20 @@ def test_cmi_mean_kind_is_the_symmetrised_cmi(rng):
     np.testing.assert_allclose(Q, expect, atol=1e-10)
     np.testing.assert_array_equal(Q, Q.T)
     np.testing.assert_allclose(info.pairwise_information(table, None, "cmi_mean", rows=[5, 1]), Q[[5, 1]], atol=1e-13)
+
+
+def _child_mi(X):
+    return measures.mutual_information(X)
+
+
+def test_pool_works_in_forked_child(rng, monkeypatch):
+    """multiprocessing with fork after the worker pool exists must not deadlock."""
+    import multiprocessing as mp
+
+    X = _codes(rng, n=40, m=40, levels=(3,) * 40)
+    monkeypatch.setattr(info, "_GEMM_BUDGET", 16 * 8 * 8)
+    monkeypatch.setattr(info, "n_workers", lambda: 2)
+    expect = measures.mutual_information(X)  # creates the pool in the parent
+    with mp.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_child_mi, (X,)).get(timeout=60)
+    np.testing.assert_array_equal(got, expect)

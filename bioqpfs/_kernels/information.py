@@ -30,6 +30,7 @@ Results are in nats inside the kernel and divided by ``ln(base)`` on output.
 """
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 
@@ -372,6 +373,16 @@ def n_workers():
 
 _EXECUTOR = None
 _EXECUTOR_LOCK = threading.Lock()
+
+
+def _forget_executor():
+    """In a forked child the parent's worker threads do not exist: start a fresh pool on demand."""
+    global _EXECUTOR, _EXECUTOR_LOCK
+    _EXECUTOR = None
+    _EXECUTOR_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_executor)
 
 
 def _executor(workers):
