@@ -199,6 +199,20 @@ def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t
                 scratch[i, j] = base
 
 
+@njit(inline="always")
+def _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest):
+    """sum of phi over the 3 x 3 table whose 4 materialised cells are ``g..``, with row marginals
+    ``a0, a1``, column marginals ``b0, b1`` and ``rest = n - a0 - a1`` (the last row's total)."""
+    n02 = a0 - g00 - g01
+    n12 = a1 - g10 - g11
+    n20 = b0 - g00 - g10
+    n21 = b1 - g01 - g11
+    n22 = rest - b0 - b1 + g00 + g01 + g10 + g11
+    return (phi[np.int32(g00)] + phi[np.int32(g01)] + phi[np.int32(g10)] + phi[np.int32(g11)]
+            + phi[np.int32(n02)] + phi[np.int32(n12)] + phi[np.int32(n20)] + phi[np.int32(n21)]
+            + phi[np.int32(n22)])
+
+
 @njit(nogil=True, cache=True)
 def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
                        out_up, scratch, write_lo, work, pooledI, pooledJ, n_total):
@@ -226,15 +240,7 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
                 g11 = G[0, bI + i, bJ + j]
                 b0 = margJ[0, j, 0]
                 b1 = margJ[0, j, 1]
-                n02 = a0 - g00 - g01
-                n12 = a1 - g10 - g11
-                n20 = b0 - g00 - g10
-                n21 = b1 - g01 - g11
-                n22 = rest - b0 - b1 + g00 + g01 + g10 + g11
-                T = (phi[np.int32(g00)] + phi[np.int32(g01)] + phi[np.int32(g10)] + phi[np.int32(g11)]
-                     + phi[np.int32(n02)] + phi[np.int32(n12)] + phi[np.int32(n20)] + phi[np.int32(n21)]
-                     + phi[np.int32(n22)])
-                base = s_t * T
+                base = s_t * _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest)
                 out_up[i, j] = ri + c_up[j] + base
                 if write_lo:
                     scratch[i, j] = base
@@ -256,14 +262,7 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
                 g11 = G[c, bI + i, bJ + j]
                 b0 = margJ[c, j, 0]
                 b1 = margJ[c, j, 1]
-                n02 = a0 - g00 - g01
-                n12 = a1 - g10 - g11
-                n20 = b0 - g00 - g10
-                n21 = b1 - g01 - g11
-                n22 = rest - b0 - b1 + g00 + g01 + g10 + g11
-                work[4, j] += (phi[np.int32(g00)] + phi[np.int32(g01)] + phi[np.int32(g10)]
-                               + phi[np.int32(g11)] + phi[np.int32(n02)] + phi[np.int32(n12)]
-                               + phi[np.int32(n20)] + phi[np.int32(n21)] + phi[np.int32(n22)])
+                work[4, j] += _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest)
                 if need_t:
                     work[0, j] += g00
                     work[1, j] += g01
@@ -280,14 +279,7 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
                 g11 = work[3, j]
                 b0 = pooledJ[j, 0]
                 b1 = pooledJ[j, 1]
-                n02 = a0 - g00 - g01
-                n12 = a1 - g10 - g11
-                n20 = b0 - g00 - g10
-                n21 = b1 - g01 - g11
-                n22 = rest - b0 - b1 + g00 + g01 + g10 + g11
-                T = (phi[np.int32(g00)] + phi[np.int32(g01)] + phi[np.int32(g10)] + phi[np.int32(g11)]
-                     + phi[np.int32(n02)] + phi[np.int32(n12)] + phi[np.int32(n20)] + phi[np.int32(n21)]
-                     + phi[np.int32(n22)])
+                T = _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest)
                 work[4, j] = s_t * T + s_tc * work[4, j]
         else:
             for j in range(bJ):
