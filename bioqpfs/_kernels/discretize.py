@@ -156,12 +156,13 @@ def quantile_codes(X, n_bins):
 
 
 @njit(cache=True)
-def _entropy_bits(counts, total):
+def entropy_of_counts(counts, total, bits):
+    """Shannon entropy of a vector of counts summing to ``total``: in bits (log2) or nats (ln)."""
     h = 0.0
     for c in counts:
         if c > 0:
             p = c / total
-            h -= p * np.log2(p)
+            h -= p * (np.log2(p) if bits else np.log(p))
     return h
 
 
@@ -194,7 +195,7 @@ def _mdl_cuts_sorted(v, y, n_classes):
         if size < 2:
             continue
         tot = cum[e] - cum[s]
-        ent = _entropy_bits(tot, size)
+        ent = entropy_of_counts(tot, size, True)
         best = -1
         best_w = np.inf
         for t in range(s + 1, e):  # cut between t-1 and t
@@ -202,7 +203,8 @@ def _mdl_cuts_sorted(v, y, n_classes):
                 continue
             left = cum[t] - cum[s]
             right = tot - left
-            w = ((t - s) * _entropy_bits(left, t - s) + (e - t) * _entropy_bits(right, e - t)) / size
+            w = ((t - s) * entropy_of_counts(left, t - s, True)
+                 + (e - t) * entropy_of_counts(right, e - t, True)) / size
             if w < best_w - 1e-12:
                 best_w = w
                 best = t
@@ -210,8 +212,8 @@ def _mdl_cuts_sorted(v, y, n_classes):
             continue
         left = cum[best] - cum[s]
         right = tot - left
-        e1 = _entropy_bits(left, best - s)
-        e2 = _entropy_bits(right, e - best)
+        e1 = entropy_of_counts(left, best - s, True)
+        e2 = entropy_of_counts(right, e - best, True)
         k = 0
         k1 = 0
         k2 = 0

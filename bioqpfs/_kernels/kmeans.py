@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from .discretize import entropy_of_counts
 from .information import CodeTable, pairwise_information
 
 #: gene count from which the QPFS matrix among representatives is computed by the blocked GEMM kernel
@@ -63,16 +64,6 @@ _GEMM_MIN_GENES = 256
 
 __all__ = ["GeneSpace", "KMeansResult", "mi_one_to_many", "distance_from_mi", "discretize_vector",
            "variant_macqueen", "radius", "two_level", "split_count"]
-
-
-@njit(cache=True)
-def _entropy_of_counts(counts, n):
-    h = 0.0
-    for c in counts:
-        if c > 0:
-            p = c / n
-            h -= p * np.log(p)
-    return h
 
 
 @njit(cache=True)
@@ -86,7 +77,7 @@ def mi_one_to_many(a, B, n_bins):
     ca = np.zeros(n_bins)
     for s in range(n):
         ca[a[s]] += 1.0
-    h_a = _entropy_of_counts(ca, n)
+    h_a = entropy_of_counts(ca, n, False)
     mi = np.empty(k)
     h_b = np.empty(k)
     joint = np.zeros((n_bins, n_bins))
@@ -98,8 +89,8 @@ def mi_one_to_many(a, B, n_bins):
             b = B[j, s]
             joint[a[s], b] += 1.0
             cb[b] += 1.0
-        hb = _entropy_of_counts(cb, n)
-        hab = _entropy_of_counts(joint.ravel(), n)
+        hb = entropy_of_counts(cb, n, False)
+        hab = entropy_of_counts(joint.ravel(), n, False)
         h_b[j] = hb
         mi[j] = max(0.0, h_a + hb - hab)
     return mi, h_a, h_b
@@ -276,7 +267,7 @@ def _online_pass(codes_t, Z_t, h, k, n_bins, rule, mean_bins):
             cb[:] = 0.0
             for s in range(n):
                 joint[a[s], ccodes[c, s]] += 1.0
-            mi = h[i] + ch[c] - _entropy_of_counts(joint.ravel(), n)
+            mi = h[i] + ch[c] - entropy_of_counts(joint.ravel(), n, False)
             hmax = max(h[i], ch[c])
             d = 1.0 - max(0.0, mi) / hmax if hmax > 0 else 0.0
             if d < best_d:  # ties: lowest cluster
@@ -293,7 +284,7 @@ def _online_pass(codes_t, Z_t, h, k, n_bins, rule, mean_bins):
         cb[:] = 0.0
         for s in range(n):
             cb[ccodes[best, s]] += 1.0
-        ch[best] = _entropy_of_counts(cb, n)
+        ch[best] = entropy_of_counts(cb, n, False)
     return labels, sums
 
 
@@ -306,7 +297,7 @@ def _entropies_rows(codes_t, n_bins):
         c[:] = 0.0
         for s in range(n):
             c[codes_t[g, s]] += 1.0
-        out[g] = _entropy_of_counts(c, n)
+        out[g] = entropy_of_counts(c, n, False)
     return out
 
 
