@@ -10,7 +10,7 @@ For every M it prints
 * ``GEMM s``: the raw float32 GEMMs the kernel needs (2 materialised bins per gene, upper-triangular
   block pairs only), measured in the same process, best of two schedules -- multithreaded BLAS on
   large blocks, and the kernel's own schedule (cache-sized blocks on the worker pool, one BLAS
-  thread each) -- so the reference is the faster way to do the GEMMs alone (``_gemm.py``);
+  thread each) -- so the reference is the faster way to do the GEMMs alone (``_common.py``);
 * ``ratio`` = best s / GEMM s (the goal is <= 3) and ``ratio1`` = first s / GEMM s;
 * ``touch s``: allocating and first writing a fresh array of the output's size before anything
   else in this process -- the page-fault cost that the first call also pays (on a VM it can be
@@ -25,7 +25,7 @@ import tracemalloc
 
 import numpy as np
 
-from _gemm import gemm_seconds
+from _common import gemm_seconds
 from bioqpfs import measures
 from bioqpfs._kernels import information as info
 

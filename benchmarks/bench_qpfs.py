@@ -27,19 +27,10 @@ import time
 
 import numpy as np
 
+from _common import synthetic
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = os.path.join(os.path.dirname(HERE), "..", "shared", "data", "benchmarks")
-
-
-def synthetic(m, n=100, seed=0):
-    rng = np.random.default_rng(seed)
-    y = np.repeat(np.arange(3), [34, 33, 33])
-    Z = rng.standard_normal((n, 40))
-    Z[:, :5] += 1.2 * (y[:, None] == (np.arange(5) % 3)[None, :])
-    factor = rng.integers(0, 40, size=m)
-    load = rng.uniform(0.3, 1.0, size=m)
-    X = Z[:, factor] * load + rng.standard_normal((n, m)) * np.sqrt(1 - load ** 2)
-    return X.astype(np.float32), y
 
 
 def _rss_mb():
@@ -66,8 +57,11 @@ def run_one(cfg):
                    seconds_measures=d["seconds_measures"], seconds_solve=d["seconds_solve"])
         if cfg.get("gap_files"):
             # objectives of other runs' weights on this exact problem (same alpha, same psd fix)
-            Q, F, *_ = Q_._measures(X, y, similarity="mi", relevance=None, discretization="mean_sd", n_bins=3,
-                                    base=2, need_full=True, dtype=np.float32 if cfg["m"] >= Q_.FLOAT32_FROM else np.float64)
+            from bioqpfs.selectors._common import similarity_and_relevance
+
+            Q, F, *_ = similarity_and_relevance(
+                X, y, similarity="mi", relevance=None, discretization="mean_sd", n_bins=3, base=2, need_full=True,
+                dtype=np.float32 if cfg["m"] >= Q_.FLOAT32_FROM else np.float64)
             a = sel.params["alpha"]
             shift = d.get("psd_shift") or 0.0
 
@@ -115,7 +109,7 @@ def spawn(cfg, python=sys.executable):
 ITMO_SNIPPET = r"""
 import sys, time, json, resource, numpy as np
 sys.path.insert(0, {here!r})
-from bench_qpfs import synthetic
+from _common import synthetic
 X, y = synthetic({m})
 from ITMO_FS.filters.univariate import qpfs_filter
 t = time.perf_counter()

@@ -15,7 +15,8 @@
    GEMM time of the class-wise indicator products the CMI matrix needs -- for each class c the
    (M*b) x (M*b) products O_c^T O_c over the upper block triangle, with b = 2 materialised bins
    (what the kernel computes; the third bin follows from marginals) and with all b = 3 bins (the
-   naive C * B^2 count), each the faster of two schedules (``_gemm.py``).  Goal: end to end at M = 20,000 under 30 s, CMI within 3x of the GEMM.
+   naive C * B^2 count), each the faster of two schedules (``_common.py``).  Goal: end to end at
+   M = 20,000 under 30 s, CMI within 3x of the GEMM.
    SPEC_CMI + Nystrom (gamma = 0.2) is timed on the same data, with the top-50 overlap with the
    exact panel.
 
@@ -28,18 +29,7 @@ import time
 
 import numpy as np
 
-from _gemm import gemm_seconds
-
-
-def synthetic(m, n=100, seed=0):
-    rng = np.random.default_rng(seed)
-    y = np.repeat(np.arange(3), [34, 33, 33])
-    Z = rng.standard_normal((n, 40))
-    Z[:, :5] += 1.2 * (y[:, None] == (np.arange(5) % 3)[None, :])
-    factor = rng.integers(0, 40, size=m)
-    load = rng.uniform(0.3, 1.0, size=m)
-    X = Z[:, factor] * load + rng.standard_normal((n, m)) * np.sqrt(1 - load ** 2)
-    return X.astype(np.float32), y
+from _common import gemm_seconds, synthetic
 
 
 def random_q(m, rng):

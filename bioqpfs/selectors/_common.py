@@ -8,6 +8,7 @@ import numpy as np
 from .. import measures
 from .._kernels import correlation as _corr
 from .._kernels import information as _info
+from .._selection import rank_by_weight
 from .._validation import check_labels, check_matrix, describe_indices
 
 SIMILARITIES = ("mi", "correlation")
@@ -32,6 +33,23 @@ def warn_constant(constant, feature_names):
             UserWarning,
             stacklevel=3,
         )
+
+
+def weights_and_ranking(m_total, keep, x, F, constant, preselected):
+    """Scatter solver weights ``x`` and relevance ``F`` (over the kept genes) back to all genes and rank.
+
+    Ranking: the preselected genes first (in the given order), then the other kept genes by weight
+    with ties broken by F (QPFS section 2.3, step 8), then the constant genes.
+    Returns ``(weights, F_all, ranking)``.
+    """
+    weights = np.zeros(m_total)
+    weights[keep] = x
+    F_all = np.zeros(m_total)
+    F_all[keep] = F
+    rest = np.setdiff1d(keep, preselected)
+    const_rest = np.setdiff1d(np.flatnonzero(constant), preselected)
+    ranking = np.concatenate([preselected, rank_by_weight(weights, F_all, candidates=rest), const_rest])
+    return weights, F_all, ranking.astype(np.int64)
 
 
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,

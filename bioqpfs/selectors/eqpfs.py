@@ -17,9 +17,9 @@ import numpy as np
 from .. import measures
 from .._kernels import information as _info
 from .._kernels import simplex_qp
-from .._selection import Selection, rank_by_weight
+from .._selection import Selection
 from .._validation import check_n_genes, memory_guard
-from ._common import prepare, warn_constant
+from ._common import prepare, warn_constant, weights_and_ranking
 from .qpfs import PSD_FIXES, resolve_preselected, solve_qpfs
 
 __all__ = ["eqpfs", "eqpfs_matrix"]
@@ -134,13 +134,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
                                lin_scale=1.0)
     t_solve = time.perf_counter() - t1
 
-    weights = np.zeros(m_total)
-    weights[keep] = x
-    F_all = np.zeros(m_total)
-    F_all[keep] = f
-    rest = np.setdiff1d(keep, P_all)
-    const_rest = np.setdiff1d(np.flatnonzero(constant), P_all)
-    ranking = np.concatenate([P_all, rank_by_weight(weights, F_all, candidates=rest), const_rest]).astype(np.int64)
+    weights, F_all, ranking = weights_and_ranking(m_total, keep, x, f, constant, P_all)
     params = dict(alpha=alpha_used, alpha_given=alpha is not None, beta=float(beta), lam=lam_used,
                   lam_given=lam is not None, discretization=discretization, n_bins=n_bins, base=base,
                   solver=solve_diag["solver"], psd_fix=psd_fix, n_genes=n_genes)

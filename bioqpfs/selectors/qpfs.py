@@ -28,9 +28,9 @@ from .._kernels import correlation as _corr
 from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import simplex_qp
-from .._selection import Selection, rank_by_weight
+from .._selection import Selection
 from .._validation import check_n_genes, describe_indices, memory_guard
-from ._common import prepare, similarity_and_relevance, warn_constant
+from ._common import prepare, similarity_and_relevance, warn_constant, weights_and_ranking
 
 __all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES"]
 
@@ -612,13 +612,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
             psd_fix=psd_fix)
         t_solve = time.perf_counter() - t1
 
-    weights = np.zeros(m_total)
-    weights[keep] = x
-    F_all = np.zeros(m_total)
-    F_all[keep] = F
-    rest = np.setdiff1d(keep, P_all)
-    const_rest = np.setdiff1d(np.flatnonzero(constant), P_all)
-    ranking = np.concatenate([P_all, rank_by_weight(weights, F_all, candidates=rest), const_rest]).astype(np.int64)
+    weights, F_all, ranking = weights_and_ranking(m_total, keep, x, F, constant, P_all)
     params = dict(similarity=similarity, relevance=relevance_used, alpha=alpha_used, alpha_given=alpha is not None,
                   discretization=discretization, n_bins=n_bins, base=base, solver=solve_diag["solver"],
                   psd_fix=psd_fix, n_genes=n_genes)

@@ -1,6 +1,8 @@
-"""Shared reference for the information-matrix benchmarks: the raw float32 GEMMs alone.
+"""Shared pieces of the benchmarks: synthetic data, and the raw-GEMM reference.
 
-The counting kernel's cost is compared with the indicator products it needs, measured in the same
+:func:`synthetic`: N samples, 3 classes, genes loading on 40 latent factors (5 shifted by the class).
+
+:func:`gemm_seconds`: the counting kernel's cost is compared with the indicator products it needs, measured in the same
 process.  To keep the reference honest it is the faster of two schedules of exactly those GEMMs
 (upper block triangle, one product per class):
 
@@ -14,8 +16,17 @@ import time
 
 import numpy as np
 
-from bioqpfs import _progress
-from bioqpfs._kernels import information as info
+
+def synthetic(m, n=100, seed=0):
+    """(X float32 (n x m), y) -- genes are noisy copies of 40 factors, 5 of which depend on the class."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(3), [34, 33, 33])
+    Z = rng.standard_normal((n, 40))
+    Z[:, :5] += 1.2 * (y[:, None] == (np.arange(5) % 3)[None, :])
+    factor = rng.integers(0, 40, size=m)
+    load = rng.uniform(0.3, 1.0, size=m)
+    X = Z[:, factor] * load + rng.standard_normal((n, m)) * np.sqrt(1 - load ** 2)
+    return X.astype(np.float32), y
 
 
 def gemm_seconds(table, *, classes=False, n_bins=None, repeats=3):
@@ -25,6 +36,9 @@ def gemm_seconds(table, *, classes=False, n_bins=None, repeats=3):
     ``n_bins``: indicator columns per gene (default: the kernel's materialised ``table.nb``; pass
     ``table.n_bins`` for the naive all-bins count).
     """
+    from bioqpfs import _progress  # here, so synthetic() imports without bioqpfs (the ITMO_FS venv)
+    from bioqpfs._kernels import information as info
+
     nb = table.nb if n_bins is None else n_bins
     m = table.n_genes
     bounds = table.class_bounds if classes else np.array([0, table.n_samples])
