@@ -12,6 +12,12 @@ ROOT=$(pwd)
 VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+# A fresh Debian machine (or container) has no locale set: R then runs in the C locale and
+# R CMD check warns about the package's UTF-8 sources. C.UTF-8 is always there on Debian 12.
+case "$(locale charmap 2>/dev/null || true)" in
+  UTF-8) ;;
+  *) export LANG=C.UTF-8 LC_ALL=C.UTF-8 ;;
+esac
 
 log() { printf '[dev.sh] %s\n' "$*" >&2; }
 
@@ -37,7 +43,7 @@ ensure_python() {
   # the stamp lists every extras set installed for this pyproject.toml (demo: dev; test: dev,r)
   if [ -x "$PY" ] && grep -qxF "$want" "$VENV/.bioqpfs-stamp" 2>/dev/null; then return 0; fi
   if [ ! -x "$PY" ]; then
-    "$base" -m venv "$VENV" 2>/dev/null || { apt_install python3-venv; rm -rf "$VENV"; "$base" -m venv "$VENV"; }
+    "$base" -m venv "$VENV" >/dev/null 2>&1 || { apt_install python3-venv; rm -rf "$VENV"; "$base" -m venv "$VENV"; }
   fi
   log "installing bioqpfs and its dependencies into .venv ($1)"
   "$PY" -m pip install -q --upgrade pip >/dev/null

@@ -72,6 +72,14 @@ bioqpfsPython <- function(check = TRUE) {
     identical(as.integer(status), 0L)
 }
 
+## site-packages directories of `python` as it reports them when run as its own process.
+.siteDirectories <- function(python) {
+    out <- tryCatch(suppressWarnings(system2(python, c("-P", "-c", shQuote(
+        "import site; print(chr(10).join(site.getsitepackages()))")), stdout = TRUE, stderr = FALSE)),
+        error = function(e) character())
+    out[nzchar(out) & dir.exists(out)]
+}
+
 .bioqpfsState <- new.env(parent = emptyenv())
 
 ## The Python module bioqpfs.r, imported once per session.
@@ -99,14 +107,29 @@ bioqpfsPython <- function(check = TRUE) {
         "_bioqpfs_path = list(_bioqpfs_sys.path)",
         "_bioqpfs_sys.path[:] = [p for p in _bioqpfs_path if _bioqpfs_os.path.abspath(p or '.') != _bioqpfs_os.getcwd()]",
         sep = "\n"))
-    restore <- "_bioqpfs_sys.path[:] = _bioqpfs_path\ndel _bioqpfs_sys, _bioqpfs_os, _bioqpfs_path"
-    module <- tryCatch(reticulate::import("bioqpfs.r", convert = TRUE), error = function(e) {
-        reticulate::py_run_string(restore)
-        stop("bioqpfs: the Python interpreter ", python, " (found via ", attr(python, "source"),
-             ") cannot import the 'bioqpfs' module: ", conditionMessage(e),
-             "\nSet options(bioqpfs.python = \"/path/to/python\") or the environment variable BIOQPFS_PYTHON ",
-             "to a Python where bioqpfs is installed (before the first call in this R session).",
-             call. = FALSE)
+    ## Restore: the working-directory entries come back; entries added meanwhile (.pth files) stay.
+    restore <- paste(
+        "_bioqpfs_sys.path[:] = _bioqpfs_path + [p for p in _bioqpfs_sys.path if p not in _bioqpfs_path]",
+        "del _bioqpfs_sys, _bioqpfs_os, _bioqpfs_path", sep = "\n")
+    importEngine <- function() reticulate::import("bioqpfs.r", convert = TRUE)
+    module <- tryCatch(importEngine(), error = function(e) {
+        ## Embedded Python may put a virtual environment's site-packages on sys.path without running
+        ## its .pth files (seen with reticulate and Debian's Python 3.11: the venv is not recognised).
+        ## An editable install (pip install -e) is found only through such a .pth file, so process
+        ## the interpreter's own site directories, as it reports them when run directly, and retry.
+        dirs <- .siteDirectories(python)
+        if (length(dirs)) {
+            site <- reticulate::import("site")
+            for (d in dirs) site$addsitedir(d)
+        }
+        tryCatch(importEngine(), error = function(e2) {
+            reticulate::py_run_string(restore)
+            stop("bioqpfs: the Python interpreter ", python, " (found via ", attr(python, "source"),
+                 ") cannot import the 'bioqpfs' module: ", conditionMessage(e2),
+                 "\nSet options(bioqpfs.python = \"/path/to/python\") or the environment variable BIOQPFS_PYTHON ",
+                 "to a Python where bioqpfs is installed (before the first call in this R session).",
+                 call. = FALSE)
+        })
     })
     reticulate::py_run_string(restore)
     .bioqpfsState$module <- module

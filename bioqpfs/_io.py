@@ -10,6 +10,20 @@ import numpy as np
 __all__ = ["atomic_path", "to_storable"]
 
 
+def _umask():
+    """The process umask, read without changing it (Linux), else by the set-and-restore idiom."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(path):
     """Yield a temporary path next to ``path``; move it into place only if the block succeeds."""
@@ -20,6 +34,8 @@ def atomic_path(path):
     os.close(fd)
     try:
         yield tmp
+        # mkstemp creates the file 0600; give the result the mode a plain open() would (0666 & ~umask)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

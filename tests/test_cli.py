@@ -1,3 +1,5 @@
+import os
+import stat
 import subprocess
 import sys
 
@@ -35,6 +37,11 @@ def test_select_writes_h5ad_and_tsv(h5ad, tmp_path):
     df = pd.read_csv(tsv, sep="\t")
     assert list(df.columns[:4]) == ["gene", "rank", "weight", "selected"] and df["gene"][0] == "g0"
     assert not list(tmp_path.glob(".tmp-*"))
+    # atomic writes keep the mode a plain open() gives (0666 & ~umask), not mkstemp's 0600
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for p in (out, tsv, tmp_path / "weights.png"):
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o666 & ~mask, p
 
 
 def test_bad_inputs_exit_codes(h5ad, tmp_path):
