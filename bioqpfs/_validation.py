@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["check_matrix", "check_labels", "check_n_genes", "describe_indices", "memory_guard"]
+__all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "check_base", "describe_indices",
+           "memory_guard"]
 
 
 def describe_indices(idx, names=None, limit=5) -> str:
@@ -115,6 +116,29 @@ def check_n_genes(n_genes, n_available, *, what="genes"):
             f"ask for at most {n_available}"
         )
     return int(n_genes)
+
+
+def check_random_state(random_state, *, name="random_state"):
+    """``None``, a non-negative int, or a NumPy ``Generator``/``RandomState``/``SeedSequence``/``BitGenerator``
+    -> a ``numpy.random.Generator``.  A ``RandomState`` is turned into one integer seed (drawn from it)."""
+    if random_state is None or isinstance(random_state, (np.random.Generator, np.random.SeedSequence,
+                                                         np.random.BitGenerator)):
+        return np.random.default_rng(random_state)
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(int(random_state.randint(np.iinfo(np.int32).max)))
+    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)) \
+            or random_state < 0:
+        raise ValueError(f"{name} must be None, a non-negative integer or a numpy.random.Generator, "
+                         f"got {random_state!r}")
+    return np.random.default_rng(int(random_state))
+
+
+def check_base(base, *, name="base"):
+    """Logarithm base of information measures: a finite number > 0 and != 1 (2: bits, e: nats)."""
+    if isinstance(base, (bool, np.bool_)) or not isinstance(base, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(base) or base <= 0 or base == 1:
+        raise ValueError(f"{name} must be a finite number > 0 and != 1 (2 for bits, e for nats), got {base!r}")
+    return float(base)
 
 
 def _available_memory_bytes():
