@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "check_base", "describe_indices",
-           "memory_guard"]
+__all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
+           "check_base", "describe_indices", "memory_guard", "sample_names_of"]
 
 
 def describe_indices(idx, names=None, limit=5) -> str:
@@ -24,13 +24,18 @@ def describe_indices(idx, names=None, limit=5) -> str:
 def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samples=2):
     """Validate an expression matrix (samples x genes); never modifies or copies needlessly.
 
-    Returns a 2-D float array (``float32``/``float64`` kept, other dtypes cast to
-    ``float64``) or a CSR/CSC matrix with the same guarantee.  NaN/Inf raise a
-    ``ValueError`` naming the first affected genes.
+    Returns a 2-D float array (``float32``/``float64`` kept, other real dtypes cast to
+    ``float64``) or a CSR/CSC matrix with the same guarantee.  Complex data raise a
+    ``TypeError`` (expression values are real; take ``.real`` or ``abs()`` explicitly).
+    NaN/Inf raise a ``ValueError`` naming the first affected genes.  ``feature_names``,
+    when given, must have one entry per gene.
     """
     if sp.issparse(X):
         if not allow_sparse:
             raise TypeError(f"{name} is sparse but this function needs a dense array; call {name}.toarray() first")
+        if np.issubdtype(X.dtype, np.complexfloating):
+            raise TypeError(f"{name} has complex dtype {X.dtype}; expression values must be real -- pass "
+                            f"{name}.real (or abs({name})) explicitly")
         X = X.tocsr() if X.format not in ("csr", "csc") else X
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
@@ -41,6 +46,9 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
         X = np.asarray(X)
         if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
             raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
+        if np.issubdtype(X.dtype, np.complexfloating):
+            raise TypeError(f"{name} has complex dtype {X.dtype}; expression values must be real -- pass "
+                            f"{name}.real (or np.abs({name})) explicitly")
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         data = X
@@ -51,6 +59,9 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
         raise ValueError(f"{name} has no genes (shape {X.shape})")
     if n < min_samples:
         raise ValueError(f"{name} has {n} sample(s); at least {min_samples} are needed")
+    if feature_names is not None and len(feature_names) != m:
+        raise ValueError(f"feature_names has {len(feature_names)} entries but {name} has {m} genes (columns); "
+                         "pass one name per gene, in column order")
     if not np.isfinite(data).all():
         if sp.issparse(X):
             Xc = X.tocsc()
@@ -65,14 +76,80 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     return X
 
 
-def check_labels(y, n_samples, *, name="labels", min_classes=2):
+def sample_names_of(X):
+    """Sample names of a pandas DataFrame (its index) or an AnnData (``obs_names``); ``None`` otherwise."""
+    import pandas as pd
+
+    if isinstance(X, pd.DataFrame):
+        return X.index
+    names = getattr(X, "obs_names", None)
+    return names if isinstance(names, pd.Index) else None
+
+
+def _align_series(y, sample_names, name):
+    """Reorder a labels Series to ``sample_names`` by its index (rules in :func:`check_labels`)."""
+    import pandas as pd
+
+    idx = y.index
+    if idx.equals(sample_names):
+        return y
+    unique = idx.is_unique and sample_names.is_unique
+    if unique and len(idx.symmetric_difference(sample_names)) == 0:
+        return y.reindex(sample_names)
+    if isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1:
+        return y  # a default index carries no sample names: labels are positional
+    if not unique:
+        dup = idx[idx.duplicated()].unique() if idx.has_duplicates else sample_names[sample_names.duplicated()].unique()
+        where = f"the index of {name} has" if idx.has_duplicates else "the sample names have"
+        raise ValueError(f"{where} duplicated entries ({describe_indices(np.arange(len(dup)), dup)}), so {name} "
+                         "cannot be matched to the samples by name; pass a plain array in sample order")
+    missing = sample_names.difference(idx, sort=False)
+    extra = idx.difference(sample_names, sort=False)
+    parts = []
+    if len(missing):
+        parts.append(f"{len(missing)} sample(s) have no label ({describe_indices(np.arange(len(missing)), missing)})")
+    if len(extra):
+        parts.append(f"{len(extra)} label(s) name no sample ({describe_indices(np.arange(len(extra)), extra)})")
+    raise ValueError(f"the index of {name} does not match the sample names: {'; '.join(parts)}. Index the "
+                     "labels by the sample names (obs_names / DataFrame index), or pass a plain array in sample order")
+
+
+def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=None):
     """Validate class labels; return ``(codes, classes)`` with codes in ``0..C-1``.
 
     Accepts strings, integers, booleans, pandas Categoricals.  Missing labels
     (None/NaN/pd.NA) are an error that names the samples, never silently dropped.
+
+    Parameters
+    ----------
+    y : array-like or pandas Series, shape (n_samples,)
+    n_samples : int
+    name : str
+        How the labels are called in error messages.
+    min_classes : int
+        Fewer distinct classes is an error.
+    sample_names : pandas Index, optional
+        Names of the samples of the data (DataFrame index, AnnData ``obs_names``; see
+        :func:`sample_names_of`).  A Series ``y`` is then matched by its index: the same names
+        in another order are reordered to the sample order; a default ``RangeIndex`` (0..n-1)
+        is taken as positional; any other index that does not hold exactly the sample names is
+        an error naming a few missing/extra names.  Without ``sample_names`` (plain arrays)
+        labels are always positional.
+
+    Notes
+    -----
+    Labels that look continuous are refused, because treating every distinct value as a class
+    gives meaningless relevances: (a) float labels with non-integer values (e.g. 0.37, 1.2);
+    (b) labels where most samples (more than half) are alone in their class -- e.g. 40
+    distinct values for 40 samples.  Real class labels (a few classes with several samples
+    each; also every training fold of a cross-validation of such data, which can have at most
+    a few singleton classes) never meet (b).  Bin continuous values first (e.g. ``pd.cut``) or
+    use a categorical column.
     """
     import pandas as pd
 
+    if isinstance(y, pd.Series) and sample_names is not None and len(y) == n_samples:
+        y = _align_series(y, pd.Index(sample_names), name)
     if isinstance(y, (pd.Series, pd.Index)):
         y = y.array
     if isinstance(y, pd.Categorical) or isinstance(getattr(y, "dtype", None), pd.CategoricalDtype):
@@ -94,12 +171,31 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2):
         )
     cat = cat.remove_unused_categories()
     classes = np.asarray(cat.categories)
+    codes = np.asarray(cat.codes, dtype=np.intp)
+    _check_not_continuous(classes, codes, n_samples, name)
     if classes.size < min_classes:
         raise ValueError(
             f"{name} has {classes.size} class(es) ({', '.join(map(str, classes))}); "
             f"gene selection needs at least {min_classes} classes to measure relevance"
         )
-    return np.asarray(cat.codes, dtype=np.intp), classes
+    return codes, classes
+
+
+def _check_not_continuous(classes, codes, n_samples, name):
+    """Refuse labels that look like a continuous variable (rules in :func:`check_labels`)."""
+    vals = classes
+    if vals.dtype == object:  # e.g. a list of Python floats
+        if all(isinstance(v, (float, np.floating)) for v in vals):
+            vals = vals.astype(np.float64)
+    non_integer = np.issubdtype(vals.dtype, np.floating) and bool((vals != np.round(vals)).any())
+    singletons = int((np.bincount(codes, minlength=classes.size) == 1).sum())
+    if non_integer or singletons > n_samples / 2:
+        why = "non-integer numbers" if non_integer else f"{singletons} samples are alone in their class"
+        raise ValueError(
+            f"{name} {'look' if name.endswith('s') else 'looks'} continuous ({classes.size} distinct values for "
+            f"{n_samples} samples; {why}); "
+            "bin them (e.g. pandas.cut) or use a categorical column"
+        )
 
 
 def check_n_genes(n_genes, n_available, *, what="genes"):
@@ -131,6 +227,19 @@ def check_random_state(random_state, *, name="random_state"):
         raise ValueError(f"{name} must be None, a non-negative integer or a numpy.random.Generator, "
                          f"got {random_state!r}")
     return np.random.default_rng(int(random_state))
+
+
+def validate_random_state(random_state):
+    """Reject a bad ``random_state`` (e.g. ``"abc"``, -1, 1.5) with a clear error, without using it.
+
+    For selectors that are deterministic but accept ``random_state`` for a uniform signature, and for
+    the registry dispatch: a NumPy ``Generator``/``RandomState`` passes untouched (no number is drawn
+    from it), anything else goes through :func:`check_random_state`.
+    """
+    if not isinstance(random_state, (np.random.Generator, np.random.RandomState, np.random.SeedSequence,
+                                     np.random.BitGenerator)):
+        check_random_state(random_state)
+    return random_state
 
 
 def check_base(base, *, name="base"):

@@ -23,7 +23,7 @@ import numpy as np
 from ._kernels import correlation as _corr
 from ._kernels import discretize as _disc
 from ._kernels import information as _info
-from ._validation import check_labels, check_matrix, memory_guard
+from ._validation import check_base, check_labels, check_matrix, memory_guard, sample_names_of
 
 __all__ = [
     "discretize",
@@ -74,8 +74,9 @@ def discretize(X, method="mean_sd", *, n_bins=3, y=None):
     ndarray of uint8, shape (n_samples, n_genes)
         Codes; bins left empty are removed, so gene g uses ``0..k_g-1``.
     """
+    names = sample_names_of(X)
     X = check_matrix(X)
-    y_codes = None if y is None else check_labels(y, X.shape[0], name="y")[0]
+    y_codes = None if y is None else check_labels(y, X.shape[0], name="y", sample_names=names)[0]
     return _codes(X, method, n_bins=n_bins, y_codes=y_codes)[0]
 
 
@@ -83,6 +84,17 @@ def _table(X, discretization, n_bins, groups=None, y_codes=None):
     X = check_matrix(X)
     codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
     return _info.CodeTable(codes, levels, groups=groups)
+
+
+def _check_dtype(dtype):
+    """Output dtype of the matrix functions: float32 or float64 only (integers would truncate)."""
+    try:
+        dt = np.dtype(dtype) if dtype is not None else None
+    except TypeError:
+        dt = None
+    if dt is None or dt.type not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be numpy.float32 or numpy.float64, got {dtype!r}")
+    return dt
 
 
 def _output_guard(r, m, dtype, what):
@@ -110,26 +122,35 @@ def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, ro
     discretization : {None, "mean_sd", "quantile", "mdl"}
         How to discretise ``Xd`` first; ``None`` (default) means it already holds codes.
     base : float
-        Logarithm base (2: bits).
-    rows : array of int, optional
-        Compute only these rows of the gene x gene matrix (``len(rows) x n_genes``).
-    dtype : numpy dtype
+        Logarithm base (2: bits), a finite number > 0 and != 1.
+    rows : 1-D sequence of int, optional
+        Compute only these rows of the gene x gene matrix (``len(rows) x n_genes``); a single
+        row is ``rows=[i]``.
+    dtype : {numpy.float64, numpy.float32}
         Output dtype; float32 halves the memory of large matrices.
+
+    Notes
+    -----
+    ``Yd`` columns may have any number of levels (e.g. hundreds of classes); genes coded with
+    ``discretization=None`` may have at most
+    :data:`bioqpfs._kernels.discretize.MAX_LEVELS` levels (a clear error otherwise).
     """
     if Yd is not None and rows is not None:
         raise ValueError("rows= applies to the gene x gene matrix; slice the result instead when Yd is given")
+    base = check_base(base)
+    dtype = _check_dtype(dtype)
     table = _table(Xd, discretization, n_bins)
     if Yd is None:
-        r = table.n_genes if rows is None else len(rows)
-        _output_guard(r, table.n_genes, dtype, "mutual information")
         rows_arr = _check_rows(rows, table.n_genes)
+        r = table.n_genes if rows is None else len(rows_arr)
+        _output_guard(r, table.n_genes, dtype, "mutual information")
         return _info.pairwise_information(table, None, "mi", rows=rows_arr, base=base, dtype=dtype)
     Y = np.asarray(Yd)
     if Y.ndim == 1:
         Y = Y[:, None]
     if Y.shape[0] != table.n_samples:
         raise ValueError(f"Yd has {Y.shape[0]} rows but Xd has {table.n_samples} samples")
-    ycodes = np.empty(Y.shape, dtype=np.uint8)
+    ycodes = np.empty(Y.shape, dtype=np.intp)  # any number of levels (uint8 codes would wrap past 255)
     ylev = np.empty(Y.shape[1], dtype=np.int64)
     for j in range(Y.shape[1]):
         codes_j, _ = check_labels(Y[:, j], Y.shape[0], name=f"Yd column {j}", min_classes=1)
@@ -142,16 +163,20 @@ def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, ro
 def _check_rows(rows, m):
     if rows is None:
         return None
-    rows = np.asarray(rows)
-    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
-        raise TypeError("rows must be a 1-D array of integer gene indices")
+    arr = np.asarray(rows)
+    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+        got = f"{rows!r}; for a single row write rows=[{rows!r}]" if arr.ndim == 0 else \
+            f"an array of shape {arr.shape} and dtype {arr.dtype}"
+        raise TypeError(f"rows must be a 1-D sequence of integer gene indices, got {got}")
+    rows = arr
     if rows.size and (rows.min() < 0 or rows.max() >= m):
         raise ValueError(f"rows must lie in 0..{m - 1}")
     return rows.astype(np.int64)
 
 
 def entropy(Xd, *, discretization=None, n_bins=3, base=2):
-    """Entropy H(X_i) of every gene's codes."""
+    """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits)."""
+    base = check_base(base)
     return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
 
 
@@ -160,15 +185,20 @@ def conditional_mutual_information(Xd, y, *, discretization=None, n_bins=3, base
 
     This is the (asymmetric) SPEC_CMI matrix of Nguyen et al. 2014, eq. 17-18; its symmetric
     part ``(C + C.T) / 2`` is the SPEC_CMI Q.  Uses ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
-    with class-wise co-occurrence counts (one GEMM per class and block).
+    with class-wise co-occurrence counts (one GEMM per class and block).  ``base``, ``rows`` and
+    ``dtype`` as in :func:`mutual_information`.
     """
+    base = check_base(base)
+    dtype = _check_dtype(dtype)
+    names = sample_names_of(Xd)
     X = check_matrix(Xd)
-    y_codes, _ = check_labels(y, X.shape[0], name="y")
+    y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
     codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
     table = _info.CodeTable(codes, levels, groups=y_codes)
-    r = table.n_genes if rows is None else len(rows)
+    rows_arr = _check_rows(rows, table.n_genes)
+    r = table.n_genes if rows is None else len(rows_arr)
     _output_guard(r, table.n_genes, dtype, "conditional mutual information")
-    return _info.pairwise_information(table, None, "cmi", rows=_check_rows(rows, table.n_genes), base=base, dtype=dtype)
+    return _info.pairwise_information(table, None, "cmi", rows=rows_arr, base=base, dtype=dtype)
 
 
 def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
@@ -186,9 +216,16 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
         increase of the cross-edge count of the MST on all (z-scored) genes when gene i is removed;
         O(N^2 M) work, refused beyond :data:`bioqpfs._kernels.mst.MAX_CPX_WORK`.  Tie rules and the
         f = 0 case: see :mod:`bioqpfs._kernels.mst`.
+    base : float
+        Logarithm base of ``"mi"`` (2: bits), a finite number > 0 and != 1.
+    y : array-like or pandas Series
+        Class labels; a Series is matched to the samples by index when X is a DataFrame
+        (see :func:`bioqpfs._validation.check_labels`).
     """
+    base = check_base(base)
+    names = sample_names_of(X)
     X = check_matrix(X)
-    y_codes, _ = check_labels(y, X.shape[0], name="y")
+    y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
     if kind in ("mst", "mst_cpx"):
         from ._kernels import mst as _mst
 
@@ -212,8 +249,13 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
 
 
 def correlation(X, *, rows=None, dtype=np.float64):
-    """|Pearson correlation| between genes (QPFS eq. 3); constant genes give 0 rows/columns."""
+    """|Pearson correlation| between genes (QPFS eq. 3); constant genes give 0 rows/columns.
+
+    ``rows`` and ``dtype`` as in :func:`mutual_information`.
+    """
+    dtype = _check_dtype(dtype)
     X = check_matrix(X)
-    r = X.shape[1] if rows is None else len(rows)
+    rows_arr = _check_rows(rows, X.shape[1])
+    r = X.shape[1] if rows is None else len(rows_arr)
     _output_guard(r, X.shape[1], dtype, "correlation")
-    return _corr.abs_pearson(X, rows=_check_rows(rows, X.shape[1]), dtype=dtype)
+    return _corr.abs_pearson(X, rows=rows_arr, dtype=dtype)

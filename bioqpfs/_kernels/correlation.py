@@ -1,34 +1,91 @@
-"""Pearson-correlation similarity (QPFS eq. 3) and Hall's multiclass relevance (QPFS section 2.1)."""
+"""Pearson-correlation similarity (QPFS eq. 3) and Hall's multiclass relevance (QPFS section 2.1).
+
+Genes of extreme magnitude (max |x| beyond 2**+-500, e.g. 1e307) are divided by a power of two
+before any sum is formed (:func:`column_scales`), so sums of squares neither overflow nor
+underflow.  Dividing by a power of two is exact, and ordinary genes are not rescaled at all, so
+their results are bit-identical to the plain formulas.
+"""
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["abs_pearson", "hall_relevance", "column_moments"]
+__all__ = ["abs_pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales"]
+
+_EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
+
+
+def column_scales(X):
+    """Per-gene power-of-two divisor ``s_g``: 1 for ordinary genes; for a gene whose max |x| lies
+    beyond ``2**+-500``, the power of two that brings it into [1, 2)."""
+    if sp.issparse(X):
+        amax = np.asarray(abs(X).max(axis=0).toarray(), dtype=np.float64).ravel()
+    else:
+        Xd = np.asarray(X)
+        amax = np.maximum(Xd.max(axis=0), -Xd.min(axis=0)).astype(np.float64)  # no |X| copy
+    _, e = np.frexp(amax)
+    return np.where((amax > 0) & (np.abs(e - 1) > _EXTREME_EXP), np.ldexp(1.0, e - 1), 1.0)
+
+
+def _divide_columns(X, s):
+    """X[:, g] / s[g] (float64; dense or CSC), without copying when every s is 1."""
+    if sp.issparse(X):
+        Xc = X.tocsc()
+        if Xc.dtype != np.float64:
+            Xc = Xc.astype(np.float64)
+        if (s != 1).any():
+            Xc = Xc.copy() if Xc is X else Xc
+            Xc.data = Xc.data / np.repeat(s, np.diff(Xc.indptr))
+        return Xc
+    Xd = np.asarray(X, dtype=np.float64)
+    return Xd / s if (s != 1).any() else Xd
+
+
+def scaled_column_moments(X):
+    """``(mean, ss, s)``: mean and centred sum of squares of ``X[:, g] / s[g]`` (float64), ``s`` from
+    :func:`column_scales`.  The moments of X itself are ``mean * s`` and ``ss * s**2``."""
+    n, m = X.shape
+    s = column_scales(X)
+    Xs = _divide_columns(X, s)
+    if sp.issparse(Xs):
+        mean = np.asarray(Xs.sum(axis=0), dtype=np.float64).ravel() / n
+        nnz = np.diff(Xs.indptr)
+        dev = Xs.data - np.repeat(mean, nnz)
+        # float64 even with no stored entries (bincount of empty weights is int64)
+        ss = np.bincount(np.repeat(np.arange(m), nnz), weights=dev**2, minlength=m).astype(np.float64)
+        ss += (n - nnz) * mean**2
+    else:
+        mean = Xs.mean(axis=0)
+        ss = ((Xs - mean) ** 2).sum(axis=0)
+    return mean, ss, s
 
 
 def column_moments(X):
-    """Per-gene mean and centred sum of squares (float64); dense or sparse X."""
-    n = X.shape[0]
-    if sp.issparse(X):
-        Xc = X.tocsc()
-        mean = np.asarray(Xc.sum(axis=0), dtype=np.float64).ravel() / n
-        nnz = np.diff(Xc.indptr)
-        dev = Xc.data.astype(np.float64) - np.repeat(mean, nnz)
-        ss = np.bincount(np.repeat(np.arange(X.shape[1]), nnz), weights=dev**2, minlength=X.shape[1])
-        ss += (n - nnz) * mean**2
-    else:
-        Xd = np.asarray(X, dtype=np.float64)
-        mean = Xd.mean(axis=0)
-        ss = ((Xd - mean) ** 2).sum(axis=0)
-    return mean, ss
+    """Per-gene mean and centred sum of squares (float64); dense or sparse X.
+
+    For genes of extreme magnitude the sum of squares can exceed the float64 range (inf); use
+    :func:`scaled_column_moments` where that matters.
+    """
+    mean, ss, s = scaled_column_moments(X)
+    with np.errstate(over="ignore"):
+        return mean * s, ss * s**2
 
 
-def _standardised(X, cols, mean, scale):
-    """(X[:, cols] - mean) * scale as dense float64; scale is 0 for constant genes."""
+def _standardised(X, cols, mean, scale, s=None):
+    """(X[:, cols] / s - mean) * scale as dense float64 (``s``: divisors of :func:`column_scales`, default 1);
+    scale is 0 for constant genes."""
     block = X[:, cols]
     block = block.toarray() if sp.issparse(block) else np.asarray(block, dtype=np.float64)
+    if s is not None:
+        block = block / s[cols]
     return (block - mean[cols]) * scale[cols]
+
+
+def _inverse_norms(ss):
+    nz = ss > 0
+    scale = np.zeros(ss.size)
+    scale[nz] = 1.0 / np.sqrt(ss[nz])
+    return scale, nz
 
 
 def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
@@ -38,16 +95,14 @@ def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
     A constant gene has no defined correlation: its row and column (diagonal included) are 0.
     """
     n, m = X.shape
-    mean, ss = column_moments(X)
-    scale = np.zeros(m)
-    nz = ss > 0
-    scale[nz] = 1.0 / np.sqrt(ss[nz])
+    mean, ss, s = scaled_column_moments(X)
+    scale, nz = _inverse_norms(ss)
     row_idx = np.arange(m) if rows is None else np.asarray(rows, dtype=np.int64)
     out = np.empty((row_idx.size, m), dtype=dtype)
     for i0 in range(0, row_idx.size, block):
-        ZI = _standardised(X, row_idx[i0 : i0 + block], mean, scale)
+        ZI = _standardised(X, row_idx[i0 : i0 + block], mean, scale, s)
         for j0 in range(0, m, block):
-            ZJ = _standardised(X, np.arange(j0, min(m, j0 + block)), mean, scale)
+            ZJ = _standardised(X, np.arange(j0, min(m, j0 + block)), mean, scale, s)
             np.abs(ZI.T @ ZJ, out=out[i0 : i0 + block, j0 : j0 + block], casting="unsafe")
     # exact ones on the diagonal of non-constant genes (GEMM rounding leaves 1 +- 1e-16)
     pos = np.arange(row_idx.size)
@@ -67,11 +122,10 @@ def hall_relevance(X, y_codes):
     p = ind.mean(axis=0)
     ind_c = ind - p
     ind_scale = 1.0 / np.sqrt((ind_c**2).sum(axis=0))
-    mean, ss = column_moments(X)
-    scale = np.zeros(m)
-    nz = ss > 0
-    scale[nz] = 1.0 / np.sqrt(ss[nz])
+    mean, ss, s = scaled_column_moments(X)
+    scale, _ = _inverse_norms(ss)
     # sum_s (x_s - mean) ind_c[s, k] = sum_s x_s ind_c[s, k]  (ind_c columns sum to 0)
-    XtI = np.asarray(X.T @ ind_c) if sp.issparse(X) else np.asarray(X, dtype=np.float64).T @ ind_c
+    Xs = _divide_columns(X, s)
+    XtI = np.asarray(Xs.T @ ind_c)
     rho = XtI * scale[:, None] * ind_scale[None, :]
     return np.abs(rho) @ p

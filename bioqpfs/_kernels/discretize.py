@@ -10,6 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .correlation import column_scales
+
 __all__ = ["compact_codes", "mean_sd_codes", "quantile_codes", "mdl_codes", "MAX_LEVELS"]
 
 MAX_LEVELS = 255  # codes are uint8
@@ -85,24 +87,32 @@ def compact_codes(X, *, feature_names=None):
 
 
 def _column_mean_sd(X):
-    """Per-gene mean and sample standard deviation (ddof=1, as R's ``sd``), float64."""
+    """Per-gene ``(mean, sd, s)`` of ``X[:, g] / s[g]``: sample standard deviation (ddof=1, as R's
+    ``sd``), float64; ``s`` is the exact power-of-two divisor of
+    :func:`bioqpfs._kernels.correlation.column_scales` (1 except for genes of extreme magnitude,
+    so ordinary genes get exactly the plain formulas)."""
     n = X.shape[0]
+    s = column_scales(X)
     if sp.issparse(X):
-        Xc = X.tocsc().astype(np.float64)
+        Xc = X.tocsc().astype(np.float64)  # a copy: rescaling it in place is safe
+        if (s != 1).any():
+            Xc.data /= np.repeat(s, np.diff(Xc.indptr))
         mean = np.asarray(Xc.sum(axis=0)).ravel() / n
-        sq = np.asarray(Xc.multiply(Xc).sum(axis=0)).ravel()
-        var = (sq - n * mean**2) / (n - 1)
-        # recompute with the two-pass formula for accuracy (sparse: zeros contribute mean^2 each)
+        # two-pass formula for accuracy (sparse: zeros contribute mean^2 each); float64 even with
+        # no stored entries (bincount of empty weights is int64)
         nnz = np.diff(Xc.indptr)
         dev = Xc.data - np.repeat(mean, nnz)
-        ss = np.bincount(np.repeat(np.arange(X.shape[1]), nnz), weights=dev**2, minlength=X.shape[1])
+        ss = np.bincount(np.repeat(np.arange(X.shape[1]), nnz), weights=dev**2,
+                         minlength=X.shape[1]).astype(np.float64)
         ss += (n - nnz) * mean**2
         var = ss / (n - 1)
     else:
         Xd = np.asarray(X, dtype=np.float64)
+        if (s != 1).any():
+            Xd = Xd / s
         mean = Xd.mean(axis=0)
         var = Xd.var(axis=0, ddof=1)
-    return mean, np.sqrt(np.maximum(var, 0.0))
+    return mean, np.sqrt(np.maximum(var, 0.0)), s
 
 
 def _codes_from_edges(X, edges):
@@ -134,8 +144,10 @@ def mean_sd_codes(X):
     ``mu`` is the gene's sample mean and ``sd`` its sample standard deviation (ddof=1).
     A constant gene (sd = 0) falls entirely in the first bin.
     """
-    mean, sd = _column_mean_sd(X)
-    codes = _codes_from_edges(X, np.vstack([mean - sd, mean + sd]))
+    mean, sd, s = _column_mean_sd(X)
+    with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
+        edges = np.vstack([mean - sd, mean + sd]) * s
+    codes = _codes_from_edges(X, edges)
     return codes, _compact_inplace(codes, 3)
 
 
@@ -144,8 +156,11 @@ def quantile_codes(X, n_bins):
 
     Bins are right-closed; ties can leave a bin empty, in which case the gene gets fewer levels.
     """
+    if isinstance(n_bins, (bool, np.bool_)) or not isinstance(n_bins, (int, np.integer)):
+        raise TypeError(f"n_bins must be an integer between 2 and {MAX_LEVELS}, got {n_bins!r}")
     if not 2 <= n_bins <= MAX_LEVELS:
         raise ValueError(f"n_bins must be between 2 and {MAX_LEVELS}, got {n_bins}")
+    n_bins = int(n_bins)
     q = np.arange(1, n_bins) / n_bins
     m = X.shape[1]
     edges = np.empty((n_bins - 1, m))

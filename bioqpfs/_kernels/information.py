@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit
 
 from .. import _progress
+from .._validation import check_base
 
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies"]
 
@@ -446,7 +447,10 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
         ``"mi_given_class"``: I(X_i; X_j | C), diagonal H(X_i | C).
     rows : array of int, optional
         Compute only these rows (all columns): the ``[A B]`` block Nystrom needs.
+    base : float
+        Logarithm base of the output, a finite number > 0 and != 1 (2: bits).
     """
+    base = check_base(base)
     same = table_cols is None
     tc = table_rows if same else table_cols
     if not same and not (table_rows.order is None and tc.order is None) and not (

@@ -9,17 +9,22 @@ from .. import measures
 from .._kernels import correlation as _corr
 from .._kernels import information as _info
 from .._selection import rank_by_weight
-from .._validation import check_labels, check_matrix, describe_indices
+from .._validation import check_base, check_labels, check_matrix, describe_indices, sample_names_of
 
 SIMILARITIES = ("mi", "correlation")
 RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
 
 
 def prepare(X, y, feature_names=None):
-    """Validate (X, y); return (X, y_codes, classes, constant_mask)."""
+    """Validate (X, y); return (X, y_codes, classes, constant_mask).
+
+    When X is a pandas DataFrame and y a Series, y is matched to the rows by index
+    (see :func:`bioqpfs._validation.check_labels`).
+    """
+    names = sample_names_of(X)
     X = check_matrix(X, feature_names=feature_names)
-    y_codes, classes = check_labels(y, X.shape[0], name="y")
-    _, ss = _corr.column_moments(X)
+    y_codes, classes = check_labels(y, X.shape[0], name="y", sample_names=names)
+    _, ss, _ = _corr.scaled_column_moments(X)  # scaled: no overflow/underflow for extreme genes
     constant = ss <= 0
     return X, y_codes, classes, constant
 
@@ -62,6 +67,7 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     halves it at genome scale.  Returns ``(Q, F, relevance_name, code_table_or_None)``."""
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}; choose one of {SIMILARITIES}")
+    base = check_base(base)
     if relevance is None:
         relevance = "mi" if similarity == "mi" else "hall"
     table = None
