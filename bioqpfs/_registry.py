@@ -5,6 +5,7 @@ import importlib
 import inspect
 
 from ._selection import Selection
+from ._validation import validate_random_state
 
 __all__ = ["select", "methods", "register", "method_function"]
 
@@ -60,7 +61,9 @@ def select(X, y, *, method="qpfs", n_genes=None, random_state=None, feature_name
     n_genes : int, optional
         Panel size.
     random_state : int or numpy Generator, optional
-        Seed for every random choice the method makes.
+        Seed for every random choice the method makes: None, a non-negative integer or a NumPy
+        Generator/RandomState.  Anything else (e.g. ``"abc"``, -1, 1.5) is an error for every method,
+        also for the deterministic ones, which ignore a valid seed.
     **params
         Method parameters (see the method's function, e.g. :func:`bioqpfs.qpfs`).  Unknown
         parameters are an error naming the ones the method accepts.
@@ -73,4 +76,5 @@ def select(X, y, *, method="qpfs", n_genes=None, random_state=None, feature_name
             f"method {method!r} does not take parameter(s) {', '.join(sorted(unknown))}; "
             f"it accepts: {', '.join(sorted(accepted - {'n_genes', 'random_state', 'feature_names'}))}"
         )
+    validate_random_state(random_state)
     return func(X, y, n_genes=n_genes, random_state=random_state, feature_names=feature_names, **params)

@@ -59,6 +59,13 @@ class Selection:
     def __post_init__(self):
         self.weights = np.asarray(self.weights, dtype=np.float64)
         self.ranking = np.asarray(self.ranking, dtype=np.int64)
+        bad = np.flatnonzero(~np.isfinite(self.weights))
+        if bad.size:  # the last guard: a selector must never hand back NaN/Inf weights
+            raise ValueError(
+                f"{self.method}: the computed weights are not finite for {bad.size} of {self.weights.size} gene(s) "
+                f"(e.g. gene index {', '.join(str(int(i)) for i in bad[:5])}); this is a numerical failure on "
+                "degenerate input (too few samples, genes without information, extreme parameters) -- check the "
+                "input or the method's parameters")
 
     @property
     def n_features(self) -> int:

@@ -40,8 +40,8 @@ import scipy.linalg as sla
 
 from .. import _progress
 
-__all__ = ["solve_quadprog", "solve_spg", "solve", "convexify_shift", "kkt_residual", "objective",
-           "project_simplex", "QPMatrix", "smallest_eigenvalue", "QUADPROG_AUTO_MAX"]
+__all__ = ["solve_quadprog", "solve_spg", "solve", "solve_linear", "is_linear", "convexify_shift", "kkt_residual",
+           "objective", "project_simplex", "QPMatrix", "smallest_eigenvalue", "QUADPROG_AUTO_MAX"]
 
 #: ``solver="auto"`` uses quadprog up to this many variables.  Measured on random gene subsets of
 #: the raw SRBCT MI matrix (shift fix, solve only, 2 shared cores): quadprog 0.05 / 0.07 / 0.24 /
@@ -241,6 +241,47 @@ def convexify_shift(G, *, rel_margin=1e-9, lam_min=None):
     return max(0.0, margin - lam_min), lam_min
 
 
+#: the quadratic term counts as absent when every entry of G is at most this times max|a| (or is 0)
+LINEAR_REL_TOL = 1e-12
+
+
+def is_linear(G, a, *, rel_tol=LINEAR_REL_TOL):
+    """True when the quadratic term is negligible: every entry of G is <= ``rel_tol * max|a|`` in size.
+
+    This is QPFS at alpha = 1 (``(1 - alpha) Q = 0``, possibly plus a round-off margin), or an all-zero Q.
+    The diagonal is checked first (cheap); only when it vanishes are the off-diagonal entries read.
+    """
+    G = _as_matrix(G)
+    a = np.asarray(a, dtype=np.float64)
+    thr = rel_tol * (float(np.max(np.abs(a))) if a.size else 0.0)
+    if G.n == 0 or float(np.max(np.abs(G.diagonal()))) > thr or abs(G.shift) > thr:
+        return False
+    bound = abs(G.shift)
+    if G.Q is not None and G.scale != 0.0:
+        Qs = G.Q if G.index is None else G.Q[np.ix_(G.index, G.index)]
+        bound += abs(G.scale) * max(float(np.max(Qs)), -float(np.min(Qs)))
+    if G.U is not None and G.U.size:
+        bound += float(np.sum(np.abs(G.w))) * float(np.max(G.U ** 2))  # |U diag(w) U^T|_ij <= sum|w| max U^2
+    return bound <= thr
+
+
+def solve_linear(a, *, rel_tol=LINEAR_REL_TOL):
+    """Exact solution of the linear program ``max a^T x`` on the simplex (the QP with G = 0).
+
+    The optimum is any point of the face spanned by the maximisers of ``a``; the one returned spreads
+    the weight equally over them (the ties are ``a_i >= max(a) - rel_tol * max|a|``), which is also the
+    limit of the QP with a vanishing ridge ``G = eps I`` and therefore independent of the solver.
+    Returns ``(x, info)`` as :func:`solve`.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    top = float(np.max(a))
+    ties = a >= top - rel_tol * float(np.max(np.abs(a)))
+    x = ties / float(ties.sum())
+    return x, dict(solver="linear (no quadratic term)", iterations=0, polish_iterations=0,
+                   kkt_residual=float(_kkt_from_gradient(-a, x)), objective=float(-a @ x), converged=True,
+                   local=False, n_nonzero=int(ties.sum()))
+
+
 def solve_quadprog(G, a):
     """Exact solution of the simplex QP with Goldfarb--Idnani (G must be positive definite)."""
     import quadprog
@@ -332,6 +373,8 @@ def solve_spg(G, a, *, x0=None, tol=1e-9, max_iter=20000, polish=True, max_polis
         ``iterations`` (SPG), ``polish_iterations``, ``kkt_residual``, ``objective``,
         ``converged``, ``local`` (True when G is not known to be convex), ``n_nonzero``.
     """
+    if is_linear(G, a):
+        return solve_linear(a)
     with _blas_single_thread():
         return _solve_spg(G, a, x0=x0, tol=tol, max_iter=max_iter, polish=polish, max_polish=max_polish,
                           convex=convex)
@@ -451,9 +494,13 @@ def solve(G, a, *, solver="auto", convex=True, **kwargs):
     """Dispatch: ``"quadprog"`` (G a dense PD ndarray), ``"spg"``, or ``"auto"``.
 
     ``"auto"`` takes quadprog when M <= :data:`QUADPROG_AUTO_MAX`, G is convex and can be formed
-    densely, and spg otherwise.  Returns ``(x, info)``.
+    densely, and spg otherwise.  Whatever the solver, a negligible quadratic term (:func:`is_linear`,
+    e.g. QPFS at alpha = 1) is solved exactly as the linear program it is (:func:`solve_linear`):
+    quadprog would invert a (near) zero G and return NaN.  Returns ``(x, info)``.
     """
     m = a.size
+    if solver in ("auto", "quadprog", "spg") and is_linear(G, a):
+        return solve_linear(a)
     if solver == "auto":
         solver = "quadprog" if (m <= QUADPROG_AUTO_MAX and convex) else "spg"
     if solver == "quadprog":

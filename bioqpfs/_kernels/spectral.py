@@ -90,7 +90,8 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None, ncv=8):
     lam : float
     x : ndarray (n,), float64, unit norm (sign as returned by the solver; see :func:`sign_consistent`)
     info : dict
-        ``method`` ("lanczos" or "dense" for n <= 2, where ARPACK cannot run), ``n_matvec``,
+        ``method`` ("lanczos", "dense" for n <= 2, where ARPACK cannot run, or "zero matrix": Q = 0,
+        every vector is dominant, the uniform one is returned), ``n_matvec``,
         ``residual`` = ||Q x - lam x|| / max(|lam|, tiny).
     """
     op = Q if isinstance(Q, LinearOperator) else None
@@ -138,6 +139,9 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None, ncv=8):
         if not np.any(op.matvec(start)):
             # Q 1 = 0: for a non-negative Q that means Q = 0 (every vector is an eigenvector)
             start = np.random.default_rng(0).standard_normal(n)
+        if not np.any(op.matvec(start)):  # Q = 0 (ARPACK would fail: "starting vector is zero")
+            x = np.ones(n) / np.sqrt(n)
+            return 0.0, x, dict(method="zero matrix", n_matvec=int(count[0]), residual=0.0)
         try:
             w, V = eigsh(op, k=1, which="LA", v0=start.astype(op.dtype), tol=tol, maxiter=maxiter,
                          ncv=min(n, max(int(ncv), 3)))

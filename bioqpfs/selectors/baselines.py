@@ -57,7 +57,7 @@ import numpy as np
 from .. import measures
 from .._kernels import information as _info
 from .._selection import Selection, rank_by_weight
-from .._validation import check_n_genes
+from .._validation import check_n_genes, check_random_state, validate_random_state
 from ._common import prepare, warn_constant
 
 __all__ = ["maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife", "random_genes", "greedy_mi", "DEFAULT_N_RANKED"]
@@ -214,7 +214,8 @@ _PARAMS_DOC = """
         Bins for ``"quantile"``.
     base : float
         Logarithm base of MI (does not change the selection).
-    random_state : ignored (deterministic); accepted so every selector has the same signature.
+    random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
+        (an invalid value such as -1 or "abc" is an error, as for the random methods).
     feature_names : sequence of str, optional
 
     Returns
@@ -228,22 +229,26 @@ _PARAMS_DOC = """
 def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None,
              feature_names=None):
     """mRMR, difference form (MID): max I(X_j; C) - mean_{s in S} I(X_j; X_s) (Peng, Long & Ding 2005, eq. 7)."""
+    validate_random_state(random_state)
     return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names)
 
 
 def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None,
              feature_names=None):
     """mRMR, quotient form (MIQ): max I(X_j; C) / mean_{s in S} I(X_j; X_s) (Ding & Peng 2005)."""
+    validate_random_state(random_state)
     return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names)
 
 
 def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None, feature_names=None):
     """Joint mutual information: max sum_{s in S} I(X_j, X_s; C) (Yang & Moody 1999; the EMRMR of SPEC_CMI section 4.3)."""
+    validate_random_state(random_state)
     return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names)
 
 
 def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None, feature_names=None):
     """Conditional infomax feature extraction: max I(X_j; C) - sum_s [I(X_j; X_s) - I(X_j; X_s | C)] (Lin & Tang 2006)."""
+    validate_random_state(random_state)
     return _greedy_selector("cife", X, y, n_genes, discretization, n_bins, base, feature_names)
 
 
@@ -258,6 +263,7 @@ def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, ra
     :func:`mrmr_mid`, except that the ranking covers every gene.
     """
     t0 = time.perf_counter()
+    validate_random_state(random_state)
     X, y_codes, classes, constant, codes, levels, by_class, F = _setup(X, y, feature_names, discretization,
                                                                       n_bins, base)
     m = X.shape[1]
@@ -279,7 +285,7 @@ def random_genes(X, y, *, n_genes=None, random_state=None, feature_names=None):
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     ranking = rng.permutation(m)
     weights = np.zeros(m)
     weights[ranking] = (m - np.arange(m)) / m

@@ -18,7 +18,7 @@ from .. import measures
 from .._kernels import information as _info
 from .._kernels import simplex_qp
 from .._selection import Selection
-from .._validation import check_n_genes, memory_guard
+from .._validation import check_n_genes, memory_guard, validate_random_state
 from ._common import prepare, warn_constant, weights_and_ranking
 from .qpfs import PSD_FIXES, resolve_preselected, solve_qpfs
 
@@ -73,7 +73,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         Applied only when a user-given ``lam`` leaves the problem indefinite.
     preselected, preselected_share
         Forced genes, as in :func:`bioqpfs.qpfs`.
-    random_state : ignored (deterministic).
+    random_state : ignored (deterministic); validated like every selector's (an invalid value is an error).
     feature_names : sequence of str, optional
 
     Returns
@@ -83,6 +83,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         psd fix, objective and KKT residual.
     """
     t0 = time.perf_counter()
+    validate_random_state(random_state)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
@@ -94,7 +95,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         raise ValueError(f"lam must be >= 0, got {lam}")
     if psd_fix not in PSD_FIXES:
         raise ValueError(f"unknown psd_fix {psd_fix!r}; choose one of {PSD_FIXES}")
-    P_all = resolve_preselected(preselected, m_total, feature_names)
+    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes)
     keep = np.flatnonzero(~constant)
     if keep.size < 2:
         raise ValueError("fewer than 2 non-constant genes; there is nothing to select")

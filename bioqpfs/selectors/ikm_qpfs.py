@@ -45,7 +45,7 @@ from .._kernels import information as _info
 from .._kernels import kmeans as _km
 from .._kernels.correlation import column_moments
 from .._selection import Selection, rank_by_weight
-from .._validation import check_n_genes, memory_guard
+from .._validation import check_n_genes, check_random_state, memory_guard
 from ._common import prepare, warn_constant
 from .qpfs import alpha_hat, solve_qpfs
 
@@ -105,8 +105,14 @@ class _Context:
         table = _info.CodeTable(codes, levels, groups=y_codes)
         _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
         self.F = np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)  # I(X_g; C), local gene index
+        if not np.any(self.space.entropy > 0):  # every gene has one code: all distances, Q and F are 0
+            raise ValueError(
+                f"no gene carries information after discretization={discretization!r}: every gene puts all {n} "
+                "samples in one bin, so all mutual informations (the clustering distance, Q and F) are 0. "
+                "Use more samples (with 2 samples mean +- sd binning always gives one bin) or another "
+                "discretization (e.g. 'quantile')")
         self.base = base
-        self.rng = np.random.default_rng(random_state)
+        self.rng = check_random_state(random_state)
         self.order = self.rng.permutation(m) if shuffle else np.arange(m)
         self.alpha_info = {}
         if alpha is None:
@@ -224,7 +230,8 @@ _COMMON_DOC = """
         QPFS relevance/redundancy trade-off.  ``None`` (default): alpha_hat = q_bar / (q_bar + f_bar) (paper
         eq. 2a) of each QPFS problem, re-estimated per call; ``"global"``: the alpha_hat of all genes for every
         call (q_bar estimated from ``alpha_rows`` random genes' MI rows, never the M x M matrix; recorded in
-        ``diagnostics``); a float: that value for every call.
+        ``diagnostics``); a float: that value for every call (1: pure relevance, each QPFS call puts all
+        weight on its most relevant representative(s), see :func:`bioqpfs.qpfs`; 0: pure redundancy).
     alpha_rows : int
         Genes whose full MI rows estimate q_bar for ``alpha="global"`` (all genes if there are fewer).
     discretization : {"mean_sd", "quantile", None}
@@ -391,6 +398,11 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
     irr(first, 1)
     t_cluster = time.perf_counter() - t - ctx.t_qpfs
     kept = np.array(kept, dtype=np.int64)
+    if kept.size == 0:
+        raise ValueError(
+            f"{method}: every cluster was dropped (no representative got a positive QPFS weight), so no gene is "
+            "left to rank; use a smaller alpha, more clusters (n_clusters / n_split) or fewer levels"
+            + (", or ikm_qpfs instead of ikma_qpfs" if aggressive else ""))
     x, a, solve_diag = ctx.qpfs(kept)  # step 5: final QPFS on F
     local_w = np.zeros(ctx.keep.size)
     local_w[kept] = x

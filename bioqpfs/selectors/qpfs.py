@@ -29,7 +29,7 @@ from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import simplex_qp
 from .._selection import Selection
-from .._validation import check_n_genes, describe_indices, memory_guard
+from .._validation import check_n_genes, check_random_state, describe_indices, memory_guard
 from ._common import prepare, similarity_and_relevance, warn_constant, weights_and_ranking
 
 __all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES"]
@@ -61,7 +61,9 @@ def alpha_hat(Q, F):
 
 def _alpha_from_means(q_bar, f_bar):
     if q_bar + f_bar <= 0:
-        raise ValueError("alpha cannot be estimated: Q and F are both zero (no gene carries information)")
+        raise ValueError("QPFS cannot rank the genes: Q and F are both zero (no gene carries information after "
+                         "discretization, so every weighting is equally good); use more samples or another "
+                         "discretization (e.g. 'quantile')")
     return q_bar / (q_bar + f_bar), q_bar, f_bar
 
 
@@ -166,8 +168,14 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9):
 # the QP with forced genes
 # --------------------------------------------------------------------------------------------
 
-def resolve_preselected(preselected, m, feature_names=None):
-    """Forced genes as an int array (given order), from names or indices; clear errors otherwise."""
+def resolve_preselected(preselected, m, feature_names=None, n_genes=None):
+    """Forced genes as an int array (given order), from names or indices; clear errors otherwise.
+
+    A name that occurs more than once in ``feature_names`` is ambiguous and an error (make the names
+    unique, e.g. ``adata.var_names_make_unique()``, or pass integer indices).  The panel must hold every
+    forced gene: ``n_genes`` smaller than the number of preselected genes is an error, never a silent
+    drop of forced genes.
+    """
     if preselected is None:
         return np.zeros(0, dtype=np.int64)
     if isinstance(preselected, (str, int, np.integer)):
@@ -189,12 +197,23 @@ def resolve_preselected(preselected, m, feature_names=None):
         if missing:
             raise ValueError(f"preselected gene(s) not found among the genes: {', '.join(missing[:5])}"
                              f"{' ...' if len(missing) > 5 else ''}; check the names (case-sensitive)")
+        wanted = {str(p) for p in items}
+        names, counts = np.unique(np.asarray([str(n) for n in feature_names if str(n) in wanted]), return_counts=True)
+        ambiguous = names[counts > 1]
+        if ambiguous.size:
+            raise ValueError(
+                f"preselected gene name(s) {', '.join(ambiguous[:5])}{' ...' if ambiguous.size > 5 else ''} occur "
+                "more than once among the gene names, so it is ambiguous which gene is meant; make the names unique "
+                "(e.g. adata.var_names_make_unique()) or pass integer indices")
         idx = np.asarray([lookup[str(p)] for p in items], dtype=np.int64)
     uniq, counts = np.unique(idx, return_counts=True)
     if (counts > 1).any():
         raise ValueError(f"preselected lists gene(s) {describe_indices(uniq[counts > 1], feature_names)} more than once")
     if idx.size >= m:
         raise ValueError(f"all {m} genes are preselected; nothing is left to optimise")
+    if n_genes is not None and n_genes < idx.size:
+        raise ValueError(f"n_genes={n_genes} but {idx.size} genes are preselected, and every preselected gene must "
+                         f"be in the panel; ask for n_genes >= {idx.size} or preselect fewer genes")
     return idx
 
 
@@ -208,6 +227,9 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         Symmetric redundancy (float32 or float64; never copied on the large-scale path).
     F : ndarray, shape (M,)
     alpha : float
+        In [0, 1].  At alpha = 1 (or whenever the quadratic term vanishes, e.g. Q = 0) the problem is
+        a linear program, solved exactly whatever ``solver`` says: all weight on the largest entry
+        of the linear term, shared equally among ties (:func:`~bioqpfs._kernels.simplex_qp.solve_linear`).
     solver : {"auto", "quadprog", "spg"}
         ``"auto"``: quadprog up to :data:`~bioqpfs._kernels.simplex_qp.QUADPROG_AUTO_MAX` genes,
         the large-scale solver beyond; both give the same optimum (1e-6 in the weights).
@@ -231,7 +253,8 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     Returns
     -------
     x : ndarray, shape (M,)
-        Weights, summing to 1; entries below :data:`WEIGHT_TOL` are exact zeros.
+        Weights, summing to 1; entries below :data:`WEIGHT_TOL` are exact zeros.  Never NaN: a solver
+        that fails numerically raises a ``ValueError``.
     diagnostics : dict
         solver, iterations, polish_iterations, kkt_residual, objective (eq. 2 with the original
         Q), objective_convexified (the problem actually solved), psd fix details, n_nonzero.
@@ -260,14 +283,18 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         raise ValueError(f"quadprog on {R.size} genes would take very long (O(M^3)); use solver='spg' or 'auto'")
     if solver == "quadprog" or (solver == "auto" and R.size <= simplex_qp.QUADPROG_AUTO_MAX):
         memory_guard(4 * R.size ** 2 * 8, f"quadprog on {R.size} genes", "use solver='spg'")
-    Gf, convex, fix = apply_psd_fix(G, psd_fix)
+    if simplex_qp.is_linear(G, a):  # alpha = 1 (or Q = 0): a linear program, no eigenvalues or psd fix needed
+        Gf, convex = G, True
+        fix = dict(psd_fix=psd_fix, psd_fix_applied="none needed (no quadratic term)", psd_shift=0.0, n_clipped=0,
+                   min_eigenvalue=0.0, indefinite=False)
+    else:
+        Gf, convex, fix = apply_psd_fix(G, psd_fix)
     if solver == "quadprog" and not convex:
         raise ValueError(f"Q is indefinite (smallest eigenvalue of (1-alpha)Q: {fix.get('min_eigenvalue', float('nan')):.3g}) "
                          "and psd_fix='none' leaves the QP non-convex, which quadprog cannot solve; use solver='spg' or 'auto' "
                          "(a stationary point), or psd_fix='shift'/'clip' (a convexified problem)")
     z, info = simplex_qp.solve(Gf, a, solver=solver, convex=convex)
-    z[z < WEIGHT_TOL] = 0.0
-    z /= z.sum()
+    z = _finite_weights(z, info["solver"])
     x = np.zeros(m)
     x[R] = (1.0 - s) * z
     x[P] = s / P.size if P.size else 0.0
@@ -285,9 +312,18 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     return x, diagnostics
 
 
-# --------------------------------------------------------------------------------------------
-# measures with row subsets and float32
-# --------------------------------------------------------------------------------------------
+def _finite_weights(z, solver):
+    """Zero the round-off weights and renormalise; a solver that returned NaN/Inf is an error, never an answer."""
+    z = np.asarray(z, dtype=np.float64)
+    if z.size == 0 or not np.isfinite(z).all() or not z.sum() > 0:
+        raise ValueError(
+            f"the QP solver ({solver}) returned invalid weights ({int((~np.isfinite(z)).sum())} of {z.size} not "
+            "finite); this is a numerical failure on degenerate input -- try solver='spg', another psd_fix, or "
+            "check that the genes carry information (enough samples, a suitable discretization)")
+    z = z.copy()
+    z[z < WEIGHT_TOL] = 0.0
+    return z / z.sum()
+
 
 # --------------------------------------------------------------------------------------------
 # QPFS + Nystrom (section 2.2-2.3)
@@ -371,6 +407,8 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
     used = nystrom_qp
     if nystrom_qp == "auto":
         used = "subspace" if k <= NYSTROM_SUBSPACE_MAX else f"lowrank (auto: k~={k} > {NYSTROM_SUBSPACE_MAX})"
+    if used == "subspace" and alpha_used >= 1.0:  # no quadratic term: the exact LP over the whole simplex
+        used = "lowrank (alpha=1: linear program)"
     y = None
     rounds = 0
     t1 = time.perf_counter()
@@ -378,6 +416,8 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
         y, rounds = _solve_subspace(lam, U, F, alpha_used, P, share)
         if y is None:
             used = "lowrank (subspace constraints inconsistent)"
+    if y is not None and not np.isfinite(y).all():
+        y, used = None, "lowrank (subspace QP failed numerically)"
     if y is not None:
         x = np.maximum(U @ y, 0.0)
         x[x < WEIGHT_TOL * x.sum()] = 0.0
@@ -402,8 +442,7 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
             a = alpha_used * F
         ridge = 1e-9 * max(1e-300, float(np.max(Gl.diagonal())))
         z, sol = simplex_qp.solve_spg(Gl.with_shift(ridge), a)
-        z[z < WEIGHT_TOL] = 0.0
-        z /= z.sum()
+        z = _finite_weights(z, sol["solver"])
         x = np.zeros(m)
         if P.size:
             x[R] = (1.0 - share) * z
@@ -467,7 +506,11 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         precomputed non-negative vector.
     alpha : float in [0, 1], optional
         Relevance/redundancy trade-off; default alpha_hat = q_bar / (q_bar + f_bar) (eq. 9; with
-        Nystrom q_bar is the mean of the Nystrom Q_hat).
+        Nystrom q_bar is the mean of the Nystrom Q_hat).  ``alpha=1`` is pure relevance: the QP
+        becomes a linear program, "equivalent to the MaxRel criterion" (section 2): all weight goes
+        to the gene of largest F, shared equally when several tie, and the other genes rank by F.
+        Every solver path returns exactly that (:func:`~bioqpfs._kernels.simplex_qp.solve_linear`).
+        ``alpha=0`` is pure redundancy (only 1/2 x^T Q x is minimised; F breaks ties in the ranking).
     discretization : {"mean_sd", "quantile", "mdl", None}
         For MI: QPFS section 2.5 mean +- sd bins by default; ``None`` if X holds codes.
     n_bins : int
@@ -530,9 +573,11 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     preselected : sequence of str or int, optional
         Genes that must be in the panel (names need ``feature_names``): they are ranked first, in
         the given order, and the rest is optimised given them (formulation in :func:`solve_qpfs`).
+        ``n_genes`` must be at least ``len(preselected)`` (a smaller panel could not hold them: error),
+        and a name occurring more than once in ``feature_names`` is an error (ambiguous).
     preselected_share : float in (0, 1), optional
         Total weight of the forced genes; default ``|P| / n_genes`` (their share of the panel; 0.5
-        when ``n_genes`` is not given or not larger than ``|P|``).
+        when ``n_genes`` is not given or equals ``|P|``).
     random_state : int or Generator, optional
         Seeds the Nystrom row sample (exact QPFS is deterministic).
     feature_names : sequence of str, optional
@@ -563,7 +608,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         raise ValueError(f"nystrom_rate must lie in (0, 1], got {nystrom_rate}")
     if not float(eig_threshold) >= 0.0:
         raise ValueError(f"eig_threshold must be >= 0, got {eig_threshold}")
-    P_all = resolve_preselected(preselected, m_total, feature_names)
+    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes)
     keep = np.flatnonzero(~constant)
     if keep.size == 0:
         raise ValueError("every gene is constant across samples; there is nothing to select")
@@ -580,7 +625,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     if P.size == 0:
         share = None
     Xk = X[:, keep]
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
 
     if nystrom_rate is None:
         if solver == "quadprog" and m > QUADPROG_MAX_GENES:

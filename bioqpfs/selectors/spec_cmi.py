@@ -37,7 +37,8 @@ from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import spectral as _spec
 from .._selection import Selection, rank_by_weight
-from .._validation import check_n_genes, describe_indices, memory_guard
+from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard,
+                           validate_random_state)
 from ._common import prepare, warn_constant
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
@@ -85,6 +86,16 @@ def cmi_q_rows(table, rows=None, *, base=2.0, dtype=np.float64):
             min_val = min(min_val, low)
             blk[neg] = 0.0
     return C, dict(n_negative_clipped=n_neg, min_before_clip=min_val)
+
+
+def _check_informative(Q, discretization, n_samples):
+    """A Q of zeros means no gene (alone or in pairs) tells the classes apart: every panel scores 0."""
+    if not np.any(Q):
+        raise ValueError(
+            f"no gene carries information about the classes after discretization={discretization!r}: every entry "
+            f"of the conditional mutual information matrix Q is 0 on these {n_samples} samples, so every panel "
+            "scores 0 and there is nothing to rank. Use more samples (with 2 samples mean +- sd binning puts both "
+            "in one bin) or another discretization (e.g. 'quantile')")
 
 
 def _relevance(table, base):
@@ -203,6 +214,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
                                  n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=None,
                                  random_state=random_state, feature_names=feature_names, method="spec_cmi")
     t0 = time.perf_counter()
+    validate_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size
     if dtype is None:
@@ -214,6 +226,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins)
     Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
+    _check_informative(Q, discretization, X.shape[0])
     F = np.diag(Q).astype(np.float64)
     t1 = time.perf_counter()
     lam, x, eig_info = _spec.dominant_eigenvector(Q, tol=tol)
@@ -291,7 +304,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     t0 = time.perf_counter()
     if nystrom_rate is None or not (0.0 < float(nystrom_rate) <= 1.0):
         raise ValueError(f"nystrom_rate must lie in (0, 1], got {nystrom_rate!r}")
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size
     rows = _nys.sample_rows(m, float(nystrom_rate), rng)
@@ -411,7 +424,7 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=
         raise ValueError("sdp_cmi needs n_genes (the panel size k enters the relaxation); pass n_genes=k")
     if isinstance(n_projections, bool) or not isinstance(n_projections, (int, np.integer)) or n_projections < 1:
         raise ValueError(f"n_projections must be a positive integer, got {n_projections!r}")
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size
     if n_genes > m:
@@ -428,6 +441,7 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=
     memory_guard(est_bytes, f"SDP_CMI on {m} genes", "use method='spec_cmi' or restrict the candidate genes")
     Xk = X[:, keep] if m < X.shape[1] else X
     Q, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins), base=base)
+    _check_informative(Q, discretization, X.shape[0])
     F = np.diag(Q).copy()
     t1 = time.perf_counter()
     Y, sdp_info = _spec.sdp_relaxation(Q, n_genes, solver=solver)

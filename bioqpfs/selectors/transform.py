@@ -83,7 +83,7 @@ from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 from .._selection import Selection
-from .._validation import check_n_genes, memory_guard
+from .._validation import check_n_genes, check_random_state, memory_guard
 from ._common import prepare, warn_constant
 
 __all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", "DEFAULT_N_GENES",
@@ -338,7 +338,7 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
                  "restrict the genes (e.g. highly variable genes) or lower n_components")
     Xs = _zscore(X[:, keep])
     objective = make_objective(Xs, y_codes)
-    rng = np.random.default_rng(random_state)
+    rng = check_random_state(random_state)
     # every evaluation is a handful of small products: BLAS threads only add overhead (20x slower
     # measured on a loaded 2-core machine), so the path runs single-threaded
     with threadpool_limits(limits=1):

@@ -1,0 +1,186 @@
+"""Bad and edge-case input to the selectors: alpha at the ends of [0, 1], degenerate (information-free)
+data, invalid random_state, ambiguous or too many preselected genes, and the no-NaN guarantee."""
+import warnings
+
+import numpy as np
+import pytest
+
+import bioqpfs
+from bioqpfs import _registry
+from bioqpfs._kernels import simplex_qp, spectral
+
+SOLVERS = ("auto", "quadprog", "spg")
+PSD_FIXES = ("shift", "clip", "none")
+
+
+@pytest.fixture
+def data():
+    """40 samples x 10 genes; gene 2 is strongly class-dependent (planted), the others are noise."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 10))
+    y = np.repeat(["a", "b"], 20)
+    X[:, 2] += 4.0 * (y == "b")
+    return X, y
+
+
+@pytest.fixture
+def uninformative():
+    """4 samples (2 per class) where every gene takes two values twice: mean +- sd binning puts all samples of
+    every gene in one bin, so every mutual information, Q and F, is exactly 0 (the 2-sample case of the audit)."""
+    rng = np.random.default_rng(1)
+    X = np.array([rng.permutation([0.0, 0.0, 1.0, 1.0]) * rng.uniform(1, 3) + rng.normal() for _ in range(8)]).T
+    return X, np.array(["a", "a", "b", "b"])
+
+
+# -- item 2: alpha = 1 is the MaxRel linear program, alpha = 0 pure redundancy, never NaN -----------------
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("psd_fix", PSD_FIXES)
+def test_alpha_one_puts_all_weight_on_the_most_relevant_gene(data, solver, psd_fix):
+    X, y = data
+    sel = bioqpfs.select(X, y, method="qpfs", n_genes=3, alpha=1.0, solver=solver, psd_fix=psd_fix)
+    expected = np.zeros(10)
+    expected[2] = 1.0  # the planted gene
+    np.testing.assert_array_equal(sel.weights, expected)
+    # QPFS section 2: "if alpha = 1 ... equivalent to the MaxRel criterion"
+    np.testing.assert_array_equal(sel.ranking, bioqpfs.select(X, y, method="maxrel", n_genes=10).ranking)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_alpha_one_spreads_weight_equally_over_tied_genes(data, solver):
+    X, y = data
+    X2 = np.c_[X, X[:, 2]]  # gene 10 is an exact copy of the planted gene 2: equal relevance
+    sel = bioqpfs.select(X2, y, method="qpfs", n_genes=2, alpha=1.0, solver=solver)
+    expected = np.zeros(11)
+    expected[[2, 10]] = 0.5
+    np.testing.assert_allclose(sel.weights, expected, atol=0, rtol=1e-15)
+    assert list(sel.selected) == [2, 10]
+
+
+@pytest.mark.parametrize("nystrom_qp", ["auto", "subspace", "lowrank"])
+def test_alpha_one_nystrom(data, nystrom_qp):
+    X, y = data
+    sel = bioqpfs.select(X, y, method="qpfs", n_genes=3, alpha=1.0, nystrom_rate=0.5, nystrom_qp=nystrom_qp,
+                         random_state=0)
+    assert np.isfinite(sel.weights).all()
+    assert sel.weights[2] == 1.0 and sel.selected[0] == 2
+
+
+@pytest.mark.parametrize("method", ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"])
+def test_alpha_one_cluster_methods(data, method):
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # at alpha=1 only the top representative survives
+        sel = bioqpfs.select(X, y, method=method, n_genes=3, alpha=1.0, random_state=0)
+    assert np.isfinite(sel.weights).all()
+    assert sel.weights[2] == 1.0 and sel.selected[0] == 2
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_alpha_zero_pure_redundancy_every_solver(data, solver):
+    X, y = data
+    sel = bioqpfs.select(X, y, method="qpfs", n_genes=3, alpha=0.0, solver=solver, psd_fix="shift")
+    ref = bioqpfs.select(X, y, method="qpfs", n_genes=3, alpha=0.0, solver="quadprog", psd_fix="shift")
+    assert np.isfinite(sel.weights).all() and abs(sel.weights.sum() - 1) < 1e-12
+    np.testing.assert_allclose(sel.weights, ref.weights, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"])
+def test_alpha_zero_cluster_methods(data, method):
+    X, y = data
+    sel = bioqpfs.select(X, y, method=method, n_genes=3, alpha=0.0, random_state=0)
+    assert np.isfinite(sel.weights).all() and abs(sel.weights.sum() - 1) < 1e-12
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_kernel_zero_quadratic_term_is_the_linear_program(solver):
+    a = np.array([0.2, 0.7, 0.1, 0.7])
+    G = simplex_qp.QPMatrix(np.eye(4), scale=0.0)
+    x, info = simplex_qp.solve(G, a, solver=solver)
+    np.testing.assert_array_equal(x, [0.0, 0.5, 0.0, 0.5])
+    assert info["kkt_residual"] == 0.0
+
+
+def test_selection_refuses_non_finite_weights():
+    with pytest.raises(ValueError, match="not finite"):
+        bioqpfs.Selection("qpfs", np.array([np.nan, 0.5, 0.5]), np.array([1, 2, 0]))
+
+
+# -- item 11: information-free data (2 samples) -----------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["spec_cmi", "sdp_cmi"])
+def test_spectral_methods_on_information_free_data_raise_clearly(uninformative, method):
+    X, y = uninformative
+    with pytest.raises(ValueError, match="no gene carries information"):
+        bioqpfs.select(X, y, method=method, n_genes=2)
+
+
+@pytest.mark.parametrize("method", ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"])
+def test_cluster_methods_on_information_free_data_raise_clearly(uninformative, method):
+    X, y = uninformative
+    with pytest.raises(ValueError, match="no gene carries information"):
+        bioqpfs.select(X, y, method=method, n_genes=2, random_state=0)
+
+
+def test_qpfs_on_information_free_data_raises_even_with_alpha(uninformative):
+    X, y = uninformative
+    for alpha in (None, 0.0, 1.0):
+        with pytest.raises(ValueError, match="Q and F are both zero"):
+            bioqpfs.select(X, y, method="qpfs", n_genes=2, alpha=alpha)
+
+
+def test_dominant_eigenvector_of_zero_matrix_needs_no_eigensolver():
+    lam, x, info = spectral.dominant_eigenvector(np.zeros((5, 5)))
+    assert lam == 0.0 and info["method"] == "zero matrix"
+    np.testing.assert_allclose(x, np.full(5, 1 / np.sqrt(5)))
+
+
+# -- item 12: random_state ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", sorted(_registry._METHODS))
+@pytest.mark.parametrize("seed", ["abc", -1, 1.5, True])
+def test_bad_random_state_rejected_for_every_method(data, method, seed):
+    X, y = data
+    with pytest.raises(ValueError, match="random_state must be None, a non-negative integer"):
+        bioqpfs.select(X, y, method=method, n_genes=3, random_state=seed)
+
+
+@pytest.mark.parametrize("call", [
+    lambda X, y, s: bioqpfs.qpfs(X, y, n_genes=3, nystrom_rate=0.5, random_state=s),
+    lambda X, y, s: bioqpfs.spec_cmi(X, y, n_genes=3, nystrom_rate=0.5, random_state=s),
+    lambda X, y, s: bioqpfs.spec_cmi(X, y, n_genes=3, random_state=s),
+])
+def test_bad_random_state_rejected_in_direct_calls(data, call):
+    X, y = data
+    with pytest.raises(ValueError, match="random_state"):
+        call(X, y, -1)
+
+
+def test_registry_does_not_draw_from_a_random_state_object(data):
+    X, y = data
+    rs = np.random.RandomState(3)
+    before = rs.get_state()[1].copy()
+    bioqpfs.select(X, y, method="maxrel", n_genes=3, random_state=rs)  # deterministic method
+    np.testing.assert_array_equal(rs.get_state()[1], before)
+
+
+# -- items 14 and 15: preselected genes -------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["qpfs", "eqpfs"])
+def test_preselected_ambiguous_duplicate_name(data, method):
+    X, y = data
+    names = np.array([f"g{i}" for i in range(10)])
+    names[7] = "g0"
+    with pytest.raises(ValueError, match=r"g0 occur more than once"):
+        bioqpfs.select(X, y, method=method, n_genes=3, preselected=["g0"], feature_names=names)
+    sel = bioqpfs.select(X, y, method=method, n_genes=3, preselected=["g3"], feature_names=names)
+    assert sel.selected[0] == 3  # a unique name is still fine
+
+
+@pytest.mark.parametrize("method", ["qpfs", "eqpfs"])
+def test_preselected_more_than_n_genes_is_an_error(data, method):
+    X, y = data
+    with pytest.raises(ValueError, match=r"n_genes=1 but 3 genes are preselected"):
+        bioqpfs.select(X, y, method=method, n_genes=1, preselected=[0, 1, 2])
+    sel = bioqpfs.select(X, y, method=method, n_genes=3, preselected=[0, 1, 2])
+    assert list(sel.selected) == [0, 1, 2]
