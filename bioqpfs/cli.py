@@ -4,7 +4,7 @@ Exit codes
 ----------
 0  success
 1  the input or the selection failed (one-line message on stderr; ``--debug`` shows the traceback)
-2  command-line usage error (unknown option, missing argument)
+2  command-line usage error (unknown option, missing argument, bad --cv or --random-state value)
 130  interrupted
 """
 from __future__ import annotations
@@ -46,7 +46,8 @@ def _parser():
     _add_input_args(e, datasets)
     e.add_argument("--methods", default="qpfs", help="comma-separated method names (default: qpfs)")
     e.add_argument("--n-genes", type=_int_list, default=[5, 10, 20, 50], help="comma-separated panel sizes")
-    e.add_argument("--cv", default="10", help="folds of stratified k-fold CV, or 'loo' (default: 10)")
+    e.add_argument("--cv", type=_cv_arg, default=10,
+                   help="folds of stratified k-fold CV (an integer >= 2), or 'loo' (default: 10)")
     e.add_argument("--repeats", type=int, default=1, help="repetitions of k-fold CV (default: 1)")
     e.add_argument("-o", "--output", required=True, help="output TSV of mean/sd error per method and panel size")
     e.add_argument("--plot", default=None, help="also save the error-curve plot (.png/.pdf/.svg)")
@@ -64,11 +65,39 @@ def _is_table(path):
     return str(path).lower().endswith(_TABLE_SUFFIXES)
 
 
-def _read_delimited(path):
+def _duplicates(values):
+    values = [str(v) for v in values]
+    seen, dup = set(), []
+    for v in values:
+        if v in seen and v not in dup:
+            dup.append(v)
+        seen.add(v)
+    return dup
+
+
+def _read_delimited(path, what):
+    """Read a CSV/TSV with the first column as index; duplicated column or row names are an error.
+
+    pandas would silently rename a repeated header ``g0`` to ``g0.1``, so the header is read raw.
+    ``what`` names the rows and columns for the message, e.g. ``("samples", "genes")``.
+    """
     import pandas as pd
 
     sep = "," if ".csv" in str(path).lower() else "\t"
-    return pd.read_csv(path, sep=sep, index_col=0)
+    try:
+        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0, 1:]
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path} is empty") from None
+    dup = _duplicates(header)
+    if dup:
+        raise ValueError(f"{path} has duplicated {what[1]} (column names): {', '.join(dup[:5])}"
+                         f"{' ...' if len(dup) > 5 else ''}; make the names unique or remove the duplicates")
+    df = pd.read_csv(path, sep=sep, index_col=0)
+    dup = _duplicates(df.index)
+    if dup:
+        raise ValueError(f"{path} has duplicated {what[0]} (row names): {', '.join(dup[:5])}"
+                         f"{' ...' if len(dup) > 5 else ''}; make the names unique or remove the duplicates")
+    return df
 
 
 def _read_table(args):
@@ -79,7 +108,8 @@ def _read_table(args):
 
     if args.orientation is None:
         raise ValueError("a CSV/TSV input needs --orientation samples-by-genes or genes-by-samples")
-    df = _read_delimited(args.input)
+    rows_cols = ("samples", "genes") if args.orientation == "samples-by-genes" else ("genes", "samples")
+    df = _read_delimited(args.input, rows_cols)
     labels = None
     if args.labels is None:
         if args.orientation != "samples-by-genes" or args.groupby not in df.columns:
@@ -92,10 +122,16 @@ def _read_table(args):
         raise ValueError(f"non-numeric gene column(s) in {args.input}: {', '.join(non_numeric[:5])}; "
                          "check --orientation and the labels column")
     if args.labels is not None:
-        lab = _read_delimited(args.labels)
-        col = args.groupby if args.groupby in lab.columns else (lab.columns[0] if lab.shape[1] else None)
-        if col is None:
+        lab = _read_delimited(args.labels, ("sample ids", "columns"))
+        if args.groupby in lab.columns:
+            col = args.groupby
+        elif lab.shape[1] == 1:   # a single label column may have any name
+            col = lab.columns[0]
+        elif lab.shape[1] == 0:
             raise ValueError(f"{args.labels} needs a sample-id column and a label column")
+        else:
+            raise ValueError(f"{args.labels} has no column {args.groupby!r} (columns: "
+                             f"{', '.join(map(str, lab.columns))}); pass the label column's name as --groupby")
         lab.index = lab.index.astype(str)
         missing = [s for s in df.index.astype(str) if s not in lab.index]
         if missing:
@@ -132,10 +168,6 @@ def _load_input(args):
 
     if args.input is None:
         return datasets.load(args.dataset)
-    if not os.path.exists(args.input):
-        raise FileNotFoundError(f"input file {args.input!r} does not exist")
-    if os.path.exists(args.output) and os.path.samefile(args.input, args.output) and not args.force:
-        raise ValueError(f"output {args.output!r} is the input file; choose another path or pass --force")
     return _read_table(args) if _is_table(args.input) else ad.read_h5ad(args.input)
 
 
@@ -148,11 +180,13 @@ def _add_input_args(p, datasets):
     p.add_argument("--orientation", choices=["samples-by-genes", "genes-by-samples"],
                    help="layout of a CSV/TSV input: rows are samples (samples-by-genes) or genes")
     p.add_argument("--labels", default=None,
-                   help="CSV/TSV of sample labels: first column sample ids, the --groupby column (or the 2nd) labels")
+                   help="CSV/TSV of sample labels: first column sample ids, then the --groupby column "
+                        "(a file with a single label column may name it differently)")
     p.add_argument("--layer", default=None, help="use this layer instead of X")
     p.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
-    p.add_argument("--random-state", type=int, default=0)
-    p.add_argument("--force", action="store_true", help="allow the output to overwrite the input file")
+    p.add_argument("--random-state", type=_non_negative_int, default=0, help="seed, a non-negative integer (default: 0)")
+    p.add_argument("--force", action="store_true",
+                   help="allow an output to overwrite an input file (the input or --labels)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
 
 
@@ -166,6 +200,72 @@ def _int_list(text):
     return values
 
 
+def _cv_arg(text):
+    """``--cv``: an integer >= 2 (stratified k-fold) or ``loo`` in any case (leave-one-out)."""
+    if text.strip().lower() == "loo":
+        return "loo"
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2 or 'loo', got {text!r}") from None
+    if k < 2:
+        raise argparse.ArgumentTypeError(f"k-fold cross-validation needs at least 2 folds, got {text!r}")
+    return k
+
+
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _same_file(a, b):
+    """Whether two paths name the same file (hard/symbolic links included); a missing path is compared by name."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_paths(args, outputs):
+    """Validate every input and output path before any computation.
+
+    ``outputs`` is ``[(option, path, suffixes or None)]``.  An input (the input file, ``--labels``) must
+    exist; an output must not be a directory, its nearest existing ancestor must be a writable
+    directory (missing directories are created), its suffix must be one of ``suffixes``, it must
+    not name an input unless ``--force``, and no two outputs may name the same file (never allowed).
+    """
+    inputs = [(opt, path) for opt, path in (("input", getattr(args, "input", None)),
+                                            ("--labels", getattr(args, "labels", None))) if path is not None]
+    for opt, path in inputs:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{opt} file {path!r} does not exist")
+        if os.path.isdir(path):
+            raise ValueError(f"{opt} {path!r} is a directory, not a file")
+    outputs = [(opt, os.fspath(path), suffixes) for opt, path, suffixes in outputs if path is not None]
+    for i, (opt, path, suffixes) in enumerate(outputs):
+        if os.path.isdir(path):
+            raise ValueError(f"{opt} {path!r} is a directory; give a file name")
+        if suffixes is not None and not path.lower().endswith(suffixes):
+            raise ValueError(f"{opt} file {path!r} must end in one of {', '.join(suffixes)}")
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise ValueError(f"{opt} {path!r}: {parent!r} is a file, not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise PermissionError(f"{opt} {path!r}: directory {parent!r} is not writable")
+        for in_opt, in_path in inputs:
+            if _same_file(in_path, path) and not getattr(args, "force", False):
+                raise ValueError(f"{opt} {path!r} is the {in_opt} file; choose another path or pass --force")
+        for opt2, path2, _ in outputs[:i]:
+            if _same_file(path, path2):
+                raise ValueError(f"{opt} and {opt2} name the same file {path!r}; give them different paths")
+
+
 def _cmd_evaluate(args):
     import scanpy as sc
 
@@ -173,15 +273,15 @@ def _cmd_evaluate(args):
     from ._io import atomic_path
 
     sc.settings.verbosity = 0 if args.quiet else 2
+    _check_paths(args, [("-o", args.output, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
     adata = _load_input(args)
     method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
     known = _registry.methods()
     unknown = [m for m in method_names if m not in known]
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(known)}")
-    cv = "loo" if args.cv == "loo" else int(args.cv)
     with _progress.enabled(not args.quiet):
-        df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=cv,
+        df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
                                   repeats=args.repeats, layer=args.layer, mask_var=args.mask_var,
                                   random_state=args.random_state, progress=not args.quiet)
     with atomic_path(args.output) as tmp:
@@ -202,6 +302,7 @@ def _cmd_select(args):
     from ._io import atomic_path
 
     sc.settings.verbosity = 0 if args.quiet else 3
+    _check_paths(args, [("-o", args.output, None), ("--tsv", args.tsv, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
     adata = _load_input(args)
     params = {}
     if args.discretization is not None:
@@ -242,6 +343,7 @@ def _cmd_datasets(args):
         for name, desc in datasets.available().items():
             print(f"{name}\t{desc}")
         return EXIT_OK
+    _check_paths(args, [("-o", args.output, None)])
     adata = datasets.load(args.name)
     if args.output:
         with atomic_path(args.output) as tmp:

@@ -37,6 +37,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._registry import method_function, methods, select
+from ._validation import check_labels
 
 __all__ = ["BioQPFSSelector", "QPFSSelector", "SpecCMISelector", "IKMQPFSSelector", "BaselineSelector"]
 
@@ -82,8 +83,9 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
 
     Notes
     -----
-    The task is classification: ``y`` holds class labels (strings or integers); a continuous
-    ``y`` is rejected by :func:`sklearn.utils.multiclass.check_classification_targets`.
+    The task is classification: ``y`` holds class labels (strings or integers).  ``y`` is first
+    checked by bioqpfs's label validation (missing labels are an error naming the samples), then by
+    :func:`sklearn.utils.multiclass.check_classification_targets`.
     """
 
     _parameter_constraints: dict = {
@@ -170,6 +172,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         # at least 2 features: choosing among one gene is no selection (and some methods refuse it)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32),
                              ensure_min_features=2)
+        check_labels(y, X.shape[0], name="y", min_classes=1)   # names missing labels (sklearn: "unknown" type)
         check_classification_targets(y)
         classes = np.unique(y)
         if classes.size < 2:

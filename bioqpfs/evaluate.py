@@ -32,7 +32,7 @@ from . import _progress
 from ._registry import methods as _methods
 from ._registry import select
 from ._selection import Selection
-from ._validation import check_labels, check_matrix
+from ._validation import check_labels, check_matrix, check_random_state, sample_names_of
 
 __all__ = ["error_curve", "compare", "make_classifier", "DEFAULT_N_GENES"]
 
@@ -97,9 +97,8 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
     X = check_matrix(X, feature_names=names)
     if sp.issparse(X):
         X = X.tocsr()
-    if isinstance(y, pd.Series):
-        y = y.array
-    codes, classes = check_labels(y, X.shape[0], name="labels")
+    # a labels Series is aligned to the samples by its index (check_labels' rules)
+    codes, classes = check_labels(y, X.shape[0], name="labels", sample_names=sample_names_of(data))
     return X, classes[codes], names, np.flatnonzero(mask)
 
 
@@ -135,9 +134,12 @@ def _specs(selections, data, names, n_vars, cand, method_params):
     items = list(selections.items()) if isinstance(selections, dict) else [(None, s) for s in selections]
     if not items:
         raise ValueError("no selection or method to evaluate")
-    method_params = method_params or {}
+    method_params = {} if method_params is None else method_params
+    if not isinstance(method_params, dict) or not all(isinstance(v, dict) for v in method_params.values()):
+        raise TypeError(f"method_params must be a dict {{method name: {{param: value}}}}, got {method_params!r}")
     registered = _methods()
     out = []
+    by_name = set()
     for label, spec in items:
         if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str) and isinstance(spec[1], dict):
             name, params = spec
@@ -152,6 +154,8 @@ def _specs(selections, data, names, n_vars, cand, method_params):
                     hint = (f"; to evaluate the panel stored by tl under {name!r}, pass "
                             f"bioqpfs.get.selection_df(adata, {name!r})")
                 raise ValueError(f"unknown method {name!r}; registered: {', '.join(sorted(registered))}{hint}")
+            if params is None:
+                by_name.add(name)
             params = dict(method_params.get(name, {}) if params is None else params)
             out.append((label or name, "method", (name, params)))
             continue
@@ -172,11 +176,44 @@ def _specs(selections, data, names, n_vars, cand, method_params):
         else:
             lab = label or f"panel{len(out)}"
             out.append((lab, "fixed", _gene_indices(spec, names, n_vars, lab)))
+    unused = [m for m in method_params if m not in by_name]
+    if unused:
+        raise ValueError(f"method_params for {', '.join(map(repr, unused))} would be ignored: method_params applies "
+                         f"to the methods given by plain name ({', '.join(sorted(by_name)) or 'none here'}); "
+                         "check the spelling, or give the parameters as (name, params)")
     labels = [o[0] for o in out]
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:
         raise ValueError(f"several selections are labelled {dup}; pass a dict {{label: selection}} to name them")
     return out
+
+
+def _sizes(n_genes):
+    """Validated panel sizes: an int or a sequence of ints, each >= 1 (sorted, duplicates removed)."""
+    def ok(k):
+        return isinstance(k, Integral) and not isinstance(k, (bool, np.bool_)) and k >= 1
+
+    if isinstance(n_genes, (str, bytes)) or not (ok(n_genes) or np.iterable(n_genes)):
+        raise TypeError(f"n_genes must be a positive integer or a list of them (e.g. [5, 10, 20]), got {n_genes!r}")
+    values = [n_genes] if ok(n_genes) else list(n_genes)
+    bad = [k for k in values if not ok(k)]
+    if bad or not values:
+        raise ValueError(f"n_genes must be positive integers, got {n_genes!r}"
+                         + (f" (not a positive integer: {bad[0]!r})" if bad else ""))
+    return sorted({int(k) for k in values})
+
+
+def _seed(random_state):
+    """``None`` or an int seed from ``random_state`` (validated as :func:`~bioqpfs._validation.check_random_state`).
+
+    A non-negative int is kept; a NumPy Generator/RandomState/SeedSequence/BitGenerator gives one
+    seed drawn from it (the folds and every fit are then seeded from that int).
+    """
+    if random_state is None:
+        return None
+    if isinstance(random_state, Integral) and not isinstance(random_state, (bool, np.bool_)) and random_state >= 0:
+        return int(random_state)
+    return int(check_random_state(random_state).integers(0, 2**31 - 1))
 
 
 def _splits(cv, y, repeats, random_state):
@@ -231,7 +268,8 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
         ``bioqpfs.get.selection_df(...)`` table or a ranked list of gene names/indices is a
         **fixed** ranking.  A dict gives the row labels (e.g. ``{"QPFS a=0.3": ("qpfs", {"alpha": .3})}``).
     n_genes : int or sequence of int
-        Panel sizes k; the classifier uses the top-k genes of each ranking.  Sizes beyond the
+        Panel sizes k (positive integers; a string or float is an error); the classifier uses the
+        top-k genes of each ranking.  Sizes beyond the
         genes a method ranked give no row (e.g. clustering methods that keep few representatives).
     classifier : str or sklearn classifier
         ``"linear_svm"`` (default; SVC, linear kernel, C=1 as in the papers), ``"liblinear"``,
@@ -249,14 +287,16 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
         ``False``: methods are fit once on all samples and that ranking is cross-validated -- the
         optimistic protocol, useful only to reproduce published numbers.
     method_params : dict, optional
-        ``{method name: {param: value}}`` for methods given by plain name.
+        ``{method name: {param: value}}`` for methods given by plain name; a key that names no
+        such method is an error (it would be ignored).
     layer, use_raw, mask_var
         As in :func:`bioqpfs.tl.select_genes` (``mask_var`` may be a boolean array for arrays).
     feature_names : sequence of str, optional
         Gene names of an array ``data`` (to resolve gene-name lists).
-    random_state : int
+    random_state : int, None or numpy.random.Generator
         Seeds the folds and every method's random choices (fold f of repeat r gets
-        ``random_state + 1000 * r + f``).
+        ``random_state + 1000 * r + f``).  A NumPy Generator/RandomState is turned into one int seed
+        drawn from it; ``None`` only with ``cv="loo"`` or a splitter (k-fold needs a seed).
     return_folds : bool
         Also return the per-fold table (one row per repeat, fold, method, k).
     progress : bool
@@ -281,11 +321,8 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     """
     from sklearn.base import clone
 
-    if isinstance(n_genes, Integral):
-        n_genes = [n_genes]
-    ks = sorted({int(k) for k in n_genes})
-    if not ks or ks[0] < 1:
-        raise ValueError(f"n_genes must be positive integers, got {n_genes!r}")
+    ks = _sizes(n_genes)
+    random_state = _seed(random_state)
     if not isinstance(repeats, Integral) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     if refit_selection not in (None, True, False):

@@ -10,6 +10,7 @@ def selection_df(adata, key="qpfs", *, ranked_only=True):
     """Tidy DataFrame of a stored selection: gene, rank, weight, selected (+ method-specific columns).
 
     Rows are in rank order; genes without a rank are dropped unless ``ranked_only=False``.
+    The columns are the ``.var`` columns ``<key>_*`` with the prefix removed.
     """
     prefix = f"{key}_"
     needed = [f"{key}_rank", f"{key}_weight", f"{key}_selected"]
@@ -17,7 +18,9 @@ def selection_df(adata, key="qpfs", *, ranked_only=True):
     if missing:
         raise KeyError(f"no selection stored under key {key!r} (missing .var columns {missing}); "
                        "run bioqpfs.tl.select_genes(..., key_added=key) first")
-    cols = [c for c in adata.var.columns if c.startswith(prefix)]
+    from .tl._select_genes import _key_columns
+
+    cols = _key_columns(adata, key)  # not those of a longer key stored alongside (key "a" vs "a_b")
     df = adata.var[cols].copy()
     df.columns = [c[len(prefix):] for c in cols]
     df.insert(0, "gene", adata.var_names.to_numpy())

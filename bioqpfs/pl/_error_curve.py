@@ -32,6 +32,8 @@ def error_curve(df, *, band="sd", methods=None, logx=None, ax=None, show=None, s
     need = {"method", "n_genes", "mean_error"}
     if not need <= set(df.columns):
         raise ValueError(f"df needs columns {sorted(need)} (use bioqpfs.evaluate.error_curve); got {list(df.columns)}")
+    if df.empty:
+        raise ValueError("df has no rows: nothing to plot (did every panel size exceed the genes the methods ranked?)")
     if band not in ("sd", "se", None):
         raise ValueError(f"band must be 'sd', 'se' or None, got {band!r}")
     present = list(dict.fromkeys(df["method"]))

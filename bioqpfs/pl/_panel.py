@@ -29,7 +29,8 @@ def panel(adata, key="qpfs", groupby=None, *, kind="dotplot", n_genes=None, show
     -------
     dict of Axes or None
         What scanpy returns with ``show=False`` (e.g. ``"mainplot_ax"`` for a dot plot,
-        ``"heatmap_ax"`` for a heat map).
+        ``"heatmap_ax"`` for a heat map).  ``adata.obs`` is left as it was (scanpy itself would
+        turn string columns into categoricals).
     """
     import scanpy as sc
 
@@ -50,4 +51,13 @@ def panel(adata, key="qpfs", groupby=None, *, kind="dotplot", n_genes=None, show
                 raise ValueError(f"use_raw=True but panel gene(s) {missing[:5]} are not in adata.raw")
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
-    return func(adata, genes, groupby=groupby, show=show, save=save, **kwargs)
+    if adata.is_view:
+        return func(adata, genes, groupby=groupby, show=show, save=save, **kwargs)
+    # scanpy turns string .obs columns into categoricals in place: let it work on a copy of .obs
+    # (only the DataFrame is copied, not the expression) and give the caller's frame back unchanged
+    obs = adata.obs
+    adata.obs = obs.copy()
+    try:
+        return func(adata, genes, groupby=groupby, show=show, save=save, **kwargs)
+    finally:
+        adata.obs = obs

@@ -16,6 +16,11 @@ def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=No
     from .. import measures
     from ..tl._select_genes import _expression
 
+    if not adata.var_names.is_unique:
+        dup = adata.var_names[adata.var_names.duplicated()].unique()
+        raise ValueError(f"adata.var_names are not unique ({', '.join(map(str, dup[:5]))}"
+                         f"{' ...' if len(dup) > 5 else ''}), so panel genes cannot be found by name; "
+                         "call adata.var_names_make_unique() first")
     _, uns = stored(adata, key)
     params = dict(uns.get("params", {}))
     genes = panel_genes(adata, key, n_genes)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._utils import finish, new_axes, stored
+from ._utils import check_count, finish, new_axes, stored
 
 
 def weights(adata, key="qpfs", *, n_genes=None, n_ranks=None, label_top=0, yscale="linear", ax=None,
@@ -17,9 +17,9 @@ def weights(adata, key="qpfs", *, n_genes=None, n_ranks=None, label_top=0, yscal
     key : str
         The selection's key (``key_added``; default the method name).
     n_genes : int, optional
-        Where to draw the cut; default the number of stored ``_selected`` genes.
+        Where to draw the cut (>= 1); default the number of stored ``_selected`` genes.
     n_ranks : int, optional
-        Plot only the first ``n_ranks`` ranks (default every ranked gene).
+        Plot only the first ``n_ranks`` ranks (>= 1; default every ranked gene).
     label_top : int
         Write the names of the first ``label_top`` genes next to their points.
     yscale : str
@@ -33,11 +33,14 @@ def weights(adata, key="qpfs", *, n_genes=None, n_ranks=None, label_top=0, yscal
         One line (weight by rank, ``x = 1..n_ranks``), the panel drawn as markers, a vertical cut
         line between rank ``n_genes`` and ``n_genes + 1``.
     """
+    n_genes = None if n_genes is None else check_count(n_genes, "n_genes")
+    n_ranks = None if n_ranks is None else check_count(n_ranks, "n_ranks")
+    label_top = check_count(label_top, "label_top", minimum=0)
     df, uns = stored(adata, key)
     n_ranked, n_nonzero = len(df), int(np.count_nonzero(df["weight"].to_numpy(dtype=float)))
     if n_ranks is not None:
-        df = df.iloc[: int(n_ranks)]
-    cut = int(df["selected"].astype(bool).sum()) if n_genes is None else int(n_genes)
+        df = df.iloc[:n_ranks]
+    cut = int(df["selected"].astype(bool).sum()) if n_genes is None else n_genes
     rank = df["rank"].to_numpy(dtype=float)
     w = df["weight"].to_numpy(dtype=float)
     ax = new_axes(ax, figsize)

@@ -7,7 +7,7 @@ import pandas as pd
 
 from .._io import to_storable
 from .._registry import method_function, select
-from .._validation import describe_indices
+from .._validation import check_labels, describe_indices
 
 
 def _in_memory(X):
@@ -54,6 +54,8 @@ def _mask(adata, mask_var):
 
 
 def _labels(adata, groupby):
+    if pd.api.types.is_list_like(groupby) or groupby is None:
+        raise TypeError(f"groupby must be the name of one .obs column, got {groupby!r}")
     if groupby not in adata.obs.columns:
         raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(map(str, adata.obs.columns)) or 'none'}")
     labels = adata.obs[groupby]
@@ -63,7 +65,47 @@ def _labels(adata, groupby):
             f"adata.obs[{groupby!r}] has {missing.size} missing value(s) (cells {describe_indices(missing, adata.obs_names)}); "
             "remove those cells (adata = adata[adata.obs[groupby].notna()].copy()) or give them a label"
         )
+    # one class, continuous values...: reported here with the column's name
+    check_labels(labels.array, adata.n_obs, name=f"adata.obs[{groupby!r}]")
     return labels
+
+
+def _is_record(value):
+    """Whether an ``.uns`` entry is a selection written by :func:`select_genes`.
+
+    Recognised by its layout: a mapping with ``"params"`` (holding ``"method"``), ``"diagnostics"``
+    and ``"selected"``.
+    """
+    try:
+        return {"params", "diagnostics", "selected"} <= set(value.keys()) and "method" in value["params"]
+    except (AttributeError, TypeError):
+        return False
+
+
+def _key_columns(adata, key):
+    """``.var`` columns named ``<key>_*``, except those of a longer bioqpfs key (``<key>_x`` for key ``key_x``)."""
+    longer = [k for k, v in adata.uns.items() if isinstance(k, str) and k != key and k.startswith(f"{key}_")
+              and _is_record(v)]
+    return [c for c in adata.var.columns if isinstance(c, str) and c.startswith(f"{key}_")
+            and not any(c.startswith(f"{k}_") for k in longer)]
+
+
+def _check_key(adata, key):
+    """Validate ``key_added``; return the ``.var`` columns of an earlier bioqpfs run under it (to drop).
+
+    Refuses to overwrite content bioqpfs did not write: an ``.uns[key]`` entry that is not a bioqpfs
+    selection (e.g. scanpy's ``"pca"``), or ``<key>_*`` columns of ``.var`` without one.
+    """
+    if not isinstance(key, str) or not key or "/" in key:
+        raise ValueError(f"key_added must be a non-empty string without '/', got {key!r}")
+    columns = _key_columns(adata, key)
+    if key in adata.uns and not _is_record(adata.uns[key]):
+        raise ValueError(f"adata.uns[{key!r}] exists and was not written by bioqpfs; choose another key_added "
+                         "so that it is not overwritten")
+    if key not in adata.uns and columns:
+        raise ValueError(f"adata.var has column(s) {', '.join(columns[:5])} that were not written by bioqpfs under "
+                         f"key {key!r}; choose another key_added or remove those columns")
+    return columns
 
 
 def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", layer=None, use_raw=None,
@@ -92,9 +134,14 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         Genes that must be in the panel, ranked first in the given order; the method optimises the
         rest given them (only for methods that support it, e.g. ``"qpfs"``).
     key_added : str, optional
-        Prefix of the written keys; default the method name.
+        Prefix of the written keys; default the method name.  A non-empty string without ``"/"``.
+        Re-running under a key that holds a bioqpfs selection replaces it: all of its ``<key>_*``
+        columns of ``.var`` are dropped first, so no column of the earlier method is left behind.
+        A key whose ``.uns`` entry was written by something else (e.g. ``"pca"``), or with
+        ``<key>_*`` columns in ``.var`` but no bioqpfs ``.uns[key]`` entry, is refused, never overwritten.
     copy : bool
-        Return a modified copy instead of writing into ``adata``.
+        Return a modified copy instead of writing into ``adata``.  A backed AnnData needs
+        ``copy=False`` (or ``adata.to_memory()`` first).
     random_state : int
         Seed for methods with random choices.
     **method_params
@@ -110,8 +157,14 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         - ``.var[f"{key}_selected"]``: in the panel (bool);
         - ``.uns[key]``: ``{"params": ..., "diagnostics": ..., "selected": [genes in rank order]}``.
     """
+    import anndata as ad
     from scanpy import logging as logg
 
+    if not isinstance(adata, ad.AnnData):
+        raise TypeError(f"adata must be an AnnData, got {type(adata).__name__}; for arrays use bioqpfs.select(X, y)")
+    if adata.isbacked and copy:
+        raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
+                         "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
     if adata.is_view and not copy:
         raise ValueError("adata is a view; results cannot be written into it. Use adata = adata.copy() "
                          "first, or pass copy=True")
@@ -130,9 +183,10 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     X = _expression(adata, layer, use_raw)
     mask = _mask(adata, mask_var)
     labels = _labels(adata, groupby)
+    key = key_added if key_added is not None else method
+    stale = _check_key(adata, key)
     start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r}")
     adata = adata.copy() if copy else adata  # X above is read-only input; results go to this object
-    key = key_added or method
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
     sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
@@ -145,6 +199,7 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     rank[idx] = sel.rank
     selected = np.zeros(adata.n_vars, dtype=bool)
     selected[idx[sel.selected]] = True
+    adata.var.drop(columns=stale, inplace=True)  # the earlier bioqpfs run under this key, incl. its extra columns
     adata.var[f"{key}_weight"] = weight
     adata.var[f"{key}_rank"] = rank
     adata.var[f"{key}_selected"] = selected

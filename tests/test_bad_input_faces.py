@@ -1,0 +1,318 @@
+"""Bad input at the faces (CLI, tl, get, evaluate, pl, estimators): clear errors, no silent wrong answers,
+no overwritten inputs, no dropped foreign .var/.uns content."""
+import subprocess
+import sys
+
+import anndata as ad
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from bioqpfs import evaluate, get, pl, tl  # noqa: E402
+from bioqpfs.estimators import QPFSSelector  # noqa: E402
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "bioqpfs.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=600, cwd=cwd)
+
+
+def last_line(r):
+    return r.stderr.strip().splitlines()[-1]
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def _data(n=30, m=6, seed=3):
+    rng = np.random.default_rng(seed)
+    y = np.array(["a", "b"])[np.arange(n) % 2]
+    X = rng.normal(size=(n, m))
+    X[:, 2] += 3 * (y == "b")
+    return pd.DataFrame(X, index=[f"s{i}" for i in range(n)], columns=[f"g{j}" for j in range(m)]), y
+
+
+@pytest.fixture
+def files(tmp_path):
+    df, y = _data()
+    sbg = df.copy()
+    sbg["tissue"] = y
+    sbg.to_csv(tmp_path / "sbg.csv")
+    df.T.to_csv(tmp_path / "gbs.csv")
+    pd.DataFrame({"tissue": y, "batch": "x"}, index=df.index).to_csv(tmp_path / "labels.csv")
+    a = ad.AnnData(df.to_numpy(), obs=pd.DataFrame({"tissue": pd.Categorical(y)}, index=df.index),
+                   var=pd.DataFrame(index=df.columns))
+    a.write_h5ad(tmp_path / "in.h5ad")
+    return tmp_path, y
+
+
+def _adata(n=40, m=10, seed=0):
+    df, y = _data(n, m, seed)
+    return ad.AnnData(df.to_numpy(), obs=pd.DataFrame({"cls": pd.Categorical(y)}, index=df.index),
+                      var=pd.DataFrame(index=df.columns))
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 1: no output is written over an input, or over another output
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["tsv_over_csv", "tsv_over_h5ad", "output_over_labels", "plot_over_labels"])
+def test_cli_outputs_never_overwrite_inputs(files, case):
+    d, _ = files
+    args = {
+        "tsv_over_csv": ("sbg.csv", "--orientation", "samples-by-genes", "-o", "o.h5ad", "--tsv", "sbg.csv"),
+        "tsv_over_h5ad": ("in.h5ad", "-o", "o.h5ad", "--tsv", "in.h5ad"),
+        "output_over_labels": ("gbs.csv", "--orientation", "genes-by-samples", "--labels", "labels.csv",
+                               "-o", "labels.csv"),
+        "plot_over_labels": ("gbs.csv", "--orientation", "genes-by-samples", "--labels", "labels.tsv.png",
+                             "-o", "o.h5ad", "--plot", "labels.tsv.png"),
+    }[case]
+    if case == "plot_over_labels":   # a labels file whose name happens to end in .png
+        (d / "labels.tsv.png").write_bytes((d / "labels.csv").read_bytes().replace(b",", b"\t"))
+    victim = d / args[-1]
+    before = victim.read_bytes()
+    r = run("select", *args, "--groupby", "tissue", "--n-genes", "3", "--quiet", cwd=d)
+    assert r.returncode == 1, r.stderr
+    assert "--force" in last_line(r) and ("is the input file" in r.stderr or "is the --labels file" in r.stderr)
+    assert victim.read_bytes() == before
+    assert not (d / "o.h5ad").exists()
+
+
+def test_cli_evaluate_output_over_input_and_colliding_outputs(files):
+    d, _ = files
+    before = (d / "sbg.csv").read_bytes()
+    r = run("evaluate", "sbg.csv", "--orientation", "samples-by-genes", "--groupby", "tissue", "--n-genes", "2",
+            "--cv", "3", "-o", "sbg.csv", "--quiet", cwd=d)
+    assert r.returncode == 1 and "is the input file" in r.stderr
+    assert (d / "sbg.csv").read_bytes() == before
+    r = run("select", "in.h5ad", "--groupby", "tissue", "--n-genes", "3", "-o", "x.h5ad", "--tsv", "./x.h5ad",
+            "--quiet", "--force", cwd=d)
+    assert r.returncode == 1 and "name the same file" in r.stderr
+    assert not (d / "x.h5ad").exists()
+
+
+def test_cli_force_still_allows_overwriting_the_input(files):
+    d, _ = files
+    r = run("select", "in.h5ad", "--groupby", "tissue", "--n-genes", "3", "--method", "maxrel", "-o", "in.h5ad",
+            "--force", "--quiet", cwd=d)
+    assert r.returncode == 0, r.stderr
+    assert ad.read_h5ad(d / "in.h5ad").var["maxrel_selected"].sum() == 3
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 18: outputs and options validated before computing
+# ---------------------------------------------------------------------------------------------------
+def test_cli_outputs_checked_before_computing(files):
+    d, _ = files
+    (d / "adir").mkdir()
+    base = ("select", "in.h5ad", "--groupby", "tissue", "--n-genes", "3", "--quiet")
+    r = run(*base, "-o", "adir", cwd=d)
+    assert r.returncode == 1 and last_line(r) == "bioqpfs: error: -o 'adir' is a directory; give a file name"
+    r = run(*base, "-o", "in.h5ad/x.h5ad", cwd=d)
+    assert r.returncode == 1 and "is a file, not a directory" in r.stderr and "Errno" not in r.stderr
+    r = run(*base, "-o", "o.h5ad", "--plot", "w.jpg", cwd=d)
+    assert r.returncode == 1 and "--plot file 'w.jpg' must end in one of .png, .pdf, .svg" in r.stderr
+    assert not (d / "o.h5ad").exists()      # nothing written before the error
+    r = run(*base, "-o", "o.h5ad", "--tsv", "adir", cwd=d)
+    assert r.returncode == 1 and "--tsv 'adir' is a directory" in r.stderr and ".tmp-" not in r.stderr
+    assert not (d / "o.h5ad").exists()
+    r = run("evaluate", "in.h5ad", "--groupby", "tissue", "--n-genes", "2", "--cv", "3", "-o", "adir", "--quiet",
+            cwd=d)
+    assert r.returncode == 1 and "-o 'adir' is a directory" in r.stderr
+
+
+def test_cli_random_state_and_cv_are_usage_errors(files):
+    d, _ = files
+    r = run("select", "in.h5ad", "--groupby", "tissue", "--random-state", "-1", "-o", "o.h5ad", cwd=d)
+    assert r.returncode == 2 and "argument --random-state" in r.stderr
+    for bad in ("abc", "1", "0", "2.5"):
+        r = run("evaluate", "in.h5ad", "--groupby", "tissue", "--cv", bad, "-o", "e.tsv", cwd=d)
+        assert r.returncode == 2 and "argument --cv" in r.stderr, (bad, r.stderr)
+        assert "invalid literal" not in r.stderr
+
+
+def test_cli_cv_loo_any_case(files):
+    d, _ = files
+    r = run("evaluate", "in.h5ad", "--groupby", "tissue", "--n-genes", "2", "--cv", "LOO", "--methods", "maxrel",
+            "-o", "e.tsv", "--quiet", cwd=d)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(d / "e.tsv", sep="\t")
+    assert df["cv"].tolist() == ["loo"] and df["n_folds"].tolist() == [30]
+
+
+# ---------------------------------------------------------------------------------------------------
+# items 7, 14: labels file and table names
+# ---------------------------------------------------------------------------------------------------
+def test_cli_labels_file_without_the_groupby_column(files):
+    d, y = files
+    pd.read_csv(d / "labels.csv", index_col=0).rename(columns={"tissue": "kind"}).to_csv(d / "l2.csv")
+    r = run("select", "gbs.csv", "--orientation", "genes-by-samples", "--labels", "l2.csv", "--groupby", "tissue",
+            "-o", "o.h5ad", "--n-genes", "3", "--quiet", cwd=d)
+    assert r.returncode == 1 and "has no column 'tissue' (columns: kind, batch)" in r.stderr
+    # a single label column may have any name (documented fallback)
+    pd.read_csv(d / "labels.csv", index_col=0)[["tissue"]].rename(columns={"tissue": "kind"}).to_csv(d / "l1.csv")
+    r = run("select", "gbs.csv", "--orientation", "genes-by-samples", "--labels", "l1.csv", "--groupby", "tissue",
+            "-o", "o.h5ad", "--n-genes", "3", "--method", "maxrel", "--quiet", cwd=d)
+    assert r.returncode == 0, r.stderr
+    assert ad.read_h5ad(d / "o.h5ad").obs["tissue"].astype(str).tolist() == list(y)
+
+
+def test_cli_duplicated_ids_and_genes_are_named(files):
+    d, _ = files
+    lab = pd.read_csv(d / "labels.csv", index_col=0)
+    pd.concat([lab, lab.iloc[[4, 7]]]).to_csv(d / "ldup.csv")
+    r = run("select", "gbs.csv", "--orientation", "genes-by-samples", "--labels", "ldup.csv", "--groupby", "tissue",
+            "-o", "o.h5ad", "--n-genes", "3", "--quiet", cwd=d)
+    assert r.returncode == 1 and "duplicated sample ids (row names): s4, s7" in r.stderr
+    text = (d / "sbg.csv").read_text().splitlines()
+    text[0] = text[0].replace("g3", "g0")
+    (d / "dup.csv").write_text("\n".join(text) + "\n")
+    r = run("select", "dup.csv", "--orientation", "samples-by-genes", "--groupby", "tissue", "-o", "o.h5ad",
+            "--n-genes", "3", "--quiet", cwd=d)
+    assert r.returncode == 1 and "duplicated genes (column names): g0" in r.stderr
+    assert not (d / "o.h5ad").exists()
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 8: keys of tl.select_genes
+# ---------------------------------------------------------------------------------------------------
+def test_tl_rerun_drops_the_old_methods_columns():
+    a = _adata()
+    tl.select_genes(a, "cls", method="ikm_qpfs", n_genes=3, key_added="k")
+    assert "k_cluster" in a.var.columns
+    a.var["other"] = 1.0
+    tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added="k")
+    assert sorted(c for c in a.var.columns if c.startswith("k_")) == ["k_rank", "k_selected", "k_weight"]
+    assert list(get.selection_df(a, "k").columns) == ["gene", "rank", "weight", "selected"]
+    assert "other" in a.var.columns
+
+
+def test_tl_refuses_foreign_keys_and_keeps_their_content():
+    a = _adata()
+    a.uns["pca"] = {"params": {"zero_center": True}, "variance": np.ones(3)}
+    with pytest.raises(ValueError, match=r"adata.uns\['pca'\] exists and was not written by bioqpfs"):
+        tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added="pca")
+    assert set(a.uns["pca"]) == {"params", "variance"} and "pca_weight" not in a.var.columns
+    a.var["z_note"] = "mine"
+    with pytest.raises(ValueError, match="z_note that were not written by bioqpfs"):
+        tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added="z")
+    assert a.var["z_note"].eq("mine").all() and "z" not in a.uns
+    for bad in ("a/b", ""):
+        with pytest.raises(ValueError, match="key_added must be a non-empty string without '/'"):
+            tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added=bad)
+
+
+def test_get_selection_df_ignores_a_longer_key():
+    a = _adata()
+    tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added="k")
+    tl.select_genes(a, "cls", method="ikm_qpfs", n_genes=3, key_added="k_b")
+    assert list(get.selection_df(a, "k").columns) == ["gene", "rank", "weight", "selected"]
+    tl.select_genes(a, "cls", method="maxrel", n_genes=2, key_added="k")    # re-run keeps k_b's columns
+    assert "k_b_cluster" in a.var.columns and a.var["k_selected"].sum() == 2
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 19: tl / pl / estimator argument errors
+# ---------------------------------------------------------------------------------------------------
+def test_tl_argument_errors(tmp_path):
+    a = _adata()
+    with pytest.raises(TypeError, match="adata must be an AnnData, got ndarray"):
+        tl.select_genes(a.X, "cls", method="maxrel", n_genes=3)
+    with pytest.raises(TypeError, match=r"groupby must be the name of one .obs column, got \['cls'\]"):
+        tl.select_genes(a, ["cls"], method="maxrel", n_genes=3)
+    a.write_h5ad(tmp_path / "b.h5ad")
+    b = ad.read_h5ad(tmp_path / "b.h5ad", backed="r")
+    try:
+        with pytest.raises(ValueError, match="backed AnnData; pass copy=False"):
+            tl.select_genes(b, "cls", method="maxrel", n_genes=3, copy=True)
+    finally:
+        b.file.close()
+
+
+def test_estimator_missing_labels_named():
+    X = np.random.default_rng(0).normal(size=(8, 4))
+    y = ["a", "b", None, "a", "b", "a", "b", "a"]
+    with pytest.raises(ValueError, match=r"y has 1 missing value\(s\) \(at samples 2\)"):
+        QPFSSelector(n_features_to_select=2).fit(X, y)
+
+
+@pytest.fixture
+def stored():
+    a = _adata()
+    tl.select_genes(a, "cls", method="maxrel", n_genes=3)
+    return a
+
+
+def test_pl_panel_leaves_obs_unchanged(stored):
+    stored.obs["donor"] = np.array(["d1", "d2"] * 20, dtype=object)
+    dtypes = stored.obs.dtypes.copy()
+    obs = stored.obs
+    pl.panel(stored, "maxrel", "cls", show=False)
+    assert stored.obs["donor"].dtype == object and obs["donor"].dtype == object
+    assert stored.obs.dtypes.equals(dtypes)
+
+
+def test_pl_argument_errors(stored):
+    with pytest.raises(ValueError, match="df has no rows"):
+        pl.error_curve(pd.DataFrame(columns=["method", "n_genes", "mean_error", "sd_error"]), show=False)
+    for kw, msg in [({"n_genes": -1}, "n_genes must be an integer >= 1, got -1"),
+                    ({"n_ranks": 0}, "n_ranks must be an integer >= 1, got 0"),
+                    ({"n_genes": "x"}, "n_genes must be an integer >= 1, got 'x'"),
+                    ({"label_top": -2}, "label_top must be an integer >= 0")]:
+        with pytest.raises(ValueError, match=msg):
+            pl.weights(stored, "maxrel", show=False, **kw)
+    dup = stored.copy()
+    dup.var_names = ["g0", "g1", "g2", "g0"] + list(stored.var_names[4:])
+    with pytest.raises(ValueError, match=r"var_names are not unique \(g0\).*var_names_make_unique"):
+        pl.redundancy(dup, "maxrel", show=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 17: evaluate arguments
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n_genes, err, msg", [
+    ("12", TypeError, "n_genes must be a positive integer or a list"),
+    ([2.7], ValueError, "not a positive integer: 2.7"),
+    (True, TypeError, "n_genes must be a positive integer or a list"),
+    ([2, 0], ValueError, "not a positive integer: 0"),
+])
+def test_evaluate_bad_n_genes(n_genes, err, msg):
+    with pytest.raises(err, match=msg):
+        evaluate.error_curve(_adata(), "cls", ["maxrel"], cv=3, n_genes=n_genes)
+
+
+def test_evaluate_method_params_and_random_state():
+    a = _adata()
+    with pytest.raises(ValueError, match="method_params for 'qpfz' would be ignored"):
+        evaluate.error_curve(a, "cls", ["qpfs"], cv=3, n_genes=[2], method_params={"qpfz": {"alpha": 0.5}})
+    with pytest.raises(ValueError, match="random_state must be None, a non-negative integer"):
+        evaluate.error_curve(a, "cls", ["maxrel"], cv=3, n_genes=[2], random_state="x")
+    df = evaluate.error_curve(a, "cls", ["maxrel"], cv=3, n_genes=[2], random_state=np.random.default_rng(1))
+    assert df["n_folds"].tolist() == [3]
+
+
+def test_evaluate_aligns_a_labels_series_by_sample_name():
+    """A shuffled labels Series must give the same curve as the .obs column it came from."""
+    import anndata as ad
+    import numpy as np
+    import pandas as pd
+
+    from bioqpfs import evaluate
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(["a", "b"], 20)
+    X = rng.normal(size=(40, 10))
+    X[:, 0] += 3 * (y == "a")
+    adata = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(y)}, index=[f"c{i}" for i in range(40)]))
+    shuffled = pd.Series(y, index=adata.obs_names).sample(frac=1, random_state=0)
+    a = evaluate.error_curve(adata, shuffled, ["maxrel"], cv=5, n_genes=[1, 2])
+    b = evaluate.error_curve(adata, "cls", ["maxrel"], cv=5, n_genes=[1, 2])
+    np.testing.assert_array_equal(a["mean_error"].to_numpy(), b["mean_error"].to_numpy())
+    assert a["mean_error"].max() < 0.25  # gene 0 separates the classes; a misaligned y gives ~0.5
