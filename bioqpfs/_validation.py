@@ -30,6 +30,9 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     NaN/Inf raise a ``ValueError`` naming the first affected genes.  ``feature_names``,
     when given, must have one entry per gene.
     """
+    if hasattr(X, "obs_names") and hasattr(X, "var_names"):
+        raise TypeError(f"{name} is an AnnData; pass its matrix ({name}.X or a layer) with the labels, or call "
+                        "bioqpfs.tl.select_genes(adata, groupby) to work on the AnnData itself")
     if sp.issparse(X):
         if not allow_sparse:
             raise TypeError(f"{name} is sparse but this function needs a dense array; call {name}.toarray() first")
@@ -114,7 +117,7 @@ def _align_series(y, sample_names, name):
                      "labels by the sample names (obs_names / DataFrame index), or pass a plain array in sample order")
 
 
-def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=None):
+def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=None, check_continuous=True):
     """Validate class labels; return ``(codes, classes)`` with codes in ``0..C-1``.
 
     Accepts strings, integers, booleans, pandas Categoricals.  Missing labels
@@ -136,15 +139,18 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         an error naming a few missing/extra names.  Without ``sample_names`` (plain arrays)
         labels are always positional.
 
+    check_continuous : bool
+        Apply the continuous-label rules below (off for arbitrary discrete variables, e.g. the
+        ``Yd`` columns of :func:`bioqpfs.measures.mutual_information`).
+
     Notes
     -----
-    Labels that look continuous are refused, because treating every distinct value as a class
-    gives meaningless relevances: (a) float labels with non-integer values (e.g. 0.37, 1.2);
-    (b) labels where most samples (more than half) are alone in their class -- e.g. 40
-    distinct values for 40 samples.  Real class labels (a few classes with several samples
-    each; also every training fold of a cross-validation of such data, which can have at most
-    a few singleton classes) never meet (b).  Bin continuous values first (e.g. ``pd.cut``) or
-    use a categorical column.
+    Float labels with non-integer values (e.g. 0.37, 1.2) are refused as continuous: treating
+    every distinct value as a class gives meaningless relevances.  Bin them first (e.g.
+    ``pd.cut``) or use a categorical column; an explicit pandas ``Categorical`` is always taken
+    as classes, whatever its categories (e.g. doses 0.5, 1.5).  Labels where more than half of
+    at least 10 samples are alone in their class (e.g. ages in years, or sample ids) only give
+    a warning: small cross-validation folds of real class labels can look like that.
     """
     import pandas as pd
 
@@ -152,7 +158,8 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         y = _align_series(y, pd.Index(sample_names), name)
     if isinstance(y, (pd.Series, pd.Index)):
         y = y.array
-    if isinstance(y, pd.Categorical) or isinstance(getattr(y, "dtype", None), pd.CategoricalDtype):
+    explicit_categories = isinstance(y, pd.Categorical) or isinstance(getattr(y, "dtype", None), pd.CategoricalDtype)
+    if explicit_categories:
         cat = pd.Categorical(y)
     else:
         arr = np.asarray(y, dtype=object) if not isinstance(y, np.ndarray) else y
@@ -172,7 +179,8 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     cat = cat.remove_unused_categories()
     classes = np.asarray(cat.categories)
     codes = np.asarray(cat.codes, dtype=np.intp)
-    _check_not_continuous(classes, codes, n_samples, name)
+    if check_continuous:
+        _check_not_continuous(classes, codes, n_samples, name, explicit_categories)
     if classes.size < min_classes:
         raise ValueError(
             f"{name} has {classes.size} class(es) ({', '.join(map(str, classes))}); "
@@ -181,21 +189,24 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     return codes, classes
 
 
-def _check_not_continuous(classes, codes, n_samples, name):
-    """Refuse labels that look like a continuous variable (rules in :func:`check_labels`)."""
+def _check_not_continuous(classes, codes, n_samples, name, explicit_categories):
+    """Refuse float labels with non-integer values; warn on mostly-singleton classes (see :func:`check_labels`)."""
+    import warnings
+
+    verb = "look" if name.endswith("s") else "looks"
     vals = classes
-    if vals.dtype == object:  # e.g. a list of Python floats
-        if all(isinstance(v, (float, np.floating)) for v in vals):
-            vals = vals.astype(np.float64)
-    non_integer = np.issubdtype(vals.dtype, np.floating) and bool((vals != np.round(vals)).any())
-    singletons = int((np.bincount(codes, minlength=classes.size) == 1).sum())
-    if non_integer or singletons > n_samples / 2:
-        why = "non-integer numbers" if non_integer else f"{singletons} samples are alone in their class"
+    if vals.dtype == object and all(isinstance(v, (float, np.floating)) for v in vals):  # a list of floats
+        vals = vals.astype(np.float64)
+    if not explicit_categories and np.issubdtype(vals.dtype, np.floating) and bool((vals != np.round(vals)).any()):
         raise ValueError(
-            f"{name} {'look' if name.endswith('s') else 'looks'} continuous ({classes.size} distinct values for "
-            f"{n_samples} samples; {why}); "
-            "bin them (e.g. pandas.cut) or use a categorical column"
-        )
+            f"{name} {verb} continuous ({classes.size} distinct values for {n_samples} samples; non-integer "
+            "numbers); bin them (e.g. pandas.cut) or use a categorical column")
+    singletons = int((np.bincount(codes, minlength=classes.size) == 1).sum())
+    if n_samples >= 10 and singletons > n_samples / 2:
+        warnings.warn(
+            f"{name}: {singletons} of {n_samples} samples are alone in their class ({classes.size} classes); "
+            "if these labels are a continuous variable or sample ids, bin them (e.g. pandas.cut) or pick a "
+            "categorical column", UserWarning, stacklevel=4)
 
 
 def check_n_genes(n_genes, n_available, *, what="genes"):

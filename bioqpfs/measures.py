@@ -153,7 +153,7 @@ def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, ro
     ycodes = np.empty(Y.shape, dtype=np.intp)  # any number of levels (uint8 codes would wrap past 255)
     ylev = np.empty(Y.shape[1], dtype=np.int64)
     for j in range(Y.shape[1]):
-        codes_j, _ = check_labels(Y[:, j], Y.shape[0], name=f"Yd column {j}", min_classes=1)
+        codes_j, _ = check_labels(Y[:, j], Y.shape[0], name=f"Yd column {j}", min_classes=1, check_continuous=False)
         ycodes[:, j] = codes_j
         ylev[j] = codes_j.max() + 1
     ytable = _info.CodeTable(ycodes, ylev)

@@ -78,10 +78,34 @@ def test_continuous_labels_are_refused(rng):
     X, _ = _data(rng)
     with pytest.raises(ValueError, match=r"looks? continuous \(40 distinct values for 40 samples"):
         bioqpfs.select(X, rng.normal(size=40), n_genes=2)
-    with pytest.raises(ValueError, match=r"looks? continuous \(40 distinct values for 40 samples"):
-        measures.relevance(X, np.arange(40) * 10)  # integer-valued but one sample per value
     with pytest.raises(ValueError, match="non-integer"):
         check_labels(np.r_[np.zeros(20), np.full(20, 0.5)], 40)  # two "classes", but not integer floats
+    # integer-valued with one sample per value (ids, ages): a warning, since small CV folds look alike
+    with pytest.warns(UserWarning, match="40 of 40 samples are alone in their class"):
+        measures.relevance(X, np.arange(40) * 10)
+
+
+def test_labels_the_continuous_rule_must_not_refuse(rng):
+    """Regressions found by the second audit: all of these are legitimate class labels."""
+    import warnings
+
+    import pandas as pd
+
+    X, y = _data(rng)
+    doses = pd.Categorical(np.array([0.5, 1.5])[y])  # explicit categories with non-integer values
+    assert check_labels(doses, 40)[1].size == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_labels(["a", "b"], 2)  # 2 samples, 2 classes: too few samples for the singleton warning
+        check_labels(np.repeat(np.arange(5), 1), 5)  # a 5-sample training fold of 5 classes of 2
+        check_labels(list("ABCDEE"), 6)
+    # Yd columns of mutual_information are arbitrary discrete variables: no continuous rules
+    Yd = np.r_[np.arange(51), np.zeros(9)]
+    Yh = np.r_[np.zeros(20), np.full(20, 0.5), np.ones(20)]
+    codes = measures.discretize(rng.normal(size=(60, 3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert measures.mutual_information(codes, np.c_[Yd, Yh]).shape == (3, 2)
 
 
 def test_real_class_labels_are_not_mistaken_for_continuous():
@@ -209,3 +233,11 @@ def test_labels_series_rangeindex_matching_shuffled_rows_is_aligned(rng):
     df = pd.DataFrame(X[order], index=order)  # e.g. df.sample(frac=1): a shuffled integer index
     codes, classes = check_labels(pd.Series(y), len(y), sample_names=df.index)  # y indexed 0..n-1
     np.testing.assert_array_equal(classes[codes], y[order])
+
+
+def test_anndata_passed_as_matrix_gets_a_pointer_to_tl(rng):
+    import anndata as ad
+
+    X, y = _data(rng)
+    with pytest.raises(TypeError, match="is an AnnData.*tl.select_genes"):
+        bioqpfs.select(ad.AnnData(X), y, n_genes=2)

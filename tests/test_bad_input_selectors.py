@@ -184,3 +184,14 @@ def test_preselected_more_than_n_genes_is_an_error(data, method):
         bioqpfs.select(X, y, method=method, n_genes=1, preselected=[0, 1, 2])
     sel = bioqpfs.select(X, y, method=method, n_genes=3, preselected=[0, 1, 2])
     assert list(sel.selected) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("method", ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"])
+@pytest.mark.parametrize("base", [1, -2, 0])
+def test_clustering_methods_validate_base(method, base):
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 20)
+    X = rng.normal(size=(40, 30))
+    X[:, 0] += 2 * y
+    with pytest.raises(ValueError, match="base must be"):
+        bioqpfs.select(X, y, method=method, n_genes=2, base=base)

@@ -45,7 +45,7 @@ from .._kernels import information as _info
 from .._kernels import kmeans as _km
 from .._kernels.correlation import column_moments
 from .._selection import Selection, rank_by_weight
-from .._validation import check_n_genes, check_random_state, memory_guard
+from .._validation import check_base, check_n_genes, check_random_state, memory_guard
 from ._common import prepare, warn_constant
 from .qpfs import alpha_hat, solve_qpfs
 
@@ -59,6 +59,7 @@ class _Context:
 
     def __init__(self, X, y, feature_names, *, discretization, n_bins, base, alpha, shuffle, random_state,
                  alpha_rows=64):
+        base = check_base(base)
         if discretization not in _CLUSTER_DISCRETIZATIONS:
             raise ValueError(
                 f"discretization={discretization!r} is not available for the clustering methods; choose one of "
