@@ -316,3 +316,30 @@ def test_evaluate_aligns_a_labels_series_by_sample_name():
     b = evaluate.error_curve(adata, "cls", ["maxrel"], cv=5, n_genes=[1, 2])
     np.testing.assert_array_equal(a["mean_error"].to_numpy(), b["mean_error"].to_numpy())
     assert a["mean_error"].max() < 0.25  # gene 0 separates the classes; a misaligned y gives ~0.5
+
+
+def test_plot_save_is_validated_and_atomic(tmp_path):
+    import anndata as ad
+    import matplotlib
+    import numpy as np
+    import pandas as pd
+
+    import bioqpfs
+
+    matplotlib.use("Agg")
+    rng = np.random.default_rng(0)
+    y = np.repeat(["a", "b"], 15)
+    X = rng.normal(size=(30, 8))
+    X[:, 0] += 2 * (y == "a")
+    adata = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(y)}, index=[f"c{i}" for i in range(30)]))
+    bioqpfs.tl.select_genes(adata, "cls", n_genes=3)
+    with pytest.raises(ValueError, match="yscale='bogus'"):
+        bioqpfs.pl.weights(adata, show=False, yscale="bogus")
+    with pytest.raises(ValueError, match="image format"):
+        bioqpfs.pl.weights(adata, show=False, save=tmp_path / "w.xyz")
+    (tmp_path / "d.png").mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        bioqpfs.pl.weights(adata, show=False, save=tmp_path / "d.png")
+    out = tmp_path / "new_dir" / "w.png"  # a missing folder is created, as the CLI does
+    bioqpfs.pl.weights(adata, show=False, save=out)
+    assert out.read_bytes()[:4] == b"\x89PNG" and not list(out.parent.glob(".tmp-*"))

@@ -48,7 +48,20 @@ def finish(ax, show, save):
     import matplotlib.pyplot as plt
 
     if save:
-        ax.figure.savefig(save, bbox_inches="tight")
+        import os
+
+        from .._io import atomic_path
+
+        save = os.fspath(save)
+        ext = os.path.splitext(save)[1].lstrip(".").lower()
+        formats = ax.figure.canvas.get_supported_filetypes()
+        if ext not in formats:
+            raise ValueError(f"save={save!r}: the file name must end in an image format matplotlib writes "
+                             f"({', '.join('.' + f for f in sorted(formats))})")
+        if os.path.isdir(save):
+            raise ValueError(f"save={save!r} is a directory; give a file name")
+        with atomic_path(save) as tmp:  # a partial file never replaces an existing one
+            ax.figure.savefig(tmp, bbox_inches="tight", format=ext)
     if show is None:
         from scanpy import settings
 

@@ -37,6 +37,10 @@ def weights(adata, key="qpfs", *, n_genes=None, n_ranks=None, label_top=0, yscal
     n_ranks = None if n_ranks is None else check_count(n_ranks, "n_ranks")
     label_top = check_count(label_top, "label_top", minimum=0)
     df, uns = stored(adata, key)
+    from matplotlib.scale import get_scale_names
+
+    if yscale not in get_scale_names():
+        raise ValueError(f"yscale={yscale!r}; choose one of {', '.join(get_scale_names())}")
     n_ranked, n_nonzero = len(df), int(np.count_nonzero(df["weight"].to_numpy(dtype=float)))
     if n_ranks is not None:
         df = df.iloc[:n_ranks]

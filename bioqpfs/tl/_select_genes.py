@@ -55,7 +55,9 @@ def _mask(adata, mask_var):
 
 def _labels(adata, groupby):
     if pd.api.types.is_list_like(groupby) or groupby is None:
-        raise TypeError(f"groupby must be the name of one .obs column, got {groupby!r}")
+        shown = repr(groupby) if groupby is None or len(groupby) <= 5 else f"a {type(groupby).__name__} of {len(groupby)}"
+        raise TypeError(f"groupby must be the name of one .obs column, got {shown}; to use labels that are not "
+                        "in .obs, add them first: adata.obs['labels'] = labels")
     if groupby not in adata.obs.columns:
         raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(map(str, adata.obs.columns)) or 'none'}")
     labels = adata.obs[groupby]
