@@ -35,7 +35,7 @@ __all__ = [
     "DISCRETIZATIONS",
 ]
 
-DISCRETIZATIONS = ("mean_sd", "quantile", "mdl", None)
+DISCRETIZATIONS = ("mean_sd", "quantile", "zero_quantile", "mdl", None)
 
 
 def _codes(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
@@ -46,6 +46,8 @@ def _codes(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
         return _disc.mean_sd_codes(X)
     if discretization == "quantile":
         return _disc.quantile_codes(X, n_bins)
+    if discretization == "zero_quantile":
+        return _disc.zero_quantile_codes(X, n_bins)
     if discretization == "mdl":
         if y_codes is None:
             raise ValueError("discretization='mdl' is supervised: pass the class labels y")
@@ -59,13 +61,15 @@ def discretize(X, method="mean_sd", *, n_bins=3, y=None):
     Parameters
     ----------
     X : array-like or sparse matrix, shape (n_samples, n_genes)
-    method : {"mean_sd", "quantile", "mdl", None}
+    method : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
         ``"mean_sd"``: QPFS section 2.5 bins (-inf, mu-sd], (mu-sd, mu+sd], (mu+sd, inf) per gene,
         sd the sample standard deviation (ddof=1, as R's ``sd``); ``"quantile"``: ``n_bins``
-        equal-frequency bins; ``"mdl"``: Fayyad--Irani supervised MDL cuts (needs ``y``);
+        equal-frequency bins; ``"zero_quantile"``: for sparse single-cell data, zero (not detected)
+        as one level and ``n_bins - 1`` equal-frequency bins of the non-zero values (genes without
+        zeros: ``n_bins`` equal-frequency bins); ``"mdl"``: Fayyad--Irani supervised MDL cuts (needs ``y``);
         ``None``: X already holds integer levels, which are mapped to consecutive codes.
     n_bins : int
-        Bins for ``"quantile"``.
+        Bins for ``"quantile"`` and ``"zero_quantile"``.
     y : array-like, optional
         Class labels, for ``"mdl"``.
 
@@ -180,13 +184,14 @@ def entropy(Xd, *, discretization=None, n_bins=3, base=2):
     return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
 
 
-def conditional_mutual_information(Xd, y, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64):
+def conditional_mutual_information(Xd, y, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64,
+                                   class_weight=None):
     """Matrix ``C`` with ``C[i, j] = I(X_i; C | X_j)`` for ``i != j`` and ``C[i, i] = I(X_i; C)``.
 
     This is the (asymmetric) SPEC_CMI matrix of Nguyen et al. 2014, eq. 17-18; its symmetric
     part ``(C + C.T) / 2`` is the SPEC_CMI Q.  Uses ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
     with class-wise co-occurrence counts (one GEMM per class and block).  ``base``, ``rows`` and
-    ``dtype`` as in :func:`mutual_information`.
+    ``dtype`` as in :func:`mutual_information`; ``class_weight`` as in :func:`relevance`.
     """
     base = check_base(base)
     dtype = _check_dtype(dtype)
@@ -194,14 +199,14 @@ def conditional_mutual_information(Xd, y, *, discretization=None, n_bins=3, base
     X = check_matrix(Xd)
     y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
     codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
-    table = _info.CodeTable(codes, levels, groups=y_codes)
+    table = _info.CodeTable(codes, levels, groups=y_codes, weights=_info.class_sample_weights(y_codes, class_weight))
     rows_arr = _check_rows(rows, table.n_genes)
     r = table.n_genes if rows is None else len(rows_arr)
     _output_guard(r, table.n_genes, dtype, "conditional mutual information")
     return _info.pairwise_information(table, None, "cmi", rows=rows_arr, base=base, dtype=dtype)
 
 
-def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
+def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, class_weight=None):
     """Class relevance F of every gene.
 
     Parameters
@@ -221,11 +226,18 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
     y : array-like or pandas Series
         Class labels; a Series is matched to the samples by index when X is a DataFrame
         (see :func:`bioqpfs._validation.check_labels`).
+    class_weight : {None, "balanced"}
+        For ``"mi"``: ``"balanced"`` counts every sample with weight ``N / (C n_c)`` so that every class
+        weighs the same (a uniform class prior; see
+        :func:`bioqpfs._kernels.information.class_sample_weights`).  The other kinds refuse it.
     """
     base = check_base(base)
     names = sample_names_of(X)
     X = check_matrix(X)
     y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
+    weights = _info.class_sample_weights(y_codes, class_weight)
+    if weights is not None and kind != "mi":
+        raise ValueError(f"class_weight applies to the information relevance (kind='mi'), not kind={kind!r}")
     if kind in ("mst", "mst_cpx"):
         from ._kernels import mst as _mst
 
@@ -240,9 +252,8 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
         return np.maximum(_mst.mst_cpx(X, y_codes)[0], 0.0)
     if kind == "mi":
         codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
-        table = _info.CodeTable(codes, levels, groups=y_codes)
-        _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
-        return np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)
+        table = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
+        return _info.class_relevance(table) / np.log(base)
     if kind == "hall":
         return _corr.hall_relevance(X, y_codes)
     raise ValueError(f"unknown relevance kind {kind!r}; choose 'mi', 'hall', 'mst' or 'mst_cpx'")

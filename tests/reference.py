@@ -141,3 +141,43 @@ def simplex_qp_bruteforce(G, a):
             if val < best_val - 1e-15:
                 best, best_val = x, val
     return best, best_val
+
+
+def weighted_entropy(*cols, weights, base=2.0):
+    """Entropy of the joint distribution of ``cols`` where sample s counts ``weights[s]`` times."""
+    total = float(sum(weights))
+    mass = {}
+    for key, w in zip(zip(*[list(map(int, c)) for c in cols]), weights):
+        mass[key] = mass.get(key, 0.0) + float(w)
+    return -sum((v / total) * math.log(v / total, base) for v in mass.values() if v > 0)
+
+
+def weighted_mutual_info(a, b, weights, base=2.0):
+    return (weighted_entropy(a, weights=weights, base=base) + weighted_entropy(b, weights=weights, base=base)
+            - weighted_entropy(a, b, weights=weights, base=base))
+
+
+def weighted_cmi(a, c, given, weights, base=2.0):
+    """I(a; c | given) under sample weights."""
+    h = weighted_entropy
+    return (h(a, given, weights=weights, base=base) + h(c, given, weights=weights, base=base)
+            - h(given, weights=weights, base=base) - h(a, c, given, weights=weights, base=base))
+
+
+def zero_quantile_codes(X, n_bins):
+    """Zero -> 0; non-zero values -> 1 + their equal-frequency bin among the gene's non-zero values
+    (right-closed, ``n_bins - 1`` bins at numpy's default linear quantiles); a gene without zeros gets
+    ``n_bins`` equal-frequency bins of all its values.  Levels renumbered 0..k-1 in order."""
+    out = np.empty(X.shape, dtype=int)
+    for g in range(X.shape[1]):
+        col = [float(v) for v in X[:, g]]
+        nz = sorted(v for v in col if v != 0)
+        if len(nz) == len(col):
+            edges = [float(np.quantile(nz, q)) for q in np.arange(1, n_bins) / n_bins]
+            raw = [sum(v > e for e in edges) for v in col]
+        else:
+            edges = [float(np.quantile(nz, q)) for q in np.arange(1, n_bins - 1) / (n_bins - 1)] if nz else []
+            raw = [0 if v == 0 else 1 + sum(v > e for e in edges) for v in col]
+        levels = sorted(set(raw))
+        out[:, g] = [levels.index(r) for r in raw]
+    return out

@@ -12,7 +12,7 @@ from numba import njit
 
 from .correlation import column_scales
 
-__all__ = ["compact_codes", "mean_sd_codes", "quantile_codes", "mdl_codes", "MAX_LEVELS"]
+__all__ = ["compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS"]
 
 MAX_LEVELS = 255  # codes are uint8
 
@@ -156,17 +156,58 @@ def quantile_codes(X, n_bins):
 
     Bins are right-closed; ties can leave a bin empty, in which case the gene gets fewer levels.
     """
-    if isinstance(n_bins, (bool, np.bool_)) or not isinstance(n_bins, (int, np.integer)):
-        raise TypeError(f"n_bins must be an integer between 2 and {MAX_LEVELS}, got {n_bins!r}")
-    if not 2 <= n_bins <= MAX_LEVELS:
-        raise ValueError(f"n_bins must be between 2 and {MAX_LEVELS}, got {n_bins}")
-    n_bins = int(n_bins)
+    n_bins = _check_n_bins(n_bins)
     q = np.arange(1, n_bins) / n_bins
     m = X.shape[1]
     edges = np.empty((n_bins - 1, m))
     for start, stop in _column_blocks(X):
         edges[:, start:stop] = np.quantile(_dense_columns(X, start, stop), q, axis=0)
     codes = _codes_from_edges(X, edges)
+    return codes, _compact_inplace(codes, n_bins)
+
+
+def _check_n_bins(n_bins):
+    if isinstance(n_bins, (bool, np.bool_)) or not isinstance(n_bins, (int, np.integer)):
+        raise TypeError(f"n_bins must be an integer between 2 and {MAX_LEVELS}, got {n_bins!r}")
+    if not 2 <= n_bins <= MAX_LEVELS:
+        raise ValueError(f"n_bins must be between 2 and {MAX_LEVELS}, got {n_bins}")
+    return int(n_bins)
+
+
+def zero_quantile_codes(X, n_bins):
+    """Zero versus non-zero, then equal-frequency bins of the non-zero values: for sparse single-cell data.
+
+    Gene g's code is 0 where ``X[s, g] == 0`` (not detected) and ``1..n_bins-1`` for its non-zero
+    values, cut at the ``1/(n_bins-1), ..., (n_bins-2)/(n_bins-1)`` quantiles of those values alone
+    (right-closed bins).  Mean +- sd bins put most of a zero-inflated gene's detected values and its
+    zeros together or split the detected values by the zeros' weight; here detection is one level
+    and the expression level among detecting cells the others.  A gene without zeros (dense,
+    microarray-like) gets ``n_bins`` equal-frequency bins of all its values, as in
+    :func:`quantile_codes`.  Sparse input is read column by column without densifying it.
+    """
+    n_bins = _check_n_bins(n_bins)
+    n, m = X.shape
+    codes = np.zeros((n, m), dtype=np.uint8)
+    q_nz = np.arange(1, n_bins - 1) / (n_bins - 1)
+    q_all = np.arange(1, n_bins) / n_bins
+    Xc = X.tocsc() if sp.issparse(X) else None
+    for start, stop in _column_blocks(X):
+        block = None if Xc is not None else _dense_columns(X, start, stop)
+        for j in range(start, stop):
+            if Xc is not None:
+                lo, hi = Xc.indptr[j], Xc.indptr[j + 1]
+                rows, vals = Xc.indices[lo:hi], np.asarray(Xc.data[lo:hi], dtype=np.float64)
+                keep = vals != 0  # explicit zeros are zeros
+                rows, vals = rows[keep], vals[keep]
+            else:
+                col = block[:, j - start]
+                rows = np.flatnonzero(col != 0)
+                vals = col[rows]
+            if rows.size == n:  # no zeros: plain equal-frequency bins
+                codes[rows, j] = np.searchsorted(np.quantile(vals, q_all), vals, side="left")
+            elif rows.size:
+                edges = np.quantile(vals, q_nz) if q_nz.size else np.zeros(0)
+                codes[rows, j] = 1 + np.searchsorted(edges, vals, side="left")
     return codes, _compact_inplace(codes, n_bins)
 
 

@@ -41,7 +41,29 @@ from numba import njit
 from .. import _progress
 from .._validation import check_base
 
-__all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies"]
+__all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies", "class_sample_weights",
+           "class_relevance", "CLASS_WEIGHTS"]
+
+#: values of ``class_weight`` in every information measure and MI-based selector
+CLASS_WEIGHTS = (None, "balanced")
+
+
+def class_sample_weights(groups, class_weight):
+    """Per-sample count weights for ``class_weight``: None (every sample counts once) or ``"balanced"``.
+
+    ``"balanced"``: ``w_s = N / (C n_c)`` for a sample of class c (scikit-learn's ``class_weight="balanced"``
+    rule), so every class carries the same total weight N / C and the weights sum to N.  With these
+    weights the class prior in every (conditional) entropy is uniform: I(X; C) weighs a type of 8 cells
+    as much as one of 240, as balanced accuracy does.
+    """
+    if class_weight is None:
+        return None
+    if not isinstance(class_weight, str) or class_weight != "balanced":
+        raise ValueError(f"class_weight must be None or 'balanced', got {class_weight!r}")
+    groups = np.asarray(groups, dtype=np.int64)
+    counts = np.bincount(groups)
+    present = np.count_nonzero(counts)
+    return groups.size / (present * counts[groups].astype(np.float64))
 
 _DUMMY = np.empty((1, 1))
 _GEMM_BUDGET = 4 * 2**20  # bytes of counts (all classes) per worker and block pair: stays in cache
@@ -56,9 +78,15 @@ class CodeTable:
     codes : ndarray of uint8, shape (n_samples, n_genes), values ``0..n_levels[g]-1``.
     groups : ndarray of int, optional
         Class codes ``0..C-1`` per sample; when given, counts are also kept per class.
+    weights : ndarray of float, optional
+        Non-negative weight of every sample (e.g. class-balanced: ``N / (C n_c)`` for a sample of class
+        c, so every class counts equally).  Every count becomes a weighted count ``sum_s w_s [...]`` --
+        one weighted one-hot GEMM -- and every probability ``n_ab / N`` becomes ``n^w_ab / sum_s w_s``;
+        the formulas above are unchanged.  Weighted counts are accumulated in float64 and ``phi`` is
+        evaluated directly (``x ln x``) instead of from the integer lookup table.
     """
 
-    def __init__(self, codes, n_levels=None, groups=None):
+    def __init__(self, codes, n_levels=None, groups=None, weights=None):
         codes = np.asarray(codes)
         if n_levels is None:
             n_levels = codes.max(axis=0).astype(np.int64) + 1 if codes.size else np.ones(codes.shape[1], np.int64)
@@ -76,19 +104,51 @@ class CodeTable:
             self.class_bounds = np.concatenate([[0], np.cumsum(sizes)])
             self.codes = codes[self.order]
         self.n_classes = self.class_bounds.size - 1
-        # float32 holds every integer count exactly below 2**24 samples; beyond, count in float64
-        self.count_dtype = np.float32 if self.n_samples < 2**24 else np.float64
-        self.class_sizes = np.diff(self.class_bounds).astype(np.float64)
+        if weights is None:
+            self.weights = None
+            self.total = float(self.n_samples)
+            # float32 holds every integer count exactly below 2**24 samples; beyond, count in float64
+            self.count_dtype = np.float32 if self.n_samples < 2**24 else np.float64
+            self.class_sizes = np.diff(self.class_bounds).astype(np.float64)
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (self.n_samples,) or not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
+                raise ValueError("sample weights must be finite, non-negative, not all zero, one per sample")
+            self.weights = w if self.order is None else w[self.order]
+            self.total = float(self.weights.sum())
+            self.count_dtype = np.float64
+            self.class_sizes = np.add.reduceat(self.weights, self.class_bounds[:-1]) if self.n_samples else \
+                np.zeros(self.n_classes)
+            self.class_sizes[np.diff(self.class_bounds) == 0] = 0.0
         self.phi = _phi_table(self.n_samples)
-        # per-class marginal counts of every materialised bin: (C, genes, nb)
+        # per-class marginal (weighted) counts of every materialised bin: (C, genes, nb)
         self.marginals = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
         for c in range(self.n_classes):
-            block = self.codes[self.class_bounds[c] : self.class_bounds[c + 1]]
+            rows = slice(self.class_bounds[c], self.class_bounds[c + 1])
+            block = self.codes[rows]
             for a in range(self.nb):
-                self.marginals[c, :, a] = (block == a).sum(axis=0)
+                if self.weights is None:
+                    self.marginals[c, :, a] = (block == a).sum(axis=0)
+                else:
+                    self.marginals[c, :, a] = self.weights[rows] @ (block == a)
 
-    def onehot(self, genes, rows):
+    @property
+    def weighted(self):
+        return self.weights is not None
+
+    def phi_of(self, counts):
+        """``phi(n) = n ln n`` of (weighted) counts: the lookup table for integer counts, else directly."""
+        counts = np.asarray(counts, dtype=np.float64)
+        if self.weights is None:
+            return self.phi[np.rint(counts).astype(np.int64)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(counts > 0, counts * np.log(np.where(counts > 0, counts, 1.0)), 0.0)
+
+    def onehot(self, genes, rows, weighted=False):
         """float32 indicators (len(rows) x nb*len(genes)), bin-major: column ``a*len(genes) + g`` = [code == a].
+
+        ``weighted``: each row multiplied by its sample weight (tables with ``weights``), so that
+        ``onehot(I).T @ onehot(J, weighted=True)`` are the weighted joint counts.
 
         Bin-major columns make every (bin a, bin b) sub-block of the count matrix a contiguous
         gene x gene tile, so the fused pass reads all its operands with unit stride.
@@ -98,15 +158,17 @@ class CodeTable:
         g = sub.shape[1]
         for a in range(self.nb):
             np.equal(sub, a, out=out[:, a * g:(a + 1) * g], casting="unsafe")
+        if weighted and self.weights is not None:
+            out *= self.weights[rows][:, None]
         return out
 
     def phi_marginal(self):
         """P_g = sum_a phi(n_a) over all bins of gene g (pooled over classes), and the same per class."""
         tot = self.marginals.sum(axis=0)
-        last = self.n_samples - tot.sum(axis=1)
-        pooled = self.phi[tot.astype(np.int64)].sum(axis=1) + self.phi[last.astype(np.int64)]
-        per_class = self.phi[self.marginals.astype(np.int64)].sum(axis=2)
-        per_class += self.phi[(self.class_sizes[:, None] - self.marginals.sum(axis=2)).astype(np.int64)]
+        last = self.total - tot.sum(axis=1)
+        pooled = self.phi_of(tot).sum(axis=1) + self.phi_of(last)
+        per_class = self.phi_of(self.marginals).sum(axis=2)
+        per_class += self.phi_of(self.class_sizes[:, None] - self.marginals.sum(axis=2))
         return pooled, per_class.sum(axis=0)
 
 
@@ -120,13 +182,13 @@ def _phi_table(n):
 def entropies(table: CodeTable):
     """H(X_g) in nats for every gene."""
     pooled, _ = table.phi_marginal()
-    n = table.n_samples
+    n = table.total
     return np.log(n) - pooled / n
 
 
 def class_conditional_entropies(table: CodeTable):
     """(H(X_g | C), H(C | X_g), H(C)) in nats, from the per-class marginals."""
-    n = table.n_samples
+    n = table.total
     pooled, per_class = table.phi_marginal()
     h_x = np.log(n) - pooled / n
     p_c = table.class_sizes / n
@@ -135,14 +197,29 @@ def class_conditional_entropies(table: CodeTable):
     return h_xc - h_c, h_xc - h_x, h_c
 
 
+@njit(inline="always")
+def _phi_at(phi, x, weighted):
+    """phi(x) = x ln x: from the lookup table for an integer count, directly for a weighted count."""
+    if weighted:
+        return x * np.log(x) if x > 0.0 else 0.0
+    return phi[np.int32(x)]
+
+
+def class_relevance(table: CodeTable):
+    """I(X_g; C) = H(C) - H(C | X_g) in nats for every gene of a class-grouped table (its weights included)."""
+    _, h_c_given_x, h_c = class_conditional_entropies(table)
+    return np.maximum(h_c - h_c_given_x, 0.0)
+
+
 @njit(nogil=True, cache=True)
 def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t, s_tc,
-                 out_up, scratch, write_lo):
+                 out_up, scratch, write_lo, weighted):
     """Turn class-wise count blocks into output entries (any number of bins).
 
     G : (C, nbI*bI, nbJ*bJ) counts of the materialised bins, bin-major: row ``a*bI + i`` is bin
     ``a`` of gene ``i`` (see :meth:`CodeTable.onehot`).
     value(i, j) = r_up[i] + c_up[j] + s_t*T_ij + s_tc*Tc_ij  -> out_up[i, j]
+    ``weighted``: the counts are weighted (non-integer) sums, phi is computed directly (:func:`_phi_at`).
     s_t*T_ij + s_tc*Tc_ij -> scratch[i, j] when ``write_lo`` (:func:`_write_transposed` then fills
     the mirrored block).
     """
@@ -173,27 +250,27 @@ def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t
                         cs[c, b] += g
                         tot[a, b] += g
                         if need_tc:
-                            Tc += phi[np.int64(g)]
+                            Tc += _phi_at(phi, g, weighted)
                 for a in range(nbI):
                     d = margI[c, i, a] - rs[c, a]  # n_{a, last}
                     tot[a, nbJ] += d
                     corner -= margI[c, i, a]
                     if need_tc:
-                        Tc += phi[np.int64(d)]
+                        Tc += _phi_at(phi, d, weighted)
                 for b in range(nbJ):
                     d = margJ[c, j, b] - cs[c, b]  # n_{last, b}
                     tot[nbI, b] += d
                     corner -= margJ[c, j, b]
                     if need_tc:
-                        Tc += phi[np.int64(d)]
+                        Tc += _phi_at(phi, d, weighted)
                 for a in range(nbI):
                     corner += rs[c, a]
                 tot[nbI, nbJ] += corner
                 if need_tc:
-                    Tc += phi[np.int64(corner)]
+                    Tc += _phi_at(phi, corner, weighted)
             for u in range(nbI + 1):
                 for v in range(nbJ + 1):
-                    T += phi[np.int64(tot[u, v] + 0.5)]
+                    T += _phi_at(phi, tot[u, v] if weighted else tot[u, v] + 0.5, weighted)
             base = s_t * T + s_tc * Tc
             out_up[i, j] = r_up[i] + c_up[j] + base
             if write_lo:
@@ -201,7 +278,7 @@ def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t
 
 
 @njit(inline="always")
-def _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest):
+def _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted):
     """sum of phi over the 3 x 3 table whose 4 materialised cells are ``g..``, with row marginals
     ``a0, a1``, column marginals ``b0, b1`` and ``rest = n - a0 - a1`` (the last row's total)."""
     n02 = a0 - g00 - g01
@@ -209,14 +286,14 @@ def _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest):
     n20 = b0 - g00 - g10
     n21 = b1 - g01 - g11
     n22 = rest - b0 - b1 + g00 + g01 + g10 + g11
-    return (phi[np.int32(g00)] + phi[np.int32(g01)] + phi[np.int32(g10)] + phi[np.int32(g11)]
-            + phi[np.int32(n02)] + phi[np.int32(n12)] + phi[np.int32(n20)] + phi[np.int32(n21)]
-            + phi[np.int32(n22)])
+    return (_phi_at(phi, g00, weighted) + _phi_at(phi, g01, weighted) + _phi_at(phi, g10, weighted)
+            + _phi_at(phi, g11, weighted) + _phi_at(phi, n02, weighted) + _phi_at(phi, n12, weighted)
+            + _phi_at(phi, n20, weighted) + _phi_at(phi, n21, weighted) + _phi_at(phi, n22, weighted))
 
 
 @njit(nogil=True, cache=True)
 def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
-                       out_up, scratch, write_lo, work, pooledI, pooledJ, n_total):
+                       out_up, scratch, write_lo, work, pooledI, pooledJ, n_total, weighted):
     """:func:`_fused_block` for 3 bins per gene (2 materialised), the default discretisation.
 
     The inner loops run over ``j`` with unit stride in every array (bin-major ``G``); the nine
@@ -241,7 +318,7 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
                 g11 = G[0, bI + i, bJ + j]
                 b0 = margJ[0, j, 0]
                 b1 = margJ[0, j, 1]
-                base = s_t * _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest)
+                base = s_t * _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
                 out_up[i, j] = ri + c_up[j] + base
                 if write_lo:
                     scratch[i, j] = base
@@ -263,7 +340,7 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
                 g11 = G[c, bI + i, bJ + j]
                 b0 = margJ[c, j, 0]
                 b1 = margJ[c, j, 1]
-                work[4, j] += _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest)
+                work[4, j] += _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
                 if need_t:
                     work[0, j] += g00
                     work[1, j] += g01
@@ -280,7 +357,7 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
                 g11 = work[3, j]
                 b0 = pooledJ[j, 0]
                 b1 = pooledJ[j, 1]
-                T = _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest)
+                T = _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
                 work[4, j] = s_t * T + s_tc * work[4, j]
         else:
             for j in range(bJ):
@@ -348,6 +425,8 @@ def _counts(table_rows: CodeTable, genes_I, table_cols: CodeTable, genes_J, C, b
             rows = slice(s, min(bounds[c + 1], s + chunk))
             A = table_rows.onehot(genes_I, rows)
             B = A if same_block else table_cols.onehot(genes_J, rows)
+            if table_rows.weighted:  # weighted counts sum_s w_s [x_si = a][x_sj = b], in float64
+                B = B * table_rows.weights[rows][:, None]
             if first:
                 np.matmul(A.T, B, out=G[c])
                 first = False
@@ -457,7 +536,9 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
             table_rows.order is not None and tc.order is not None and np.array_equal(table_rows.order, tc.order)):
         raise ValueError("the two code tables order their samples differently (one is grouped by class); "
                          "build both with the same groups")
-    n = table_rows.n_samples
+    if table_rows.weighted and not same and tc.weighted and not np.array_equal(table_rows.weights, tc.weights):
+        raise ValueError("the two code tables carry different sample weights")
+    n = table_rows.total
     m_cols = tc.n_genes
     row_idx = np.arange(table_rows.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
     r = row_idx.size
@@ -535,9 +616,10 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
                 local.work = np.empty((5, bJ))
             work = local.work if C > 1 else _DUMMY
             _fused_block_3bins(G, mI, mJ, sizes, table_rows.phi, *args, work,
-                               pooledR[I], pooledC[J], float(n))
+                               pooledR[I], pooledC[J], float(n), table_rows.weighted)
         else:
-            _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args)
+            _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args,
+                         table_rows.weighted)
         if write_lo:
             _write_transposed(scr, r_lo_all[J], c_lo_all[I], out[J, Ipos], diag)
 

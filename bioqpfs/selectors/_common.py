@@ -57,23 +57,43 @@ def weights_and_ranking(m_total, keep, x, F, constant, preselected):
     return weights, F_all, ranking.astype(np.int64)
 
 
+def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped=False):
+    """The code table every MI-based selector counts from: X discretised once, with the class-weighted
+    sample weights of ``class_weight`` (None or "balanced"; :func:`bioqpfs._kernels.information.class_sample_weights`)
+    and, when ``grouped``, the samples grouped by class (for the class-conditional kinds)."""
+    codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    weights = _info.class_sample_weights(y_codes, class_weight)
+    return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights)
+
+
+def information_relevance(table, y_codes, base):
+    """F_i = I(X_i; C) of the genes of ``table`` (its weights, e.g. class-balanced, included), in ``base``."""
+    by_class = table if table.n_classes > 1 else _info.CodeTable(table.codes, None, groups=y_codes,
+                                                                    weights=table.weights)
+    return _info.class_relevance(by_class) / np.log(base)
+
+
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
-                             rows=None, dtype=np.float64):
+                             rows=None, dtype=np.float64, class_weight=None):
     """Redundancy Q (|Pearson| or MI) and relevance F of the genes of X -- the one place selectors get them.
 
     ``relevance`` is a kind ("mi", "hall", "mst", "mst_cpx") or a precomputed vector; the defaults follow
     the QPFS paper (section 2.1): MI redundancy with MI relevance, correlation with Hall's relevance.
     Q is the whole matrix (``need_full``), only ``rows`` of it (Nystrom), or None; ``dtype`` float32
-    halves it at genome scale.  Returns ``(Q, F, relevance_name, code_table_or_None)``."""
+    halves it at genome scale.  ``class_weight="balanced"`` weighs every class equally in Q and F (MI only).
+    Returns ``(Q, F, relevance_name, code_table_or_None)``."""
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}; choose one of {SIMILARITIES}")
     base = check_base(base)
     if relevance is None:
         relevance = "mi" if similarity == "mi" else "hall"
     table = None
+    if class_weight is not None and not (similarity == "mi" and (not isinstance(relevance, str) or relevance == "mi")):
+        _info.class_sample_weights(y_codes, class_weight)  # a bad value is named first
+        raise ValueError(f"class_weight={class_weight!r} applies to the information measures (similarity='mi', "
+                         f"relevance='mi'), not to similarity={similarity!r} with relevance={relevance!r}")
     if similarity == "mi" or (isinstance(relevance, str) and relevance == "mi"):
-        codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
-        table = _info.CodeTable(codes, levels)
+        table = info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight)
     m = X.shape[1]
     Q = None
     if need_full or rows is not None:
@@ -85,7 +105,7 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
             Q = _corr.abs_pearson(X, rows=rows, dtype=dtype)
     if isinstance(relevance, str):
         if relevance == "mi":
-            F = measures.relevance(table.codes, y_codes, kind="mi", base=base, discretization=None)
+            F = information_relevance(table, y_codes, base)
         elif relevance in ("hall", "mst", "mst_cpx"):  # the continuous-data relevances of measures.relevance
             F = measures.relevance(X, y_codes, kind=relevance, base=base)
         else:

@@ -58,7 +58,7 @@ from .. import measures
 from .._kernels import information as _info
 from .._selection import Selection, rank_by_weight
 from .._validation import check_n_genes, check_random_state, validate_random_state
-from ._common import prepare, warn_constant
+from ._common import information_relevance, prepare, warn_constant
 
 __all__ = ["maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife", "random_genes", "greedy_mi", "DEFAULT_N_RANKED"]
 
@@ -84,19 +84,19 @@ def pick_best(scores, relevance, available):
     return int(tied[np.lexsort((tied, -relevance[tied]))[0]])
 
 
-def _setup(X, y, feature_names, discretization, n_bins, base):
+def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None):
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
     codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
-    by_class = _info.CodeTable(codes, levels, groups=y_codes)
-    _, h_c_given_x, h_c = _info.class_conditional_entropies(by_class)
-    F = np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)
+    weights = _info.class_sample_weights(y_codes, class_weight)
+    by_class = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
+    F = information_relevance(by_class, y_codes, base)
     F[constant] = 0.0
-    return X, y_codes, classes, constant, codes, levels, by_class, F
+    return X, y_codes, classes, constant, codes, levels, weights, by_class, F
 
 
 def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidates=None, F=None, table=None,
-              by_class=None):
+              by_class=None, weights=None):
     """Greedy forward selection with an MI criterion on integer codes (the kernel behind the baselines).
 
     Parameters
@@ -108,6 +108,8 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
         Number of genes to pick (stops earlier if the candidates run out).
     candidates : bool array, optional
         Genes allowed to be picked (default all).
+    weights : ndarray, optional
+        Sample weights of the counts (e.g. class-balanced); ignored when the tables are given.
 
     Returns
     -------
@@ -120,7 +122,7 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
     m = codes.shape[1]
     ln_b = np.log(base)
     if by_class is None:
-        by_class = _info.CodeTable(codes, levels, groups=y_codes)
+        by_class = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
     if F is None:
         _, h_c_given_x, h_c = _info.class_conditional_entropies(by_class)
         F = np.maximum(h_c - h_c_given_x, 0.0) / ln_b
@@ -128,7 +130,7 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
     uses_mi = criterion in ("mrmr_mid", "mrmr_miq")
     if uses_mi and table is None:
         # the plain "mi" kind needs a table without class groups (pooled counts)
-        table = _info.CodeTable(codes, levels)
+        table = _info.CodeTable(codes, levels, weights=weights)
     acc = np.zeros(m)
     order, picked_scores = [], []
     # one row per step is a thin sliver of work: a parallel numba region costs more to start than it
@@ -174,15 +176,15 @@ def _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, u
             acc += c_row if criterion == "jmi" else c_row - F[j]
 
 
-def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, feature_names):
+def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, feature_names, class_weight=None):
     t0 = time.perf_counter()
-    X, y_codes, classes, constant, codes, levels, by_class, F = _setup(X, y, feature_names, discretization,
-                                                                      n_bins, base)
+    X, y_codes, classes, constant, codes, levels, weights, by_class, F = _setup(X, y, feature_names, discretization,
+                                                                               n_bins, base, class_weight)
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
     n_rank = n_genes if n_genes is not None else min(m, DEFAULT_N_RANKED)
     order, scores, _ = greedy_mi(codes, levels, y_codes, method, n_rank, base=base, candidates=~constant, F=F,
-                                 by_class=by_class)
+                                 by_class=by_class, weights=weights)
     if order.size < n_rank:  # only constant genes left: they rank last, by index
         rest = np.flatnonzero(constant)[: n_rank - order.size]
         scores = np.concatenate([scores, np.full(rest.size, np.nan)])
@@ -191,7 +193,8 @@ def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, featur
     weights[order] = (n_rank - np.arange(order.size)) / n_rank
     greedy_score = np.full(m, np.nan)
     greedy_score[order] = scores
-    params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, n_ranked=int(n_rank))
+    params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, n_ranked=int(n_rank),
+                  class_weight=class_weight)
     diagnostics = dict(n_classes=int(classes.size), n_constant=int(constant.sum()),
                        seconds_total=time.perf_counter() - t0)
     return Selection(method, weights, order, n_genes=n_genes, params=params, diagnostics=diagnostics, relevance=F,
@@ -208,10 +211,12 @@ _PARAMS_DOC = """
         Class labels.
     n_genes : int, optional
         Number of genes to select greedily (default :data:`DEFAULT_N_RANKED`, capped at the number of genes).
-    discretization : {"mean_sd", "quantile", "mdl", None}
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
         As in :func:`bioqpfs.qpfs`: mean +- sd 3 bins (QPFS section 2.5) by default.
     n_bins : int
-        Bins for ``"quantile"``.
+        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    class_weight : {None, "balanced"}
+        As in :func:`bioqpfs.qpfs`: ``"balanced"`` weighs every class equally in every MI term.
     base : float
         Logarithm base of MI (does not change the selection).
     random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
@@ -226,37 +231,40 @@ _PARAMS_DOC = """
 """
 
 
-def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None,
-             feature_names=None):
+def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
+             random_state=None, feature_names=None):
     """mRMR, difference form (MID): max I(X_j; C) - mean_{s in S} I(X_j; X_s) (Peng, Long & Ding 2005, eq. 7)."""
     validate_random_state(random_state)
-    return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names)
+    return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
-def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None,
-             feature_names=None):
+def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
+             random_state=None, feature_names=None):
     """mRMR, quotient form (MIQ): max I(X_j; C) / mean_{s in S} I(X_j; X_s) (Ding & Peng 2005)."""
     validate_random_state(random_state)
-    return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names)
+    return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
-def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None, feature_names=None):
+def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
+        random_state=None, feature_names=None):
     """Joint mutual information: max sum_{s in S} I(X_j, X_s; C) (Yang & Moody 1999; the EMRMR of SPEC_CMI section 4.3)."""
     validate_random_state(random_state)
-    return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names)
+    return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
-def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None, feature_names=None):
+def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
+         random_state=None, feature_names=None):
     """Conditional infomax feature extraction: max I(X_j; C) - sum_s [I(X_j; X_s) - I(X_j; X_s | C)] (Lin & Tang 2006)."""
     validate_random_state(random_state)
-    return _greedy_selector("cife", X, y, n_genes, discretization, n_bins, base, feature_names)
+    return _greedy_selector("cife", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
 for _f in (mrmr_mid, mrmr_miq, jmi, cife):
     _f.__doc__ += _PARAMS_DOC
 
 
-def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, random_state=None, feature_names=None):
+def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
+           random_state=None, feature_names=None):
     """Max-relevance: rank every gene by I(X_j; C) (Peng, Long & Ding 2005, eq. 4).
 
     ``weights`` = I(X_j; C) in bits; ties by index; constant genes rank last.  Parameters as in
@@ -264,12 +272,12 @@ def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, ra
     """
     t0 = time.perf_counter()
     validate_random_state(random_state)
-    X, y_codes, classes, constant, codes, levels, by_class, F = _setup(X, y, feature_names, discretization,
-                                                                      n_bins, base)
+    X, y_codes, classes, constant, _, _, _, _, F = _setup(X, y, feature_names, discretization, n_bins, base,
+                                                          class_weight)
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
     ranking = np.concatenate([rank_by_weight(F, F, candidates=np.flatnonzero(~constant)), np.flatnonzero(constant)])
-    params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes)
+    params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, class_weight=class_weight)
     diagnostics = dict(n_classes=int(classes.size), n_constant=int(constant.sum()),
                        seconds_total=time.perf_counter() - t0)
     return Selection("maxrel", F.copy(), ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,

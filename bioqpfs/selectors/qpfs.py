@@ -486,7 +486,8 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
 
 def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, discretization="mean_sd",
          n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None, eig_threshold=0.0,
-         nystrom_qp="auto", preselected=None, preselected_share=None, random_state=None, feature_names=None):
+         nystrom_qp="auto", preselected=None, preselected_share=None, class_weight=None, random_state=None,
+         feature_names=None):
     """Rank genes with QPFS (exact, or QPFS+Nystrom).
 
     Parameters
@@ -511,10 +512,11 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         to the gene of largest F, shared equally when several tie, and the other genes rank by F.
         Every solver path returns exactly that (:func:`~bioqpfs._kernels.simplex_qp.solve_linear`).
         ``alpha=0`` is pure redundancy (only 1/2 x^T Q x is minimised; F breaks ties in the ranking).
-    discretization : {"mean_sd", "quantile", "mdl", None}
-        For MI: QPFS section 2.5 mean +- sd bins by default; ``None`` if X holds codes.
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
+        For MI: QPFS section 2.5 mean +- sd bins by default; ``None`` if X holds codes
+        (see :func:`bioqpfs.measures.discretize`).
     n_bins : int
-        Bins for ``"quantile"``.
+        Bins for ``"quantile"`` and ``"zero_quantile"``.
     base : float
         Logarithm base of MI (does not change the ranking).
     solver : {"auto", "quadprog", "spg"}
@@ -578,6 +580,10 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     preselected_share : float in (0, 1), optional
         Total weight of the forced genes; default ``|P| / n_genes`` (their share of the panel; 0.5
         when ``n_genes`` is not given or equals ``|P|``).
+    class_weight : {None, "balanced"}
+        ``"balanced"``: every class counts equally in Q and F (weighted counts, each sample of class c
+        weighs ``N / (C n_c)``), so a rare cell type is as relevant as a common one.  Goes beyond the
+        paper, which estimates the MI with the empirical class frequencies (``None``).  MI only.
     random_state : int or Generator, optional
         Seeds the Nystrom row sample (exact QPFS is deterministic).
     feature_names : sequence of str, optional
@@ -635,7 +641,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64
         Q, F, relevance_used, _ = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                             discretization=discretization, n_bins=n_bins, base=base,
-                                            need_full=True, dtype=dtype)
+                                            need_full=True, dtype=dtype, class_weight=class_weight)
         t_measures = time.perf_counter() - t0
         a_hat, q_bar, f_bar = alpha_hat(Q, F)
         alpha_used = a_hat if alpha is None else float(alpha)
@@ -648,7 +654,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     else:
         _, F, relevance_used, table = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                                 discretization=discretization, n_bins=n_bins, base=base,
-                                                need_full=False)
+                                                need_full=False, class_weight=class_weight)
         t_measures = time.perf_counter() - t0
         t1 = time.perf_counter()
         x, alpha_used, a_hat, q_bar, f_bar, solve_diag = _nystrom_qpfs(
@@ -660,7 +666,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     weights, F_all, ranking = weights_and_ranking(m_total, keep, x, F, constant, P_all)
     params = dict(similarity=similarity, relevance=relevance_used, alpha=alpha_used, alpha_given=alpha is not None,
                   discretization=discretization, n_bins=n_bins, base=base, solver=solve_diag["solver"],
-                  psd_fix=psd_fix, n_genes=n_genes)
+                  psd_fix=psd_fix, n_genes=n_genes, class_weight=class_weight)
     if nystrom_rate is not None:
         params.update(nystrom_rate=float(nystrom_rate), eig_threshold=float(eig_threshold), nystrom_qp=nystrom_qp)
     if P_all.size:

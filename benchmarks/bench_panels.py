@@ -1,0 +1,393 @@
+"""Panel quality: bioqpfs's selectors against the marker panels a scanpy user would pick (issue 22).
+
+Protocol (selection inside the training fold only):
+
+* stratified K-fold cross-validation, repeated (default 5 folds x 2 repeats), the same folds for every method;
+* each selector sees only the training cells of the fold and returns a panel for every size k;
+* two classifiers on the panel, fitted on the training cells: ``StandardScaler + LogisticRegression(C=1)``
+  ("lr") and ``StandardScaler + 15-nearest neighbours`` ("knn15");
+* balanced accuracy and macro-F1 on the test fold;
+* per fold and k, the paired difference of every method against scanpy's Wilcoxon and COSG panels
+  (mean +- sd of the difference, and wins / ties / losses over the folds).
+
+Datasets: ``pbmc68k`` (scanpy's bundled ``pbmc68k_reduced().raw``: 700 cells x 765 log-normalised genes,
+``bulk_labels``, 10 types of 8-240 cells), ``pbmc68k_louvain`` (the same cells, its 11 ``louvain`` clusters),
+``sim_rare`` and ``sim_rare2`` (simulated sparse counts, log-normalised, with types of 1-2 % of the cells), and the
+bundled microarray sets ``srbct``, ``colon``, ``leukemia``; ``lymphoma62`` and ``nci61`` when the papers' data
+folder (``../shared/data/benchmarks``) is beside the checkout.
+
+Peers: scanpy ``rank_genes_groups`` (Wilcoxon, t-test; top markers taken round-robin over the cell types), scanpy
+highly variable genes (unsupervised), COSG (round-robin) and mrmr-selection's ``mrmr_classif``.  COSG and
+mrmr-selection come from the optional ``bench`` extra (``pip install bioqpfs[bench]``); a peer that is not installed
+is skipped with a printed note.
+
+Run ``python benchmarks/bench_panels.py`` for the full table (several minutes), ``--quick`` for the smoke
+version the test suite runs (seconds), ``--datasets``/``--methods``/``--ks`` to narrow it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.join(HERE, "..", "..", "shared", "data", "benchmarks")
+
+
+# --------------------------------------------------------------------------------------------
+# datasets: (X cells x genes float32 dense or CSR, y str array, gene names)
+# --------------------------------------------------------------------------------------------
+def _pbmc(label):
+    import scanpy as sc
+
+    ad = sc.datasets.pbmc68k_reduced()
+    raw = ad.raw.to_adata()
+    X = raw.X
+    X = sp.csr_matrix(X, dtype=np.float32) if not sp.issparse(X) else X.astype(np.float32).tocsr()
+    return X, ad.obs[label].astype(str).to_numpy(), raw.var_names.to_numpy()
+
+
+def simulate_counts(n_cells=3000, n_genes=1000, fractions=(0.3, 0.2, 0.15, 0.12, 0.1, 0.06, 0.04, 0.015, 0.015),
+                    de_fraction=0.06, de_scale=1.0, dispersion=0.3, seed=0):
+    """Sparse log-normalised counts from a negative-binomial model (splatter-like), with rare types.
+
+    Gene base means are gamma-distributed; each type up- or down-regulates a random ``de_fraction`` of the genes by
+    a log-normal factor; library sizes vary log-normally; counts are NB(mean, ``dispersion``); cells are normalised
+    to 10,000 counts and log1p-transformed, as ``sc.pp.normalize_total`` + ``sc.pp.log1p`` do.
+    Returns ``(X CSR float32, y str, gene names)``.
+    """
+    rng = np.random.default_rng(seed)
+    fr = np.asarray(fractions, dtype=float) / np.sum(fractions)
+    sizes = np.maximum(10, np.round(fr * n_cells)).astype(int)
+    y = np.repeat(np.arange(fr.size), sizes)
+    base = rng.gamma(0.6, 1.0 / 0.6, size=n_genes) * 0.3
+    logfc = np.zeros((fr.size, n_genes))
+    for t in range(fr.size):
+        de = rng.random(n_genes) < de_fraction
+        sign = np.where(rng.random(n_genes) < 0.7, 1.0, -1.0)
+        logfc[t, de] = sign[de] * rng.lognormal(np.log(de_scale), 0.4, size=de.sum())
+    lib = rng.lognormal(0.0, 0.35, size=y.size)
+    mu = base[None, :] * np.exp(logfc[y]) * lib[:, None]
+    r = 1.0 / dispersion
+    counts = rng.poisson(rng.gamma(r, mu / r))
+    counts = counts.astype(np.float64)
+    total = counts.sum(axis=1, keepdims=True)
+    X = np.log1p(counts / np.maximum(total, 1) * 1e4).astype(np.float32)
+    names = np.array([f"g{i}" for i in range(n_genes)])
+    return sp.csr_matrix(X), np.array([f"type{t}" for t in y]), names
+
+
+def _microarray(name):
+    import bioqpfs
+
+    ad = bioqpfs.datasets.load(name)
+    X = np.asarray(ad.X, dtype=np.float32)
+    if name == "leukemia":  # raw Affymetrix values with negatives: floor, log as in the papers' preprocessing
+        X = np.log2(np.clip(X, 20, 16000))
+    elif name == "colon":
+        X = np.log2(X)
+    return X, ad.obs["class"].astype(str).to_numpy(), ad.var_names.to_numpy()
+
+
+def _shared(name):
+    sys.path.insert(0, SHARED)
+    try:
+        from load import load  # noqa: E402  (the papers' data folder, when present)
+    finally:
+        sys.path.pop(0)
+    X, y, names = load(name)
+    return np.asarray(X, dtype=np.float32), y.astype(str), np.asarray(names).astype(str)
+
+
+DATASETS = {
+    "pbmc68k": lambda: _pbmc("bulk_labels"),
+    "pbmc68k_louvain": lambda: _pbmc("louvain"),
+    "sim_rare": lambda: simulate_counts(seed=0),
+    "sim_rare2": lambda: simulate_counts(n_cells=4000, n_genes=1500, seed=1, de_fraction=0.04,
+                                        fractions=(0.35, 0.25, 0.15, 0.1, 0.08, 0.04, 0.02, 0.01)),
+    "srbct": lambda: _microarray("srbct"),
+    "colon": lambda: _microarray("colon"),
+    "leukemia": lambda: _microarray("leukemia"),
+    "lymphoma62": lambda: _shared("lymphoma62"),
+    "nci61": lambda: _shared("nci61"),
+}
+SINGLE_CELL = ("pbmc68k", "pbmc68k_louvain", "sim_rare", "sim_rare2")
+
+
+def available_datasets():
+    have_shared = os.path.exists(os.path.join(SHARED, "load.py"))
+    return [d for d in DATASETS if have_shared or d not in ("lymphoma62", "nci61")]
+
+
+# --------------------------------------------------------------------------------------------
+# selectors: f(X_train, y_train, names, ks) -> {k: gene indices}
+# --------------------------------------------------------------------------------------------
+def _nested(ranking, ks):
+    ranking = np.asarray(ranking)
+    return {k: ranking[:k] for k in ks}
+
+
+def _round_robin(names_by_group, var_names, k):
+    """Top markers of every group in turn (rank 1 of each group, then rank 2, ...), duplicates skipped."""
+    index = {g: i for i, g in enumerate(var_names)}
+    out, seen = [], set()
+    depth = max(len(v) for v in names_by_group)
+    for r in range(depth):
+        for col in names_by_group:
+            if r < len(col) and col[r] not in seen:
+                seen.add(col[r])
+                out.append(index[col[r]])
+                if len(out) == k:
+                    return np.asarray(out)
+    return np.asarray(out)
+
+
+def _adata(X, y, names):
+    import anndata as ad
+
+    a = ad.AnnData(X=X.copy(), obs=pd.DataFrame({"g": pd.Categorical(y)}, index=[str(i) for i in range(X.shape[0])]),
+                   var=pd.DataFrame(index=names))
+    return a
+
+
+def scanpy_markers(method):
+    def select(X, y, names, ks):
+        import scanpy as sc
+
+        a = _adata(X, y, names)
+        kmax = max(ks)
+        sc.tl.rank_genes_groups(a, "g", method=method, n_genes=kmax, use_raw=False)
+        rec = a.uns["rank_genes_groups"]["names"]
+        cols = [list(rec[g]) for g in rec.dtype.names]
+        return {k: _round_robin(cols, names, k) for k in ks}
+    return select
+
+
+def scanpy_hvg(X, y, names, ks):
+    import scanpy as sc
+
+    a = _adata(X, y, names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sc.pp.highly_variable_genes(a, flavor="seurat")
+    order = np.argsort(-a.var["dispersions_norm"].fillna(-np.inf).to_numpy(), kind="stable")
+    return _nested(order, ks)
+
+
+def cosg_markers(X, y, names, ks):
+    import cosg
+
+    a = _adata(X, y, names)
+    kmax = max(ks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cosg.cosg(a, groupby="g", n_genes_user=kmax, key_added="cosg")
+    rec = a.uns["cosg"]["names"]
+    cols = [list(rec[g]) for g in rec.dtype.names]
+    return {k: _round_robin(cols, names, k) for k in ks}
+
+
+def mrmr_peer(X, y, names, ks):
+    from mrmr import mrmr_classif
+
+    Xd = X.toarray() if sp.issparse(X) else X
+    df = pd.DataFrame(Xd, columns=[str(i) for i in range(X.shape[1])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        chosen = mrmr_classif(X=df, y=pd.Series(pd.Categorical(y).codes), K=max(ks), show_progress=False)
+    return _nested([int(c) for c in chosen], ks)
+
+
+def bioqpfs_method(method, **params):
+    def select(X, y, names, ks):
+        import bioqpfs
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if params.get("panel_size_aware"):
+                p = dict(params)
+                p.pop("panel_size_aware")
+                return {k: bioqpfs.select(X, y, method=method, n_genes=k, random_state=0, **p).selected for k in ks}
+            sel = bioqpfs.select(X, y, method=method, n_genes=max(ks), random_state=0, **params)
+        return _nested(sel.ranking, ks)
+    return select
+
+
+def _importable(module):
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def peers():
+    out = {"wilcoxon": scanpy_markers("wilcoxon"), "t-test": scanpy_markers("t-test"), "hvg": scanpy_hvg}
+    if _importable("cosg"):
+        out["cosg"] = cosg_markers
+    else:
+        print("# COSG not installed (pip install bioqpfs[bench]): skipped", file=sys.stderr)
+    if _importable("mrmr"):
+        out["mrmr-selection"] = mrmr_peer
+    else:
+        print("# mrmr-selection not installed (pip install bioqpfs[bench]): skipped", file=sys.stderr)
+    return out
+
+
+def ours():
+    """bioqpfs's methods: the default of ``tl.select_genes`` and the paper settings of each method."""
+    return {
+        "bioqpfs default": bioqpfs_method("qpfs", preset="default", panel_size_aware=True),
+        "qpfs (paper)": bioqpfs_method("qpfs", preset="paper"),
+        "spec_cmi (paper)": bioqpfs_method("spec_cmi"),
+        "ikm_qpfs (paper)": bioqpfs_method("ikm_qpfs"),
+        "mrmr_mid": bioqpfs_method("mrmr_mid"),
+        "maxrel": bioqpfs_method("maxrel"),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# protocol
+# --------------------------------------------------------------------------------------------
+def classifiers():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return {"lr": lambda: make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=3000)),
+            "knn15": lambda: make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=15))}
+
+
+def folds(y, n_splits, n_repeats, seed=0):
+    from sklearn.model_selection import RepeatedStratifiedKFold
+
+    smallest = pd.Series(y).value_counts().min()
+    n_splits = max(2, min(n_splits, int(smallest)))
+    cv = RepeatedStratifiedKFold(n_splits=n_splits, n_repeats=n_repeats, random_state=seed)
+    return list(cv.split(np.zeros(len(y)), y))
+
+
+def run(datasets, selectors, ks, n_splits=5, n_repeats=2, verbose=True):
+    """Long table: dataset, method, fold, k, classifier, balanced_accuracy, f1_macro, seconds."""
+    from sklearn.metrics import balanced_accuracy_score, f1_score
+
+    clfs = classifiers()
+    rows = []
+    for dname in datasets:
+        X, y, names = DATASETS[dname]() if isinstance(dname, str) else dname
+        dname = dname if isinstance(dname, str) else "custom"
+        Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
+        splits = folds(y, n_splits, n_repeats)
+        for mname, fn in selectors.items():
+            t_method = 0.0
+            for f, (tr, te) in enumerate(splits):
+                t0 = time.perf_counter()
+                try:
+                    panels = fn(X[tr], y[tr], names, ks)
+                except Exception as exc:  # a peer that fails on a dataset is reported, not fatal
+                    print(f"# {mname} failed on {dname} fold {f}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    break
+                dt = time.perf_counter() - t0
+                t_method += dt
+                for k in ks:
+                    genes = np.asarray(panels[k], dtype=np.int64)
+                    for cname, make in clfs.items():
+                        clf = make()
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            clf.fit(Xd[np.ix_(tr, genes)], y[tr])
+                            pred = clf.predict(Xd[np.ix_(te, genes)])
+                        rows.append(dict(dataset=dname, method=mname, fold=f, k=k, classifier=cname,
+                                         balanced_accuracy=balanced_accuracy_score(y[te], pred),
+                                         f1_macro=f1_score(y[te], pred, average="macro"), seconds=dt))
+            if verbose:
+                print(f"# {dname:16s} {mname:22s} {t_method / max(1, len(splits)):7.2f} s/fold", file=sys.stderr)
+    return pd.DataFrame(rows)
+
+
+def summary(df, metric="balanced_accuracy", classifier="lr"):
+    """mean +- sd of ``metric`` per dataset, method and k (wide), plus selection seconds per fold."""
+    d = df[df.classifier == classifier]
+    g = d.groupby(["dataset", "method", "k"])[metric]
+    cell = (g.mean().map("{:.3f}".format) + " ± " + g.std().map("{:.3f}".format)).unstack("k")
+    cell.columns = [f"k={k}" for k in cell.columns]
+    secs = d.groupby(["dataset", "method"])["seconds"].mean()
+    cell["s/fold"] = [f"{secs[i[:2]]:.2f}" for i in cell.index]
+    return cell
+
+
+def paired(df, against, metric="balanced_accuracy", classifier="lr"):
+    """Per dataset, method and k: mean and sd of (method - against) over the folds, and wins/ties/losses."""
+    d = df[df.classifier == classifier].pivot_table(index=["dataset", "k", "fold"], columns="method", values=metric)
+    if against not in d.columns:
+        return pd.DataFrame()
+    out = []
+    for m in d.columns:
+        if m == against:
+            continue
+        diff = (d[m] - d[against]).dropna()
+        for (ds, k), s in diff.groupby(level=["dataset", "k"]):
+            out.append(dict(dataset=ds, method=m, k=k, diff=f"{s.mean():+.3f} ± {s.std():.3f}",
+                            mean_diff=s.mean(),
+                            wins=f"{int((s > 1e-9).sum())}/{int((s.abs() <= 1e-9).sum())}/{int((s < -1e-9).sum())}"))
+    return pd.DataFrame(out)
+
+
+def report(df, ks, file=sys.stdout):
+    for clf in sorted(df.classifier.unique()):
+        for metric in ("balanced_accuracy", "f1_macro"):
+            print(f"\n## {metric}, classifier {clf} (mean ± sd over folds)\n", file=file)
+            print(summary(df, metric, clf).to_markdown(), file=file)
+    for against in ("wilcoxon", "cosg"):
+        p = paired(df, against)
+        if p.empty:
+            continue
+        print(f"\n## paired balanced accuracy (lr): method - {against} (wins/ties/losses over folds)\n", file=file)
+        wide = p.pivot_table(index=["dataset", "method"], columns="k", values=["diff", "wins"], aggfunc="first")
+        wide.columns = [f"{a} k={k}" for a, k in wide.columns]
+        print(wide.to_markdown(), file=file)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke run: small simulated data, 2 folds, few methods")
+    ap.add_argument("--datasets", default=None, help="comma-separated (default: all available)")
+    ap.add_argument("--methods", default=None, help="comma-separated method labels (default: all)")
+    ap.add_argument("--ks", default="10,20,30")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--csv", default=None, help="write the long per-fold table here")
+    args = ap.parse_args(argv)
+    ks = [int(k) for k in args.ks.split(",")]
+    sel = {**ours(), **peers()}
+    if args.quick:
+        DATASETS["sim_quick"] = lambda: simulate_counts(n_cells=400, n_genes=150, seed=3,
+                                                        fractions=(0.4, 0.3, 0.2, 0.06, 0.04))
+        datasets = ["sim_quick"]
+        ks = [5, 10]
+        keep = ("bioqpfs default", "qpfs (paper)", "wilcoxon", "cosg", "hvg")
+        sel = {k: v for k, v in sel.items() if k in keep}
+        args.folds, args.repeats = 2, 1
+    else:
+        datasets = args.datasets.split(",") if args.datasets else available_datasets()
+    if args.methods:
+        wanted = args.methods.split(",")
+        sel = {k: v for k, v in sel.items() if k in wanted}
+    t0 = time.perf_counter()
+    df = run(datasets, sel, ks, n_splits=args.folds, n_repeats=args.repeats)
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+    report(df, ks)
+    print(f"\n# {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return df
+
+
+if __name__ == "__main__":
+    main()
