@@ -181,3 +181,24 @@ def zero_quantile_codes(X, n_bins):
         levels = sorted(set(raw))
         out[:, g] = [levels.index(r) for r in raw]
     return out
+
+
+def subset_value_loops(Q, a, S, quad=1.0, lin=1.0):
+    """lin * sum_{i in S} a_i + quad * sum_{i,j in S} Q_ij by plain Python loops (float64)."""
+    S = [int(i) for i in S]
+    lin_part = 0.0 if a is None else sum(float(a[i]) for i in S)
+    return lin * lin_part + quad * sum(float(Q[i][j]) for i in S for j in S)
+
+
+def best_subset_bruteforce(Q, a, k, quad=1.0, lin=1.0, fixed=(), candidates=None):
+    """Exhaustive maximum of :func:`subset_value_loops` over |S| = k containing ``fixed``, the rest from ``candidates``."""
+    m = len(Q)
+    fixed = [int(i) for i in fixed]
+    pool = [i for i in (range(m) if candidates is None else candidates) if i not in fixed]
+    best, best_val = None, -math.inf
+    for rest in itertools.combinations(sorted(set(pool)), k - len(fixed)):
+        S = fixed + list(rest)
+        v = subset_value_loops(Q, a, S, quad, lin)
+        if v > best_val:
+            best, best_val = sorted(S), v
+    return best, best_val
