@@ -46,8 +46,14 @@ def _parser():
     _add_input_args(e, datasets)
     e.add_argument("--methods", default="qpfs", help="comma-separated method names (default: qpfs)")
     e.add_argument("--n-genes", type=_int_list, default=[5, 10, 20, 50], help="comma-separated panel sizes")
-    e.add_argument("--cv", type=_cv_arg, default=10,
-                   help="folds of stratified k-fold CV (an integer >= 2), or 'loo' (default: 10)")
+    e.add_argument("--cv", type=_cv_arg, default=None,
+                   help="folds of stratified k-fold CV (an integer >= 2), 'loo', or 'auto' (default: 10-fold, "
+                        "fewer folds when the smallest class has fewer than 10 samples, leave-one-out for a "
+                        "single-sample class)")
+    e.add_argument("--scoring", default=None,
+                   help="score to lead the table and the plot with: 'error' (default), 'balanced_accuracy', "
+                        "'f1_macro' or any scikit-learn scorer name; error, balanced accuracy and macro-F1 are "
+                        "always written")
     e.add_argument("--repeats", type=int, default=1, help="repetitions of k-fold CV (default: 1)")
     e.add_argument("-o", "--output", required=True, help="output TSV of mean/sd error per method and panel size")
     e.add_argument("--plot", default=None, help="also save the error-curve plot (.png/.pdf/.svg)")
@@ -201,13 +207,15 @@ def _int_list(text):
 
 
 def _cv_arg(text):
-    """``--cv``: an integer >= 2 (stratified k-fold) or ``loo`` in any case (leave-one-out)."""
+    """``--cv``: an integer >= 2 (stratified k-fold), ``loo`` (leave-one-out) or ``auto`` (None), in any case."""
     if text.strip().lower() == "loo":
         return "loo"
+    if text.strip().lower() == "auto":
+        return None
     try:
         k = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2 or 'loo', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, 'loo' or 'auto', got {text!r}") from None
     if k < 2:
         raise argparse.ArgumentTypeError(f"k-fold cross-validation needs at least 2 folds, got {text!r}")
     return k
@@ -274,6 +282,7 @@ def _cmd_evaluate(args):
 
     sc.settings.verbosity = 0 if args.quiet else 2
     _check_paths(args, [("-o", args.output, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
+    evaluate._scorer(args.scoring)    # an unknown scorer name fails before any computation
     adata = _load_input(args)
     method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
     known = _registry.methods()
@@ -282,7 +291,7 @@ def _cmd_evaluate(args):
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(known)}")
     with _progress.enabled(not args.quiet):
         df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
-                                  repeats=args.repeats, layer=args.layer, mask_var=args.mask_var,
+                                  repeats=args.repeats, scoring=args.scoring, layer=args.layer, mask_var=args.mask_var,
                                   random_state=args.random_state, progress=not args.quiet)
     with atomic_path(args.output) as tmp:
         df.to_csv(tmp, sep="\t", index=False)
@@ -291,7 +300,9 @@ def _cmd_evaluate(args):
 
         _save_plot(lambda: pl.error_curve(df, show=False), args.plot)
     if not args.quiet:
-        print(df[["method", "n_genes", "mean_error", "sd_error"]].to_string(index=False), file=sys.stderr)
+        score = df["scoring"].iloc[0]
+        shown = [f"mean_{score}", f"sd_{score}"] + [f"mean_{m}" for m in evaluate.DEFAULT_METRICS if m != score]
+        print(df[["method", "n_genes", *shown]].to_string(index=False), file=sys.stderr)
     return EXIT_OK
 
 

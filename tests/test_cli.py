@@ -111,3 +111,18 @@ def test_evaluate_writes_error_table(h5ad, tmp_path):
     assert r.returncode == 1 and "unknown method(s) bogus" in r.stderr
     r = run("evaluate", str(h5ad), "--groupby", "cls", "--n-genes", "0,x", "-o", str(out))
     assert r.returncode == 2
+
+
+def test_evaluate_default_cv_on_srbct_and_scoring(tmp_path):
+    """The README's flagship call: SRBCT's smallest class has 8 samples, so 10-fold CV is impossible;
+    the default adapts (8-fold) instead of failing."""
+    out = tmp_path / "ev.tsv"
+    r = run("evaluate", "--dataset", "srbct", "--groupby", "class", "--methods", "maxrel", "--n-genes", "5",
+            "--scoring", "balanced_accuracy", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "8-fold stratified CV" in r.stderr and "mean_balanced_accuracy" in r.stderr
+    df = pd.read_csv(out, sep="\t")
+    assert df["cv"].tolist() == [8] and df["scoring"].tolist() == ["balanced_accuracy"]
+    assert {"mean_error", "mean_f1_macro", "mean_balanced_accuracy"} <= set(df.columns)
+    r = run("evaluate", "--dataset", "srbct", "--groupby", "class", "--scoring", "bogus", "-o", str(out))
+    assert r.returncode == 1 and "unknown scoring 'bogus'" in r.stderr
