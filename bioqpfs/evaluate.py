@@ -29,6 +29,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _progress
+from ._jit import announce_compilation
 from ._registry import methods as _methods
 from ._registry import select
 from ._selection import Selection
@@ -83,9 +84,12 @@ def _is_anndata(data):
 def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
     """(X over all genes, y labels, gene names, candidate gene indices)."""
     if _is_anndata(data):
-        from .tl._select_genes import _expression, _labels, _mask
+        from scanpy import logging as logg
+
+        from .tl._select_genes import _expression, _labels, _mask, _use_raw
 
         X = _expression(data, layer, use_raw)
+        logg.info(f"evaluate: expression from {_use_raw(data, layer, use_raw)[1]}")
         y = _labels(data, labels) if isinstance(labels, str) else labels
         names = data.var_names.to_numpy().astype(str)
         mask = _mask(data, mask_var)
@@ -419,6 +423,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     >>> adata = bioqpfs.datasets.srbct()
     >>> df = bioqpfs.evaluate.error_curve(adata, "class", ["qpfs"], n_genes=[5, 10], cv=5)  # doctest: +SKIP
     """
+    from scanpy import logging as logg
     from sklearn.base import clone
 
     ks = _sizes(n_genes)
@@ -443,8 +448,6 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     base_clf = make_classifier(classifier)
     clf_name = classifier if isinstance(classifier, str) else type(classifier).__name__
     if cv is None:
-        from scanpy import logging as logg
-
         cv, why = _auto_cv(y)
         logg.info(f"evaluate: cv=None -> {why}")
     splits = _splits(cv, y, repeats, random_state)
@@ -469,7 +472,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     rows = []
     fold_seconds = {lab: [] for lab, _, _ in specs}
     show = _progress.enabled(True) if progress else contextlib.nullcontext()
-    with show, _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
+    with show, _progress.bar(len(splits), "CV folds", unit="fold") as pbar, announce_compilation(logg.info):
         for r, f, train, test in splits:
             Xtr, Xte = X[train], X[test]
             for lab, kind, payload in specs:
