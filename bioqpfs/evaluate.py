@@ -354,7 +354,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     n_genes : int or sequence of int
         Panel sizes k (positive integers; a string or float is an error); the classifier uses the
         top-k genes of each ranking.  Sizes beyond the
-        genes a method ranked give no row (e.g. clustering methods that keep few representatives).
+        genes a method ranked give no row (e.g. a fixed gene list shorter than the size).
     classifier : str or sklearn classifier
         ``"linear_svm"`` (default; SVC, linear kernel, C=1 as in the papers), ``"liblinear"``,
         ``"knn3"``, ``"logreg"`` (StandardScaler + LogisticRegression, C=1), or any classifier or
