@@ -189,11 +189,17 @@ def _add_input_args(p, datasets):
                    help="CSV/TSV of sample labels: first column sample ids, then the --groupby column "
                         "(a file with a single label column may name it differently)")
     p.add_argument("--layer", default=None, help="use this layer instead of X")
+    p.add_argument("--use-raw", default="auto", choices=["auto", "yes", "no"],
+                   help="select on .raw: 'auto' (default) uses .raw when the h5ad has one and no --layer is "
+                        "given, as scanpy's rank_genes_groups does; 'no' uses X")
     p.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
     p.add_argument("--random-state", type=_non_negative_int, default=0, help="seed, a non-negative integer (default: 0)")
     p.add_argument("--force", action="store_true",
                    help="allow an output to overwrite an input file (the input or --labels)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+_USE_RAW = {"auto": None, "yes": True, "no": False}
 
 
 def _int_list(text):
@@ -291,7 +297,8 @@ def _cmd_evaluate(args):
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(known)}")
     with _progress.enabled(not args.quiet):
         df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
-                                  repeats=args.repeats, scoring=args.scoring, layer=args.layer, mask_var=args.mask_var,
+                                  repeats=args.repeats, scoring=args.scoring, layer=args.layer,
+                                  use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                                   random_state=args.random_state, progress=not args.quiet)
     with atomic_path(args.output) as tmp:
         df.to_csv(tmp, sep="\t", index=False)
@@ -326,7 +333,8 @@ def _cmd_select(args):
         params["preselected"] = [g.strip() for g in args.preselected.split(",") if g.strip()]
     with _progress.enabled(not args.quiet):
         tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
-                        layer=args.layer, mask_var=args.mask_var, key_added=args.key_added,
+                        layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
+                        key_added=args.key_added,
                         random_state=args.random_state, **params)
     key = args.key_added or args.method
     with atomic_path(args.output) as tmp:

@@ -126,3 +126,26 @@ def test_evaluate_default_cv_on_srbct_and_scoring(tmp_path):
     assert {"mean_error", "mean_f1_macro", "mean_balanced_accuracy"} <= set(df.columns)
     r = run("evaluate", "--dataset", "srbct", "--groupby", "class", "--scoring", "bogus", "-o", str(out))
     assert r.returncode == 1 and "unknown scoring 'bogus'" in r.stderr
+
+
+def test_use_raw_auto_yes_no(tmp_path):
+    """An h5ad with .raw: 'auto' (default) and 'yes' select on .raw as scanpy's rank_genes_groups, 'no' on X."""
+    rng = np.random.default_rng(3)
+    y = np.repeat(["a", "b"], 15)
+    X = rng.normal(size=(30, 6)).astype(np.float32)
+    X[:, 4] += 3 * (y == "b")
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(y)}, index=[f"c{i}" for i in range(30)]),
+                   var=pd.DataFrame(index=[f"g{j}" for j in range(6)]))
+    a.raw = a.copy()
+    a.X = np.roll(X, 2, axis=1)            # X: the informative gene is now column 0 (g0); in .raw it is g4
+    a.write_h5ad(tmp_path / "in.h5ad")
+    top = {}
+    for mode in ("auto", "yes", "no"):
+        out = tmp_path / f"{mode}.h5ad"
+        args = ["select", str(tmp_path / "in.h5ad"), "--groupby", "cls", "--n-genes", "1", "-o", str(out), "--quiet"]
+        r = run(*args, *(["--use-raw", mode] if mode != "auto" else []))
+        assert r.returncode == 0, r.stderr
+        b = ad.read_h5ad(out)
+        top[mode] = b.uns["qpfs"]["selected"][0]
+        assert bool(b.uns["qpfs"]["params"]["use_raw"]) == (mode != "no")
+    assert top == {"auto": "g4", "yes": "g4", "no": "g0"}
