@@ -238,6 +238,8 @@ def test_view_becomes_actual_as_in_scanpy(rng):
     w = a[:30]
     with pytest.raises(KeyError, match="not a column of adata.obs"):
         bioqpfs.tl.select_genes(w, "nope")
+    with pytest.raises(TypeError, match="does not take parameter"):
+        bioqpfs.tl.select_genes(w, "group", alpah=0.5)
     assert w.is_view
 
 

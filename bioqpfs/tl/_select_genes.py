@@ -213,6 +213,13 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     key = key_added if key_added is not None else method
     stale = _check_key(adata, key)
     start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r} on {source}")
+    genes = adata.var_names.to_numpy()
+    Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
+    with announce_compilation(logg.info) as jit:
+        sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
+                     method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
+    if jit["compiled"]:
+        logg.info(f"    kernels compiled in {jit['seconds']:.1f} s (cached for later runs)")
     if copy:
         adata = adata.copy()  # X above is read-only input; results go to this object
     elif adata.is_view:  # as scanpy's tools (scanpy._utils.view_to_actual): the view becomes an actual AnnData
@@ -221,13 +228,6 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
                       "taken from is not changed; use adata = adata[mask].copy() to avoid this warning",
                       UserWarning, stacklevel=2)
         adata._init_as_actual(adata.copy())
-    genes = adata.var_names.to_numpy()
-    Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
-    with announce_compilation(logg.info) as jit:
-        sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
-                     method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
-    if jit["compiled"]:
-        logg.info(f"    kernels compiled in {jit['seconds']:.1f} s (cached for later runs)")
 
     idx = np.flatnonzero(mask)
     weight = np.full(adata.n_vars, np.nan)
