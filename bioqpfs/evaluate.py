@@ -461,18 +461,17 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
                      feature_names=cand_names, **params)
         return cand[sel.ranking], time.perf_counter() - t0
 
-    # fixed rankings, and methods fit once on all data when refit is off
-    rankings, seconds = {}, {}
-    for lab, kind, payload in specs:
-        if kind == "fixed":
-            rankings[lab], seconds[lab] = payload, np.nan
-        elif not refit:
-            rankings[lab], seconds[lab] = run(*payload, np.arange(y.size), seed0)
-
     rows = []
+    rankings, seconds = {}, {}
     fold_seconds = {lab: [] for lab, _, _ in specs}
     show = _progress.enabled(True) if progress else contextlib.nullcontext()
-    with show, _progress.bar(len(splits), "CV folds", unit="fold") as pbar, announce_compilation(logg.info):
+    with show, announce_compilation(logg.info), _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
+        # fixed rankings, and methods fit once on all data when refit is off
+        for lab, kind, payload in specs:
+            if kind == "fixed":
+                rankings[lab], seconds[lab] = payload, np.nan
+            elif not refit:
+                rankings[lab], seconds[lab] = run(*payload, np.arange(y.size), seed0)
         for r, f, train, test in splits:
             Xtr, Xte = X[train], X[test]
             for lab, kind, payload in specs:
@@ -499,7 +498,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     stats = []
     for name in [score_name] + [m for m in metrics if m != score_name]:   # the chosen score first
         mean, sd = g[name].mean().to_numpy(), g[name].std(ddof=1).to_numpy()
-        stats += [(f"mean_{name}", mean), (f"sd_{name}", sd), (f"se_{name}", sd / np.sqrt(summary["n_folds"]))]
+        stats += [(f"mean_{name}", mean), (f"sd_{name}", sd), (f"se_{name}", sd / np.sqrt(summary["n_folds"].to_numpy()))]
     for col, values in stats:
         summary[col] = values
     summary["scoring"] = score_name
