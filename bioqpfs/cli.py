@@ -46,8 +46,14 @@ def _parser():
     _add_input_args(e, datasets)
     e.add_argument("--methods", default="qpfs", help="comma-separated method names (default: qpfs)")
     e.add_argument("--n-genes", type=_int_list, default=[5, 10, 20, 50], help="comma-separated panel sizes")
-    e.add_argument("--cv", type=_cv_arg, default=10,
-                   help="folds of stratified k-fold CV (an integer >= 2), or 'loo' (default: 10)")
+    e.add_argument("--cv", type=_cv_arg, default=None,
+                   help="folds of stratified k-fold CV (an integer >= 2), 'loo', or 'auto' (default: 10-fold, "
+                        "fewer folds when the smallest class has fewer than 10 samples, leave-one-out for a "
+                        "single-sample class)")
+    e.add_argument("--scoring", default=None,
+                   help="score to lead the table and the plot with: 'error' (default), 'balanced_accuracy', "
+                        "'f1_macro' or any scikit-learn scorer name; error, balanced accuracy and macro-F1 are "
+                        "always written")
     e.add_argument("--repeats", type=int, default=1, help="repetitions of k-fold CV (default: 1)")
     e.add_argument("-o", "--output", required=True, help="output TSV of mean/sd error per method and panel size")
     e.add_argument("--plot", default=None, help="also save the error-curve plot (.png/.pdf/.svg)")
@@ -183,11 +189,17 @@ def _add_input_args(p, datasets):
                    help="CSV/TSV of sample labels: first column sample ids, then the --groupby column "
                         "(a file with a single label column may name it differently)")
     p.add_argument("--layer", default=None, help="use this layer instead of X")
+    p.add_argument("--use-raw", default="auto", choices=["auto", "yes", "no"],
+                   help="select on .raw: 'auto' (default) uses .raw when the h5ad has one and no --layer is "
+                        "given, as scanpy's rank_genes_groups does; 'no' uses X")
     p.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
     p.add_argument("--random-state", type=_non_negative_int, default=0, help="seed, a non-negative integer (default: 0)")
     p.add_argument("--force", action="store_true",
                    help="allow an output to overwrite an input file (the input or --labels)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+_USE_RAW = {"auto": None, "yes": True, "no": False}
 
 
 def _int_list(text):
@@ -201,13 +213,15 @@ def _int_list(text):
 
 
 def _cv_arg(text):
-    """``--cv``: an integer >= 2 (stratified k-fold) or ``loo`` in any case (leave-one-out)."""
+    """``--cv``: an integer >= 2 (stratified k-fold), ``loo`` (leave-one-out) or ``auto`` (None), in any case."""
     if text.strip().lower() == "loo":
         return "loo"
+    if text.strip().lower() == "auto":
+        return None
     try:
         k = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2 or 'loo', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, 'loo' or 'auto', got {text!r}") from None
     if k < 2:
         raise argparse.ArgumentTypeError(f"k-fold cross-validation needs at least 2 folds, got {text!r}")
     return k
@@ -274,6 +288,7 @@ def _cmd_evaluate(args):
 
     sc.settings.verbosity = 0 if args.quiet else 2
     _check_paths(args, [("-o", args.output, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
+    evaluate._scorer(args.scoring)    # an unknown scorer name fails before any computation
     adata = _load_input(args)
     method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
     known = _registry.methods()
@@ -282,7 +297,8 @@ def _cmd_evaluate(args):
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(known)}")
     with _progress.enabled(not args.quiet):
         df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
-                                  repeats=args.repeats, layer=args.layer, mask_var=args.mask_var,
+                                  repeats=args.repeats, scoring=args.scoring, layer=args.layer,
+                                  use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                                   random_state=args.random_state, progress=not args.quiet)
     with atomic_path(args.output) as tmp:
         df.to_csv(tmp, sep="\t", index=False)
@@ -291,7 +307,9 @@ def _cmd_evaluate(args):
 
         _save_plot(lambda: pl.error_curve(df, show=False), args.plot)
     if not args.quiet:
-        print(df[["method", "n_genes", "mean_error", "sd_error"]].to_string(index=False), file=sys.stderr)
+        score = df["scoring"].iloc[0]
+        shown = [f"mean_{score}", f"sd_{score}"] + [f"mean_{m}" for m in evaluate.DEFAULT_METRICS if m != score]
+        print(df[["method", "n_genes", *shown]].to_string(index=False), file=sys.stderr)
     return EXIT_OK
 
 
@@ -315,7 +333,8 @@ def _cmd_select(args):
         params["preselected"] = [g.strip() for g in args.preselected.split(",") if g.strip()]
     with _progress.enabled(not args.quiet):
         tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
-                        layer=args.layer, mask_var=args.mask_var, key_added=args.key_added,
+                        layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
+                        key_added=args.key_added,
                         random_state=args.random_state, **params)
     key = args.key_added or args.method
     with atomic_path(args.output) as tmp:

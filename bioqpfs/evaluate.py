@@ -29,12 +29,13 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _progress
+from ._jit import announce_compilation
 from ._registry import methods as _methods
 from ._registry import select
 from ._selection import Selection
 from ._validation import check_labels, check_matrix, check_random_state, sample_names_of
 
-__all__ = ["error_curve", "compare", "make_classifier", "DEFAULT_N_GENES"]
+__all__ = ["error_curve", "compare", "make_classifier", "DEFAULT_N_GENES", "DEFAULT_METRICS"]
 
 DEFAULT_N_GENES = (5, 10, 20, 50)
 
@@ -44,17 +45,24 @@ def make_classifier(classifier="linear_svm"):
 
     ``"linear_svm"``: ``SVC(kernel="linear", C=1)`` -- LIBSVM's linear SVM as in the QPFS and SPEC_CMI
     papers; ``"liblinear"``: ``LinearSVC(C=1)`` -- LIBLINEAR's L2-regularised L2-loss SVM of the
-    IKM-QPFS paper (section 5); ``"knn3"``: 3-nearest neighbours (SPEC_CMI section 4.3 on Gisette/Madelon).
+    IKM-QPFS paper (section 5); ``"knn3"``: 3-nearest neighbours (SPEC_CMI section 4.3 on Gisette/Madelon);
+    ``"logreg"``: ``StandardScaler`` + ``LogisticRegression(C=1)``, what panel users on single-cell data
+    often fit.  The classifier always sees the panel's columns as a dense array (see :func:`error_curve`),
+    so scaling pipelines work on sparse data too.
     """
     from sklearn.base import clone, is_classifier
 
     if isinstance(classifier, str):
+        from sklearn.linear_model import LogisticRegression
         from sklearn.neighbors import KNeighborsClassifier
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
         from sklearn.svm import SVC, LinearSVC
 
         table = {"linear_svm": lambda: SVC(kernel="linear", C=1.0),
                  "liblinear": lambda: LinearSVC(C=1.0),
-                 "knn3": lambda: KNeighborsClassifier(n_neighbors=3)}
+                 "knn3": lambda: KNeighborsClassifier(n_neighbors=3),
+                 "logreg": lambda: make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))}
         if classifier not in table:
             raise ValueError(f"unknown classifier {classifier!r}; use one of {sorted(table)} or pass a "
                              "scikit-learn classifier instance")
@@ -76,9 +84,12 @@ def _is_anndata(data):
 def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
     """(X over all genes, y labels, gene names, candidate gene indices)."""
     if _is_anndata(data):
-        from .tl._select_genes import _expression, _labels, _mask
+        from scanpy import logging as logg
+
+        from .tl._select_genes import _expression, _labels, _mask, _use_raw
 
         X = _expression(data, layer, use_raw)
+        logg.info(f"evaluate: expression from {_use_raw(data, layer, use_raw)[1]}")
         y = _labels(data, labels) if isinstance(labels, str) else labels
         names = data.var_names.to_numpy().astype(str)
         mask = _mask(data, mask_var)
@@ -216,21 +227,41 @@ def _seed(random_state):
     return int(check_random_state(random_state).integers(0, 2**31 - 1))
 
 
+def _auto_cv(y):
+    """``cv=None``: the papers' 10-fold protocol, adapted to the smallest class.
+
+    10-fold stratified CV (QPFS section 3.1, SPEC_CMI section 4.3) when every class has at least 10
+    samples; k-fold with k = the smallest class's size when it has 2 to 9 (every test fold then holds
+    each class); leave-one-out when a class has a single sample (no k-fold can stratify it).
+    Returns ``(cv, reason)``.
+    """
+    classes, counts = np.unique(y, return_counts=True)
+    smallest = int(counts.min())
+    name = str(classes[int(np.argmin(counts))])
+    if smallest >= 10:
+        return 10, "10-fold stratified CV (the papers' protocol)"
+    if smallest >= 2:
+        return smallest, (f"{smallest}-fold stratified CV instead of the papers' 10-fold: the smallest class, "
+                          f"{name!r}, has {smallest} samples")
+    return "loo", f"leave-one-out CV: class {name!r} has a single sample, so no k-fold split can stratify it"
+
+
 def _splits(cv, y, repeats, random_state):
     """[(repeat, fold, train, test)] for the requested scheme."""
     from sklearn.model_selection import LeaveOneOut, StratifiedKFold
 
     if isinstance(cv, str):
         if cv.lower() != "loo":
-            raise ValueError(f"cv must be an int (k-fold), 'loo' or a scikit-learn splitter, got {cv!r}")
+            raise ValueError(f"cv must be None (automatic), an int (k-fold), 'loo' or a scikit-learn splitter, "
+                             f"got {cv!r}")
         schemes = [LeaveOneOut()]      # deterministic: repeating it would give identical folds
     elif isinstance(cv, Integral) and not isinstance(cv, bool):
         if cv < 2:
             raise ValueError(f"cv={cv}: k-fold cross-validation needs at least 2 folds")
         _, counts = np.unique(y, return_counts=True)
         if counts.min() < cv:
-            raise ValueError(f"cv={cv} folds but the smallest class has {counts.min()} sample(s); use fewer folds "
-                             "or cv='loo'")
+            raise ValueError(f"cv={cv} folds but the smallest class has {counts.min()} sample(s); use fewer folds, "
+                             "cv='loo', or cv=None (chosen from the class sizes)")
         if random_state is None:
             raise ValueError("random_state=None would make the folds irreproducible; pass an integer")
         schemes = [StratifiedKFold(n_splits=cv, shuffle=True, random_state=int(random_state) + r)
@@ -238,7 +269,7 @@ def _splits(cv, y, repeats, random_state):
     elif hasattr(cv, "split"):
         schemes = [cv]
     else:
-        raise ValueError(f"cv must be an int (k-fold), 'loo' or a scikit-learn splitter, got {cv!r}")
+        raise ValueError(f"cv must be None (automatic), an int (k-fold), 'loo' or a scikit-learn splitter, got {cv!r}")
     out = []
     Xdummy = np.zeros((y.size, 1))
     for r, scheme in enumerate(schemes):
@@ -247,12 +278,65 @@ def _splits(cv, y, repeats, random_state):
     return out
 
 
+#: metrics computed for every fold from the predictions, beside the chosen ``scoring``
+DEFAULT_METRICS = ("error", "balanced_accuracy", "f1_macro")
+
+
+def _prediction_metrics(y_true, y_pred):
+    """Error rate, balanced accuracy and macro-F1 of one test fold (scikit-learn's definitions)."""
+    import warnings
+
+    from sklearn.metrics import balanced_accuracy_score, f1_score
+
+    with warnings.catch_warnings():   # a class predicted but absent from a small test fold: sklearn warns
+        warnings.simplefilter("ignore")
+        return {"error": float(np.mean(y_pred != y_true)),
+                "balanced_accuracy": float(balanced_accuracy_score(y_true, y_pred)),
+                "f1_macro": float(f1_score(y_true, y_pred, average="macro", zero_division=0))}
+
+
+def _scorer(scoring):
+    """``(name, scorer or None)``: ``None`` for the metrics computed from the predictions anyway."""
+    from sklearn.metrics import get_scorer, get_scorer_names
+
+    if scoring is None:
+        return "error", None
+    if isinstance(scoring, str):
+        if scoring in DEFAULT_METRICS:
+            return scoring, None
+        try:
+            return scoring, get_scorer(scoring)
+        except ValueError:
+            import difflib
+
+            close = difflib.get_close_matches(scoring, list(get_scorer_names()) + list(DEFAULT_METRICS), n=3)
+            raise ValueError(f"unknown scoring {scoring!r}"
+                             + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+                             + "; use 'error', a name from sklearn.metrics.get_scorer_names() (e.g. "
+                             "'balanced_accuracy', 'f1_macro', 'accuracy') or a callable scorer(estimator, X, y)"
+                             ) from None
+    if callable(scoring):
+        func = getattr(scoring, "_score_func", scoring)
+        name = getattr(func, "__name__", None) or type(scoring).__name__
+        name = name.removesuffix("_score") if name != "<lambda>" else "score"
+        if name in DEFAULT_METRICS:
+            name = f"{name}_scorer"      # never overwrite the columns computed from the predictions
+        return name, scoring
+    raise TypeError(f"scoring must be None, a scorer name (str) or a callable scorer(estimator, X, y), "
+                    f"got {type(scoring).__name__}")
+
+
+def _dense(block):
+    """The panel's columns as a dense array (cheap: k columns), so any scikit-learn pipeline can centre them."""
+    return block.toarray() if sp.issparse(block) else np.asarray(block)
+
+
 # --------------------------------------------------------------------------------------------
 # the curve
 # --------------------------------------------------------------------------------------------
-def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier="linear_svm", cv=10,
-                repeats=1, refit_selection=None, method_params=None, layer=None, use_raw=None, mask_var=None,
-                feature_names=None, random_state=0, return_folds=False, progress=False):
+def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier="linear_svm", cv=None,
+                repeats=1, scoring=None, refit_selection=None, method_params=None, layer=None, use_raw=None,
+                mask_var=None, feature_names=None, random_state=0, return_folds=False, progress=False):
     """Cross-validated classification error of the top-k genes of one or several selections.
 
     Parameters
@@ -270,16 +354,34 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     n_genes : int or sequence of int
         Panel sizes k (positive integers; a string or float is an error); the classifier uses the
         top-k genes of each ranking.  Sizes beyond the
-        genes a method ranked give no row (e.g. clustering methods that keep few representatives).
+        genes a method ranked give no row (e.g. a fixed gene list shorter than the size).
     classifier : str or sklearn classifier
         ``"linear_svm"`` (default; SVC, linear kernel, C=1 as in the papers), ``"liblinear"``,
-        ``"knn3"``, or any classifier instance (cloned for every fit).
-    cv : int, "loo" or sklearn splitter
+        ``"knn3"``, ``"logreg"`` (StandardScaler + LogisticRegression, C=1), or any classifier or
+        pipeline instance (cloned for every fit).  It is fitted on the panel's columns as a dense
+        array, so a pipeline that centres (``StandardScaler()``) works on sparse data too: the panel
+        is small, and densifying k columns costs k x n_samples values.
+    cv : None, int, "loo" or sklearn splitter
+        ``None`` (default): the papers' 10-fold stratified CV, with fewer folds when the smallest class
+        has fewer than 10 samples (as many folds as it has samples) and leave-one-out when a class has
+        a single sample; the choice is logged (scanpy's ``logg.info``) and stored in the ``cv`` column.
         ``int``: stratified k-fold, shuffled with seed ``random_state + r`` for repeat r;
         ``"loo"``: leave-one-out (the papers' choice below ~100 samples; ``repeats`` is ignored since
         the folds are always the same); a splitter object is used as given (once).
     repeats : int
         Repetitions of k-fold CV with different shuffles (QPFS section 3.1 used 10 x 10-fold).
+    scoring : None, str or callable
+        The score the table and :func:`bioqpfs.pl.error_curve` lead with (its name goes to the
+        ``scoring`` column).  ``None`` or ``"error"``: the misclassification rate of the papers.  A
+        scikit-learn scorer name (``sklearn.metrics.get_scorer_names()``, e.g. ``"accuracy"``,
+        ``"roc_auc_ovr"``) or a callable ``scorer(estimator, X, y)`` (e.g. from
+        :func:`sklearn.metrics.make_scorer`) adds ``mean_<name>``/``sd_<name>``/``se_<name>`` columns;
+        its name is the scorer's (for a callable, its score function's name without ``_score``).
+        Error, balanced accuracy and macro-F1 are always reported (``mean_error``,
+        ``mean_balanced_accuracy``, ``mean_f1_macro`` ...): panel users weigh rare cell types
+        equally, which balanced accuracy does and the error rate does not.  All scores are per test
+        fold, then averaged; with leave-one-out a fold has one sample, so its balanced accuracy and
+        macro-F1 are just its accuracy -- use k-fold for those.
     refit_selection : bool or None
         ``None`` (default): methods given by name are refit on the training samples of every fold,
         so selection never sees the test samples (no selection bias); fixed rankings are used as
@@ -308,10 +410,12 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     DataFrame
         One row per (method, n_genes): ``method``, ``n_genes``, ``mean_error`` (mean of the fold
         error rates, as ``1 - cross_val_score(...).mean()``), ``sd_error`` (sample standard
-        deviation of the fold error rates), ``se_error`` (``sd_error / sqrt(n_folds)``),
-        ``n_folds`` (fold fits averaged, over all repeats), ``refit``, ``cv``, ``repeats``,
-        ``classifier``, ``seconds_select`` (mean time per selection fit).  With
-        ``return_folds=True``, ``(summary, folds)``.
+        deviation of the fold error rates), ``se_error`` (``sd_error / sqrt(n_folds)``), the same
+        three for ``balanced_accuracy`` and ``f1_macro`` (and for the ``scoring`` if it is another
+        one), ``scoring`` (the name of the chosen score), ``n_folds`` (fold fits averaged, over all
+        repeats), ``refit``, ``cv`` (the scheme used: the number of folds, ``"loo"`` or the splitter's
+        class name), ``repeats``, ``classifier``, ``seconds_select`` (mean time per selection fit).
+        With ``return_folds=True``, ``(summary, folds)``; ``folds`` has one column per score.
 
     Examples
     --------
@@ -319,6 +423,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     >>> adata = bioqpfs.datasets.srbct()
     >>> df = bioqpfs.evaluate.error_curve(adata, "class", ["qpfs"], n_genes=[5, 10], cv=5)  # doctest: +SKIP
     """
+    from scanpy import logging as logg
     from sklearn.base import clone
 
     ks = _sizes(n_genes)
@@ -327,6 +432,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     if refit_selection not in (None, True, False):
         raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
+    score_name, scorer = _scorer(scoring)
     X, y, names, cand = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
                               feature_names=feature_names)
     if ks[-1] > cand.size:
@@ -341,6 +447,9 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     refit = refit_selection is not False
     base_clf = make_classifier(classifier)
     clf_name = classifier if isinstance(classifier, str) else type(classifier).__name__
+    if cv is None:
+        cv, why = _auto_cv(y)
+        logg.info(f"evaluate: cv=None -> {why}")
     splits = _splits(cv, y, repeats, random_state)
     Xc = X[:, cand]
     cand_names = None if names is None else names[cand]
@@ -352,18 +461,17 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
                      feature_names=cand_names, **params)
         return cand[sel.ranking], time.perf_counter() - t0
 
-    # fixed rankings, and methods fit once on all data when refit is off
-    rankings, seconds = {}, {}
-    for lab, kind, payload in specs:
-        if kind == "fixed":
-            rankings[lab], seconds[lab] = payload, np.nan
-        elif not refit:
-            rankings[lab], seconds[lab] = run(*payload, np.arange(y.size), seed0)
-
     rows = []
+    rankings, seconds = {}, {}
     fold_seconds = {lab: [] for lab, _, _ in specs}
     show = _progress.enabled(True) if progress else contextlib.nullcontext()
-    with show, _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
+    with show, announce_compilation(logg.info), _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
+        # fixed rankings, and methods fit once on all data when refit is off
+        for lab, kind, payload in specs:
+            if kind == "fixed":
+                rankings[lab], seconds[lab] = payload, np.nan
+            elif not refit:
+                rankings[lab], seconds[lab] = run(*payload, np.arange(y.size), seed0)
         for r, f, train, test in splits:
             Xtr, Xte = X[train], X[test]
             for lab, kind, payload in specs:
@@ -376,14 +484,24 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
                     if k > ranking.size:
                         continue
                     genes = ranking[:k]
-                    clf = clone(base_clf).fit(Xtr[:, genes], y[train])
-                    err = float(np.mean(clf.predict(Xte[:, genes]) != y[test]))
-                    rows.append((lab, k, r, f, err, test.size))
+                    Ptr, Pte = _dense(Xtr[:, genes]), _dense(Xte[:, genes])
+                    clf = clone(base_clf).fit(Ptr, y[train])
+                    scores = _prediction_metrics(y[test], clf.predict(Pte))
+                    if scorer is not None:
+                        scores[score_name] = float(scorer(clf, Pte, y[test]))
+                    rows.append(dict(method=lab, n_genes=k, repeat=r, fold=f, **scores, n_test=test.size))
             pbar.update(1)
-    folds = pd.DataFrame(rows, columns=["method", "n_genes", "repeat", "fold", "error", "n_test"])
-    g = folds.groupby(["method", "n_genes"], sort=False)["error"]
-    summary = pd.DataFrame({"mean_error": g.mean(), "sd_error": g.std(ddof=1), "n_folds": g.size()}).reset_index()
-    summary["se_error"] = summary["sd_error"] / np.sqrt(summary["n_folds"])
+    metrics = list(DEFAULT_METRICS) + ([score_name] if scorer is not None else [])
+    folds = pd.DataFrame(rows, columns=["method", "n_genes", "repeat", "fold", *metrics, "n_test"])
+    g = folds.groupby(["method", "n_genes"], sort=False)
+    summary = g.size().rename("n_folds").reset_index()
+    stats = []
+    for name in [score_name] + [m for m in metrics if m != score_name]:   # the chosen score first
+        mean, sd = g[name].mean().to_numpy(), g[name].std(ddof=1).to_numpy()
+        stats += [(f"mean_{name}", mean), (f"sd_{name}", sd), (f"se_{name}", sd / np.sqrt(summary["n_folds"].to_numpy()))]
+    for col, values in stats:
+        summary[col] = values
+    summary["scoring"] = score_name
     kinds = {lab: kind for lab, kind, _ in specs}
     summary["refit"] = [kinds[m] == "method" and refit for m in summary["method"]]
     summary["cv"] = str(cv) if isinstance(cv, (str, Integral)) else type(cv).__name__
@@ -394,7 +512,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     order = {lab: i for i, (lab, _, _) in enumerate(specs)}
     summary = summary.sort_values(["method", "n_genes"], key=lambda s: s.map(order) if s.name == "method" else s,
                                   kind="stable").reset_index(drop=True)
-    summary = summary[["method", "n_genes", "mean_error", "sd_error", "se_error", "n_folds", "refit", "cv",
+    summary = summary[["method", "n_genes", *(c for c, _ in stats), "scoring", "n_folds", "refit", "cv",
                        "repeats", "classifier", "seconds_select"]]
     return (summary, folds) if return_folds else summary
 
@@ -416,7 +534,7 @@ def compare(adata, groupby, methods=None, *, n_genes=DEFAULT_N_GENES, method_par
     method_params : dict, optional
         ``{method: {param: value}}``.
     **kwargs
-        Passed to :func:`error_curve` (``cv``, ``repeats``, ``classifier``, ``refit_selection``,
+        Passed to :func:`error_curve` (``cv``, ``repeats``, ``scoring``, ``classifier``, ``refit_selection``,
         ``layer``, ``use_raw``, ``mask_var``, ``random_state``, ``return_folds``, ``progress``).
         Every method is refit inside each training fold unless ``refit_selection=False``.
 

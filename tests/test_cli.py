@@ -111,3 +111,41 @@ def test_evaluate_writes_error_table(h5ad, tmp_path):
     assert r.returncode == 1 and "unknown method(s) bogus" in r.stderr
     r = run("evaluate", str(h5ad), "--groupby", "cls", "--n-genes", "0,x", "-o", str(out))
     assert r.returncode == 2
+
+
+def test_evaluate_default_cv_on_srbct_and_scoring(tmp_path):
+    """The README's flagship call: SRBCT's smallest class has 8 samples, so 10-fold CV is impossible;
+    the default adapts (8-fold) instead of failing."""
+    out = tmp_path / "ev.tsv"
+    r = run("evaluate", "--dataset", "srbct", "--groupby", "class", "--methods", "maxrel", "--n-genes", "5",
+            "--scoring", "balanced_accuracy", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "8-fold stratified CV" in r.stderr and "mean_balanced_accuracy" in r.stderr
+    df = pd.read_csv(out, sep="\t")
+    assert df["cv"].tolist() == [8] and df["scoring"].tolist() == ["balanced_accuracy"]
+    assert {"mean_error", "mean_f1_macro", "mean_balanced_accuracy"} <= set(df.columns)
+    r = run("evaluate", "--dataset", "srbct", "--groupby", "class", "--scoring", "bogus", "-o", str(out))
+    assert r.returncode == 1 and "unknown scoring 'bogus'" in r.stderr
+
+
+def test_use_raw_auto_yes_no(tmp_path):
+    """An h5ad with .raw: 'auto' (default) and 'yes' select on .raw as scanpy's rank_genes_groups, 'no' on X."""
+    rng = np.random.default_rng(3)
+    y = np.repeat(["a", "b"], 15)
+    X = rng.normal(size=(30, 6)).astype(np.float32)
+    X[:, 4] += 3 * (y == "b")
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(y)}, index=[f"c{i}" for i in range(30)]),
+                   var=pd.DataFrame(index=[f"g{j}" for j in range(6)]))
+    a.raw = a.copy()
+    a.X = np.roll(X, 2, axis=1)            # X: the informative gene is now column 0 (g0); in .raw it is g4
+    a.write_h5ad(tmp_path / "in.h5ad")
+    top = {}
+    for mode in ("auto", "yes", "no"):
+        out = tmp_path / f"{mode}.h5ad"
+        args = ["select", str(tmp_path / "in.h5ad"), "--groupby", "cls", "--n-genes", "1", "-o", str(out), "--quiet"]
+        r = run(*args, *(["--use-raw", mode] if mode != "auto" else []))
+        assert r.returncode == 0, r.stderr
+        b = ad.read_h5ad(out)
+        top[mode] = b.uns["qpfs"]["selected"][0]
+        assert bool(b.uns["qpfs"]["params"]["use_raw"]) == (mode != "no")
+    assert top == {"auto": "g4", "yes": "g4", "no": "g0"}

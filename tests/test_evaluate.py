@@ -179,3 +179,82 @@ def test_compare_settings_of_one_method(srbct_small):
         g = bioqpfs.select(X[train], y[train], method="qpfs", n_genes=3, alpha=0.2).ranking[:3]
         ref.append(np.mean(SVC(kernel="linear").fit(X[train][:, g], y[train]).predict(X[test][:, g]) != y[test]))
     assert df.mean_error.iloc[0] == pytest.approx(np.mean(ref), abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# issue 22 item 4 / issue 16 item 3: scores beside the error, sparse data, cv chosen from the data
+# --------------------------------------------------------------------------------------------
+def test_scores_beside_the_error_match_cross_validate(srbct_small):
+    from sklearn.metrics import make_scorer, matthews_corrcoef
+    from sklearn.model_selection import cross_validate
+
+    X, y = srbct_small.X, srbct_small.obs["class"].to_numpy()
+    genes = [3, 17, 40, 41, 99]
+    df = evaluate.error_curve(X, y, {"fixed": genes}, n_genes=5, cv=4, random_state=2,
+                              scoring=make_scorer(matthews_corrcoef))
+    ref = cross_validate(SVC(kernel="linear", C=1.0), X[:, genes], y, cv=StratifiedKFold(4, shuffle=True, random_state=2),
+                         scoring={"balanced_accuracy": "balanced_accuracy", "f1_macro": "f1_macro",
+                                  "accuracy": "accuracy", "mcc": make_scorer(matthews_corrcoef)})
+    row = df.iloc[0]
+    assert row.scoring == "matthews_corrcoef"
+    assert list(df.columns[2:5]) == ["mean_matthews_corrcoef", "sd_matthews_corrcoef", "se_matthews_corrcoef"]
+    assert row.mean_matthews_corrcoef == pytest.approx(ref["test_mcc"].mean(), abs=1e-12)
+    assert row.mean_balanced_accuracy == pytest.approx(ref["test_balanced_accuracy"].mean(), abs=1e-12)
+    assert row.sd_balanced_accuracy == pytest.approx(np.std(ref["test_balanced_accuracy"], ddof=1), abs=1e-12)
+    assert row.mean_f1_macro == pytest.approx(ref["test_f1_macro"].mean(), abs=1e-12)
+    assert row.mean_error == pytest.approx(1 - ref["test_accuracy"].mean(), abs=1e-12)
+    # a scorer name leads the table; the default is the papers' error
+    by_name = evaluate.error_curve(X, y, {"fixed": genes}, n_genes=5, cv=4, random_state=2, scoring="balanced_accuracy")
+    assert by_name.scoring.iloc[0] == "balanced_accuracy" and by_name.columns[2] == "mean_balanced_accuracy"
+    assert by_name.mean_balanced_accuracy.iloc[0] == row.mean_balanced_accuracy
+    assert evaluate.error_curve(X, y, {"fixed": genes}, n_genes=5, cv=4).scoring.iloc[0] == "error"
+    with pytest.raises(ValueError, match=r"unknown scoring 'balanced_acuracy' \(did you mean 'balanced_accuracy'"):
+        evaluate.error_curve(X, y, {"fixed": genes}, n_genes=5, cv=4, scoring="balanced_acuracy")
+    with pytest.raises(TypeError, match="scoring must be"):
+        evaluate.error_curve(X, y, {"fixed": genes}, n_genes=5, cv=4, scoring=3)
+
+
+def test_scaling_pipeline_on_sparse_anndata(srbct_small):
+    """StandardScaler cannot centre a sparse matrix; the panel columns are densified, so the sparse AnnData
+    gives exactly the dense result (and the result of a plain scikit-learn loop)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    dense = srbct_small.copy()
+    sparse = srbct_small.copy()
+    sparse.X = sp.csr_matrix(np.where(dense.X > np.median(dense.X, axis=0), dense.X, 0.0))   # half zeros, as scRNA
+    dense.X = sparse.X.toarray()
+    clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
+    kw = dict(n_genes=[3, 6], cv=3, classifier=clf, scoring="balanced_accuracy")
+    df_sp = evaluate.error_curve(sparse, "class", "maxrel", **kw)
+    df_de = evaluate.error_curve(dense, "class", "maxrel", **kw)
+    pd.testing.assert_frame_equal(df_sp.drop(columns="seconds_select"), df_de.drop(columns="seconds_select"))
+    X, y = dense.X, dense.obs["class"].to_numpy()
+    ref = []
+    for train, test in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y):
+        g = bioqpfs.select(X[train], y[train], method="maxrel", n_genes=6).ranking[:6]
+        ref.append(cross_val_score(clf, X[:, g], y, cv=[(train, test)], scoring="balanced_accuracy")[0])
+    assert df_sp[df_sp.n_genes == 6].mean_balanced_accuracy.iloc[0] == pytest.approx(np.mean(ref), abs=1e-12)
+    # the named pipeline of the same kind
+    assert evaluate.error_curve(sparse, "class", "maxrel", n_genes=3, cv=3, classifier="logreg").n_folds.iloc[0] == 3
+
+
+def test_default_cv_follows_the_smallest_class(srbct_small):
+    X, y = srbct_small.X, srbct_small.obs["class"].to_numpy()    # SRBCT: the smallest class (BL) has 8 samples
+    genes = {"fixed": [3, 17, 40]}
+    auto = evaluate.error_curve(X, y, genes, n_genes=3)
+    assert "8-fold" in evaluate._auto_cv(y)[1] and "'BL', has 8 samples" in evaluate._auto_cv(y)[1]
+    assert auto.cv.iloc[0] == "8" and auto.n_folds.iloc[0] == 8
+    pd.testing.assert_frame_equal(auto, evaluate.error_curve(X, y, genes, n_genes=3, cv=8))
+    # >= 10 per class: the papers' 10-fold; a single-sample class: leave-one-out
+    rng = np.random.default_rng(0)
+    Xr = rng.normal(size=(41, 5))
+    y10 = np.array(["a"] * 20 + ["b"] * 21)
+    assert evaluate._auto_cv(y10)[0] == 10
+    assert evaluate.error_curve(Xr, y10, {"p": [0, 1]}, n_genes=2).cv.iloc[0] == "10"
+    y1 = y10.copy()
+    y1[0] = "c"
+    assert evaluate._auto_cv(y1)[0] == "loo"
+    loo = evaluate.error_curve(Xr, y1, {"p": [0, 1]}, n_genes=2, classifier="knn3")
+    assert loo.cv.iloc[0] == "loo" and loo.n_folds.iloc[0] == 41

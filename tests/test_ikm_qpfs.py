@@ -229,12 +229,13 @@ def test_planted_groups(method):
     assert set(group[top]) >= {0, 1, 2, 3}, f"every relevant group must be represented near the top: {group[top]}"
     assert relevant[sel.ranking[:6]].all()
     cluster, is_rep = sel.extra_columns["cluster"], sel.extra_columns["representative"].astype(bool)
-    assert is_rep[sel.ranking].all() and np.isnan(sel.rank[~is_rep]).all() and (sel.weights[~is_rep] == 0).all()
+    n_qpfs = sel.diagnostics["n_ranked_by_qpfs"]
+    assert is_rep[sel.ranking[:n_qpfs]].all() and (sel.weights[~is_rep] == 0).all()
     assert (cluster >= 0).all() and np.unique(cluster).size == is_rep.sum() == sel.diagnostics["n_leaf_clusters"]
     for c in np.unique(cluster):  # one representative per leaf cluster, inside it
         assert is_rep[cluster == c].sum() == 1
     if method is not tlkm_qpfs:
-        kept_clusters = set(cluster[sel.ranking])
+        kept_clusters = set(cluster[sel.ranking[:n_qpfs]])
         dropped = np.array([c not in kept_clusters for c in cluster])
         assert dropped[relevant].mean() <= 0.1
         assert dropped[~relevant].mean() >= (0.5 if method is ikma_qpfs else 0.2)
@@ -320,7 +321,7 @@ def test_memory_is_linear_in_m():
 
 
 # ---------------------------------------------------------------------------------- faces and edge cases
-def test_registry_tl_and_shortfall_warning(rng, tmp_path):
+def test_registry_tl_and_panels_beyond_the_kept_genes(rng, tmp_path):
     import anndata as ad
     import pandas as pd
 
@@ -329,17 +330,19 @@ def test_registry_tl_and_shortfall_warning(rng, tmp_path):
         assert name in bioqpfs.methods()
         sel = bioqpfs.select(X, y, method=name, n_genes=5, random_state=0, n_clusters=8)
         assert sel.method == name and sel.selected.size == 5
-    n_ranked = ikma_qpfs(X, y, random_state=0).ranking.size
-    with pytest.warns(UserWarning, match=f"only {n_ranked} gene"):
-        sel = ikma_qpfs(X, y, n_genes=n_ranked + 3, random_state=0)
-    assert sel.diagnostics["n_genes_shortfall"] == 3 and sel.selected.size == n_ranked
+    n_kept = ikma_qpfs(X, y, random_state=0).diagnostics["n_ranked_by_qpfs"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a panel beyond the kept genes is filled, without a warning
+        sel = ikma_qpfs(X, y, n_genes=n_kept + 3, random_state=0)
+    assert sel.diagnostics["n_panel_by_relevance"] == 3 and sel.selected.size == n_kept + 3
     adata = ad.AnnData(X.astype(np.float32), obs=pd.DataFrame({"cls": pd.Categorical(y.astype(str))},
                                                              index=[f"c{i}" for i in range(X.shape[0])]))
     adata.var_names = [f"g{i}" for i in range(X.shape[1])]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         bioqpfs.tl.select_genes(adata, "cls", method="ikm_qpfs", n_genes=X.shape[1], random_state=0)
-    assert adata.uns["ikm_qpfs"]["diagnostics"]["n_genes_shortfall"] > 0
+    assert adata.uns["ikm_qpfs"]["diagnostics"]["n_panel_by_relevance"] > 0
+    assert adata.var["ikm_qpfs_selected"].all() and np.isfinite(adata.var["ikm_qpfs_rank"]).all()
     cl = adata.var["ikm_qpfs_cluster"].to_numpy()
     assert np.isfinite(cl).all() and np.unique(cl).size == adata.uns["ikm_qpfs"]["diagnostics"]["n_leaf_clusters"]
     assert adata.var["ikm_qpfs_representative"].sum() == np.unique(cl).size
@@ -353,7 +356,7 @@ def test_constant_genes_and_bad_parameters(rng):
     X[:, 5] = 3.0
     with pytest.warns(UserWarning, match="constant"):
         sel = ikm_qpfs(X, y, random_state=0)
-    assert sel.extra_columns["cluster"][5] == -1 and np.isnan(sel.rank[5]) and sel.weights[5] == 0
+    assert sel.extra_columns["cluster"][5] == -1 and sel.rank[5] == X.shape[1] and sel.weights[5] == 0
     with pytest.raises(ValueError, match="tau"):
         ikm_qpfs(X, y, tau=1.5)
     with pytest.raises(ValueError, match="n_split"):
@@ -362,3 +365,28 @@ def test_constant_genes_and_bad_parameters(rng):
         ikm_qpfs(X, y, alpha="per-call")
     with pytest.raises(ValueError, match="mdl"):
         tlkm_qpfs(X, y, discretization="mdl")
+
+
+
+@pytest.mark.parametrize("method", METHODS, ids=lambda f: f.__name__)
+def test_every_gene_is_ranked_representatives_first_then_by_relevance(method):
+    """The paper ranks only the kept representatives; here the other genes follow them by relevance
+    I(X; C) (checked against scikit-learn's mutual_info_score on the mean +- sd codes), constant genes last."""
+    from sklearn.metrics import mutual_info_score
+
+    X, y, _ = planted(1, n_single=30)
+    X[:, 7] = 1.5                                            # a constant gene
+    with pytest.warns(UserWarning, match="constant"):
+        sel = method(X, y, n_genes=X.shape[1], random_state=0)
+    m = X.shape[1]
+    assert np.array_equal(np.sort(sel.ranking), np.arange(m)) and np.isfinite(sel.rank).all()
+    n_qpfs = sel.diagnostics["n_ranked_by_qpfs"]
+    assert 0 < n_qpfs < m - 1 and sel.diagnostics["n_panel_by_relevance"] == m - n_qpfs
+    assert sel.ranking[-1] == 7
+    head, tail = sel.ranking[:n_qpfs], sel.ranking[n_qpfs:-1]
+    assert sel.extra_columns["representative"][head].all() and (sel.weights[tail] == 0).all()
+    codes = bioqpfs.measures.discretize(X)
+    F = np.array([mutual_info_score(codes[:, j], y) for j in range(m)])
+    assert np.all(np.diff(F[tail]) <= 1e-12), "genes beyond the representatives must follow by decreasing relevance"
+    w = sel.weights[head]
+    assert np.all(np.diff(w) <= 0) and w[0] > 0          # QPFS's part: by final weight

@@ -147,3 +147,19 @@ def test_every_registered_method_plots(method):
     assert [t.get_text() for t in ax.get_xticklabels()] == list(var.index[:5])
     axs = pl.panel(a, method, kind="matrixplot", show=False)
     assert [t.get_text() for t in axs["mainplot_ax"].get_xticklabels()] == list(var.index[:5])
+
+
+def test_error_curve_draws_the_chosen_score(adata):
+    df = bioqpfs.evaluate.error_curve(adata, "class", {"panel": bioqpfs.get.selection_df(adata, "qpfs")},
+                                      n_genes=[2, 4, 8], cv=3, scoring="balanced_accuracy")
+    ax = pl.error_curve(df, show=False)                      # the table's scoring leads
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), df.mean_balanced_accuracy)
+    assert ax.get_ylabel() == "3-fold CV balanced accuracy (linear_svm)"
+    ys = [c for c in ax.collections if isinstance(c, PolyCollection)][0].get_paths()[0].vertices[:, 1]
+    assert ys.max() <= 1.0 and ys.max() == pytest.approx(min(1.0, (df.mean_balanced_accuracy + df.sd_balanced_accuracy).max()))
+    ax2 = pl.error_curve(df, score="f1_macro", show=False)  # any score the table holds
+    np.testing.assert_allclose(ax2.lines[0].get_ydata(), df.mean_f1_macro)
+    assert "macro-F1" in ax2.get_ylabel()
+    np.testing.assert_allclose(pl.error_curve(df, score="error", show=False).lines[0].get_ydata(), df.mean_error)
+    with pytest.raises(ValueError, match="scores in this table: balanced_accuracy, error, f1_macro"):
+        pl.error_curve(df, score="roc_auc", show=False)

@@ -1,3 +1,6 @@
+import os
+import sys
+
 import anndata as ad
 import numpy as np
 import pandas as pd
@@ -98,8 +101,6 @@ def test_errors(rng):
     a.obs.iloc[3, a.obs.columns.get_loc("holes")] = np.nan
     with pytest.raises(ValueError, match=r"1 missing value\(s\) \(cells c3\)"):
         bioqpfs.tl.select_genes(a, "holes")
-    with pytest.raises(ValueError, match="view"):
-        bioqpfs.tl.select_genes(a[:30], "group")
     with pytest.raises(KeyError, match="layer 'x' not found"):
         bioqpfs.tl.select_genes(a, "group", layer="x")
     with pytest.raises(KeyError, match="mask_var"):
@@ -164,3 +165,116 @@ def test_extra_columns_of_every_dtype_survive_h5ad(rng, tmp_path, monkeypatch):
     b = ad.read_h5ad(tmp_path / "x.h5ad")
     pd.testing.assert_frame_equal(bioqpfs.get.selection_df(a, "fake"), bioqpfs.get.selection_df(b, "fake"),
                                   check_dtype=False)
+
+
+# --------------------------------------------------------------------------------------------
+# issue 22 item 5: scanpy habits (.raw, views, first-run compilation)
+# --------------------------------------------------------------------------------------------
+@pytest.fixture
+def scanpy_log():
+    """scanpy's info messages, as a list of lines."""
+    import io
+
+    import scanpy as sc
+
+    buf, old = io.StringIO(), sc.settings.verbosity
+    sc.settings.verbosity = 3
+    sc.settings.logfile = buf
+    try:
+        yield lambda: buf.getvalue().splitlines()
+    finally:
+        sc.settings.logfile = sys.stderr
+        sc.settings.verbosity = old
+
+
+def test_use_raw_none_follows_rank_genes_groups(rng, scanpy_log):
+    """.raw is used when set and use_raw=None, as scanpy's rank_genes_groups does; .X, a layer or use_raw=False
+    otherwise.  References: the same selection run on the intended matrix directly."""
+    a = make_adata(rng)
+    raw_X = a.X.copy()
+    a.raw = a.copy()
+    a.X = np.random.default_rng(1).permutation(a.X)   # .X: the labels no longer match (a "scaled" matrix)
+    a.layers["L"] = a.X.copy()
+    y = a.obs["group"].array
+
+    def ref(X):
+        return bioqpfs.select(X, y, method="qpfs", n_genes=4).weights
+
+    bioqpfs.tl.select_genes(a, "group", n_genes=4)
+    np.testing.assert_allclose(a.var["qpfs_weight"], ref(raw_X))
+    assert a.uns["qpfs"]["params"]["use_raw"] is True
+    assert any("on adata.raw.X (use_raw=None and adata.raw is set" in line for line in scanpy_log())
+    bioqpfs.tl.select_genes(a, "group", n_genes=4, use_raw=False, key_added="x")
+    np.testing.assert_allclose(a.var["x_weight"], ref(a.X))
+    assert a.uns["x"]["params"]["use_raw"] is False
+    bioqpfs.tl.select_genes(a, "group", n_genes=4, layer="L", key_added="l")   # a layer wins over .raw
+    np.testing.assert_allclose(a.var["l_weight"], ref(a.X))
+    assert any("on adata.layers['L']" in line for line in scanpy_log())
+    # evaluate resolves the matrix the same way
+    e_raw = bioqpfs.evaluate.error_curve(a, "group", [["g0", "g1"]], n_genes=2, cv=3)
+    e_ref = bioqpfs.evaluate.error_curve(raw_X, a.obs["group"].to_numpy(), [[0, 1]], n_genes=2, cv=3)
+    assert e_raw.mean_error.iloc[0] == e_ref.mean_error.iloc[0]
+    # a .raw that lacks genes of .var: the error says how to use .X
+    b = make_adata(rng)
+    b.raw = b[:, :6].copy()
+    with pytest.raises(ValueError, match="pass use_raw=False to use adata.X"):
+        bioqpfs.tl.select_genes(b, "group")
+    with pytest.raises(TypeError, match="use_raw must be None, True or False"):
+        bioqpfs.tl.select_genes(a, "group", use_raw="yes")
+
+
+def test_view_becomes_actual_as_in_scanpy(rng):
+    a = make_adata(rng)
+    before = a.var.copy()
+    v = a[a.obs["group"] != "C"]
+    with pytest.warns(UserWarning, match="adata is a view"):
+        assert bioqpfs.tl.select_genes(v, "group", n_genes=3) is None
+    assert not v.is_view and v.n_obs == int((a.obs["group"] != "C").sum())
+    pd.testing.assert_frame_equal(a.var, before)                     # the parent is untouched
+    ref = a[a.obs["group"] != "C"].copy()
+    bioqpfs.tl.select_genes(ref, "group", n_genes=3)
+    pd.testing.assert_frame_equal(v.var, ref.var)
+    # an error before anything is written leaves the view a view
+    w = a[:30]
+    with pytest.raises(KeyError, match="not a column of adata.obs"):
+        bioqpfs.tl.select_genes(w, "nope")
+    with pytest.raises(TypeError, match="does not take parameter"):
+        bioqpfs.tl.select_genes(w, "group", alpah=0.5)
+    assert w.is_view
+
+
+def test_compilation_is_announced_once_and_only_when_it_happens():
+    from numba import njit
+
+    from bioqpfs._jit import MESSAGE, announce_compilation
+
+    @njit(cache=False)
+    def f(x):
+        return x + 1
+
+    @njit(cache=False)
+    def g(x):
+        return f(x) * 2
+
+    said = []
+    with announce_compilation(said.append) as state:
+        assert g(1) == 4                       # two kernels compiled (g and the f it calls)
+    assert said == [MESSAGE] and state["compiled"] and state["seconds"] > 0
+    with announce_compilation(said.append) as state:
+        assert g(2) == 6                       # already compiled: nothing to say
+    assert said == [MESSAGE] and not state["compiled"] and state["seconds"] == 0
+
+
+def test_cold_kernel_cache_is_announced_by_tl(tmp_path):
+    """A fresh numba cache (NUMBA_CACHE_DIR) compiles and says so; the second process loads the cache silently."""
+    import subprocess
+
+    code = ("import scanpy as sc, bioqpfs; sc.settings.verbosity = 3; "
+            "a = bioqpfs.datasets.srbct()[:, :60].copy(); "
+            "bioqpfs.tl.select_genes(a, 'class', method='qpfs', n_genes=3)")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
+    assert "compiling kernels (first run only" in runs[0].stderr and "kernels compiled in" in runs[0].stderr
+    assert "compiling kernels" not in runs[1].stderr

@@ -5,18 +5,27 @@ import numpy as np
 from ._utils import finish, new_axes
 
 
-def error_curve(df, *, band="sd", methods=None, logx=None, ax=None, show=None, save=None, title=None,
+#: how the scores of :func:`bioqpfs.evaluate.error_curve` are named on the y axis
+_SCORE_LABELS = {"error": "error", "balanced_accuracy": "balanced accuracy", "f1_macro": "macro-F1",
+                 "accuracy": "accuracy"}
+
+
+def error_curve(df, *, score=None, band="sd", methods=None, logx=None, ax=None, show=None, save=None, title=None,
                 figsize=(5, 3.5)):
-    """Cross-validated error against panel size, one line per method with a shaded band.
+    """Cross-validated score (by default the error) against panel size, one line per method with a shaded band.
 
     Parameters
     ----------
     df : DataFrame
         From :func:`bioqpfs.evaluate.error_curve` or :func:`bioqpfs.evaluate.compare`
-        (columns ``method``, ``n_genes``, ``mean_error``, ``sd_error``, ``se_error``).
+        (columns ``method``, ``n_genes``, ``mean_<score>`` and optionally ``sd_<score>``, ``se_<score>``).
+    score : str, optional
+        Which score to draw: default the table's ``scoring`` column (the ``scoring=`` given to
+        :func:`~bioqpfs.evaluate.error_curve`; ``"error"`` for tables without it).  Any score the table
+        holds, e.g. ``"balanced_accuracy"`` or ``"f1_macro"``.  The y axis is labelled with it.
     band : {"sd", "se", None}
         Shade mean +- the fold standard deviation (default), +- its standard error, or nothing.
-        The band is clipped to [0, 1].
+        The band is clipped to [0, 1] when the score lies in [0, 1].
     methods : list of str, optional
         Which methods to draw, in this order (default all, in table order).
     logx : bool, optional
@@ -29,9 +38,13 @@ def error_curve(df, *, band="sd", methods=None, logx=None, ax=None, show=None, s
     Axes or None
         One ``Line2D`` per method (label = method), one filled band per method.
     """
-    need = {"method", "n_genes", "mean_error"}
+    if score is None:
+        score = str(df["scoring"].iloc[0]) if "scoring" in df.columns and len(df) else "error"
+    need = {"method", "n_genes", f"mean_{score}"}
     if not need <= set(df.columns):
-        raise ValueError(f"df needs columns {sorted(need)} (use bioqpfs.evaluate.error_curve); got {list(df.columns)}")
+        have = [c[5:] for c in df.columns if isinstance(c, str) and c.startswith("mean_")]
+        raise ValueError(f"df needs columns {sorted(need)} (use bioqpfs.evaluate.error_curve); got {list(df.columns)}"
+                         + (f"; scores in this table: {', '.join(have)}" if have else ""))
     if df.empty:
         raise ValueError("df has no rows: nothing to plot (did every panel size exceed the genes the methods ranked?)")
     if band not in ("sd", "se", None):
@@ -42,26 +55,33 @@ def error_curve(df, *, band="sd", methods=None, logx=None, ax=None, show=None, s
     if missing:
         raise ValueError(f"method(s) {missing} not in df; present: {present}")
     ax = new_axes(ax, figsize)
+    means = df[f"mean_{score}"].to_numpy(dtype=float)
+    unit = bool(np.all((means[np.isfinite(means)] >= 0) & (means[np.isfinite(means)] <= 1)))  # a rate or a [0, 1] score
+    lo, hi = (0.0, 1.0) if unit else (-np.inf, np.inf)
     for i, m in enumerate(methods):
         d = df[df["method"] == m].sort_values("n_genes")
         x = d["n_genes"].to_numpy(dtype=float)
-        y = d["mean_error"].to_numpy(dtype=float)
+        y = d[f"mean_{score}"].to_numpy(dtype=float)
         (line,) = ax.plot(x, y, marker="o", ms=4, color=f"C{i}", label=str(m))
-        if band is not None and f"{band}_error" in d:
-            s = np.nan_to_num(d[f"{band}_error"].to_numpy(dtype=float))
-            ax.fill_between(x, np.clip(y - s, 0, 1), np.clip(y + s, 0, 1), color=line.get_color(), alpha=0.15, lw=0)
+        if band is not None and f"{band}_{score}" in d:
+            s = np.nan_to_num(d[f"{band}_{score}"].to_numpy(dtype=float))
+            ax.fill_between(x, np.clip(y - s, lo, hi), np.clip(y + s, lo, hi), color=line.get_color(), alpha=0.15,
+                            lw=0)
     sizes = df["n_genes"].to_numpy(dtype=float)
     if logx is None:
         logx = sizes.max() / max(sizes.min(), 1) >= 10
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel("number of genes")
-    what = "error rate"
+    label = _SCORE_LABELS.get(score, score)
+    what = "error rate" if score == "error" else label
     if "cv" in df and "classifier" in df:
         cv = str(df["cv"].iloc[0])
-        what = f"{'leave-one-out' if cv == 'loo' else cv + '-fold'} CV error ({df['classifier'].iloc[0]})"
+        scheme = "leave-one-out" if cv == "loo" else f"{cv}-fold" if cv.isdigit() else cv
+        what = f"{scheme} CV {label} ({df['classifier'].iloc[0]})"
     ax.set_ylabel(what)
-    ax.set_ylim(bottom=0)
+    if unit:
+        ax.set_ylim(bottom=0, top=1.02 if score != "error" else None)
     if title:
         ax.set_title(title)
     ax.legend(frameon=False, fontsize=8)

@@ -35,7 +35,6 @@ Choices where the paper is silent or loose (each also stated in the functions' d
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 import scipy.sparse as _sparse
@@ -173,14 +172,21 @@ class _Context:
         return x, a, diag
 
     def finish(self, method, local_ranked, local_weights, n_genes, params, diagnostics, leaves):
-        """Build the Selection: weights and ranking over all input genes, cluster columns, diagnostics."""
+        """Build the Selection: weights and ranking over all input genes, cluster columns, diagnostics.
+
+        Every gene is ranked: first the genes of the final QPFS (``local_ranked``, by weight, ties by
+        relevance), then every other non-constant gene by relevance F = I(X; C) alone (weight 0, ties by
+        index: MaxRel's order), then the constant genes.
+        """
         self.progress.close()
         keep = self.keep
         weights = np.zeros(self.m_total)
         weights[keep] = local_weights
         F_all = np.zeros(self.m_total)
         F_all[keep] = self.F
-        ranking = rank_by_weight(weights, F_all, candidates=keep[np.asarray(local_ranked, dtype=np.int64)])
+        by_qpfs = rank_by_weight(weights, F_all, candidates=keep[np.asarray(local_ranked, dtype=np.int64)])
+        rest = rank_by_weight(np.zeros(self.m_total), F_all, candidates=np.setdiff1d(keep, by_qpfs))
+        ranking = np.concatenate([by_qpfs, rest, np.flatnonzero(self.constant)])
         cluster = np.full(self.m_total, -1, dtype=np.int64)
         level = np.zeros(self.m_total, dtype=np.int64)
         # int8 0/1 rather than bool: the tl face stores non-numeric extra columns as strings in .var, and
@@ -193,22 +199,14 @@ class _Context:
         sp = self.space
         diagnostics.update(
             n_qpfs_calls=self.n_qpfs, n_distance_computations=int(sp.n_distances), n_leaf_clusters=len(leaves),
-            n_ranked=int(ranking.size), qpfs_max_size=int(max(self.qpfs_sizes)),
+            n_ranked=int(ranking.size), n_ranked_by_qpfs=int(by_qpfs.size), qpfs_max_size=int(max(self.qpfs_sizes)),
             alpha_min=float(min(self.alphas)), alpha_max=float(max(self.alphas)), **self.alpha_info,
             n_constant=int(self.constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(self.constant)],
             n_classes=int(self.classes.size), seconds_qpfs=self.t_qpfs,
             seconds_total=time.perf_counter() - self.t0,
         )
-        if n_genes is not None and ranking.size < n_genes:
-            diagnostics["n_genes_shortfall"] = int(n_genes - ranking.size)
-            warnings.warn(
-                f"{method}: only {ranking.size} gene(s) survived the clustering and QPFS steps but n_genes={n_genes} "
-                f"were asked for; the panel has {ranking.size} gene(s) and is not padded. For more genes use more "
-                "clusters (n_clusters / n_split / max_split), more levels, or a smaller tau"
-                + (" (or ikm_qpfs instead of ikma_qpfs)" if method == "ikma_qpfs" else ""),
-                UserWarning, stacklevel=3 if method == "tlkm_qpfs" else 4)
-        else:
-            diagnostics["n_genes_shortfall"] = 0
+        # panel places filled by relevance alone, beyond the genes the final QPFS weighed
+        diagnostics["n_panel_by_relevance"] = 0 if n_genes is None else int(max(0, n_genes - by_qpfs.size))
         return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
                          relevance=F_all, feature_names=self.feature_names,
                          extra_columns={"cluster": cluster, "representative": representative, "cluster_level": level})
@@ -260,8 +258,10 @@ _IKM_PARAMS = """
     y : array-like, shape (n_samples,)
         Class labels.
     n_genes : int, optional
-        Panel size.  Only the kept representatives are ranked; if fewer than ``n_genes`` survive, a warning
-        says so and ``diagnostics["n_genes_shortfall"]`` records the gap (the panel is never padded).
+        Panel size (top of the ranking).  Every gene is ranked: the kept representatives first (final
+        QPFS weight), then the other genes by relevance alone.  If fewer than ``n_genes`` representatives
+        are kept, the panel's last ``diagnostics["n_panel_by_relevance"]`` genes are chosen by relevance
+        (MaxRel), not by QPFS.
     n_clusters : int
         k', clusters of the first k-means (paper section 5.2 searches 3..150; figure 2 uses 15).
     n_split : int
@@ -270,8 +270,8 @@ _IKM_PARAMS = """
         Radius threshold: clusters with ``r < tau`` are not split (paper searches 0.70..0.99; figure 3: 0.8).
     max_levels : int
         L, the deepest level; clusters at level L are terminal.  There are at most
-        ``n_clusters * n_split**(max_levels - 1)`` leaf clusters, so only that many genes can be ranked; the
-        defaults (the paper's Colon setting) suit a few thousand genes.  Representatives are the genes most
+        ``n_clusters * n_split**(max_levels - 1)`` leaf clusters, so at most that many genes are weighed by
+        QPFS (the rest are ranked after them by relevance); the defaults (the paper's Colon setting) suit a few thousand genes.  Representatives are the genes most
         central to their cluster, not the most relevant ones, so a relevant gene or module survives only if
         the clustering isolates it: on a 20,000-gene synthetic set with 400 co-expression modules the LOO
         error at 20 genes was 16 % for IKM with the defaults and 5 % for IKMA with ``n_clusters=100,
@@ -294,7 +294,7 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha
     The genes are clustered with the variant two-level k-means (section 3.2): level 1 makes ``n_clusters``
     (k') clusters; each cluster with radius ``r_i = max d(member, representative) > tau`` is split into
     ``min(ceil((r_i/tau)^N), max_split)`` sub-clusters (N = number of samples).  QPFS then ranks all
-    representatives; the other genes get rank NaN and weight 0.
+    representatives; every other gene gets weight 0 and is ranked after them by relevance I(X; C).
 
     Parameters
     ----------
@@ -302,8 +302,8 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha
     y : array-like, shape (n_samples,)
         Class labels.
     n_genes : int, optional
-        Panel size (top of the ranking).  If fewer representatives exist, a warning says so and
-        ``diagnostics["n_genes_shortfall"]`` records the gap (the panel is never padded).
+        Panel size (top of the ranking).  If there are fewer representatives, the panel's last
+        ``diagnostics["n_panel_by_relevance"]`` genes are the most relevant non-representatives.
     n_clusters : int
         k', clusters of level 1.
     tau : float in (0, 1]
@@ -318,8 +318,9 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha
     Returns
     -------
     Selection
-        ``weights`` = QPFS weights of the representatives (0 elsewhere); ``ranking`` = all representatives
-        (weight desc, ties by relevance); ``extra_columns``: ``cluster`` (leaf cluster id per gene, -1 for
+        ``weights`` = QPFS weights of the representatives (0 elsewhere); ``ranking`` = every gene: the
+        representatives (weight desc, ties by relevance), then the other genes by relevance, then the
+        constant genes (``diagnostics["n_ranked_by_qpfs"]`` says where QPFS's part ends); ``extra_columns``: ``cluster`` (leaf cluster id per gene, -1 for
         constant genes), ``representative`` (int8: 1 for the leaf cluster's representative, else 0),
         ``cluster_level`` (1 or 2); ``diagnostics``: QPFS calls,
         distance computations, levels reached, level-1 radii and split counts, alpha, timings.
@@ -423,7 +424,6 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
 
 
 
-
 @_doc
 def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
@@ -433,14 +433,17 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_level
     ``r < tau``, or at level ``max_levels``, is terminal: its representative is kept if its QPFS weight is
     > 0, else the whole cluster is dropped.  Every other cluster is split into ``n_split`` sub-clusters by
     k-means, QPFS weighs the sub-cluster representatives, and the same rule recurses.  A final QPFS over
-    the kept representatives ranks them.  At most ``max_levels * (2 M k - k^2 + 2 M)`` distances are spent
+    the kept representatives ranks them; every other gene (members of kept clusters, dropped clusters) is
+    ranked after them by relevance I(X; C), with weight 0, so a panel of any size can be taken (the paper
+    ranks only the kept representatives).  At most ``max_levels * (2 M k - k^2 + 2 M)`` distances are spent
     in k-means when ``n_clusters == n_split == k`` (section 4.3), plus one per member for radii.
 %(ikm_params)s
     Returns
     -------
     Selection
-        ``weights`` = final QPFS weights of the kept representatives (0 elsewhere); ``ranking`` = the kept
-        representatives; ``extra_columns``: ``cluster`` (leaf cluster id per gene, -1 for constant genes),
+        ``weights`` = final QPFS weights of the kept representatives (0 elsewhere); ``ranking`` = every gene:
+        the kept representatives (final QPFS weight desc, ties by relevance; ``diagnostics["n_ranked_by_qpfs"]``
+        of them), then the other genes by relevance, then the constant genes; ``extra_columns``: ``cluster`` (leaf cluster id per gene, -1 for constant genes),
         ``representative`` (int8 0/1: gene represents its leaf cluster, kept or not), ``cluster_level``;
         ``diagnostics``: ``n_qpfs_calls``, ``n_distance_computations`` (k-means + radii),
         ``n_distances_kmeans``, ``levels_reached``, kept/dropped clusters and genes, alpha, timings.

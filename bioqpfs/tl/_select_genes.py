@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 import pandas as pd
 
 from .._io import to_storable
+from .._jit import announce_compilation
 from .._registry import method_function, select
 from .._validation import check_labels, describe_indices
 
@@ -19,8 +21,25 @@ def _in_memory(X):
     return X
 
 
+def _use_raw(adata, layer, use_raw):
+    """Resolve ``use_raw`` as scanpy does (``scanpy._utils._check_use_raw``, ``tl.rank_genes_groups``).
+
+    ``None``: ``adata.raw`` when it is set and no ``layer`` is given, else ``.X``/the layer.
+    Returns ``(use_raw, what)``: the bool and the matrix's name for messages.
+    """
+    if use_raw is not None and not isinstance(use_raw, (bool, np.bool_)):
+        raise TypeError(f"use_raw must be None, True or False, got {use_raw!r}")
+    resolved = (layer is None and adata.raw is not None) if use_raw is None else bool(use_raw)
+    what = f"adata.layers[{layer!r}]" if layer is not None else "adata.raw.X" if resolved else "adata.X"
+    if use_raw is None and resolved:
+        what += " (use_raw=None and adata.raw is set, as in scanpy's rank_genes_groups; use_raw=False for adata.X)"
+    return resolved, what
+
+
 def _expression(adata, layer, use_raw):
-    """The matrix to select from, aligned with ``adata.var_names``."""
+    """The matrix to select from, aligned with ``adata.var_names`` (``use_raw`` resolved by :func:`_use_raw`)."""
+    implicit = use_raw is None
+    use_raw, _ = _use_raw(adata, layer, use_raw)
     if layer is not None and use_raw:
         raise ValueError("pass either layer= or use_raw=True, not both")
     if layer is not None:
@@ -32,7 +51,9 @@ def _expression(adata, layer, use_raw):
             raise ValueError("use_raw=True but adata.raw is not set")
         missing = adata.var_names.difference(adata.raw.var_names)
         if len(missing):
-            raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})")
+            raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})"
+                             + ("; use_raw=None selects on adata.raw when it is set (as scanpy's rank_genes_groups "
+                                "does): pass use_raw=False to use adata.X" if implicit else ""))
         return _in_memory(adata.raw[:, adata.var_names].X)
     return _in_memory(adata.X)
 
@@ -117,7 +138,9 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     Parameters
     ----------
     adata : AnnData
-        Cells/samples x genes; typically normalised and log-transformed.
+        Cells/samples x genes; typically normalised and log-transformed.  A view (``adata[mask]``) is
+        turned into an actual AnnData in place, with a warning, as scanpy's tools do (the AnnData it
+        was taken from is not changed); with ``copy=True`` the view is left as it is.
     groupby : str
         Column of ``adata.obs`` with the classes the panel must separate.
     method : str
@@ -129,7 +152,11 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     layer : str, optional
         Use ``adata.layers[layer]`` instead of ``adata.X``.
     use_raw : bool, optional
-        Use ``adata.raw`` (restricted to ``adata.var_names``).  Default: no.
+        Use ``adata.raw`` (restricted to ``adata.var_names``).  Default ``None`` follows scanpy's
+        ``rank_genes_groups``: ``.raw`` when it is set and no ``layer`` is given, else ``.X``.  The
+        matrix used is logged and its ``use_raw`` recorded in ``.uns[key]["params"]``.  (Earlier
+        versions used ``.X`` by default: e.g. scanpy's ``pbmc68k_reduced`` is now selected on its
+        log-normalised ``.raw`` rather than its scaled ``.X``.)
     mask_var : str or bool array, optional
         Only consider these genes (e.g. ``"highly_variable"``); genes outside get NaN weight and rank.
     preselected : sequence of str, optional
@@ -167,9 +194,6 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     if adata.isbacked and copy:
         raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
                          "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
-    if adata.is_view and not copy:
-        raise ValueError("adata is a view; results cannot be written into it. Use adata = adata.copy() "
-                         "first, or pass copy=True")
     func = method_function(method)
     accepted = inspect.signature(func).parameters
     params = dict(method_params)
@@ -183,16 +207,27 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     elif similarity != "mi":
         raise TypeError(f"method {method!r} does not take a similarity")
     X = _expression(adata, layer, use_raw)
+    use_raw, source = _use_raw(adata, layer, use_raw)
     mask = _mask(adata, mask_var)
     labels = _labels(adata, groupby)
     key = key_added if key_added is not None else method
     stale = _check_key(adata, key)
-    start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r}")
-    adata = adata.copy() if copy else adata  # X above is read-only input; results go to this object
+    start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r} on {source}")
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
-    sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
-                 method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
+    with announce_compilation(logg.info) as jit:
+        sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
+                     method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
+    if jit["compiled"]:
+        logg.info(f"    kernels compiled in {jit['seconds']:.1f} s (cached for later runs)")
+    if copy:
+        adata = adata.copy()  # X above is read-only input; results go to this object
+    elif adata.is_view:  # as scanpy's tools (scanpy._utils.view_to_actual): the view becomes an actual AnnData
+        warnings.warn("adata is a view (e.g. adata[mask]); making it an actual AnnData in place (a copy of the "
+                      "subset) so the results can be written into it, as scanpy's tools do. The AnnData it was "
+                      "taken from is not changed; use adata = adata[mask].copy() to avoid this warning",
+                      UserWarning, stacklevel=2)
+        adata._init_as_actual(adata.copy())
 
     idx = np.flatnonzero(mask)
     weight = np.full(adata.n_vars, np.nan)
