@@ -204,16 +204,16 @@ def mrmr_peer(X, y, names, ks):
     return _nested([int(c) for c in chosen], ks)
 
 
-def bioqpfs_method(method, **params):
+def bioqpfs_method(method, per_k=False, **params):
+    """A bioqpfs method (None: the default recipe); ``per_k``: one selection per panel size (k-aware panels)."""
     def select(X, y, names, ks):
         import bioqpfs
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if params.get("panel_size_aware"):
-                p = dict(params)
-                p.pop("panel_size_aware")
-                return {k: bioqpfs.select(X, y, method=method, n_genes=k, random_state=0, **p).selected for k in ks}
+            if per_k:
+                return {k: bioqpfs.select(X, y, method=method, n_genes=k, random_state=0, **params).selected
+                        for k in ks}
             sel = bioqpfs.select(X, y, method=method, n_genes=max(ks), random_state=0, **params)
         return _nested(sel.ranking, ks)
     return select
@@ -243,8 +243,8 @@ def peers():
 def ours():
     """bioqpfs's methods: the default of ``tl.select_genes`` and the paper settings of each method."""
     return {
-        "bioqpfs default": bioqpfs_method("qpfs", preset="default", panel_size_aware=True),
-        "qpfs (paper)": bioqpfs_method("qpfs", preset="paper"),
+        "bioqpfs default": bioqpfs_method(None, per_k=True),
+        "qpfs (paper)": bioqpfs_method("qpfs"),
         "spec_cmi (paper)": bioqpfs_method("spec_cmi"),
         "ikm_qpfs (paper)": bioqpfs_method("ikm_qpfs"),
         "mrmr_mid": bioqpfs_method("mrmr_mid"),

@@ -26,12 +26,15 @@ def _parser():
 
     s = sub.add_parser("select", help="select a gene panel and store it in an .h5ad (+ ranked TSV)")
     _add_input_args(s, datasets)
-    s.add_argument("--method", default="qpfs", choices=sorted(methods()), help="selection method (default: qpfs)")
+    s.add_argument("--method", default=None, choices=sorted(methods()),
+                   help="selection method with its published settings (default: the benchmarked default panel "
+                        "recipe, see README 'Panel quality')")
     s.add_argument("--n-genes", type=int, default=50, help="panel size (default: 50)")
     s.add_argument("--similarity", default="mi", choices=["mi", "correlation"], help="redundancy measure (default: mi)")
-    s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "mdl", "none"],
+    s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "zero_quantile", "mdl", "none"],
                    help="discretisation for MI (default: the method's, mean_sd for QPFS; 'none' = data are codes)")
-    s.add_argument("--key-added", default=None, help="prefix of the written keys (default: the method)")
+    s.add_argument("--key-added", default=None,
+                   help="prefix of the written keys (default: the method, 'bioqpfs' for the default recipe)")
     s.add_argument("-o", "--output", required=True, help="output .h5ad (written atomically)")
     s.add_argument("--tsv", default=None, help="also write the ranked gene table here")
     s.add_argument("--plot", default=None, help="also save the ranked-weight plot with the panel cut (.png/.pdf/.svg)")
@@ -336,7 +339,7 @@ def _cmd_select(args):
                         layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                         key_added=args.key_added,
                         random_state=args.random_state, **params)
-    key = args.key_added or args.method
+    key = args.key_added or args.method or "bioqpfs"
     with atomic_path(args.output) as tmp:
         adata.write_h5ad(tmp)
     if args.tsv:
@@ -349,7 +352,8 @@ def _cmd_select(args):
         _save_plot(lambda: pl.weights(adata, key, show=False), args.plot)
     if not args.quiet:
         top = ", ".join(adata.uns[key]["selected"][:10])
-        print(f"selected {len(adata.uns[key]['selected'])} genes with {args.method}: {top}"
+        used = adata.uns[key]["params"]["method"] + (" (default recipe)" if args.method is None else "")
+        print(f"selected {len(adata.uns[key]['selected'])} genes with {used}: {top}"
               f"{', ...' if len(adata.uns[key]['selected']) > 10 else ''}", file=sys.stderr)
     return EXIT_OK
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from .._io import to_storable
 from .._jit import announce_compilation
-from .._registry import method_function, select
+from .._registry import method_function, resolve_method, select
 from .._validation import check_labels, describe_indices
 
 
@@ -131,7 +131,7 @@ def _check_key(adata, key):
     return columns
 
 
-def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", layer=None, use_raw=None,
+def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", layer=None, use_raw=None,
                  mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, **method_params):
     """Select a gene panel with a global method and store it in ``adata``.
 
@@ -143,8 +143,10 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         was taken from is not changed); with ``copy=True`` the view is left as it is.
     groupby : str
         Column of ``adata.obs`` with the classes the panel must separate.
-    method : str
-        A method name from :func:`bioqpfs.methods` (``"qpfs"`` ...).
+    method : str, optional
+        ``None`` (default): the benchmarked default panel recipe, :data:`bioqpfs.DEFAULT_PANEL` (README
+        "Panel quality"); its parameters can be overridden through ``**method_params``.  A method name
+        from :func:`bioqpfs.methods` (``"qpfs"`` ...) runs that method with its published settings.
     n_genes : int
         Panel size: the top ``n_genes`` ranked genes get ``<key>_selected = True``.
     similarity : {"mi", "correlation"}
@@ -163,7 +165,7 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         Genes that must be in the panel, ranked first in the given order; the method optimises the
         rest given them (only for methods that support it, e.g. ``"qpfs"``).
     key_added : str, optional
-        Prefix of the written keys; default the method name.  A non-empty string without ``"/"``.
+        Prefix of the written keys; default the method name, ``"bioqpfs"`` for the default recipe.  A non-empty string without ``"/"``.
         Re-running under a key that holds a bioqpfs selection replaces it: all of its ``<key>_*``
         columns of ``.var`` are dropped first, so no column of the earlier method is left behind.
         A key whose ``.uns`` entry was written by something else (e.g. ``"pca"``), or with
@@ -194,9 +196,10 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     if adata.isbacked and copy:
         raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
                          "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
+    named = method
+    method, params, preset = resolve_method(method, method_params)
     func = method_function(method)
     accepted = inspect.signature(func).parameters
-    params = dict(method_params)
     if preselected is not None:
         if "preselected" not in accepted:
             raise TypeError(f"method {method!r} does not support preselected genes")
@@ -210,7 +213,7 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     use_raw, source = _use_raw(adata, layer, use_raw)
     mask = _mask(adata, mask_var)
     labels = _labels(adata, groupby)
-    key = key_added if key_added is not None else method
+    key = key_added if key_added is not None else (method if named is not None else "bioqpfs")
     stale = _check_key(adata, key)
     start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r} on {source}")
     genes = adata.var_names.to_numpy()
@@ -253,7 +256,7 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         full[idx] = values
         adata.var[f"{key}_{col}"] = full
         written.append(f"{key}_{col}")
-    record = dict(method=method, groupby=groupby, n_genes=n_genes, layer=layer, use_raw=bool(use_raw),
+    record = dict(method=method, preset=preset or "paper", groupby=groupby, n_genes=n_genes, layer=layer, use_raw=bool(use_raw),
                   mask_var=mask_var if isinstance(mask_var, str) or mask_var is None else "array",
                   random_state=random_state)
     record.update(params)  # what the user asked for ...
