@@ -392,7 +392,7 @@ def sdp_resource_estimate(n):
     return SDP_BYTES_PER_ENTRY * m * m, SDP_SECONDS_PER_CUBE * m ** 3
 
 
-def sdp_relaxation(Q, k, *, solver="SCS", eps=1e-7, max_iters=100_000, verbose=False):
+def sdp_relaxation(Q, k, *, solver="SCS", eps=1e-7, max_iters=100_000, lifted=False, verbose=False):
     """Solve SDP_CMI (eq. 26): max Qbar . Y  s.t.  Ibar . Y = 4k, diag(Y) = 1, Y PSD.
 
     Parameters
@@ -407,6 +407,11 @@ def sdp_relaxation(Q, k, *, solver="SCS", eps=1e-7, max_iters=100_000, verbose=F
         Hessian block of size ~n^2/2 and took 46 s at n = 100).
     eps : float
         SCS absolute and relative tolerance.
+    lifted : bool
+        Add the lifted cardinality constraints ``sum_j Y_ij = (2k - n) Y_0i`` (i = 1..n), i.e. the
+        cardinality constraint ``sum_j y_j = 2k - n`` multiplied by each ``y_i`` -- valid for every
+        rank-one feasible point, so the bound stays an upper bound but is tighter.  Not in the
+        paper (eq. 26 has only the aggregate constraint); see :func:`bioqpfs.sdp_cmi` for its effect.
 
     Returns
     -------
@@ -431,6 +436,8 @@ def sdp_relaxation(Q, k, *, solver="SCS", eps=1e-7, max_iters=100_000, verbose=F
     Y = cp.Variable((n + 1, n + 1), PSD=True)
     objective = 2.0 * (q1 @ Y[0, 1:]) + cp.sum(cp.multiply(Q, Y[1:, 1:]))
     constraints = [cp.diag(Y) == 1, cp.sum(Y[0, 1:]) == 2 * k - n]
+    if lifted:
+        constraints.append(cp.sum(Y[1:, 1:], axis=1) == (2 * k - n) * Y[1:, 0])
     prob = cp.Problem(cp.Maximize(objective), constraints)
     solver = solver.upper()
     if solver == "SCS":
