@@ -38,6 +38,7 @@ from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import spectral as _spec
 from .._kernels import subset_search as _swap
+from .._kernels.ranking import RANK_REL_TOL
 from .._selection import Selection, rank_by_weight
 from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard,
                            validate_random_state)
@@ -46,9 +47,9 @@ from ._common import prepare, warn_constant
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
 
 _ROW_BLOCK = 512
-#: weights closer than this (relative to the largest) are made equal before ranking (see
-#: spectral.snap_ties): the eigenvector is computed in float64 arithmetic, accurate to ~1e-12
-TIE_TOL = 1e-10
+#: weights closer than this (relative to the largest) are made equal, in the stored weights too (the
+#: shared ranking tolerance, see bioqpfs._kernels.ranking): the eigenvector is accurate to ~1e-12
+TIE_TOL = RANK_REL_TOL
 #: with dtype=None, Q is stored in float32 from this many genes on (as QPFS: halves the 8 M^2 bytes,
 #: entries keep ~7 digits; M = 20,000: 1.6 GB instead of 3.2 GB, and end to end 51 s instead of 118 s
 #: in our benchmark)
@@ -216,7 +217,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         float32 from there on (as QPFS), which halves memory (M = 20,000: 1.6 GB instead of
         3.2 GB) and the memory traffic of the eigensolver, which still multiplies in float64.
         The weights then differ from the float64 ones by the float32 rounding of Q (~1e-7).
-        Weights closer than 1e-10 of the largest are treated as ties (relevance, then index).
+        Weights closer than 1e-9 of the largest are treated as ties (relevance, then index).
     tol : float
         Eigensolver tolerance (0: machine precision).
     n_error_rows : int
