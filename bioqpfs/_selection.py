@@ -5,21 +5,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._kernels.ranking import RANK_REL_TOL, rank_descending
+
 __all__ = ["Selection", "rank_by_weight"]
 
 
-def rank_by_weight(weights, relevance=None, *, candidates=None):
+def rank_by_weight(weights, relevance=None, *, candidates=None, rel_tol=RANK_REL_TOL):
     """Gene indices ordered by decreasing weight, ties by decreasing relevance, then by index.
 
     This is step 8 of QPFS section 2.3 ("in case of equal coefficients, rank them by decreasing
-    relevance F"), made fully deterministic by a final tie-break on the input order.
+    relevance F"), made fully deterministic by a final tie-break on the input order.  Weights (and
+    relevances) that differ by less than ``rel_tol`` relative to the largest among the candidates
+    are ties (:func:`bioqpfs._kernels.ranking.snap_ties`), so round-off never decides an order.
     ``candidates`` restricts the ranking to those indices (e.g. cluster representatives).
     """
     w = np.asarray(weights, dtype=np.float64)
     idx = np.arange(w.size) if candidates is None else np.asarray(candidates, dtype=np.int64)
     f = np.zeros(w.size) if relevance is None else np.asarray(relevance, dtype=np.float64)
-    order = np.lexsort((idx, -f[idx], -w[idx]))
-    return idx[order]
+    return idx[rank_descending([w[idx], f[idx]], idx, rel_tol)]
 
 
 @dataclass

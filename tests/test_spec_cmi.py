@@ -3,6 +3,7 @@
 Oracles are independent of the code under test: the paper's Example 1 numbers, contingency-table
 counting with plain Python, numpy.linalg.eigh, and exhaustive enumeration of all k-subsets.
 """
+import functools
 import itertools
 import math
 import warnings
@@ -16,6 +17,8 @@ import bioqpfs
 from bioqpfs._kernels import nystrom as nys
 from bioqpfs._kernels import spectral as sp
 from bioqpfs.selectors import spec_cmi as sc
+
+import reference as ref
 
 
 # ----------------------------------------------------------------------------- independent references
@@ -359,44 +362,94 @@ def gauss_data(rng, n, m, n_classes):
     return X, y
 
 
-def test_sdp_cmi_vs_exhaustive_enumeration():
-    """SDP_CMI (and SPEC_CMI) against the exact optimum of QIP_CMI over all k-subsets, n <= 12.
+@functools.lru_cache(maxsize=1)
+def _sdp_instances():
+    """36 seeded instances, 8-14 genes, k = 3-6 (the shape of issue 19's measurement), with the
+    plain-loop Q and the exhaustive optimum of each."""
+    rng = np.random.default_rng(2024)
+    out = []
+    for trial in range(36):
+        m, k = int(rng.integers(8, 15)), int(rng.integers(3, 7))
+        X, y = gauss_data(np.random.default_rng(1000 + trial), 150, m, 2 + trial % 3)
+        Q, _ = brute_q(bioqpfs.measures.discretize(X).astype(int), y)  # mean +- sd, the selector's default
+        _, opt = ref.best_subset_bruteforce(Q, None, k, quad=1.0, lin=0.0)
+        out.append((trial, X, y, k, Q, opt))
+    return out
 
-    Tolerance.  The paper (section 4.1) reports SPEC_CMI within 0.07% of the exhaustive optimum on
-    Waveform (n = 21, 5000 samples), SDP = SPEC in 86% of cases and SDP > SPEC in 73% of the rest.
-    On small noisy instances neither relaxation is exact: over 24 instances of this generator the
-    100-projection rounding hit the optimum in 15, with a median gap of 0 and one outlier of 14%
-    (a panel of 3 from 12 where the SDP solution is nearly rank one, so all projections give the
-    same 2 panels).  We assert what the paper's claims imply and these runs support: the relaxation
-    value bounds the optimum, SDP >= SPEC on >= 80% of instances, the optimum is reached on at least
-    half, the median gap is <= 0.5% (the paper's "minor difference" threshold), and no instance is
-    worse than 15%.
-    """
-    gaps = []
-    sdp_ge_spec = 0
-    configs = [(8, 2), (8, 3), (10, 3), (10, 4), (11, 5), (12, 3), (12, 4), (12, 6)] * 2
-    for trial, (m, k) in enumerate(configs):
-        X, y = gauss_data(np.random.default_rng(200 + trial), 150, m, 2 + trial % 3)
-        codes = bioqpfs.measures.discretize(X)  # mean +- sd, the selector's default
-        Q, _ = brute_q(codes.astype(int), y)
-        opt = exhaustive_best(Q, k)
-        sel = bioqpfs.select(X, y, method="sdp_cmi", n_genes=k, random_state=trial)
+
+def _sdp_vs_exhaustive(**params):
+    """(ratios to the exhaustive optimum, rounded == SPEC_CMI flags) of SDP_CMI on the 36 instances."""
+    ratios, same_as_spec = [], []
+    for trial, X, y, k, Q, opt in _sdp_instances():
+        sel = bioqpfs.select(X, y, method="sdp_cmi", n_genes=k, random_state=trial, **params)
         S = sel.selected
-        assert len(set(S)) == k
+        assert len(set(S.tolist())) == k
+        val = Q[np.ix_(S, S)].sum()
+        d = sel.diagnostics
+        assert val == pytest.approx(d["qip_objective"], abs=1e-9)
+        assert val <= opt + 1e-9
+        assert d["sdp_bound"] >= opt * (1 - 1e-5)  # the relaxation bounds the optimum, lifted or not
+        assert d["exhaustive_optimum"] == pytest.approx(opt, abs=1e-9)
+        assert d["optimality_ratio"] == pytest.approx(val / opt, abs=1e-9)
+        assert d["spec_cmi_objective"] <= opt + 1e-9
+        ratios.append(val / opt)
+        same_as_spec.append(d["rounded_equals_spec_cmi"])
+    return np.array(ratios), np.array(same_as_spec)
+
+
+def test_sdp_cmi_reaches_exhaustive_optimum():
+    """SDP_CMI against the exact optimum of QIP_CMI over all k-subsets (plain-loop Q and enumeration).
+
+    The paper (section 4.1) reports SDP within 0.07% of the exhaustive optimum.  With the lifted
+    relaxation and the swap polish (the defaults; issue 19) the optimum is reached on >= 95% of the
+    instances and no panel is below 95% of it (measured: 36 of 36).  The published relaxation alone
+    reached it on 25 of 36 (worst 83%): this test fails on it (see the next test).
+    """
+    ratios, _ = _sdp_vs_exhaustive()
+    assert np.mean(ratios > 1 - 1e-9) >= 0.95, ratios
+    assert ratios.min() >= 0.95
+
+
+def test_sdp_cmi_paper_relaxation_is_degenerate_and_each_fix_helps():
+    """The published method: rank-2 SDP solution, rounding = SPEC_CMI's panel, optimum often missed.
+
+    Each fix alone (swaps from the rounded panel; the lifted relaxation) reaches the optimum on
+    >= 95% (measured 36 of 36 each).
+    """
+    paper, same = _sdp_vs_exhaustive(relaxation="paper", polish=False)
+    assert same.mean() >= 0.9  # measured 36 of 36
+    assert np.mean(paper > 1 - 1e-9) <= 0.8  # measured 25 of 36: what the fixes are for
+    polished, _ = _sdp_vs_exhaustive(relaxation="paper", polish=True)
+    assert np.all(polished >= paper - 1e-12)  # the polish starts from the same rounded panel
+    lifted, _ = _sdp_vs_exhaustive(relaxation="lifted", polish=False)
+    for fixed in (polished, lifted):
+        assert np.mean(fixed > 1 - 1e-9) >= 0.95 and fixed.min() >= 0.95
+
+
+def test_spec_cmi_polish_reaches_exhaustive_optimum():
+    """polish=True (beyond the paper): SPEC_CMI's top k improved by swaps on the true x^T Q x."""
+    hits_plain = hits = 0
+    for trial, X, y, k, Q, opt in _sdp_instances():
+        plain = bioqpfs.spec_cmi(X, y, n_genes=k)
+        sel = bioqpfs.spec_cmi(X, y, n_genes=k, polish=True)
+        S = sel.selected
         val = Q[np.ix_(S, S)].sum()
         assert val == pytest.approx(sel.diagnostics["qip_objective"], abs=1e-9)
-        assert val <= opt + 1e-9
-        assert sel.diagnostics["sdp_bound"] >= opt * (1 - 1e-5)
-        spec = bioqpfs.spec_cmi(X, y, n_genes=k)
-        spec_val = Q[np.ix_(spec.selected, spec.selected)].sum()
-        assert sel.diagnostics["spec_cmi_objective"] == pytest.approx(spec_val, abs=1e-9)
-        sdp_ge_spec += val >= spec_val - 1e-12
-        gaps.append(1 - val / opt)
-    gaps = np.array(gaps)
-    assert sdp_ge_spec >= 0.8 * len(configs)
-    assert np.mean(gaps < 1e-12) >= 0.5
-    assert np.median(gaps) <= 5e-3
-    assert gaps.max() <= 0.15
+        assert sel.diagnostics["unpolished_qip_objective"] == pytest.approx(plain.diagnostics["qip_objective"])
+        assert val >= plain.diagnostics["qip_objective"] - 1e-12 and val <= opt + 1e-9
+        assert sorted(sel.ranking.tolist()) == list(range(X.shape[1]))  # still ranks every gene
+        np.testing.assert_array_equal(sel.weights, plain.weights)
+        hits += val > opt - 1e-9
+        hits_plain += plain.diagnostics["qip_objective"] > opt - 1e-9
+        if trial % 9 == 0:  # Nystrom with gamma = 1 keeps the dominant eigenpair: the same polished panel
+            nys_sel = bioqpfs.spec_cmi(X, y, n_genes=k, polish=True, nystrom_rate=1.0, random_state=0)
+            assert sorted(nys_sel.selected.tolist()) == sorted(S.tolist())
+            assert nys_sel.diagnostics["qip_objective"] == pytest.approx(val, rel=1e-9)
+    assert hits >= 0.95 * 36 and hits_plain <= 0.8 * 36  # measured 36 and 25
+    with pytest.raises(ValueError, match="pass n_genes"):
+        bioqpfs.spec_cmi(X, y, polish=True)
+    with pytest.raises(TypeError, match="polish must be True or False"):
+        bioqpfs.spec_cmi(X, y, n_genes=2, polish=1)
 
 
 def test_sdp_relaxation_scs_agrees_with_interior_point_and_is_feasible(rng):
@@ -438,6 +491,22 @@ def test_sdp_cmi_refuses_large_problems_and_needs_k(rng):
         bioqpfs.select(X[:, :10], y, method="sdp_cmi")
     nbytes, secs = sp.sdp_resource_estimate(2000)
     assert secs > 120 and nbytes > 2**30
+    with pytest.raises(ValueError, match="relaxation must be 'lifted'"):
+        bioqpfs.select(X[:, :10], y, method="sdp_cmi", n_genes=3, relaxation="tight")
+    with pytest.raises(TypeError, match="polish must be True or False"):
+        bioqpfs.select(X[:, :10], y, method="sdp_cmi", n_genes=3, polish="yes")
+    # the lifted relaxation is refused earlier (its estimate is 2.5x): 550 genes pass only for the paper's
+    X5 = rng.normal(size=(20, 550))
+    with pytest.raises(ValueError, match="estimated to take"):
+        bioqpfs.select(X5, y, method="sdp_cmi", n_genes=3)
+
+
+def test_exhaustive_check_only_when_cheap(rng):
+    Q = rng.random((30, 30))
+    Q = Q + Q.T
+    assert sc._exhaustive_qip(Q, 4, max_subsets=10**6) == pytest.approx(
+        max(Q[np.ix_(S, S)].sum() for S in itertools.combinations(range(30), 4)))
+    assert sc._exhaustive_qip(Q, 4, max_subsets=1000) is None  # C(30, 4) = 27,405
 
 
 # ----------------------------------------------------------------------------- QIP objective

@@ -11,7 +11,7 @@ with Q symmetric and entrywise non-negative.  This module holds the array-level 
   maximising x^T Q x is a dominant eigenvector, found by Lanczos (ARPACK ``eigsh`` on a
   ``LinearOperator``), never by a full eigendecomposition;
 * :func:`sign_consistent` -- Theorem 2 sign handling (flip, clip round-off, record);
-  :func:`snap_ties` -- round-off differences between symmetric genes become exact ties;
+  :func:`snap_ties` (from :mod:`.ranking`) -- round-off differences between symmetric genes become exact ties;
 * :func:`nystrom_leading` -- the section 3.4 Nystrom eigenpairs from sampled rows, with a cut on
   the sampled block's spectrum suited to an indefinite Q and Lanczos for the few pairs kept;
 * :func:`dummy_variable_weights` -- the section 3.4 ranking for approximations Q_hat with negative
@@ -28,6 +28,8 @@ import time
 
 import numpy as np
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, aslinearoperator, eigsh
+
+from .ranking import rank_descending, snap_ties  # noqa: F401  (snap_ties re-exported: spectral.snap_ties)
 
 __all__ = [
     "dominant_eigenvector",
@@ -204,27 +206,6 @@ def sign_consistent(x, *, nonnegative_matrix=True, tol=SIGN_TOL):
                    abs_applied=abs_applied)
 
 
-def snap_ties(x, rel_tol):
-    """Make weights that differ by less than ``rel_tol * max|x|`` exactly equal (to the largest).
-
-    Genes that are copies of each other are symmetric in Q, so their eigenvector entries are equal
-    in exact arithmetic but differ by round-off in floating point; rounding to fixed decimals
-    still splits pairs that straddle a rounding boundary.  Here the weights are sorted and every
-    run of consecutive gaps below the tolerance becomes one value, so the ranking rule's
-    tie-breaks (relevance, then index) order such genes deterministically.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if x.size < 2:
-        return x.copy()
-    order = np.argsort(-x, kind="stable")
-    xs = x[order]
-    new_group = np.concatenate([[True], (xs[:-1] - xs[1:]) > rel_tol * np.max(np.abs(xs))])
-    first = np.maximum.accumulate(np.where(new_group, np.arange(xs.size), 0))
-    out = np.empty_like(x)
-    out[order] = xs[first]
-    return out
-
-
 def nystrom_leading(C, rows, *, rank_tol=None, floor=1e-10, full_below=200):
     """Nystrom eigenpairs of Q from its sampled rows, keeping only A's eigenvalues above a cut.
 
@@ -392,7 +373,7 @@ def sdp_resource_estimate(n):
     return SDP_BYTES_PER_ENTRY * m * m, SDP_SECONDS_PER_CUBE * m ** 3
 
 
-def sdp_relaxation(Q, k, *, solver="SCS", eps=1e-7, max_iters=100_000, verbose=False):
+def sdp_relaxation(Q, k, *, solver="SCS", eps=1e-7, max_iters=100_000, lifted=False, verbose=False):
     """Solve SDP_CMI (eq. 26): max Qbar . Y  s.t.  Ibar . Y = 4k, diag(Y) = 1, Y PSD.
 
     Parameters
@@ -407,6 +388,11 @@ def sdp_relaxation(Q, k, *, solver="SCS", eps=1e-7, max_iters=100_000, verbose=F
         Hessian block of size ~n^2/2 and took 46 s at n = 100).
     eps : float
         SCS absolute and relative tolerance.
+    lifted : bool
+        Add the lifted cardinality constraints ``sum_j Y_ij = (2k - n) Y_0i`` (i = 1..n), i.e. the
+        cardinality constraint ``sum_j y_j = 2k - n`` multiplied by each ``y_i`` -- valid for every
+        rank-one feasible point, so the bound stays an upper bound but is tighter.  Not in the
+        paper (eq. 26 has only the aggregate constraint); see :func:`bioqpfs.sdp_cmi` for its effect.
 
     Returns
     -------
@@ -431,6 +417,8 @@ def sdp_relaxation(Q, k, *, solver="SCS", eps=1e-7, max_iters=100_000, verbose=F
     Y = cp.Variable((n + 1, n + 1), PSD=True)
     objective = 2.0 * (q1 @ Y[0, 1:]) + cp.sum(cp.multiply(Q, Y[1:, 1:]))
     constraints = [cp.diag(Y) == 1, cp.sum(Y[0, 1:]) == 2 * k - n]
+    if lifted:
+        constraints.append(cp.sum(Y[1:, 1:], axis=1) == (2 * k - n) * Y[1:, 0])
     prob = cp.Problem(cp.Maximize(objective), constraints)
     solver = solver.upper()
     if solver == "SCS":
@@ -488,7 +476,7 @@ def gw_round(Y, Q, k, *, n_projections=100, rng):
     idx = np.arange(n)
     subsets = np.empty((n_projections, k), dtype=np.int64)
     for p in range(n_projections):
-        order = np.lexsort((idx, -score[:, p]))  # ties: lower index first
+        order = rank_descending([score[:, p]], idx)  # ties (up to round-off): lower index first
         subsets[p] = np.sort(order[:k])
     vals = qip_values(Q, subsets)
     best_p = int(np.argmax(vals))  # first projection among equals

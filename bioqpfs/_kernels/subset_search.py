@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spectral import snap_ties
+from .ranking import rank_descending
 
 __all__ = ["swap_search", "subset_value", "SWAP_REL_TOL"]
 
@@ -191,7 +191,6 @@ def swap_search(Q, a, start, *, quad=1.0, lin=1.0, candidates=None, fixed=None, 
 
     g = R.sum(axis=0)
     contrib = lin * a[S] + quad * (2.0 * g[S] - d[S])
-    snapped = snap_ties(contrib, rel_tol)
-    S_out = S[np.lexsort((S, -snapped))]
+    S_out = S[rank_descending([contrib], S, rel_tol)]
     value = float(lin * a[S].sum() + quad * R[:, S].sum())
     return S_out, value, n_swaps

@@ -56,6 +56,7 @@ import numpy as np
 
 from .. import measures
 from .._kernels import information as _info
+from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
 from .._validation import check_n_genes, check_random_state, validate_random_state
 from ._common import information_relevance, prepare, warn_constant
@@ -64,14 +65,15 @@ __all__ = ["maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife", "random_genes", "gre
 
 #: ranking length of the greedy methods when ``n_genes`` is None
 DEFAULT_N_RANKED = 50
-#: relative tolerance under which two greedy scores are a tie
-TIE_TOL = 1e-9
+#: relative tolerance under which two greedy scores are a tie (the shared ranking tolerance)
+TIE_TOL = RANK_REL_TOL
 
 _CRITERIA = ("mrmr_mid", "mrmr_miq", "jmi", "cife")
 
 
 def pick_best(scores, relevance, available):
-    """Index of the best available score; ties (within TIE_TOL) by higher relevance, then lower index."""
+    """Index of the best available score; ties (within TIE_TOL) by higher relevance (equal up to round-off
+    counts as equal), then lower index."""
     idx = np.flatnonzero(available)
     if idx.size == 0:
         return -1
@@ -81,7 +83,7 @@ def pick_best(scores, relevance, available):
         tied = idx[s == best]
     else:
         tied = idx[s >= best - TIE_TOL * max(1.0, abs(best))]
-    return int(tied[np.lexsort((tied, -relevance[tied]))[0]])
+    return int(tied[rank_descending([relevance[tied]], tied)[0]])
 
 
 def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None):

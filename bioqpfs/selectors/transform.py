@@ -82,6 +82,7 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
+from .._kernels.ranking import rank_descending
 from .._selection import Selection
 from .._validation import check_n_genes, check_random_state, memory_guard
 from ._common import prepare, warn_constant
@@ -351,7 +352,7 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     dropout = np.full(m, -np.inf)
     dropout[keep] = last_nonzero
     idx = keep
-    order = np.lexsort((idx, -F[idx], -dropout[idx], -weights[idx]))
+    order = rank_descending([weights[idx], dropout[idx], F[idx]], idx)
     ranking = np.concatenate([idx[order], np.flatnonzero(constant)])
     f_final, _ = objective(W)
     if k != target:
