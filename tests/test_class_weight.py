@@ -75,7 +75,7 @@ def test_balanced_relevance_ranks_a_rare_type_marker_first():
     assert np.argmax(plain) == 5 and np.argmax(bal) == 3
 
 
-@pytest.mark.parametrize("method", ["qpfs", "maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife"])
+@pytest.mark.parametrize("method", ["qpfs", "maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife", "spec_cmi"])
 def test_class_weight_in_selectors_equals_replicated_classes(method):
     rng = np.random.default_rng(3)
     y = np.repeat([0, 1, 2], [30, 20, 10])

@@ -42,7 +42,7 @@ from .._kernels.ranking import RANK_REL_TOL
 from .._selection import Selection, rank_by_weight
 from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard,
                            validate_random_state)
-from ._common import prepare, warn_constant
+from ._common import info_table, prepare, warn_constant
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
 
@@ -113,16 +113,16 @@ def _relevance(table, base):
     return np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)
 
 
-def _table(X, y_codes, discretization, n_bins):
-    codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
-    return _info.CodeTable(codes, levels, groups=y_codes)
+def _table(X, y_codes, discretization, n_bins, class_weight=None):
+    return info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
+                      grouped=True)
 
 
-def _panel_qip(X, y_codes, genes, discretization, n_bins, base):
+def _panel_qip(X, y_codes, genes, discretization, n_bins, base, class_weight=None):
     """x^T Q x of a panel: discretisation is per gene, so only the panel's k x k block is computed."""
     genes = np.asarray(genes, dtype=np.int64)
     Xs = X[:, genes]
-    Qs, _ = cmi_q_rows(_table(Xs, y_codes, discretization, n_bins), base=base)
+    Qs, _ = cmi_q_rows(_table(Xs, y_codes, discretization, n_bins, class_weight), base=base)
     return float(Qs.sum())
 
 
@@ -150,7 +150,8 @@ def _polished_top_k(Q, x, F, n_genes, diag=None):
 
 
 def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n_genes, params, diagnostics, t0,
-            discretization, n_bins, base, feature_names, extra_columns=None, tie_tol=TIE_TOL, panel=None):
+            discretization, n_bins, base, feature_names, extra_columns=None, tie_tol=TIE_TOL, panel=None,
+            class_weight=None):
     m_total = X.shape[1]
     weights = np.zeros(m_total)
     # identical genes have equal weights only up to round-off: differences below the solver's
@@ -162,7 +163,8 @@ def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n
     rest = np.setdiff1d(keep, first)  # a polished panel (ordered) goes first, then the rest by weight
     ranking = np.concatenate([first, rank_by_weight(weights, F_all, candidates=rest), np.flatnonzero(constant)])
     if n_genes is not None and "qip_objective" not in diagnostics:
-        diagnostics["qip_objective"] = _panel_qip(X, y_codes, ranking[:n_genes], discretization, n_bins, base)
+        diagnostics["qip_objective"] = _panel_qip(X, y_codes, ranking[:n_genes], discretization, n_bins, base,
+                                                  class_weight)
     diagnostics.update(n_constant=int(constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(constant)],
                        n_classes=int(classes.size), seconds_total=time.perf_counter() - t0)
     return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
@@ -181,7 +183,7 @@ def _prepare(X, y, n_genes, feature_names):
 
 
 def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretization="mean_sd", n_bins=3, base=2,
-             dtype=None, tol=0.0, n_error_rows=50, random_state=None, feature_names=None):
+             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, random_state=None, feature_names=None):
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
 
     Parameters
@@ -204,12 +206,15 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         by the other genes by weight; diagnostics add ``unpolished_qip_objective`` and ``n_swaps``.
         On 36 small random instances the top k reached the exhaustive optimum in 25 (worst 83%),
         polished in 36 (see :func:`sdp_cmi`).  Default False: the published ranking.
-    discretization : {"mean_sd", "quantile", "mdl", None}
-        How genes are discretised for the information measures (``None``: X holds codes).  The
-        paper used MDL on small data and equal-frequency bins on large data; the bioqpfs default
-        is the QPFS mean +- sd 3-bin rule.
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
+        How genes are discretised for the information measures (``None``: X holds codes; see
+        :func:`bioqpfs.measures.discretize`).  The paper used MDL on small data and equal-frequency
+        bins on large data; the bioqpfs default is the QPFS mean +- sd 3-bin rule.
     n_bins : int
-        Bins for ``"quantile"``.
+        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    class_weight : {None, "balanced"}
+        ``"balanced"`` (beyond the paper): every class counts equally in every I(X_i; C | X_j), a
+        uniform class prior (weighted counts; :func:`bioqpfs.qpfs`).
     base : float
         Logarithm base (2: bits; the ranking does not depend on it).
     dtype : numpy dtype, optional
@@ -256,7 +261,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
                                  n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=None,
                                  random_state=random_state, feature_names=feature_names, method="spec_cmi",
-                                 polish=polish)
+                                 polish=polish, class_weight=class_weight)
     _check_polish(polish, n_genes)
     t0 = time.perf_counter()
     validate_random_state(random_state)
@@ -269,7 +274,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
     measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information")
     Xk = X[:, keep] if m < X.shape[1] else X
-    table = _table(Xk, y_codes, discretization, n_bins)
+    table = _table(Xk, y_codes, discretization, n_bins, class_weight)
     Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
     _check_informative(Q, discretization, X.shape[0])
     F = np.diag(Q).astype(np.float64)
@@ -287,7 +292,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         qip = _spec.qip_value(Q, top) if n_genes <= m else None
     del Q
     params = dict(discretization=discretization, n_bins=n_bins, base=base, dtype=dtype.name, tol=tol,
-                  nystrom_rate=None, polish=bool(polish), n_genes=n_genes)
+                  nystrom_rate=None, polish=bool(polish), n_genes=n_genes, class_weight=class_weight)
     diagnostics = dict(
         eigenvalue=lam, eigensolver=eig_info["method"], n_matvec=eig_info["n_matvec"],
         eigen_residual=eig_info["residual"], sign_flipped=sign_info["flipped"],
@@ -300,7 +305,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         diagnostics["qip_objective"] = qip
     diagnostics.update(polish_info)
     return _finish("spec_cmi", X, y_codes, classes, constant, keep, x, F, n_genes, params, diagnostics, t0,
-                   discretization, n_bins, base, feature_names, panel=panel)
+                   discretization, n_bins, base, feature_names, panel=panel, class_weight=class_weight)
 
 
 def _check_polish(polish, n_genes):
@@ -311,7 +316,8 @@ def _check_polish(polish, n_genes):
 
 
 def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, discretization="mean_sd", n_bins=3,
-                     base=2, tol=0.0, n_error_rows=50, rank_tol=None, random_state=None, feature_names=None):
+                     base=2, tol=0.0, n_error_rows=50, rank_tol=None, class_weight=None, random_state=None,
+                     feature_names=None):
     """SPEC_CMI from ``r = ceil(gamma M)`` sampled rows of Q (Nystrom approximation, section 3.4).
 
     Only the sampled rows ``[A B]`` of Q are computed (cost O(gamma M^2 N) instead of O(M^2 N)).
@@ -356,11 +362,11 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, disc
     return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
                              n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=rank_tol,
                              random_state=random_state, feature_names=feature_names, method="spec_cmi_nystrom",
-                             polish=polish)
+                             polish=polish, class_weight=class_weight)
 
 
 def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, base, tol, n_error_rows, rank_tol,
-                      random_state, feature_names, method, polish=False):
+                      random_state, feature_names, method, polish=False, class_weight=None):
     t0 = time.perf_counter()
     _check_polish(polish, n_genes)
     if nystrom_rate is None or not (0.0 < float(nystrom_rate) <= 1.0):
@@ -376,7 +382,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     n_err = min(int(n_error_rows), rest.size)
     err_rows = np.sort(rng.choice(rest, size=n_err, replace=False)) if n_err else rest[:0]
     Xk = X[:, keep] if m < X.shape[1] else X
-    table = _table(Xk, y_codes, discretization, n_bins)
+    table = _table(Xk, y_codes, discretization, n_bins, class_weight)
     # the landmark rows and the few exact rows of the error estimate in one pass over the genes
     Qall, q_info = cmi_q_rows(table, np.concatenate([rows, err_rows]), base=base)
     Qr, Qe = Qall[:r], Qall[r:]
@@ -399,7 +405,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     if polish and n_genes <= m:
         panel, polish_info = _polished_top_k(_CMIRows(table, base), x, F, n_genes, diag=F)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, tol=tol, nystrom_rate=float(nystrom_rate),
-                  n_error_rows=int(n_error_rows), rank_tol=rank_tol, polish=bool(polish), n_genes=n_genes)
+                  n_error_rows=int(n_error_rows), rank_tol=rank_tol, polish=bool(polish), n_genes=n_genes,
+                  class_weight=class_weight)
     diagnostics = dict(
         nystrom_rate=float(nystrom_rate), r=int(r), k_tilde=int(lam.size), rank_tol=rank_tol_used,
         nystrom_rank_A=nys_info["rank_A"], nystrom_lambda_min_A=nys_info["lambda_min_A"],
@@ -413,7 +420,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
         diagnostics.update(dummy_eigenvalue=dummy_info["lam"], dummy_y0=dummy_info["y0"])
     diagnostics.update(polish_info)
     return _finish(method if method == "spec_cmi_nystrom" else "spec_cmi", X, y_codes, classes, constant, keep, x, F,
-                   n_genes, params, diagnostics, t0, discretization, n_bins, base, feature_names, panel=panel)
+                   n_genes, params, diagnostics, t0, discretization, n_bins, base, feature_names, panel=panel,
+                   class_weight=class_weight)
 
 
 def _nystrom_error(Qr, rows, Qe, err_rows, U, lam):
@@ -441,7 +449,8 @@ def _nystrom_error(Qr, rows, Qe, err_rows, U, lam):
 
 
 def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polish=True, solver="SCS",
-            max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, random_state=None, feature_names=None):
+            max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, class_weight=None, random_state=None,
+            feature_names=None):
     """Select a k-gene panel with SDP_CMI: semidefinite relaxation + Goemans--Williamson rounding.
 
     Section 3.2: with bipolar variables ``y = 2x - 1`` and a dummy ``y_0 = 1`` (variable expansion,
@@ -555,7 +564,7 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
         )
     memory_guard(est_bytes, f"SDP_CMI on {m} genes", "use method='spec_cmi' or restrict the candidate genes")
     Xk = X[:, keep] if m < X.shape[1] else X
-    Q, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins), base=base)
+    Q, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins, class_weight), base=base)
     _check_informative(Q, discretization, X.shape[0])
     F = np.diag(Q).copy()
     t1 = time.perf_counter()
@@ -587,7 +596,7 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
     eig_y = np.linalg.eigvalsh(Y)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, n_projections=int(n_projections),
                   relaxation=relaxation, polish=bool(polish), solver=sdp_info["solver"], max_seconds=float(max_seconds),
-                  n_genes=n_genes)
+                  n_genes=n_genes, class_weight=class_weight)
     diagnostics = dict(
         sdp_status=sdp_info["status"], sdp_iterations=sdp_info["iterations"], sdp_seconds=sdp_info["seconds"],
         estimated_seconds=est_seconds, estimated_bytes=int(est_bytes), sdp_bound=bound,
