@@ -6,7 +6,7 @@
 """
 from . import datasets, get, measures, tl
 from . import evaluate, pl  # light: matplotlib/scanpy are imported inside the plot functions
-from ._registry import methods, select
+from ._registry import DEFAULT_PANEL, methods, select
 from ._selection import Selection
 from .selectors.qpfs import qpfs
 from .selectors.spec_cmi import qip_objective, spec_cmi

@@ -77,7 +77,7 @@ def test_labels_series_with_foreign_index_is_an_error(rng):
 def test_continuous_labels_are_refused(rng):
     X, _ = _data(rng)
     with pytest.raises(ValueError, match=r"looks? continuous \(40 distinct values for 40 samples"):
-        bioqpfs.select(X, rng.normal(size=40), n_genes=2)
+        bioqpfs.select(X, rng.normal(size=40), method="qpfs", n_genes=2)
     with pytest.raises(ValueError, match="non-integer"):
         check_labels(np.r_[np.zeros(20), np.full(20, 0.5)], 40)  # two "classes", but not integer floats
     # integer-valued with one sample per value (ids, ages): a warning, since small CV folds look alike
@@ -122,7 +122,7 @@ def test_complex_matrix_is_refused(rng, make):
     X, y = _data(rng)
     Xc = make(X + 1j * rng.normal(size=X.shape))
     for call in (lambda: measures.discretize(Xc), lambda: measures.correlation(Xc),
-                 lambda: bioqpfs.select(Xc, y, n_genes=2)):
+                 lambda: bioqpfs.select(Xc, y, method="qpfs", n_genes=2)):
         with pytest.raises(TypeError, match="complex"):
             call()
 
@@ -140,7 +140,7 @@ def test_invalid_base_is_refused(rng, base):
              lambda: info.pairwise_information(info.CodeTable(codes), None, "mi", base=base),
              lambda: _common.similarity_and_relevance(X, y, similarity="correlation", relevance="hall",
                                                      discretization="mean_sd", n_bins=3, base=base),
-             lambda: bioqpfs.select(X, y, n_genes=2, base=base)]
+             lambda: bioqpfs.select(X, y, method="qpfs", n_genes=2, base=base)]
     for call in calls:
         with pytest.raises(ValueError, match="base must be a finite number > 0 and != 1"):
             call()
@@ -161,7 +161,7 @@ def test_extreme_magnitudes_give_the_same_results_as_ordinary_scale(rng, factor,
     np.testing.assert_allclose(measures.relevance(Xh, y, kind="hall"), measures.relevance(X, y, kind="hall"),
                                rtol=1e-12)
     np.testing.assert_allclose(measures.correlation(Xh), measures.correlation(X), rtol=1e-12, atol=1e-15)
-    assert bioqpfs.select(Xh, y, n_genes=1).selected[0] == 0
+    assert bioqpfs.select(Xh, y, method="qpfs", n_genes=1).selected[0] == 0
     np.testing.assert_array_equal(sp.csc_matrix(Xh).toarray(), sp.csc_matrix(before).toarray())  # not modified
 
 
@@ -180,7 +180,7 @@ def test_mean_sd_edges_unchanged_on_ordinary_data(rng):
 def test_feature_names_of_wrong_length_are_refused(rng):
     X, y = _data(rng)
     with pytest.raises(ValueError, match="feature_names has 2 entries but X has 6 genes"):
-        bioqpfs.select(X, y, n_genes=2, feature_names=["a", "b"])
+        bioqpfs.select(X, y, method="qpfs", n_genes=2, feature_names=["a", "b"])
 
 
 # ---- item 16: sparse matrix without stored entries ---------------------------------------------------
@@ -192,7 +192,7 @@ def test_sparse_matrix_without_entries(make):
     np.testing.assert_array_equal(measures.correlation(X), np.zeros((5, 5)))
     np.testing.assert_array_equal(measures.relevance(X, y, kind="hall"), np.zeros(5))
     with pytest.raises(ValueError, match="every gene is constant"):
-        bioqpfs.select(X, y, n_genes=2)
+        bioqpfs.select(X, y, method="qpfs", n_genes=2)
 
 
 # ---- item 19: dtype, rows, n_bins ----------------------------------------------------------------------
@@ -240,4 +240,4 @@ def test_anndata_passed_as_matrix_gets_a_pointer_to_tl(rng):
 
     X, y = _data(rng)
     with pytest.raises(TypeError, match="is an AnnData.*tl.select_genes"):
-        bioqpfs.select(ad.AnnData(X), y, n_genes=2)
+        bioqpfs.select(ad.AnnData(X), y, method="qpfs", n_genes=2)

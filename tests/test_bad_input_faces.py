@@ -332,7 +332,7 @@ def test_plot_save_is_validated_and_atomic(tmp_path):
     X = rng.normal(size=(30, 8))
     X[:, 0] += 2 * (y == "a")
     adata = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(y)}, index=[f"c{i}" for i in range(30)]))
-    bioqpfs.tl.select_genes(adata, "cls", n_genes=3)
+    bioqpfs.tl.select_genes(adata, "cls", method="qpfs", n_genes=3)
     with pytest.raises(ValueError, match="yscale='bogus'"):
         bioqpfs.pl.weights(adata, show=False, yscale="bogus")
     with pytest.raises(ValueError, match="image format"):

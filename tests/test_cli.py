@@ -33,7 +33,9 @@ def test_select_writes_h5ad_and_tsv(h5ad, tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "weights.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     b = ad.read_h5ad(out)
-    assert b.var["qpfs_selected"].sum() == 3 and b.uns["qpfs"]["selected"][0] == "g0"
+    # no --method: the default recipe under the key "bioqpfs"
+    assert b.var["bioqpfs_selected"].sum() == 3 and b.uns["bioqpfs"]["selected"][0] == "g0"
+    assert b.uns["bioqpfs"]["params"]["preset"] == "default"
     df = pd.read_csv(tsv, sep="\t")
     assert list(df.columns[:4]) == ["gene", "rank", "weight", "selected"] and df["gene"][0] == "g0"
     assert not list(tmp_path.glob(".tmp-*"))
@@ -84,10 +86,11 @@ def test_csv_both_orientations_and_labels_file(tmp_path):
     df.assign(cls=y).to_csv(tmp_path / "sxg.csv")
     df.T.to_csv(tmp_path / "gxs.tsv", sep="\t")
     pd.DataFrame({"cls": y}, index=samples).to_csv(tmp_path / "labels.csv")
-    r1 = run("select", str(tmp_path / "sxg.csv"), "--orientation", "samples-by-genes", "--groupby", "cls",
+    r1 = run("select", str(tmp_path / "sxg.csv"), "--orientation", "samples-by-genes", "--groupby", "cls", "--method", "qpfs",
              "--n-genes", "2", "-o", str(tmp_path / "a.h5ad"), "--quiet")
     r2 = run("select", str(tmp_path / "gxs.tsv"), "--orientation", "genes-by-samples", "--labels",
-             str(tmp_path / "labels.csv"), "--groupby", "cls", "--n-genes", "2", "-o", str(tmp_path / "b.h5ad"), "--quiet")
+             str(tmp_path / "labels.csv"), "--groupby", "cls", "--n-genes", "2", "-o", str(tmp_path / "b.h5ad"), "--quiet",
+             "--method", "qpfs")
     assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
     a, b = ad.read_h5ad(tmp_path / "a.h5ad"), ad.read_h5ad(tmp_path / "b.h5ad")
     assert list(a.uns["qpfs"]["selected"]) == list(b.uns["qpfs"]["selected"]) and a.uns["qpfs"]["selected"][0] == "g2"
@@ -142,7 +145,8 @@ def test_use_raw_auto_yes_no(tmp_path):
     top = {}
     for mode in ("auto", "yes", "no"):
         out = tmp_path / f"{mode}.h5ad"
-        args = ["select", str(tmp_path / "in.h5ad"), "--groupby", "cls", "--n-genes", "1", "-o", str(out), "--quiet"]
+        args = ["select", str(tmp_path / "in.h5ad"), "--groupby", "cls", "--n-genes", "1", "-o", str(out), "--quiet",
+                "--method", "qpfs"]
         r = run(*args, *(["--use-raw", mode] if mode != "auto" else []))
         assert r.returncode == 0, r.stderr
         b = ad.read_h5ad(out)

@@ -229,7 +229,7 @@ def test_reticulate_entry_point_matches_tl_on_raw_bytes():
                                 params={"n_bins": 3.0})
     adata = ad.AnnData(X=X.copy(), obs=pd.DataFrame({"c": pd.Categorical(y)}, index=[str(i) for i in range(y.size)]),
                        var=pd.DataFrame(index=genes))
-    bioqpfs.tl.select_genes(adata, "c", n_genes=4, n_bins=3)
+    bioqpfs.tl.select_genes(adata, "c", method="qpfs", n_genes=4, n_bins=3)
     assert res["columns"]["qpfs_weight"] == adata.var["qpfs_weight"].tolist()
     assert res["columns"]["qpfs_selected"] == adata.var["qpfs_selected"].tolist()
     assert res["record"]["selected"] == list(adata.uns["qpfs"]["selected"])

@@ -26,12 +26,12 @@ def make_adata(rng, n=60, m=12, sparse=False):
 
 def test_writes_var_and_uns_and_keeps_existing(rng):
     a = make_adata(rng)
-    assert bioqpfs.tl.select_genes(a, "group", n_genes=4) is None
+    assert bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=4) is None
     for c in ("qpfs_weight", "qpfs_rank", "qpfs_selected", "existing", "highly_variable"):
         assert c in a.var
     assert a.uns["keep_me"] == {"a": 1}
     assert a.var["qpfs_selected"].sum() == 4
-    sel = bioqpfs.select(a.X, a.obs["group"], n_genes=4)
+    sel = bioqpfs.select(a.X, a.obs["group"], method="qpfs", n_genes=4)
     np.testing.assert_allclose(a.var["qpfs_weight"].to_numpy(), sel.weights)
     ranked = list(a.var_names[sel.ranking[:4]])
     assert list(a.uns["qpfs"]["selected"]) == ranked
@@ -46,24 +46,24 @@ def test_writes_var_and_uns_and_keeps_existing(rng):
 @pytest.mark.parametrize("col", ["group", "int_group", "str_group"])
 def test_label_types_give_same_result(rng, col):
     a = make_adata(rng)
-    bioqpfs.tl.select_genes(a, col, n_genes=3)
+    bioqpfs.tl.select_genes(a, col, method="qpfs", n_genes=3)
     b = make_adata(np.random.default_rng(12345))
-    bioqpfs.tl.select_genes(b, "group", n_genes=3)
+    bioqpfs.tl.select_genes(b, "group", method="qpfs", n_genes=3)
     np.testing.assert_allclose(a.var["qpfs_weight"], b.var["qpfs_weight"])
 
 
 def test_sparse_equals_dense(rng):
     a = make_adata(np.random.default_rng(1))
     b = make_adata(np.random.default_rng(1), sparse=True)
-    bioqpfs.tl.select_genes(a, "group", n_genes=5)
-    bioqpfs.tl.select_genes(b, "group", n_genes=5)
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=5)
+    bioqpfs.tl.select_genes(b, "group", method="qpfs", n_genes=5)
     np.testing.assert_array_equal(a.var["qpfs_rank"], b.var["qpfs_rank"])
 
 
 def test_copy_mask_layer_key(rng):
     a = make_adata(rng)
     a.layers["counts"] = a.X.copy()
-    out = bioqpfs.tl.select_genes(a, "group", n_genes=2, mask_var="highly_variable", layer="counts",
+    out = bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=2, mask_var="highly_variable", layer="counts",
                                   key_added="hv", copy=True)
     assert "hv_rank" not in a.var and out is not a
     assert np.isnan(out.var.loc[~out.var["highly_variable"], "hv_rank"]).all()
@@ -76,15 +76,15 @@ def test_use_raw(rng):
     a = make_adata(rng)
     a.raw = a.copy()
     a.X = np.zeros_like(a.X)  # X is useless; raw has the data
-    bioqpfs.tl.select_genes(a, "group", use_raw=True, n_genes=5)
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", use_raw=True, n_genes=5)
     b = make_adata(np.random.default_rng(12345))
-    bioqpfs.tl.select_genes(b, "group", n_genes=5)
+    bioqpfs.tl.select_genes(b, "group", method="qpfs", n_genes=5)
     np.testing.assert_allclose(a.var["qpfs_weight"], b.var["qpfs_weight"])
 
 
 def test_h5ad_round_trip(rng, tmp_path):
     a = make_adata(rng)
-    bioqpfs.tl.select_genes(a, "group", n_genes=3)
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=3)
     a.write_h5ad(tmp_path / "a.h5ad")
     b = ad.read_h5ad(tmp_path / "a.h5ad")
     assert list(b.uns["qpfs"]["selected"]) == list(a.uns["qpfs"]["selected"])
@@ -96,23 +96,23 @@ def test_h5ad_round_trip(rng, tmp_path):
 def test_errors(rng):
     a = make_adata(rng)
     with pytest.raises(KeyError, match="not a column of adata.obs"):
-        bioqpfs.tl.select_genes(a, "nope")
+        bioqpfs.tl.select_genes(a, "nope", method="qpfs")
     a.obs["holes"] = a.obs["group"].astype(object)
     a.obs.iloc[3, a.obs.columns.get_loc("holes")] = np.nan
     with pytest.raises(ValueError, match=r"1 missing value\(s\) \(cells c3\)"):
-        bioqpfs.tl.select_genes(a, "holes")
+        bioqpfs.tl.select_genes(a, "holes", method="qpfs")
     with pytest.raises(KeyError, match="layer 'x' not found"):
-        bioqpfs.tl.select_genes(a, "group", layer="x")
+        bioqpfs.tl.select_genes(a, "group", method="qpfs", layer="x")
     with pytest.raises(KeyError, match="mask_var"):
-        bioqpfs.tl.select_genes(a, "group", mask_var="hv")
+        bioqpfs.tl.select_genes(a, "group", method="qpfs", mask_var="hv")
     with pytest.raises(ValueError, match="n_genes=99"):
-        bioqpfs.tl.select_genes(a, "group", n_genes=99)
+        bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=99)
     assert "qpfs_rank" not in a.var  # nothing half-written after errors
 
 
 def test_view_with_copy_true(rng):
     a = make_adata(rng)
-    out = bioqpfs.tl.select_genes(a[:40], "group", n_genes=5, copy=True)
+    out = bioqpfs.tl.select_genes(a[:40], "group", method="qpfs", n_genes=5, copy=True)
     assert out.n_obs == 40 and "qpfs_rank" in out.var and "qpfs_rank" not in a.var
 
 
@@ -128,15 +128,15 @@ def test_backed_input(rng, tmp_path, sparse):
     a = make_adata(np.random.default_rng(7), sparse=sparse)
     a.write_h5ad(tmp_path / "a.h5ad")
     b = ad.read_h5ad(tmp_path / "a.h5ad", backed="r")
-    bioqpfs.tl.select_genes(b, "group", n_genes=3)
+    bioqpfs.tl.select_genes(b, "group", method="qpfs", n_genes=3)
     c = make_adata(np.random.default_rng(7))
-    bioqpfs.tl.select_genes(c, "group", n_genes=3)
+    bioqpfs.tl.select_genes(c, "group", method="qpfs", n_genes=3)
     np.testing.assert_allclose(b.var["qpfs_weight"], c.var["qpfs_weight"])
 
 
 def test_method_params_recorded_and_preselected_guard(rng):
     a = make_adata(rng)
-    bioqpfs.tl.select_genes(a, "group", n_genes=3, alpha=0.25, discretization="quantile", n_bins=4)
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=3, alpha=0.25, discretization="quantile", n_bins=4)
     p = a.uns["qpfs"]["params"]
     assert p["alpha"] == 0.25 and p["discretization"] == "quantile" and p["n_bins"] == 4
 
@@ -200,14 +200,14 @@ def test_use_raw_none_follows_rank_genes_groups(rng, scanpy_log):
     def ref(X):
         return bioqpfs.select(X, y, method="qpfs", n_genes=4).weights
 
-    bioqpfs.tl.select_genes(a, "group", n_genes=4)
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=4)
     np.testing.assert_allclose(a.var["qpfs_weight"], ref(raw_X))
     assert a.uns["qpfs"]["params"]["use_raw"] is True
     assert any("on adata.raw.X (use_raw=None and adata.raw is set" in line for line in scanpy_log())
-    bioqpfs.tl.select_genes(a, "group", n_genes=4, use_raw=False, key_added="x")
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=4, use_raw=False, key_added="x")
     np.testing.assert_allclose(a.var["x_weight"], ref(a.X))
     assert a.uns["x"]["params"]["use_raw"] is False
-    bioqpfs.tl.select_genes(a, "group", n_genes=4, layer="L", key_added="l")   # a layer wins over .raw
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=4, layer="L", key_added="l")   # a layer wins over .raw
     np.testing.assert_allclose(a.var["l_weight"], ref(a.X))
     assert any("on adata.layers['L']" in line for line in scanpy_log())
     # evaluate resolves the matrix the same way
@@ -218,9 +218,9 @@ def test_use_raw_none_follows_rank_genes_groups(rng, scanpy_log):
     b = make_adata(rng)
     b.raw = b[:, :6].copy()
     with pytest.raises(ValueError, match="pass use_raw=False to use adata.X"):
-        bioqpfs.tl.select_genes(b, "group")
+        bioqpfs.tl.select_genes(b, "group", method="qpfs")
     with pytest.raises(TypeError, match="use_raw must be None, True or False"):
-        bioqpfs.tl.select_genes(a, "group", use_raw="yes")
+        bioqpfs.tl.select_genes(a, "group", method="qpfs", use_raw="yes")
 
 
 def test_view_becomes_actual_as_in_scanpy(rng):
@@ -228,18 +228,18 @@ def test_view_becomes_actual_as_in_scanpy(rng):
     before = a.var.copy()
     v = a[a.obs["group"] != "C"]
     with pytest.warns(UserWarning, match="adata is a view"):
-        assert bioqpfs.tl.select_genes(v, "group", n_genes=3) is None
+        assert bioqpfs.tl.select_genes(v, "group", method="qpfs", n_genes=3) is None
     assert not v.is_view and v.n_obs == int((a.obs["group"] != "C").sum())
     pd.testing.assert_frame_equal(a.var, before)                     # the parent is untouched
     ref = a[a.obs["group"] != "C"].copy()
-    bioqpfs.tl.select_genes(ref, "group", n_genes=3)
+    bioqpfs.tl.select_genes(ref, "group", method="qpfs", n_genes=3)
     pd.testing.assert_frame_equal(v.var, ref.var)
     # an error before anything is written leaves the view a view
     w = a[:30]
     with pytest.raises(KeyError, match="not a column of adata.obs"):
-        bioqpfs.tl.select_genes(w, "nope")
+        bioqpfs.tl.select_genes(w, "nope", method="qpfs")
     with pytest.raises(TypeError, match="does not take parameter"):
-        bioqpfs.tl.select_genes(w, "group", alpah=0.5)
+        bioqpfs.tl.select_genes(w, "group", method="qpfs", alpah=0.5)
     assert w.is_view
 
 
@@ -278,3 +278,35 @@ def test_cold_kernel_cache_is_announced_by_tl(tmp_path):
     assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
     assert "compiling kernels (first run only" in runs[0].stderr and "kernels compiled in" in runs[0].stderr
     assert "compiling kernels" not in runs[1].stderr
+
+
+def test_default_recipe_is_the_benchmarked_method_with_its_levers(rng):
+    """method=None runs DEFAULT_PANEL (README 'Panel quality'); a named method keeps its published settings."""
+    from bioqpfs import DEFAULT_PANEL
+
+    a = make_adata(rng)
+    bioqpfs.tl.select_genes(a, "group", n_genes=4)
+    rec = a.uns["bioqpfs"]["params"]
+    assert rec["method"] == DEFAULT_PANEL["method"] and rec["preset"] == "default"
+    for k, v in DEFAULT_PANEL["params"].items():
+        assert rec[k] == v
+    direct = bioqpfs.select(a.X, a.obs["group"], method=DEFAULT_PANEL["method"], n_genes=4, random_state=0,
+                            **DEFAULT_PANEL["params"])
+    assert list(a.uns["bioqpfs"]["selected"]) == list(a.var_names[direct.selected])
+    # the user's parameters win over the recipe's
+    bioqpfs.tl.select_genes(a, "group", n_genes=4, discretization="mean_sd", key_added="md")
+    assert a.uns["md"]["params"]["discretization"] == "mean_sd" and a.uns["md"]["params"]["preset"] == "default"
+    # a named method: paper settings, its own key
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=4)
+    assert a.uns["qpfs"]["params"]["preset"] == "paper" and a.uns["qpfs"]["params"]["discretization"] == "mean_sd"
+
+
+def test_select_default_recipe_without_panel_size_returns_the_published_ranking(rng):
+    from bioqpfs import DEFAULT_PANEL
+
+    a = make_adata(rng)
+    sel = bioqpfs.select(a.X, a.obs["group"].to_numpy())
+    assert sel.params["preset"] == "default" and sel.params["polish"] is False
+    params = {k: v for k, v in DEFAULT_PANEL["params"].items() if k != "polish"}
+    ref = bioqpfs.select(a.X, a.obs["group"].to_numpy(), method=DEFAULT_PANEL["method"], **params)
+    np.testing.assert_array_equal(sel.ranking, ref.ranking)
