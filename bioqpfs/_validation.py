@@ -25,7 +25,9 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     """Validate an expression matrix (samples x genes); never modifies or copies needlessly.
 
     Returns a 2-D float array (``float32``/``float64`` kept, other real dtypes cast to
-    ``float64``) or a CSR/CSC matrix with the same guarantee.  Complex data raise a
+    ``float64``) or a CSR/CSC matrix with the same guarantee, in canonical format (sorted
+    indices, no duplicate entries: a non-canonical input is canonicalised on a copy, because
+    scipy sums duplicates in place, which would change the caller's matrix).  Complex data raise a
     ``TypeError`` (expression values are real; take ``.real`` or ``abs()`` explicitly).
     NaN/Inf raise a ``ValueError`` naming the first affected genes.  ``feature_names``,
     when given, must have one entry per gene.
@@ -33,6 +35,7 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     if hasattr(X, "obs_names") and hasattr(X, "var_names"):
         raise TypeError(f"{name} is an AnnData; pass its matrix ({name}.X or a layer) with the labels, or call "
                         "bioqpfs.tl.select_genes(adata, groupby) to work on the AnnData itself")
+    orig = X
     if sp.issparse(X):
         if not allow_sparse:
             raise TypeError(f"{name} is sparse but this function needs a dense array; call {name}.toarray() first")
@@ -42,6 +45,9 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
         X = X.tocsr() if X.format not in ("csr", "csc") else X
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
+        if not X.has_canonical_format:  # duplicate or unsorted entries: scipy would sum/sort them in place
+            X = X.copy() if X is orig else X
+            X.sum_duplicates()
         data = X.data
     else:
         if hasattr(X, "to_numpy"):

@@ -84,30 +84,49 @@ def _is_record(value):
         return False
 
 
+#: the ``.var`` columns (after ``<key>_``) that versions without a ``"var_columns"`` record could write
+_LEGACY_COLUMNS = ("weight", "rank", "selected", "greedy_score", "cluster", "representative", "cluster_level")
+
+
 def _key_columns(adata, key):
-    """``.var`` columns named ``<key>_*``, except those of a longer bioqpfs key (``<key>_x`` for key ``key_x``)."""
-    longer = [k for k, v in adata.uns.items() if isinstance(k, str) and k != key and k.startswith(f"{key}_")
-              and _is_record(v)]
-    return [c for c in adata.var.columns if isinstance(c, str) and c.startswith(f"{key}_")
-            and not any(c.startswith(f"{k}_") for k in longer)]
+    """The ``.var`` columns an earlier bioqpfs run wrote under ``key`` (present ones, in ``.var`` order).
+
+    ``.uns[key]["var_columns"]`` lists them; a record of an earlier version without that list owns
+    only the columns those versions could write (``<key>_weight`` ... see ``_LEGACY_COLUMNS``).  A
+    user's column that merely starts with ``<key>_`` (e.g. ``qpfs_validated``) is never one of them.
+    """
+    record = adata.uns.get(key) if isinstance(key, str) else None
+    if not _is_record(record):
+        return []
+    if "var_columns" in record:
+        owned = {str(c) for c in np.atleast_1d(record["var_columns"])}
+    else:
+        owned = {f"{key}_{c}" for c in _LEGACY_COLUMNS}
+    return [c for c in adata.var.columns if c in owned]
 
 
 def _check_key(adata, key):
     """Validate ``key_added``; return the ``.var`` columns of an earlier bioqpfs run under it (to drop).
 
     Refuses to overwrite content bioqpfs did not write: an ``.uns[key]`` entry that is not a bioqpfs
-    selection (e.g. scanpy's ``"pca"``), or ``<key>_*`` columns of ``.var`` without one.
+    selection (e.g. scanpy's ``"pca"``), or a ``<key>_weight``/``_rank``/``_selected`` column of
+    ``.var`` that no bioqpfs run under ``key`` wrote (see :func:`_check_foreign` for the others).
     """
     if not isinstance(key, str) or not key or "/" in key:
         raise ValueError(f"key_added must be a non-empty string without '/', got {key!r}")
-    columns = _key_columns(adata, key)
     if key in adata.uns and not _is_record(adata.uns[key]):
         raise ValueError(f"adata.uns[{key!r}] exists and was not written by bioqpfs; choose another key_added "
                          "so that it is not overwritten")
-    if key not in adata.uns and columns:
-        raise ValueError(f"adata.var has column(s) {', '.join(columns[:5])} that were not written by bioqpfs under "
-                         f"key {key!r}; choose another key_added or remove those columns")
+    columns = _key_columns(adata, key)
+    _check_foreign(adata, key, [f"{key}_{c}" for c in ("weight", "rank", "selected")], columns)
     return columns
+
+
+def _check_foreign(adata, key, to_write, owned):
+    foreign = [c for c in to_write if c in adata.var.columns and c not in owned]
+    if foreign:
+        raise ValueError(f"adata.var has column(s) {', '.join(foreign[:5])} that were not written by bioqpfs under "
+                         f"key {key!r}; choose another key_added or rename those columns")
 
 
 def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", layer=None, use_raw=None,
@@ -137,10 +156,12 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         rest given them (only for methods that support it, e.g. ``"qpfs"``).
     key_added : str, optional
         Prefix of the written keys; default the method name.  A non-empty string without ``"/"``.
-        Re-running under a key that holds a bioqpfs selection replaces it: all of its ``<key>_*``
-        columns of ``.var`` are dropped first, so no column of the earlier method is left behind.
-        A key whose ``.uns`` entry was written by something else (e.g. ``"pca"``), or with
-        ``<key>_*`` columns in ``.var`` but no bioqpfs ``.uns[key]`` entry, is refused, never overwritten.
+        Re-running under a key that holds a bioqpfs selection replaces it: the ``.var`` columns the
+        earlier run wrote (listed in ``.uns[key]["var_columns"]``) are dropped first, so no column of
+        the earlier method is left behind; other columns, even if named ``<key>_*`` (e.g. a user's
+        ``qpfs_validated``), are kept.  A key whose ``.uns`` entry was written by something else
+        (e.g. ``"pca"``), or whose columns to write exist in ``.var`` but were not written by
+        bioqpfs, is refused, never overwritten.
     copy : bool
         Return a modified copy instead of writing into ``adata``.  A backed AnnData needs
         ``copy=False`` (or ``adata.to_memory()`` first).
@@ -157,7 +178,8 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         - ``.var[f"{key}_weight"]``: the method's weight (float; NaN outside ``mask_var``);
         - ``.var[f"{key}_rank"]``: 1-based rank (float; NaN for unranked genes);
         - ``.var[f"{key}_selected"]``: in the panel (bool);
-        - ``.uns[key]``: ``{"params": ..., "diagnostics": ..., "selected": [genes in rank order]}``.
+        - ``.uns[key]``: ``{"params": ..., "diagnostics": ..., "selected": [genes in rank order],
+          "var_columns": [the .var columns written]}``.
     """
     import anndata as ad
     from scanpy import logging as logg
@@ -201,6 +223,7 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     rank[idx] = sel.rank
     selected = np.zeros(adata.n_vars, dtype=bool)
     selected[idx[sel.selected]] = True
+    _check_foreign(adata, key, [f"{key}_{c}" for c in sel.extra_columns], stale)
     adata.var.drop(columns=stale, inplace=True)  # the earlier bioqpfs run under this key, incl. its extra columns
     adata.var[f"{key}_weight"] = weight
     adata.var[f"{key}_rank"] = rank
@@ -227,6 +250,7 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
         "params": record,
         "diagnostics": sel.diagnostics,
         "selected": [str(g) for g in genes[idx[sel.selected]]],
+        "var_columns": written,  # what a re-run under this key may drop: only bioqpfs's own columns
     })
     logg.info("    finished", time=start,
               deep="added\n" + "\n".join(f"    '{c}', .var" for c in written) + f"\n    '{key}', .uns (params, diagnostics, selected)")

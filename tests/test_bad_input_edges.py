@@ -1,0 +1,155 @@
+"""Edges of an adversarial run (issue 21): the caller's objects never change, no meaningless panel without a
+word, scale-free methods stay scale-free, colliding labels and duplicated gene names are named, messages speak
+the user's terms, signals during the write leave nothing behind."""
+import warnings
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+import bioqpfs
+from bioqpfs import get, measures, tl
+
+METHODS = sorted(bioqpfs.methods())
+
+
+def _informative(n=24, m=8, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    X = rng.normal(size=(n, m))
+    X[:, 1] += 2.5 * y
+    X[:, 4] -= 2.0 * y
+    X[rng.random((n, m)) < 0.4] = 0.0  # sparse-looking
+    return X, y
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 5: never change the caller's objects
+# ---------------------------------------------------------------------------------------------------
+def _non_canonical(D, fmt, seed=1):
+    """``D`` as a scipy matrix of format ``fmt`` with unsorted indices and duplicate entries (halves of values)."""
+    rng = np.random.default_rng(seed)
+    C = sp.coo_matrix(D)
+    dup = rng.choice(C.nnz, size=max(1, C.nnz // 4), replace=False)
+    data = C.data.copy()
+    data[dup] /= 2
+    rows = np.concatenate([C.row, C.row[dup]])
+    cols = np.concatenate([C.col, C.col[dup]])
+    vals = np.concatenate([data, data[dup]])
+    perm = rng.permutation(rows.size)
+    rows, cols, vals = rows[perm], cols[perm], vals[perm]
+    if fmt == "coo":
+        return sp.coo_matrix((vals, (rows, cols)), shape=D.shape)
+    major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
+    order = np.argsort(major, kind="stable")  # grouped by row (column), unsorted within
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(major, minlength=D.shape[0 if fmt == "csr" else 1]))])
+    cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+    M = cls((vals[order], minor[order], indptr), shape=D.shape)
+    assert not M.has_canonical_format and M.nnz > sp.coo_matrix(D).nnz
+    return M
+
+
+def _snapshot(M):
+    if M.format == "coo":
+        return M.format, M.nnz, M.data.copy(), M.row.copy(), M.col.copy()
+    return M.format, M.nnz, M.data.copy(), M.indices.copy(), M.indptr.copy()
+
+
+def _assert_unchanged(M, snap):
+    now = _snapshot(M)
+    assert now[:2] == snap[:2], f"{snap[0]}: nnz changed from {snap[1]} to {now[1]}"
+    for a, b in zip(now[2:], snap[2:]):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_non_canonical_sparse_input_is_unchanged_and_read_as_its_values(method):
+    D, y = _informative()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = bioqpfs.select(D, y, method=method, n_genes=3, random_state=0)
+        for fmt in ("csr", "csc", "coo"):
+            M = _non_canonical(D, fmt)
+            snap = _snapshot(M)
+            sel = bioqpfs.select(M, y, method=method, n_genes=3, random_state=0)
+            _assert_unchanged(M, snap)
+            # duplicates are summed, as scipy defines the matrix: the same panel as the dense values
+            np.testing.assert_array_equal(sel.selected, ref.selected)
+
+
+def test_non_canonical_sparse_is_unchanged_by_measures_tl_estimators_and_evaluate():
+    from bioqpfs import evaluate
+    from bioqpfs.estimators import BioQPFSSelector
+
+    D, y = _informative()
+    for fmt in ("csr", "csc", "coo"):
+        M = _non_canonical(D, fmt)
+        snap = _snapshot(M)
+        measures.discretize(M)
+        measures.relevance(M, y)
+        measures.relevance(M, y, kind="hall")
+        measures.mutual_information(measures.discretize(M))
+        measures.correlation(M)
+        _assert_unchanged(M, snap)
+        if fmt != "coo":  # sklearn's validate_data accepts csr/csc without conversion
+            BioQPFSSelector("qpfs", n_features_to_select=3).fit(M, y)
+            _assert_unchanged(M, snap)
+        evaluate.compare(M, y, ["maxrel"], n_genes=[2], cv=3)
+        _assert_unchanged(M, snap)
+    M = _non_canonical(D, "csr")
+    snap = _snapshot(M)
+    a = ad.AnnData(M, obs=pd.DataFrame({"cls": pd.Categorical(np.array(["a", "b"])[y])},
+                                       index=[f"c{i}" for i in range(len(y))]))
+    tl.select_genes(a, "cls", method="qpfs", n_genes=3)
+    tl.select_genes(a, "cls", method="mrmr_mid", n_genes=3, copy=True)
+    _assert_unchanged(a.X, snap)
+
+
+def _adata():
+    D, y = _informative()
+    return ad.AnnData(D, obs=pd.DataFrame({"cls": pd.Categorical(np.array(["a", "b"])[y])},
+                                          index=[f"c{i}" for i in range(len(y))]),
+                      var=pd.DataFrame(index=[f"g{j}" for j in range(D.shape[1])]))
+
+
+def test_rerun_keeps_user_columns_that_start_with_the_key():
+    a = _adata()
+    a.var["qpfs_validated"] = [True, False] * 4
+    a.var["qpfs_note"] = "mine"
+    tl.select_genes(a, "cls", method="qpfs", n_genes=3)
+    assert list(a.uns["qpfs"]["var_columns"]) == ["qpfs_weight", "qpfs_rank", "qpfs_selected"]
+    tl.select_genes(a, "cls", method="ikm_qpfs", n_genes=3, key_added="qpfs")   # writes extra columns
+    assert "qpfs_cluster" in a.var.columns
+    tl.select_genes(a, "cls", method="maxrel", n_genes=2, key_added="qpfs")     # drops ikm's, not the user's
+    assert sorted(c for c in a.var.columns if c.startswith("qpfs_")) == [
+        "qpfs_note", "qpfs_rank", "qpfs_selected", "qpfs_validated", "qpfs_weight"]
+    assert a.var["qpfs_validated"].tolist() == [True, False] * 4 and a.var["qpfs_note"].eq("mine").all()
+    assert list(get.selection_df(a, "qpfs").columns) == ["gene", "rank", "weight", "selected"]
+
+
+def test_rerun_over_a_record_of_an_earlier_version(tmp_path):
+    """Records written before ``var_columns`` existed: their standard and extra columns are dropped, others kept."""
+    a = _adata()
+    tl.select_genes(a, "cls", method="ikm_qpfs", n_genes=3, key_added="k")
+    del a.uns["k"]["var_columns"]
+    a.var["k_validated"] = 1.0
+    a.write_h5ad(tmp_path / "old.h5ad")
+    b = ad.read_h5ad(tmp_path / "old.h5ad")
+    assert {"gene", "rank", "cluster"} <= set(get.selection_df(b, "k").columns)
+    tl.select_genes(b, "cls", method="maxrel", n_genes=3, key_added="k")
+    assert sorted(c for c in b.var.columns if c.startswith("k_")) == ["k_rank", "k_selected", "k_validated",
+                                                                      "k_weight"]
+    c = ad.read_h5ad(tmp_path / "old.h5ad")  # var_columns survive write_h5ad
+    tl.select_genes(c, "cls", method="maxrel", n_genes=3, key_added="k")
+    c.write_h5ad(tmp_path / "new.h5ad")
+    assert list(ad.read_h5ad(tmp_path / "new.h5ad").uns["k"]["var_columns"]) == ["k_weight", "k_rank", "k_selected"]
+
+
+def test_extra_column_of_the_user_is_never_overwritten():
+    a = _adata()
+    a.var["k_greedy_score"] = "mine"
+    with pytest.raises(ValueError, match="k_greedy_score that were not written by bioqpfs"):
+        tl.select_genes(a, "cls", method="mrmr_mid", n_genes=3, key_added="k")
+    assert a.var["k_greedy_score"].eq("mine").all() and "k" not in a.uns and "k_weight" not in a.var
