@@ -153,3 +153,106 @@ def test_extra_column_of_the_user_is_never_overwritten():
     with pytest.raises(ValueError, match="k_greedy_score that were not written by bioqpfs"):
         tl.select_genes(a, "cls", method="mrmr_mid", n_genes=3, key_added="k")
     assert a.var["k_greedy_score"].eq("mine").all() and "k" not in a.uns and "k_weight" not in a.var
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 1: no meaningless panel without a word -- one check in the selector contract, every method
+# ---------------------------------------------------------------------------------------------------
+NO_INFO = "no gene carries information"
+LABEL_FREE = {"random"}                      # never uses the labels: no relevance to check
+CONTINUOUS = {"ldfs", "hsfs"}                # criteria on the continuous values, not on discretised codes
+
+
+def _identical_classes(dtype=np.float64, container=np.asarray, n_half=10, m=8):
+    """Both classes hold exactly the same samples: no gene (discretised or not) says anything about them."""
+    H = np.random.default_rng(0).normal(size=(n_half, m)).astype(dtype)
+    return container(np.vstack([H, H])), np.repeat(["a", "b"], n_half)
+
+
+@pytest.mark.parametrize("method", sorted(set(METHODS) - LABEL_FREE))
+def test_zero_information_is_refused_by_every_method(method):
+    for dtype, container in ((np.float64, np.asarray), (np.float32, np.asarray), (np.float64, sp.csr_matrix)):
+        X, y = _identical_classes(dtype, container)
+        with pytest.raises(ValueError, match=NO_INFO):
+            bioqpfs.select(X, y, method=method, n_genes=2)
+    if method not in CONTINUOUS:  # the issue's case: one sample per class, mean +- sd bins put both in one bin
+        X2 = np.random.default_rng(0).normal(size=(2, 10))
+        with pytest.raises(ValueError, match=NO_INFO):
+            bioqpfs.select(X2, [0, 1], method=method, n_genes=2)
+        X, y = _identical_classes()
+        with pytest.raises(ValueError, match=NO_INFO):
+            bioqpfs.select(X, y, method=method, n_genes=2, discretization="quantile")
+
+
+def test_zero_information_direct_calls_and_user_relevance():
+    from bioqpfs.selectors import baselines
+
+    X, y = _identical_classes()
+    for f in (baselines.maxrel, baselines.mrmr_mid, baselines.mrmr_miq, baselines.jmi, baselines.cife):
+        with pytest.raises(ValueError, match=NO_INFO):
+            f(X, y, n_genes=2)
+    Xi, yi = _informative()
+    with pytest.raises(ValueError, match=NO_INFO):
+        bioqpfs.qpfs(Xi, yi, n_genes=2, relevance=np.zeros(Xi.shape[1]), alpha=0.5)
+    assert bioqpfs.select(X, y, method="random", n_genes=2).selected.size == 2   # documented: label-free
+
+
+def test_zero_information_is_refused_on_every_face(tmp_path):
+    import subprocess
+    import sys
+
+    from bioqpfs.estimators import BioQPFSSelector
+
+    X, y = _identical_classes()
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(y)}, index=[f"c{i}" for i in range(len(y))]))
+    with pytest.raises(ValueError, match=NO_INFO):
+        tl.select_genes(a, "cls", method="mrmr_mid", n_genes=2)
+    assert "mrmr_mid" not in a.uns
+    with pytest.raises(ValueError, match=NO_INFO):
+        BioQPFSSelector("maxrel", n_features_to_select=2).fit(X, y)
+    a.write_h5ad(tmp_path / "same.h5ad")
+    r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "select", "same.h5ad", "--groupby", "cls", "--method",
+                        "jmi", "--n-genes", "2", "-o", "o.h5ad", "--quiet"], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 1 and NO_INFO in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o.h5ad").exists()
+
+
+@pytest.mark.parametrize("method", sorted(set(METHODS) - LABEL_FREE))
+def test_one_weakly_informative_gene_is_enough(method):
+    """The check refuses only when *every* relevance is 0: one informative gene among identical-class noise passes."""
+    X, y = _identical_classes(n_half=12)
+    X[:, 3] += np.where(y == "b", 2.0, 0.0) * (np.arange(len(y)) % 3 > 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sel = bioqpfs.select(X, y, method=method, n_genes=2, random_state=0)
+    assert 3 in sel.ranking[:3]
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 2: scale -- every method's panel is the same for X * 10**k, and for genes scaled each by its own 10**k
+# ---------------------------------------------------------------------------------------------------
+SCALE_VARIANTS = [(m, {}) for m in METHODS] + [
+    ("qpfs", {"similarity": "correlation"}), ("qpfs", {"relevance": "mst"}), ("qpfs", {"discretization": "quantile"}),
+    ("mrmr_mid", {"discretization": "mdl"})]
+
+
+@pytest.mark.parametrize("method,params", SCALE_VARIANTS, ids=[f"{m}-{'-'.join(p.values())}" for m, p in SCALE_VARIANTS])
+def test_panel_does_not_depend_on_the_scale_of_the_genes(method, params):
+    rng = np.random.default_rng(0)
+    n, m = 30, 12
+    y = np.arange(n) % 3
+    X = rng.normal(size=(n, m))
+    X[:, 2] += y
+    X[:, 5] -= 0.8 * y
+    X[:, 7] += 0.5 * (y == 1)
+    per_gene = 10.0 ** rng.integers(-300, 301, size=m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("error", RuntimeWarning)   # no overflow/underflow on the way
+        ref = bioqpfs.select(X, y, method=method, n_genes=5, random_state=0, **params).selected
+        for k in (-300, -150, 150, 300):
+            sel = bioqpfs.select(X * 10.0 ** k, y, method=method, n_genes=5, random_state=0, **params)
+            np.testing.assert_array_equal(sel.selected, ref, err_msg=f"X * 1e{k}")
+        sel = bioqpfs.select(X * per_gene, y, method=method, n_genes=5, random_state=0, **params)
+        np.testing.assert_array_equal(sel.selected, ref, err_msg="each gene scaled by its own 10**k")

@@ -17,7 +17,7 @@ import numpy as np
 from .. import measures
 from .._kernels import information as _info
 from .._kernels import simplex_qp
-from .._selection import Selection
+from .._selection import Selection, check_informative
 from .._validation import check_n_genes, memory_guard, validate_random_state
 from ._common import prepare, warn_constant, weights_and_ranking
 from .qpfs import PSD_FIXES, resolve_preselected, solve_qpfs
@@ -111,6 +111,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     codes, levels = measures._codes(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
     H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base)
     f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
+    check_informative("eqpfs", f, dict(discretization=discretization))  # before alpha and lambda fail on it
     t_measures = time.perf_counter() - t0
 
     off = m * (m - 1)

@@ -43,7 +43,7 @@ import scipy.sparse as _sparse
 from .. import _progress, measures
 from .._kernels import information as _info
 from .._kernels import kmeans as _km
-from .._kernels.correlation import column_moments
+from .._kernels.correlation import scaled_column_moments
 from .._selection import Selection, rank_by_weight
 from .._validation import check_base, check_n_genes, check_random_state, memory_guard
 from ._common import prepare, warn_constant
@@ -87,13 +87,15 @@ class _Context:
                      "restrict the genes (e.g. mask_var='highly_variable') or the samples")
         Xk = X if m == self.m_total else X[:, self.keep]
         codes, levels = measures._codes(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
-        mean, ss = column_moments(Xk)
+        # moments of X[:, g] / s[g] (a power of two, 1 for ordinary genes): no overflow/underflow at any scale
+        mean, ss, s = scaled_column_moments(Xk)
         scale = 1.0 / np.sqrt(ss / max(1, n - 1))
 
         def standardized(idx):  # (x - mean) / sd of the genes idx, float64, one copy (no temporaries)
             block = Xk[:, idx]
             block = block.toarray().astype(np.float64, copy=False) if _sparse.issparse(block) else \
                 np.array(block, dtype=np.float64)
+            block /= s[idx]
             block -= mean[idx]
             block *= scale[idx]
             return block

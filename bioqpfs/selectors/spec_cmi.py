@@ -36,7 +36,7 @@ from .. import measures
 from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import spectral as _spec
-from .._selection import Selection, rank_by_weight
+from .._selection import Selection, check_informative, rank_by_weight
 from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard,
                            validate_random_state)
 from ._common import prepare, warn_constant
@@ -320,6 +320,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     Qall, q_info = cmi_q_rows(table, np.concatenate([rows, err_rows]), base=base)
     Qr, Qe = Qall[:r], Qall[r:]
     F = _relevance(table, base)
+    check_informative(method, F, dict(discretization=discretization))  # before the Nystrom block fails on it
     t1 = time.perf_counter()
     lam, U, nys_info = _spec.nystrom_leading(Qr, rows, rank_tol=rank_tol)
     rank_tol_used = nys_info["rank_tol"]

@@ -82,7 +82,8 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
-from .._selection import Selection
+from .._kernels import correlation as _corr
+from .._selection import Selection, check_informative
 from .._validation import check_n_genes, check_random_state, memory_guard
 from ._common import prepare, warn_constant
 
@@ -96,14 +97,22 @@ MAX_HSIC_SAMPLES = 4000
 
 
 def _zscore(X):
-    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
-    mu = X.mean(axis=0)
-    sd = X.std(axis=0)
-    return (X - mu) / np.where(sd > 0, sd, 1.0)
+    """Genes standardised to mean 0, sd 1 (constant genes: 0), dense float64.
+
+    Scale-safe: each gene is first divided by the power of two of
+    :func:`bioqpfs._kernels.correlation.column_scales` (exact; 1 for ordinary genes), so data of any
+    magnitude (e.g. X * 1e307 or X * 1e-300) give the z-scores of X, without overflow or underflow.
+    """
+    mean, ss, s = _corr.scaled_column_moments(X)
+    Xs = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    sd = np.sqrt(ss / X.shape[0])
+    return (Xs / s - mean) / np.where(sd > 0, sd, 1.0)
 
 
 class LDAObjective:
     """J(W) = -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) on centred data Xc (n x d) and class codes."""
+
+    name = "ldfs"
 
     def __init__(self, Xc, y_codes, gamma=1.0):
         self.X = Xc
@@ -140,6 +149,8 @@ class LDAObjective:
 
 class HSICObjective:
     """J(W) = -HSIC(XW, Y) / HSIC(Y, Y), Gaussian kernel (bandwidth sigma) on XW, delta kernel on Y."""
+
+    name = "hsfs"
 
     def __init__(self, Xs, y_codes, sigma=1.0):
         n = Xs.shape[0]
@@ -245,9 +256,10 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
     starts = [(rng.uniform(-1.0, 1.0, size=(d, q)), np.full(d, 1.0 / np.sqrt(d))) for _ in range(max(1, n_init))]
     U, s = starts[0]
     _, G0 = objective(s[:, None] * U)
-    lam_ref = float(np.abs(G0).sum(axis=1).max())
-    if lam_ref <= 0:
-        raise ValueError("the criterion has zero gradient at the start: no gene carries class information")
+    sensitivity = np.abs(G0).sum(axis=1)
+    # a criterion flat in every gene (e.g. classes with identical values): the same refusal as for a zero relevance
+    check_informative(objective.name, sensitivity)
+    lam_ref = float(sensitivity.max())
     path = []
     last_nonzero = np.full(d, -np.inf)  # largest lambda at which each row was non-zero
 
