@@ -157,6 +157,11 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     as classes, whatever its categories (e.g. doses 0.5, 1.5).  Labels where more than half of
     at least 10 samples are alone in their class (e.g. ages in years, or sample ids) only give
     a warning: small cross-validation folds of real class labels can look like that.
+
+    One class written in two ways -- ``1`` and ``'1'``, ``'1'`` and ``'1.0'``, ``'B'`` and ``'B '``
+    -- is an error that names the colliding values: they are different values, so they would
+    silently become different classes.  This holds on every face (Python, ``tl``, sklearn, CLI,
+    R), which all validate labels here.
     """
     import pandas as pd
 
@@ -185,6 +190,7 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     cat = cat.remove_unused_categories()
     classes = np.asarray(cat.categories)
     codes = np.asarray(cat.codes, dtype=np.intp)
+    _check_no_colliding_classes(classes, name)
     if check_continuous:
         _check_not_continuous(classes, codes, n_samples, name, explicit_categories)
     if classes.size < min_classes:
@@ -193,6 +199,40 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
             f"gene selection needs at least {min_classes} classes to measure relevance"
         )
     return codes, classes
+
+
+def _class_key(value):
+    """What a class label means: numbers and numeric strings by their value, other strings without outer spaces."""
+    if isinstance(value, (bool, np.bool_)):
+        return ("bool", bool(value))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return ("number", float(value))
+    text = str(value).strip()
+    try:
+        return ("number", float(text))
+    except ValueError:
+        return ("text", text)
+
+
+def _check_no_colliding_classes(classes, name):
+    """Refuse one class written in two ways (``1`` and ``'1'``, ``'1'`` and ``'1.0'``, ``'B'`` and ``'B '``).
+
+    They are different values, so they would silently become different classes (after ``write_h5ad``
+    or a CSV round trip even ``1`` and ``1.0`` become the strings ``'1'`` and ``'1.0'``).
+    """
+    if classes.dtype.kind not in "OUS" or classes.size < 2:
+        return
+    groups = {}
+    for c in classes:
+        groups.setdefault(_class_key(c), []).append(c)
+    clashes = [g for g in groups.values() if len(g) > 1]
+    if clashes:
+        shown = "; ".join(" and ".join(repr(v.item() if isinstance(v, np.generic) else v) for v in g)
+                          for g in clashes[:5])
+        raise ValueError(
+            f"{name}: the same class is written in different ways ({shown}), so it would count as "
+            f"{sum(map(len, clashes))} different classes instead of {len(clashes)}. Make the labels consistent "
+            "first: one type and one spelling per class (e.g. all integers, or strings without surrounding spaces)")
 
 
 def _check_not_continuous(classes, codes, n_samples, name, explicit_categories):

@@ -256,3 +256,57 @@ def test_panel_does_not_depend_on_the_scale_of_the_genes(method, params):
             np.testing.assert_array_equal(sel.selected, ref, err_msg=f"X * 1e{k}")
         sel = bioqpfs.select(X * per_gene, y, method=method, n_genes=5, random_state=0, **params)
         np.testing.assert_array_equal(sel.selected, ref, err_msg="each gene scaled by its own 10**k")
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 3: one class written in two ways is refused, naming the values, on every face
+# ---------------------------------------------------------------------------------------------------
+COLLIDING = [([1, "1", 2, "2"], "1 and '1'"), (["1", "1.0", "2", "2"], "'1' and '1.0'"),
+             (["B", "B ", "T", "T"], "'B' and 'B '"), ([1.0, "1", 0, 0], "1.0 and '1'")]
+
+
+@pytest.mark.parametrize("labels,shown", COLLIDING)
+def test_colliding_labels_are_refused_naming_the_values(labels, shown):
+    X, _ = _informative()
+    y = np.array(labels * (X.shape[0] // 4), dtype=object)
+    for method in ("qpfs", "mrmr_mid", "random"):
+        with pytest.raises(ValueError, match="the same class is written in different ways") as e:
+            bioqpfs.select(X, y, method=method, n_genes=2)
+        assert shown in str(e.value)
+    with pytest.raises(ValueError, match="the same class is written in different ways"):
+        bioqpfs.select(X, pd.Series(y), method="maxrel", n_genes=2)
+    with pytest.raises(ValueError, match="the same class is written in different ways"):
+        measures.relevance(X, list(y))
+
+
+def test_labels_that_merely_look_alike_are_accepted():
+    X, _ = _informative()
+    n = X.shape[0]
+    for labels in ([1, 1.0, 2, 2.0], ["B cell", "T cell", "B cell", "T cell"], ["1", "2", "1", "2"],
+                   [True, False, True, False]):
+        sel = bioqpfs.select(X, np.array(labels * (n // 4), dtype=object), method="maxrel", n_genes=2)
+        assert sel.diagnostics["n_classes"] == 2
+
+
+def test_colliding_labels_on_tl_sklearn_and_cli(tmp_path):
+    import subprocess
+    import sys
+
+    from bioqpfs.estimators import BioQPFSSelector
+
+    X, _ = _informative()
+    y = np.array([1, "1", 2, "2"] * (X.shape[0] // 4), dtype=object)
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": y}, index=[f"c{i}" for i in range(len(y))]))
+    with pytest.raises(ValueError, match=r"adata.obs\['cls'\]: the same class is written in different ways"):
+        tl.select_genes(a, "cls", method="qpfs", n_genes=2)
+    with pytest.raises(ValueError, match="the same class is written in different ways"):
+        BioQPFSSelector("qpfs", n_features_to_select=2).fit(X, y)
+    # a CSV round trip: 1 and 1.0 next to a text label stay the strings "1" and "1.0"
+    samples = [f"s{i}" for i in range(X.shape[0])]
+    pd.DataFrame(X, index=samples, columns=[f"g{j}" for j in range(X.shape[1])]).to_csv(tmp_path / "x.csv")
+    lab = np.array(["1", "1.0", "x", "x"] * (X.shape[0] // 4))
+    pd.DataFrame({"cls": lab}, index=samples).to_csv(tmp_path / "lab.csv")
+    r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "select", "x.csv", "--orientation", "samples-by-genes",
+                        "--labels", "lab.csv", "--groupby", "cls", "--n-genes", "2", "-o", "o.h5ad", "--quiet"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1 and "'1' and '1.0'" in r.stderr and "Traceback" not in r.stderr, r.stderr
