@@ -310,3 +310,59 @@ def test_colliding_labels_on_tl_sklearn_and_cli(tmp_path):
                         "--labels", "lab.csv", "--groupby", "cls", "--n-genes", "2", "-o", "o.h5ad", "--quiet"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 1 and "'1' and '1.0'" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 4: duplicated gene names -- a warning at the start, an error only for an ambiguous panel
+# ---------------------------------------------------------------------------------------------------
+def _dup_adata(dup_informative):
+    """Genes 1 and 4 are the two complementary informative ones (4 classes: gene 1 splits {a,b}|{c,d},
+    gene 4 splits {a,c}|{b,d})."""
+    rng = np.random.default_rng(5)
+    y = np.arange(40) % 4
+    X = rng.normal(size=(40, 8))
+    X[:, 1] += 4.0 * (y >= 2)
+    X[:, 4] += 4.0 * (y % 2)
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(np.array(list("abcd"))[y])},
+                                       index=[f"c{i}" for i in range(40)]))
+    names = [f"g{j}" for j in range(a.n_vars)]
+    if dup_informative:
+        names[4] = "g1"      # genes 1 and 4 are the informative ones: the panel holds two genes named g1
+    else:
+        names[7] = "g6"      # two noise genes share a name, the panel is unambiguous
+    a.var_names = names
+    return a
+
+
+@pytest.mark.parametrize("method", ["qpfs", "mrmr_mid", "maxrel", "ldfs"])
+def test_duplicated_var_names_warn_and_refuse_only_an_ambiguous_panel(method):
+    a = _dup_adata(dup_informative=False)
+    with pytest.warns(UserWarning, match=r"var_names are not unique .*g6.*var_names_make_unique"):
+        tl.select_genes(a, "cls", method=method, n_genes=2)
+    panel = list(a.uns[method]["selected"])
+    assert sorted(panel) == ["g1", "g4"]
+    assert get.selection_df(a, method)["gene"].head(2).tolist() == panel
+    b = _dup_adata(dup_informative=True)
+    with pytest.warns(UserWarning, match="var_names are not unique"):
+        with pytest.raises(ValueError, match=r"not unique in adata.var_names \(g1\).*var_names_make_unique"):
+            tl.select_genes(b, "cls", method=method, n_genes=2)
+    assert method not in b.uns and f"{method}_rank" not in b.var.columns
+    b.var_names_make_unique()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        tl.select_genes(b, "cls", method=method, n_genes=2)
+    assert len(set(b.uns[method]["selected"])) == 2
+
+
+def test_duplicated_var_names_on_the_cli(tmp_path):
+    import subprocess
+    import sys
+
+    for dup_informative, rc in ((False, 0), (True, 1)):
+        _dup_adata(dup_informative).write_h5ad(tmp_path / "d.h5ad")
+        r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "select", "d.h5ad", "--groupby", "cls",
+                            "--n-genes", "2", "-o", "o.h5ad", "--quiet", "--force"], capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path)
+        assert r.returncode == rc and "var_names are not unique" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert (tmp_path / "o.h5ad").exists() == (rc == 0)
+        (tmp_path / "o.h5ad").unlink(missing_ok=True)

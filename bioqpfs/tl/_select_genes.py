@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -129,6 +130,29 @@ def _check_foreign(adata, key, to_write, owned):
                          f"key {key!r}; choose another key_added or rename those columns")
 
 
+def _warn_duplicated_names(adata):
+    """Warn (as scanpy does) when ``var_names`` are not unique; return the duplicated names."""
+    names = adata.var_names
+    if names.is_unique:
+        return set()
+    dup = names[names.duplicated()].unique()
+    warnings.warn(f"adata.var_names are not unique ({len(dup)} duplicated name(s): "
+                  f"{describe_indices(np.arange(len(dup)), dup)}); a panel containing one of them is refused, "
+                  "because the selected names could not tell the genes apart. Call adata.var_names_make_unique() "
+                  "first", UserWarning, stacklevel=3)
+    return set(dup)
+
+
+def _check_panel_names(panel, duplicated, key):
+    """Refuse a panel whose names are ambiguous (a selected gene's name is duplicated in ``var_names``)."""
+    ambiguous = list(dict.fromkeys(g for g in panel if g in duplicated))
+    if ambiguous:
+        raise ValueError(f"the panel contains gene(s) whose name is not unique in adata.var_names "
+                         f"({describe_indices(np.arange(len(ambiguous)), ambiguous)}), so .uns[{key!r}]['selected'] "
+                         "and bioqpfs.get.selection_df could not tell them apart; call adata.var_names_make_unique() "
+                         "and run again")
+
+
 def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", layer=None, use_raw=None,
                  mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, **method_params):
     """Select a gene panel with a global method and store it in ``adata``.
@@ -170,6 +194,9 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     **method_params
         Passed to the method and recorded in ``.uns[key]["params"]``.
 
+    Duplicated ``var_names`` give a warning (as in scanpy); a panel that contains a gene with a
+    duplicated name is refused (its names would be ambiguous): call ``adata.var_names_make_unique()``.
+
     Returns
     -------
     AnnData or None
@@ -209,6 +236,7 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
     labels = _labels(adata, groupby)
     key = key_added if key_added is not None else method
     stale = _check_key(adata, key)
+    duplicated = _warn_duplicated_names(adata)
     start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r}")
     adata = adata.copy() if copy else adata  # X above is read-only input; results go to this object
     genes = adata.var_names.to_numpy()
@@ -217,6 +245,7 @@ def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", 
                  method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
 
     idx = np.flatnonzero(mask)
+    _check_panel_names(genes[idx[sel.selected]], duplicated, key)
     weight = np.full(adata.n_vars, np.nan)
     weight[idx] = sel.weights
     rank = np.full(adata.n_vars, np.nan)
