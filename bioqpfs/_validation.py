@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
-           "check_base", "describe_indices", "memory_guard", "sample_names_of"]
+           "check_base", "describe_indices", "memory_guard", "sample_names_of", "numeric_params"]
 
 
 def describe_indices(idx, names=None, limit=5) -> str:
@@ -326,3 +326,60 @@ def memory_guard(n_bytes, what, suggestion, *, fraction=0.8):
             f"{what} needs about {n_bytes / 2**30:.1f} GiB but only {avail / 2**30:.1f} GiB are available; "
             f"{suggestion}"
         )
+
+
+def _is_real(value):
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def numeric_params(*optional, integers=()):
+    """Decorator of a selector: check the type of its numeric and boolean parameters before any work.
+
+    A parameter whose default is a number (e.g. ``beta=1.0``, ``base=2``), or that is named in
+    ``optional`` (numbers whose default is None, e.g. ``alpha``), must be a real number (or None for
+    those of ``optional``), and not NaN; one named in ``integers`` a whole number; one with a bool
+    default a bool.  Otherwise a ``TypeError``/``ValueError`` names the parameter and the value
+    (never numpy's "could not convert string to float").  Ranges stay with the method.  Used on
+    every registered selector, so direct calls and every face get the same messages.
+    """
+    import functools
+    import inspect
+
+    def wrap(func):
+        sig = inspect.signature(func)
+        kinds = {}
+        for name, p in sig.parameters.items():
+            if name in integers:
+                kinds[name] = "integer"
+            elif name in optional or _is_real(p.default):
+                kinds[name] = "number"
+            elif isinstance(p.default, bool):
+                kinds[name] = "bool"
+
+        @functools.wraps(func)
+        def checked(*args, **kwargs):
+            bound = sig.bind_partial(*args, **kwargs)
+            for name, value in bound.arguments.items():
+                kind = kinds.get(name)
+                if kind is None or value is None and (name in optional or sig.parameters[name].default is None):
+                    continue
+                if name == "base":  # the one rule of every information measure
+                    check_base(value)
+                    continue
+                if kind == "bool":
+                    if not isinstance(value, (bool, np.bool_)):
+                        raise TypeError(f"{func.__name__}: {name} must be True or False, got {value!r}")
+                    continue
+                what = "a whole number" if kind == "integer" else "a number"
+                if not _is_real(value):
+                    raise TypeError(f"{func.__name__}: {name} must be {what}"
+                                    f"{' or None' if name in optional else ''}, got {value!r}")
+                if np.isnan(value):
+                    raise ValueError(f"{func.__name__}: {name} must be {what}, got NaN")
+                if kind == "integer" and (not np.isfinite(value) or float(value) != int(value)):
+                    raise TypeError(f"{func.__name__}: {name} must be {what}, got {value!r}")
+            return func(*args, **kwargs)
+
+        return checked
+
+    return wrap

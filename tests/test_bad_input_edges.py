@@ -366,3 +366,187 @@ def test_duplicated_var_names_on_the_cli(tmp_path):
         assert r.returncode == rc and "var_names are not unique" in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert (tmp_path / "o.h5ad").exists() == (rc == 0)
         (tmp_path / "o.h5ad").unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 6: messages in the user's terms
+# ---------------------------------------------------------------------------------------------------
+def test_relevance_vector_over_all_genes_is_accepted_when_constant_genes_are_dropped():
+    X, y = _informative(n=30, m=10)
+    X[:, 6] = 4.2
+    F = measures.relevance(X, y)
+    assert F.shape == (10,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        sel = bioqpfs.qpfs(X, y, relevance=F, n_genes=3)
+        ref = bioqpfs.qpfs(np.delete(X, 6, axis=1), y, relevance=np.delete(F, 6), n_genes=3)
+        assert sel.ranking[-1] == 6                               # the constant gene ranks last, weight 0
+        np.testing.assert_array_equal(sel.selected, np.where(ref.selected >= 6, ref.selected + 1, ref.selected))
+        with pytest.raises(ValueError, match=r"shape \(4,\); expected \(10,\), one value per gene of X"):
+            bioqpfs.qpfs(X, y, relevance=F[:4])
+        with pytest.raises(TypeError, match="relevance must be one of"):
+            bioqpfs.qpfs(X, y, relevance=["a"] * 10)
+
+
+def _numeric_params():
+    import inspect
+
+    from bioqpfs._registry import method_function
+
+    out = []
+    for method in METHODS:
+        for name, p in inspect.signature(method_function(method)).parameters.items():
+            if name in ("X", "y", "feature_names", "random_state", "n_genes", "preselected") or \
+                    isinstance(p.default, str):
+                continue
+            out.append((method, name))
+    return out
+
+
+@pytest.mark.parametrize("method,name", _numeric_params())
+def test_every_numeric_parameter_is_named_in_its_error(method, name):
+    X, y = _informative()
+    for bad in ("abc", [1, 2], float("nan"), {"a": 1}):
+        with pytest.raises((TypeError, ValueError)) as e:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                bioqpfs.select(X, y, method=method, n_genes=2, **{name: bad})
+        assert name in str(e.value), f"{method}({name}={bad!r}): {e.value}"
+        assert "could not convert" not in str(e.value) and "not supported between" not in str(e.value)
+
+
+def test_numeric_parameter_errors_on_direct_calls_and_tl():
+    from bioqpfs.selectors import baselines, transform
+
+    X, y = _informative()
+    with pytest.raises(TypeError, match="qpfs: alpha must be a number or None, got 'abc'"):
+        bioqpfs.qpfs(X, y, alpha="abc")
+    with pytest.raises(TypeError, match="n_bins must be a whole number, got 2.5"):
+        baselines.mrmr_mid(X, y, n_bins=2.5, discretization="quantile")
+    with pytest.raises(TypeError, match="ldfs: gamma must be a number"):
+        transform.ldfs(X, y, gamma="1")
+    with pytest.raises(TypeError, match="alpha must be a number or None"):
+        tl.select_genes(_adata(), "cls", method="qpfs", n_genes=2, alpha="abc")
+    assert bioqpfs.qpfs(X, y, alpha=np.float32(0.5), n_bins=np.int64(3), n_genes=2).params["alpha"] == 0.5
+
+
+@pytest.mark.parametrize("value", [4.2, 1e-3, -7.1, 1e6 + 0.1, 3.3e200])
+def test_a_gene_equal_in_every_sample_is_constant_despite_rounding(value):
+    X, y = _informative(n=63, m=6)
+    for dtype in (np.float64, np.float32) if abs(value) < 1e38 else (np.float64,):
+        Xd = X.astype(dtype)
+        Xd[:, 3] = dtype(value)
+        for container in (np.asarray, sp.csr_matrix):
+            with pytest.warns(UserWarning, match=r"1 constant gene\(s\) .*ranked last: 3"):
+                sel = bioqpfs.select(container(Xd), y, method="qpfs", n_genes=2)
+            assert sel.ranking[-1] == 3 and sel.weights[3] == 0
+    # a gene that varies, however little relative to its mean, is not constant
+    X[:, 3] = 1.0 + 1e-9 * np.arange(X.shape[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        bioqpfs.select(X, y, method="maxrel", n_genes=2)
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 7: python -m bioqpfs
+# ---------------------------------------------------------------------------------------------------
+def test_python_dash_m_bioqpfs_is_the_cli(tmp_path):
+    import subprocess
+    import sys
+
+    a = subprocess.run([sys.executable, "-m", "bioqpfs", "datasets"], capture_output=True, text=True, timeout=300)
+    b = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "datasets"], capture_output=True, text=True, timeout=300)
+    assert a.returncode == 0 and a.stdout == b.stdout and "srbct" in a.stdout
+    r = subprocess.run([sys.executable, "-m", "bioqpfs", "select"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "usage: bioqpfs select" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 8: Ctrl-C / SIGTERM mid-run and mid-write: 130 / 143, no output, no temporary file
+# ---------------------------------------------------------------------------------------------------
+_SLOW_WRITE = """
+import sys, time, anndata
+_write = anndata.AnnData.write_h5ad
+class _Finaliser:                       # h5py closes files in finalisers, where Python drops a KeyboardInterrupt
+    def __del__(self):
+        print("WRITING", flush=True)
+        time.sleep(3)
+def slow(self, path, *a, **k):          # the real write, then a pause in a finaliser while the temporary file exists
+    _write(self, path, *a, **k)
+    f = _Finaliser()
+    del f
+anndata.AnnData.write_h5ad = slow
+from bioqpfs.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _run_until(tmp_path, args, marker, sig, script=None, delay=0.0, stream="stdout"):
+    import signal as _signal
+    import subprocess
+    import sys
+    import time
+
+    cmd = [sys.executable, "-c", script, *args] if script else [sys.executable, "-m", "bioqpfs", *args]
+    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in getattr(p, stream):         # wait until the run (or the write) is under way
+            seen.append(line)
+            if marker in line:
+                break
+        time.sleep(delay)
+        p.send_signal(getattr(_signal, sig))
+        out, err = p.communicate(timeout=120)
+        err = "".join(seen) + err if stream == "stderr" else err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, err
+
+
+@pytest.mark.parametrize("sig,rc", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_signal_during_the_write_leaves_no_output_and_no_temporary_file(tmp_path, sig, rc):
+    _adata().write_h5ad(tmp_path / "in.h5ad")
+    code, err = _run_until(tmp_path, ["select", "in.h5ad", "--groupby", "cls", "--method", "maxrel", "--n-genes", "2",
+                                      "-o", "out.h5ad", "--quiet"], "WRITING", sig, script=_SLOW_WRITE)
+    assert code == rc, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5ad"]   # no out.h5ad, no .tmp-*.h5ad
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig,rc", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_signal_mid_run_exits_with_its_code(tmp_path, sig, rc):
+    rng = np.random.default_rng(0)
+    a = ad.AnnData(rng.normal(size=(300, 600)), obs=pd.DataFrame({"cls": pd.Categorical(np.arange(300) % 3)},
+                                                                 index=[f"c{i}" for i in range(300)]))
+    a.write_h5ad(tmp_path / "in.h5ad")
+    code, err = _run_until(tmp_path, ["select", "in.h5ad", "--groupby", "cls", "--method", "hsfs", "--n-genes",
+                                      "5", "-o", "out.h5ad"], "selecting 5 genes", sig, delay=1.0, stream="stderr")
+    assert code == rc, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5ad"]
+
+
+def test_atomic_path_in_library_use_keeps_keyboardinterrupt(tmp_path):
+    import os
+    import signal as _signal
+
+    from bioqpfs._io import atomic_path
+
+    class Finaliser:   # what h5py does: a Ctrl-C that lands in a finaliser is printed and dropped by Python
+        def __del__(self):
+            os.kill(os.getpid(), _signal.SIGINT)
+            sum(range(1000))
+
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(tmp_path / "x.txt") as tmp:
+            open(tmp, "w").write("partial")
+            f = Finaliser()
+            del f                                     # the signal arrives here; held until the block ends
+            open(tmp, "a").write(" and the rest")     # still runs: the write is never cut in the middle
+    assert list(tmp_path.iterdir()) == []
+    assert _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+    with atomic_path(tmp_path / "y.txt") as tmp:
+        open(tmp, "w").write("ok")
+    assert (tmp_path / "y.txt").read_text() == "ok"

@@ -18,7 +18,7 @@ from .. import measures
 from .._kernels import information as _info
 from .._kernels import simplex_qp
 from .._selection import Selection, check_informative
-from .._validation import check_n_genes, memory_guard, validate_random_state
+from .._validation import check_n_genes, memory_guard, validate_random_state, numeric_params
 from ._common import prepare, warn_constant, weights_and_ranking
 from .qpfs import PSD_FIXES, resolve_preselected, solve_qpfs
 
@@ -40,6 +40,7 @@ def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2):
     return H
 
 
+@numeric_params("alpha", "lam", "preselected_share", integers=("n_bins",))
 def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization="mean_sd", n_bins=3, base=2,
           solver="auto", psd_fix="shift", preselected=None, preselected_share=None, random_state=None,
           feature_names=None):

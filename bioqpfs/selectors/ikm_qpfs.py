@@ -45,7 +45,7 @@ from .._kernels import information as _info
 from .._kernels import kmeans as _km
 from .._kernels.correlation import scaled_column_moments
 from .._selection import Selection, rank_by_weight
-from .._validation import check_base, check_n_genes, check_random_state, memory_guard
+from .._validation import check_base, check_n_genes, check_random_state, memory_guard, numeric_params
 from ._common import prepare, warn_constant
 from .qpfs import alpha_hat, solve_qpfs
 
@@ -289,6 +289,7 @@ def _doc(func):
 
 
 @_doc
+@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
 def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha=None, alpha_rows=64,
               discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
@@ -427,6 +428,7 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
 
 
 @_doc
+@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
 def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
@@ -454,6 +456,7 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_level
 
 
 @_doc
+@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
 def ikma_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
               discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).

@@ -37,7 +37,7 @@ from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import spectral as _spec
 from .._selection import Selection, check_informative, rank_by_weight
-from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard,
+from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard, numeric_params,
                            validate_random_state)
 from ._common import prepare, warn_constant
 
@@ -145,6 +145,7 @@ def _prepare(X, y, n_genes, feature_names):
     return X, y_codes, classes, constant, keep, n_genes
 
 
+@numeric_params("nystrom_rate", integers=("n_bins", "n_error_rows"))
 def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd", n_bins=3, base=2,
              dtype=None, tol=0.0, n_error_rows=50, random_state=None, feature_names=None):
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
@@ -219,7 +220,10 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
     m = keep.size
     if dtype is None:
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be None, 'float32' or 'float64', got {dtype!r}") from None
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
     measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information")
@@ -254,6 +258,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
                    discretization, n_bins, base, feature_names)
 
 
+@numeric_params("rank_tol", integers=("n_bins", "n_error_rows"))
 def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, discretization="mean_sd", n_bins=3, base=2, tol=0.0,
                      n_error_rows=50, rank_tol=None, random_state=None, feature_names=None):
     """SPEC_CMI from ``r = ceil(gamma M)`` sampled rows of Q (Nystrom approximation, section 3.4).
@@ -304,6 +309,10 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     t0 = time.perf_counter()
     if nystrom_rate is None or not (0.0 < float(nystrom_rate) <= 1.0):
         raise ValueError(f"nystrom_rate must lie in (0, 1], got {nystrom_rate!r}")
+    if n_error_rows < 0:
+        raise ValueError(f"n_error_rows must be >= 0 (0: no error estimate), got {n_error_rows}")
+    if rank_tol is not None and not rank_tol >= 0:
+        raise ValueError(f"rank_tol must be None or >= 0, got {rank_tol}")
     rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size
@@ -376,6 +385,7 @@ def _nystrom_error(Qr, rows, Qe, err_rows, U, lam):
                 n_error_rows=int(err_rows.size))
 
 
+@numeric_params(integers=("n_bins", "n_projections"))
 def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=300.0, discretization="mean_sd",
             n_bins=3, base=2, random_state=None, feature_names=None):
     """Select a k-gene panel with SDP_CMI: semidefinite relaxation + Goemans--Williamson rounding.
@@ -425,6 +435,10 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=
         raise ValueError("sdp_cmi needs n_genes (the panel size k enters the relaxation); pass n_genes=k")
     if isinstance(n_projections, bool) or not isinstance(n_projections, (int, np.integer)) or n_projections < 1:
         raise ValueError(f"n_projections must be a positive integer, got {n_projections!r}")
+    if not max_seconds > 0:
+        raise ValueError(f"max_seconds must be > 0, got {max_seconds!r}")
+    if not isinstance(solver, str):
+        raise TypeError(f"solver must be the name of a cvxpy solver (e.g. 'SCS'), got {solver!r}")
     rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size

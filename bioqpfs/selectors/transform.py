@@ -84,7 +84,7 @@ from threadpoolctl import threadpool_limits
 
 from .._kernels import correlation as _corr
 from .._selection import Selection, check_informative
-from .._validation import check_n_genes, check_random_state, memory_guard
+from .._validation import check_n_genes, check_random_state, memory_guard, numeric_params
 from ._common import prepare, warn_constant
 
 __all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", "DEFAULT_N_GENES",
@@ -413,6 +413,7 @@ _DOC_COMMON = """
 """
 
 
+@numeric_params("n_components", integers=("n_components", "maxiter", "max_bisect"))
 def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
          random_state=None, feature_names=None):
     """Linear Discriminant Feature Selection (Masaeli et al. 2010, section 4, eq. 4-7).
@@ -428,6 +429,7 @@ def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, max
         zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(gamma=float(gamma)))
 
 
+@numeric_params("n_components", integers=("n_components", "maxiter", "max_bisect"))
 def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
          random_state=None, feature_names=None):
     """Hilbert-Schmidt Feature Selection (Masaeli et al. 2010, section 5, eq. 8-11).
