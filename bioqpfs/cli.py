@@ -5,15 +5,29 @@ Exit codes
 0  success
 1  the input or the selection failed (one-line message on stderr; ``--debug`` shows the traceback)
 2  command-line usage error (unknown option, missing argument, bad --cv or --random-state value)
-130  interrupted
+130  interrupted (Ctrl-C / SIGINT)
+143  terminated (SIGTERM)
+
+A signal that arrives while an output is being written is held until that write ends; the
+temporary file is then removed and the output is not created (see ``bioqpfs._io.atomic_path``).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every cleanup (temporary output files) runs."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
 
 
 def _parser():
@@ -359,6 +373,8 @@ def main(argv=None):
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse: usage errors exit 2, --help exits 0
         return int(e.code or 0)
+    in_main = threading.current_thread() is threading.main_thread()  # handlers can only be set there
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     try:
         if args.command == "select":
             return _cmd_select(args)
@@ -368,6 +384,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("bioqpfs: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except _Terminated:
+        print("bioqpfs: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except Exception as e:  # noqa: BLE001 - one readable line, the traceback only with --debug
         if args.debug:
             raise
@@ -376,6 +395,9 @@ def main(argv=None):
             msg = msg.strip("'\"")
         print(f"bioqpfs: error: {msg}", file=sys.stderr)
         return EXIT_FAILURE
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 if __name__ == "__main__":
