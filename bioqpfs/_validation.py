@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
-           "check_base", "describe_indices", "memory_guard", "sample_names_of", "numeric_params"]
+           "check_base", "describe_indices", "memory_guard", "sample_names_of", "numeric_params", "MemoryGuardError", "REMEDIES"]
 
 
 def describe_indices(idx, names=None, limit=5) -> str:
@@ -318,14 +318,50 @@ def _available_memory_bytes():
     return None
 
 
-def memory_guard(n_bytes, what, suggestion, *, fraction=0.8):
-    """Refuse an allocation that would not fit in available memory, before attempting it."""
+#: what to do about a refused allocation, in the words of each face: (Python, CLI); None where a face has no such
+#: option.  Guards name the remedies that fit their caller (e.g. no ``dtype=np.float32`` when it already is).
+REMEDIES = {
+    "rows": ("compute a subset of rows with rows=...", None),
+    "float32": ("use dtype=np.float32", None),
+    "genes": ("restrict the genes (e.g. mask_var='highly_variable' in tl.select_genes, or X[:, genes])",
+              "restrict the genes with --mask-var (e.g. --mask-var highly_variable)"),
+    "nystrom": ("use QPFS+Nystrom (nystrom_rate=..., e.g. 0.05) or method='spec_cmi_nystrom'",
+                "use --nystrom-rate (e.g. 0.05) or --method spec_cmi_nystrom"),
+    "lower_nystrom": ("lower nystrom_rate", "lower --nystrom-rate"),
+    "spg": ("use solver='spg'", "use --solver spg"),
+    "spec_cmi": ("use method='spec_cmi'", "use --method spec_cmi"),
+    "ikm": ("use a method with O(M) memory (method='ikm_qpfs')", "use --method ikm_qpfs"),
+    "samples": ("subsample the samples", "subsample the samples"),
+    "components": ("lower n_components", None),
+}
+
+
+class MemoryGuardError(MemoryError):
+    """An allocation refused before it is attempted; :meth:`message` words the remedies for a face."""
+
+    def __init__(self, what, n_bytes, available, remedies):
+        self.what, self.n_bytes, self.available, self.remedies = what, n_bytes, available, list(remedies)
+        super().__init__(self.message("python"))
+
+    def message(self, face="python"):
+        """The error text for ``face`` ("python" or "cli"): only remedies that exist there."""
+        col = 0 if face == "python" else 1
+        texts = [REMEDIES[r][col] if r in REMEDIES else r for r in self.remedies]
+        texts = [t for t in texts if t]
+        todo = "; ".join(texts) if texts else "use a machine with more memory"
+        return (f"{self.what} needs about {self.n_bytes / 2**30:.1f} GiB but only {self.available / 2**30:.1f} GiB "
+                f"are available; {todo}")
+
+
+def memory_guard(n_bytes, what, remedies, *, fraction=0.8):
+    """Refuse an allocation that would not fit in available memory, before attempting it.
+
+    ``remedies``: keys of :data:`REMEDIES` (worded for each face), or free text (a str, or a list
+    mixing both) used as is.  Raises :class:`MemoryGuardError` (a ``MemoryError``).
+    """
     avail = _available_memory_bytes()
     if avail is not None and n_bytes > fraction * avail:
-        raise MemoryError(
-            f"{what} needs about {n_bytes / 2**30:.1f} GiB but only {avail / 2**30:.1f} GiB are available; "
-            f"{suggestion}"
-        )
+        raise MemoryGuardError(what, n_bytes, avail, [remedies] if isinstance(remedies, str) else remedies)
 
 
 def _is_real(value):

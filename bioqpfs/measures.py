@@ -97,13 +97,12 @@ def _check_dtype(dtype):
     return dt
 
 
-def _output_guard(r, m, dtype, what):
-    memory_guard(
-        r * m * np.dtype(dtype).itemsize,
-        f"the {r} x {m} {what} matrix",
-        "compute a subset of rows with rows=..., restrict the genes (e.g. highly variable genes), "
-        "use dtype=np.float32, or use a Nystrom method (nystrom_rate=...)",
-    )
+def _output_guard(r, m, dtype, what, remedies=None):
+    """Refuse an r x m output that would not fit in memory.  ``remedies`` (keys of ``_validation.REMEDIES``):
+    by default those of the public measures -- rows=, float32 (unless it already is), fewer genes, Nystrom."""
+    if remedies is None:
+        remedies = ["rows"] + (["float32"] if np.dtype(dtype) != np.float32 else []) + ["genes", "nystrom"]
+    memory_guard(r * m * np.dtype(dtype).itemsize, f"the {r} x {m} {what} matrix", remedies)
 
 
 def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64):
@@ -231,12 +230,12 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3):
 
         if not isinstance(X, np.ndarray):
             memory_guard(8 * X.shape[0] * X.shape[1], f"a dense copy of the {X.shape[0]} x {X.shape[1]} matrix",
-                         "restrict the genes (e.g. highly variable genes) before MST relevance")
+                         ["genes"])
             X = X.toarray()
         if kind == "mst":
             return _mst.mst_relevance(X, y_codes)[0]
         memory_guard(8 * X.shape[0] ** 2 * 2, f"the {X.shape[0]} x {X.shape[0]} sample distance matrix",
-                     "subsample the samples")
+                     ["samples"])
         return np.maximum(_mst.mst_cpx(X, y_codes)[0], 0.0)
     if kind == "mi":
         codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)

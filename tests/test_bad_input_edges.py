@@ -550,3 +550,74 @@ def test_atomic_path_in_library_use_keeps_keyboardinterrupt(tmp_path):
     with atomic_path(tmp_path / "y.txt") as tmp:
         open(tmp, "w").write("ok")
     assert (tmp_path / "y.txt").read_text() == "ok"
+
+
+def test_cli_file_errors_name_the_file_and_the_cause(tmp_path):
+    import subprocess
+    import sys
+
+    X, y = _informative(n=12, m=5)
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": np.array(["a", "b"])[y]}, index=[f"s{i}" for i in range(12)]))
+    a.write_h5ad(tmp_path / "good.h5ad")
+    raw = (tmp_path / "good.h5ad").read_bytes()
+    (tmp_path / "trunc.h5ad").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "empty.h5ad").write_bytes(b"")
+    (tmp_path / "text.h5ad").write_text("gene,s1\n")
+    df = pd.DataFrame(X, index=[f"s{i}" for i in range(12)], columns=[f"g{j}" for j in range(5)])
+    df["cls"] = np.array(["a", "b"])[y]
+    df.to_csv(tmp_path / "good.csv")
+    lines = (tmp_path / "good.csv").read_text().splitlines()
+    (tmp_path / "ragged.csv").write_text("\n".join(lines[:3] + [lines[3] + ",9.9,1.1"] + lines[4:]) + "\n")
+    (tmp_path / "latin1.csv").write_bytes("\n".join([lines[0], lines[1].replace("s0", "s\xe90")] + lines[2:])
+                                          .encode("latin-1"))
+    df.to_csv(tmp_path / "tabs.csv", sep="\t")
+    df.to_csv(tmp_path / "commas.tsv")
+    cases = {"trunc.h5ad": "trunc.h5ad is truncated", "empty.h5ad": "empty.h5ad is empty",
+             "/dev/null": "/dev/null is not a regular file", "text.h5ad": "text.h5ad is not an HDF5/.h5ad file",
+             "ragged.csv": "ragged.csv is not a rectangular table: line 4 has 9 fields",
+             "latin1.csv": "latin1.csv is not UTF-8 text (byte 0xe9",
+             "tabs.csv": "tabs.csv is tab-separated, but its name says comma-separated; rename it to .tsv",
+             "commas.tsv": "commas.tsv is comma-separated, but its name says tab-separated; rename it to .csv"}
+    for name, expected in cases.items():
+        r = subprocess.run([sys.executable, "-m", "bioqpfs", "select", name, "--groupby", "cls", "--orientation",
+                            "samples-by-genes", "--n-genes", "2", "-o", "o.h5ad", "--quiet"], capture_output=True,
+                           text=True, timeout=300, cwd=tmp_path)
+        assert r.returncode == 1 and expected in r.stderr, (name, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1
+    # the same reader serves --labels
+    df.drop(columns="cls").to_csv(tmp_path / "expr.csv")
+    r = subprocess.run([sys.executable, "-m", "bioqpfs", "select", "expr.csv", "--groupby", "cls", "--orientation",
+                        "samples-by-genes", "--labels", "latin1.csv", "--n-genes", "2", "-o", "o.h5ad", "--quiet"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1 and "latin1.csv is not UTF-8 text" in r.stderr
+
+
+def test_memory_guard_suggests_what_fits_the_face(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from bioqpfs import _validation
+
+    monkeypatch.setattr(_validation, "_available_memory_bytes", lambda: 2**20)   # 1 MiB free
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 800))
+    y = np.arange(20) % 2
+    codes = measures.discretize(X)
+    with pytest.raises(MemoryError) as e:
+        measures.mutual_information(codes)
+    assert "rows=" in str(e.value) and "dtype=np.float32" in str(e.value)
+    with pytest.raises(MemoryError) as e:
+        measures.mutual_information(codes, dtype=np.float32)      # already float32: not suggested
+    assert "rows=" in str(e.value) and "float32" not in str(e.value)
+    with pytest.raises(MemoryError) as e:
+        bioqpfs.select(X, y, method="qpfs")                        # a selector chooses rows and dtype itself
+    assert "rows=" not in str(e.value) and "dtype" not in str(e.value) and "nystrom_rate" in str(e.value)
+    script = ("import sys; from bioqpfs import _validation; _validation._available_memory_bytes = lambda: 2**20; "
+              "from bioqpfs.cli import main; sys.exit(main(sys.argv[1:]))")
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": np.array(["a", "b"])[y]}, index=[f"c{i}" for i in range(20)]))
+    a.write_h5ad(tmp_path / "in.h5ad")
+    r = subprocess.run([sys.executable, "-c", script, "select", "in.h5ad", "--groupby", "cls", "-o", "o.h5ad",
+                        "--quiet"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1 and "GiB" in r.stderr, r.stderr
+    assert "--mask-var" in r.stderr and "--nystrom-rate" in r.stderr
+    assert not any(w in r.stderr for w in ("rows=", "dtype", "mask_var=", "nystrom_rate="))

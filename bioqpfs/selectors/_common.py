@@ -87,7 +87,8 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     Q = None
     if need_full or rows is not None:
         r = m if rows is None else len(rows)
-        measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation")
+        measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
+                               ["genes", "nystrom", "ikm"])  # a selector picks rows and dtype itself
         if similarity == "mi":
             Q = _info.pairwise_information(table, None, "mi", rows=rows, base=base, dtype=dtype)
         else:

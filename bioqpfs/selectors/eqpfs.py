@@ -28,8 +28,7 @@ __all__ = ["eqpfs", "eqpfs_matrix"]
 def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2):
     """H0 = H1 - beta H2 with zero diagonal (one M x M array plus one temporary)."""
     m = codes.shape[1]
-    memory_guard(2 * m * m * 8, f"the {m} x {m} EQPFS redundancy matrices",
-                 "restrict the genes (e.g. mask_var='highly_variable')")
+    memory_guard(2 * m * m * 8, f"the {m} x {m} EQPFS redundancy matrices", ["genes", "ikm"])
     # H1 from an ungrouped table: the "mi" kind of a class-grouped CodeTable counts only the
     # first class's samples (found while writing this; reported to the kernel owner)
     H = _info.pairwise_information(_info.CodeTable(codes, levels), None, "mi", base=base)

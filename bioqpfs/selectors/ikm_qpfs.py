@@ -84,7 +84,7 @@ class _Context:
         # codes (1 byte) twice, standardised expression of the largest cluster (all genes at level 1),
         # the online pass' running means and the k-column distance blocks: O(N M) + O(M k)
         memory_guard(2 * n * m + 2 * 8 * n * m, f"clustering {m} genes",
-                     "restrict the genes (e.g. mask_var='highly_variable') or the samples")
+                     ["genes", "samples"])
         Xk = X if m == self.m_total else X[:, self.keep]
         codes, levels = measures._codes(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
         # moments of X[:, g] / s[g] (a power of two, 1 for ordinary genes): no overflow/underflow at any scale

@@ -285,7 +285,7 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     if solver == "quadprog" and R.size > QUADPROG_MAX_GENES:
         raise ValueError(f"quadprog on {R.size} genes would take very long (O(M^3)); use solver='spg' or 'auto'")
     if solver == "quadprog" or (solver == "auto" and R.size <= simplex_qp.QUADPROG_AUTO_MAX):
-        memory_guard(4 * R.size ** 2 * 8, f"quadprog on {R.size} genes", "use solver='spg'")
+        memory_guard(4 * R.size ** 2 * 8, f"quadprog on {R.size} genes", ["spg"])
     if simplex_qp.is_linear(G, a):  # alpha = 1 (or Q = 0): a linear program, no eigenvalues or psd fix needed
         Gf, convex = G, True
         fix = dict(psd_fix=psd_fix, psd_fix_applied="none needed (no quadratic term)", psd_shift=0.0, n_clipped=0,
@@ -393,7 +393,7 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
             return _info.pairwise_information(table, None, "mi", rows=idx, base=base, dtype=np.float64)
         return _corr.abs_pearson(X, rows=idx, dtype=np.float64)
 
-    memory_guard(3 * rows.size * m * 8, f"Nystrom with {rows.size} of {m} rows", "lower nystrom_rate")
+    memory_guard(3 * rows.size * m * 8, f"Nystrom with {rows.size} of {m} rows", ["lower_nystrom"])
     C = q_rows(rows)
     t_rows = time.perf_counter() - t0
     # negative_floor: positive eigenvalues of an indefinite A below |its most negative one| are

@@ -226,7 +226,8 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, discretization="mean_sd",
         raise TypeError(f"dtype must be None, 'float32' or 'float64', got {dtype!r}") from None
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information")
+    measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
+                           ["genes"] + (["float32"] if dtype != np.float32 else []) + ["nystrom"])
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins)
     Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
@@ -318,8 +319,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     m = keep.size
     rows = _nys.sample_rows(m, float(nystrom_rate), rng)
     r = rows.size
-    measures._output_guard(r, m, np.float64, "sampled SPEC_CMI rows")
-    memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", "lower nystrom_rate")
+    measures._output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
+    memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", ["lower_nystrom"])
     rest = np.setdiff1d(np.arange(m), rows)
     n_err = min(int(n_error_rows), rest.size)
     err_rows = np.sort(rng.choice(rest, size=n_err, replace=False)) if n_err else rest[:0]
@@ -453,7 +454,7 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, solver="SCS", max_seconds=
             f"same objective; seconds for 20,000 genes), restrict the candidates to at most {n_max} genes "
             f"(e.g. mask_var), or raise max_seconds"
         )
-    memory_guard(est_bytes, f"SDP_CMI on {m} genes", "use method='spec_cmi' or restrict the candidate genes")
+    memory_guard(est_bytes, f"SDP_CMI on {m} genes", ["spec_cmi", "genes"])
     Xk = X[:, keep] if m < X.shape[1] else X
     Q, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins), base=base)
     _check_informative(Q, discretization, X.shape[0])

@@ -347,7 +347,7 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     if not 0 < zero_tol < 1:
         raise ValueError(f"zero_tol must lie in (0, 1), got {zero_tol}")
     memory_guard(8 * (n * d + 12 * d * q), f"{method.upper()} on {n} samples x {d} genes (q = {q})",
-                 "restrict the genes (e.g. highly variable genes) or lower n_components")
+                 ["genes", "components"])
     Xs = _zscore(X[:, keep])
     objective = make_objective(Xs, y_codes)
     rng = check_random_state(random_state)
@@ -444,7 +444,7 @@ def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, max
     if n > MAX_HSIC_SAMPLES:
         raise ValueError(f"HSFS keeps n x n kernel matrices and costs O(n^2) per step; {n} samples is above "
                          f"{MAX_HSIC_SAMPLES}: subsample the samples (e.g. stratified, 1,000 as in the paper)")
-    memory_guard(6 * 8 * n * n, f"HSFS kernel matrices for {n} samples", "subsample the samples")
+    memory_guard(6 * 8 * n * n, f"HSFS kernel matrices for {n} samples", ["samples"])
     return _transform_selector(
         "hsfs", X, y, n_genes=n_genes, n_components=n_components, random_state=random_state,
         feature_names=feature_names, make_objective=lambda Xs, yc: HSICObjective(Xs, yc, sigma),
