@@ -62,7 +62,10 @@ def discretize(X, method="mean_sd", *, n_bins=3, y=None):
     method : {"mean_sd", "quantile", "mdl", None}
         ``"mean_sd"``: QPFS section 2.5 bins (-inf, mu-sd], (mu-sd, mu+sd], (mu+sd, inf) per gene,
         sd the sample standard deviation (ddof=1, as R's ``sd``); ``"quantile"``: ``n_bins``
-        equal-frequency bins; ``"mdl"``: Fayyad--Irani supervised MDL cuts (needs ``y``);
+        equal-frequency bins; ``"mdl"``: Fayyad--Irani supervised MDL cuts (needs ``y``), at most
+        ``bioqpfs._kernels.discretize.MDL_MAX_LEVELS`` (8) levels per gene -- repeated samples can
+        make MDL cut a gene into 100+ levels and the MI counting grows with their square, so the
+        first cuts of the recursion are kept, with a warning (see ``mdl_codes``);
         ``None``: X already holds integer levels, which are mapped to consecutive codes.
     n_bins : int
         Bins for ``"quantile"``.

@@ -621,3 +621,68 @@ def test_memory_guard_suggests_what_fits_the_face(tmp_path, monkeypatch):
     assert r.returncode == 1 and "GiB" in r.stderr, r.stderr
     assert "--mask-var" in r.stderr and "--nystrom-rate" in r.stderr
     assert not any(w in r.stderr for w in ("rows=", "dtype", "mask_var=", "nystrom_rate="))
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 9: MDL on repeated samples -- the number of levels (and so the counting cost) is bounded
+# ---------------------------------------------------------------------------------------------------
+def _resampled(seed=0, n_types=6, per=80, m=12):
+    """Cell types of different sizes resampled with replacement to equal counts: many repeated samples."""
+    rng = np.random.default_rng(seed)
+    groups = [rng.normal(loc=0.4 * t, size=(int(rng.integers(4, 30)), m)) for t in range(n_types)]
+    X = np.vstack([g[rng.integers(0, len(g), per)] for g in groups])
+    return X, np.repeat(np.arange(n_types), per)
+
+
+def _best_first_cut(v, y):
+    """Brute force: the cut (midpoint between distinct sorted values) of least weighted class entropy."""
+    o = np.argsort(v, kind="stable")
+    v, y = v[o], y[o]
+
+    def ent(lab):
+        p = np.bincount(lab) / lab.size
+        p = p[p > 0]
+        return -(p * np.log2(p)).sum()
+
+    best, cut = np.inf, None
+    for t in range(1, v.size):
+        if v[t] != v[t - 1]:
+            w = (t * ent(y[:t]) + (v.size - t) * ent(y[t:])) / v.size
+            if w < best - 1e-12:
+                best, cut = w, 0.5 * (v[t - 1] + v[t])
+    return cut
+
+
+def test_mdl_levels_are_bounded_and_the_first_cut_is_kept():
+    from bioqpfs._kernels.discretize import MDL_MAX_LEVELS
+
+    X, y = _resampled()
+    with pytest.warns(UserWarning, match=r"discretization='mdl' cut \d+ gene\(s\) into more than 8 levels"):
+        codes = measures.discretize(X, "mdl", y=y)
+    levels = codes.max(axis=0) + 1
+    assert levels.max() <= MDL_MAX_LEVELS and (levels == MDL_MAX_LEVELS).any()
+    for g in range(X.shape[1]):   # the kept cuts include the top-level (best) cut of every gene
+        cut = _best_first_cut(X[:, g], y)
+        assert len(np.unique(codes[X[:, g] < cut, g])) + len(np.unique(codes[X[:, g] > cut, g])) == levels[g]
+        assert codes[X[:, g] < cut, g].max() < codes[X[:, g] > cut, g].min()
+
+
+def test_mdl_without_repeats_is_unchanged_and_selectors_stay_bounded():
+    from bioqpfs._kernels import information as info
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 10))
+    y = np.arange(60) % 3
+    X[:, 2] += 2 * y
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)          # no bound needed: no warning, Fayyad-Irani as is
+        codes = measures.discretize(X, "mdl", y=y)
+    assert codes.max() + 1 < 8
+    Xr, yr = _resampled(m=30)
+    for method in ("qpfs", "mrmr_mid", "spec_cmi"):
+        with pytest.warns(UserWarning, match="discretization='mdl'"):
+            sel = bioqpfs.select(Xr, yr, method=method, n_genes=3, discretization="mdl")
+        assert sel.selected.size == 3
+    with pytest.warns(UserWarning):
+        table = info.CodeTable(*measures._codes(Xr, "mdl", y_codes=yr))
+    assert table.n_bins <= 8    # the global one-hot width every MI count is proportional to (squared)
