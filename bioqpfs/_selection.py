@@ -7,7 +7,7 @@ import numpy as np
 
 from ._kernels.ranking import RANK_REL_TOL, rank_descending
 
-__all__ = ["Selection", "rank_by_weight"]
+__all__ = ["Selection", "rank_by_weight", "check_informative"]
 
 
 def rank_by_weight(weights, relevance=None, *, candidates=None, rel_tol=RANK_REL_TOL):
@@ -23,6 +23,45 @@ def rank_by_weight(weights, relevance=None, *, candidates=None, rel_tol=RANK_REL
     idx = np.arange(w.size) if candidates is None else np.asarray(candidates, dtype=np.int64)
     f = np.zeros(w.size) if relevance is None else np.asarray(relevance, dtype=np.float64)
     return idx[rank_descending([w[idx], f[idx]], idx, rel_tol)]
+
+
+#: relevances up to this value are 0 (round-off: a gene independent of the labels can get ~1e-16 bits)
+ZERO_RELEVANCE = 1e-12
+
+
+def check_informative(method, relevance, params=None):
+    """Refuse a panel when no gene carries information about the labels (every relevance is 0).
+
+    "0" means at most :data:`ZERO_RELEVANCE`: the relevances of the methods are on a scale of
+    order one (MI in bits is at most log2 of the number of classes; LDFS/HSFS criteria are
+    normalised), and a gene independent of the labels gets round-off (~1e-16) instead of 0.
+
+    The one check of the selector contract, made where every method hands back its result: the
+    global methods cannot weigh genes without any relevance, and the greedy ones (MaxRel, mRMR, JMI,
+    CIFE) would return the first genes in index order, a meaningless panel.  Typical causes: too
+    few samples per class (with one sample per class, mean +- sd binning puts both samples of a gene
+    in one bin, so every I(X; C) is 0) or a discretisation too coarse for the data.  The ``random``
+    baseline has no relevance: it never uses the labels, and is not checked.  Selectors whose
+    numerics would fail on such data before a ``Selection`` is made (eigenvectors, alpha estimates)
+    call it as soon as their relevance is known, so that the message is the same.
+    """
+    if relevance is None:
+        return
+    r = np.asarray(relevance, dtype=np.float64)
+    if r.size and not (r > ZERO_RELEVANCE).any():
+        params = params or {}
+        disc = params.get("discretization") if params.get("relevance", "mi") == "mi" else None
+        if disc is None:  # a criterion on the continuous values (LDFS, HSFS, Hall, MST) or a user relevance
+            what, hint = "", ("Check that the labels belong to these samples (in this order) and that the "
+                              "classes differ in some gene")
+        else:
+            what = f" after discretization={disc!r}"
+            hint = ("Use more samples per class (with one sample per class, mean +- sd binning puts both values of "
+                    "a gene in one bin), another discretization (e.g. 'quantile'), or a method on the continuous "
+                    "values (ldfs, or qpfs with similarity='correlation')")
+        raise ValueError(
+            f"{method}: no gene carries information about the labels -- the class relevance of every one of the "
+            f"{r.size} genes is 0{what}, so any panel would be as good as the first genes in index order. {hint}")
 
 
 @dataclass
@@ -45,7 +84,8 @@ class Selection:
     diagnostics : dict
         What happened: solver convergence, PSD fixes, timings, excluded genes...
     relevance : ndarray or None
-        Class relevance F used for ranking ties, when the method has one.
+        Class relevance F used for ranking ties, when the method has one.  A relevance that is 0 for
+        every gene is refused here, for every method (see :func:`check_informative`).
     feature_names : ndarray or None
     """
 
@@ -69,6 +109,7 @@ class Selection:
                 f"(e.g. gene index {', '.join(str(int(i)) for i in bad[:5])}); this is a numerical failure on "
                 "degenerate input (too few samples, genes without information, extreme parameters) -- check the "
                 "input or the method's parameters")
+        check_informative(self.method, self.relevance, self.params)
 
     @property
     def n_features(self) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
-           "check_base", "describe_indices", "memory_guard", "sample_names_of"]
+           "check_base", "describe_indices", "memory_guard", "sample_names_of", "numeric_params", "MemoryGuardError", "REMEDIES"]
 
 
 def describe_indices(idx, names=None, limit=5) -> str:
@@ -25,7 +25,9 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     """Validate an expression matrix (samples x genes); never modifies or copies needlessly.
 
     Returns a 2-D float array (``float32``/``float64`` kept, other real dtypes cast to
-    ``float64``) or a CSR/CSC matrix with the same guarantee.  Complex data raise a
+    ``float64``) or a CSR/CSC matrix with the same guarantee, in canonical format (sorted
+    indices, no duplicate entries: a non-canonical input is canonicalised on a copy, because
+    scipy sums duplicates in place, which would change the caller's matrix).  Complex data raise a
     ``TypeError`` (expression values are real; take ``.real`` or ``abs()`` explicitly).
     NaN/Inf raise a ``ValueError`` naming the first affected genes.  ``feature_names``,
     when given, must have one entry per gene.
@@ -33,6 +35,7 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     if hasattr(X, "obs_names") and hasattr(X, "var_names"):
         raise TypeError(f"{name} is an AnnData; pass its matrix ({name}.X or a layer) with the labels, or call "
                         "bioqpfs.tl.select_genes(adata, groupby) to work on the AnnData itself")
+    orig = X
     if sp.issparse(X):
         if not allow_sparse:
             raise TypeError(f"{name} is sparse but this function needs a dense array; call {name}.toarray() first")
@@ -42,6 +45,9 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
         X = X.tocsr() if X.format not in ("csr", "csc") else X
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
+        if not X.has_canonical_format:  # duplicate or unsorted entries: scipy would sum/sort them in place
+            X = X.copy() if X is orig else X
+            X.sum_duplicates()
         data = X.data
     else:
         if hasattr(X, "to_numpy"):
@@ -151,6 +157,11 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     as classes, whatever its categories (e.g. doses 0.5, 1.5).  Labels where more than half of
     at least 10 samples are alone in their class (e.g. ages in years, or sample ids) only give
     a warning: small cross-validation folds of real class labels can look like that.
+
+    One class written in two ways -- ``1`` and ``'1'``, ``'1'`` and ``'1.0'``, ``'B'`` and ``'B '``
+    -- is an error that names the colliding values: they are different values, so they would
+    silently become different classes.  This holds on every face (Python, ``tl``, sklearn, CLI,
+    R), which all validate labels here.
     """
     import pandas as pd
 
@@ -179,6 +190,7 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     cat = cat.remove_unused_categories()
     classes = np.asarray(cat.categories)
     codes = np.asarray(cat.codes, dtype=np.intp)
+    _check_no_colliding_classes(classes, name)
     if check_continuous:
         _check_not_continuous(classes, codes, n_samples, name, explicit_categories)
     if classes.size < min_classes:
@@ -187,6 +199,40 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
             f"gene selection needs at least {min_classes} classes to measure relevance"
         )
     return codes, classes
+
+
+def _class_key(value):
+    """What a class label means: numbers and numeric strings by their value, other strings without outer spaces."""
+    if isinstance(value, (bool, np.bool_)):
+        return ("bool", bool(value))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return ("number", float(value))
+    text = str(value).strip()
+    try:
+        return ("number", float(text))
+    except ValueError:
+        return ("text", text)
+
+
+def _check_no_colliding_classes(classes, name):
+    """Refuse one class written in two ways (``1`` and ``'1'``, ``'1'`` and ``'1.0'``, ``'B'`` and ``'B '``).
+
+    They are different values, so they would silently become different classes (after ``write_h5ad``
+    or a CSV round trip even ``1`` and ``1.0`` become the strings ``'1'`` and ``'1.0'``).
+    """
+    if classes.dtype.kind not in "OUS" or classes.size < 2:
+        return
+    groups = {}
+    for c in classes:
+        groups.setdefault(_class_key(c), []).append(c)
+    clashes = [g for g in groups.values() if len(g) > 1]
+    if clashes:
+        shown = "; ".join(" and ".join(repr(v.item() if isinstance(v, np.generic) else v) for v in g)
+                          for g in clashes[:5])
+        raise ValueError(
+            f"{name}: the same class is written in different ways ({shown}), so it would count as "
+            f"{sum(map(len, clashes))} different classes instead of {len(clashes)}. Make the labels consistent "
+            "first: one type and one spelling per class (e.g. all integers, or strings without surrounding spaces)")
 
 
 def _check_not_continuous(classes, codes, n_samples, name, explicit_categories):
@@ -272,11 +318,104 @@ def _available_memory_bytes():
     return None
 
 
-def memory_guard(n_bytes, what, suggestion, *, fraction=0.8):
-    """Refuse an allocation that would not fit in available memory, before attempting it."""
+#: what to do about a refused allocation, in the words of each face: (Python, CLI); None where a face has no such
+#: option.  Guards name the remedies that fit their caller (e.g. no ``dtype=np.float32`` when it already is).
+REMEDIES = {
+    "rows": ("compute a subset of rows with rows=...", None),
+    "float32": ("use dtype=np.float32", None),
+    "genes": ("restrict the genes (e.g. mask_var='highly_variable' in tl.select_genes, or X[:, genes])",
+              "restrict the genes with --mask-var (e.g. --mask-var highly_variable)"),
+    "nystrom": ("use QPFS+Nystrom (nystrom_rate=..., e.g. 0.05) or method='spec_cmi_nystrom'",
+                "use --nystrom-rate (e.g. 0.05) or --method spec_cmi_nystrom"),
+    "lower_nystrom": ("lower nystrom_rate", "lower --nystrom-rate"),
+    "spg": ("use solver='spg'", "use --solver spg"),
+    "spec_cmi": ("use method='spec_cmi'", "use --method spec_cmi"),
+    "ikm": ("use a method with O(M) memory (method='ikm_qpfs')", "use --method ikm_qpfs"),
+    "samples": ("subsample the samples", "subsample the samples"),
+    "components": ("lower n_components", None),
+}
+
+
+class MemoryGuardError(MemoryError):
+    """An allocation refused before it is attempted; :meth:`message` words the remedies for a face."""
+
+    def __init__(self, what, n_bytes, available, remedies):
+        self.what, self.n_bytes, self.available, self.remedies = what, n_bytes, available, list(remedies)
+        super().__init__(self.message("python"))
+
+    def message(self, face="python"):
+        """The error text for ``face`` ("python" or "cli"): only remedies that exist there."""
+        col = 0 if face == "python" else 1
+        texts = [REMEDIES[r][col] if r in REMEDIES else r for r in self.remedies]
+        texts = [t for t in texts if t]
+        todo = "; ".join(texts) if texts else "use a machine with more memory"
+        return (f"{self.what} needs about {self.n_bytes / 2**30:.1f} GiB but only {self.available / 2**30:.1f} GiB "
+                f"are available; {todo}")
+
+
+def memory_guard(n_bytes, what, remedies, *, fraction=0.8):
+    """Refuse an allocation that would not fit in available memory, before attempting it.
+
+    ``remedies``: keys of :data:`REMEDIES` (worded for each face), or free text (a str, or a list
+    mixing both) used as is.  Raises :class:`MemoryGuardError` (a ``MemoryError``).
+    """
     avail = _available_memory_bytes()
     if avail is not None and n_bytes > fraction * avail:
-        raise MemoryError(
-            f"{what} needs about {n_bytes / 2**30:.1f} GiB but only {avail / 2**30:.1f} GiB are available; "
-            f"{suggestion}"
-        )
+        raise MemoryGuardError(what, n_bytes, avail, [remedies] if isinstance(remedies, str) else remedies)
+
+
+def _is_real(value):
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def numeric_params(*optional, integers=()):
+    """Decorator of a selector: check the type of its numeric and boolean parameters before any work.
+
+    A parameter whose default is a number (e.g. ``beta=1.0``, ``base=2``), or that is named in
+    ``optional`` (numbers whose default is None, e.g. ``alpha``), must be a real number (or None for
+    those of ``optional``), and not NaN; one named in ``integers`` a whole number; one with a bool
+    default a bool.  Otherwise a ``TypeError``/``ValueError`` names the parameter and the value
+    (never numpy's "could not convert string to float").  Ranges stay with the method.  Used on
+    every registered selector, so direct calls and every face get the same messages.
+    """
+    import functools
+    import inspect
+
+    def wrap(func):
+        sig = inspect.signature(func)
+        kinds = {}
+        for name, p in sig.parameters.items():
+            if name in integers:
+                kinds[name] = "integer"
+            elif name in optional or _is_real(p.default):
+                kinds[name] = "number"
+            elif isinstance(p.default, bool):
+                kinds[name] = "bool"
+
+        @functools.wraps(func)
+        def checked(*args, **kwargs):
+            bound = sig.bind_partial(*args, **kwargs)
+            for name, value in bound.arguments.items():
+                kind = kinds.get(name)
+                if kind is None or value is None and (name in optional or sig.parameters[name].default is None):
+                    continue
+                if name == "base":  # the one rule of every information measure
+                    check_base(value)
+                    continue
+                if kind == "bool":
+                    if not isinstance(value, (bool, np.bool_)):
+                        raise TypeError(f"{func.__name__}: {name} must be True or False, got {value!r}")
+                    continue
+                what = "a whole number" if kind == "integer" else "a number"
+                if not _is_real(value):
+                    raise TypeError(f"{func.__name__}: {name} must be {what}"
+                                    f"{' or None' if name in optional else ''}, got {value!r}")
+                if np.isnan(value):
+                    raise ValueError(f"{func.__name__}: {name} must be {what}, got NaN")
+                if kind == "integer" and (not np.isfinite(value) or float(value) != int(value)):
+                    raise TypeError(f"{func.__name__}: {name} must be {what}, got {value!r}")
+            return func(*args, **kwargs)
+
+        return checked
+
+    return wrap

@@ -5,15 +5,29 @@ Exit codes
 0  success
 1  the input or the selection failed (one-line message on stderr; ``--debug`` shows the traceback)
 2  command-line usage error (unknown option, missing argument, bad --cv or --random-state value)
-130  interrupted
+130  interrupted (Ctrl-C / SIGINT)
+143  terminated (SIGTERM)
+
+A signal that arrives while an output is being written is held until that write ends; the
+temporary file is then removed and the output is not created (see ``bioqpfs._io.atomic_path``).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every cleanup (temporary output files) runs."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
 
 
 def _parser():
@@ -95,13 +109,32 @@ def _read_delimited(path, what):
     sep = "," if ".csv" in str(path).lower() else "\t"
     try:
         header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0, 1:]
+        if header.empty:  # one column: maybe the other delimiter
+            other, name = ("\t", "tab") if sep == "," else (",", "comma")
+            first = pd.read_csv(path, sep=other, header=None, nrows=1, dtype=str, keep_default_na=False)
+            if first.shape[1] > 1:
+                raise ValueError(f"{path} is {name}-separated, but its name says "
+                                 f"{'comma' if sep == ',' else 'tab'}-separated; rename it to "
+                                 f"{'.tsv' if sep == ',' else '.csv'} (or re-save it with "
+                                 f"{'commas' if sep == ',' else 'tabs'})")
+        dup = _duplicates(header)
+        if dup:
+            raise ValueError(f"{path} has duplicated {what[1]} (column names): {', '.join(dup[:5])}"
+                             f"{' ...' if len(dup) > 5 else ''}; make the names unique or remove the duplicates")
+        df = pd.read_csv(path, sep=sep, index_col=0)
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path} is empty") from None
-    dup = _duplicates(header)
-    if dup:
-        raise ValueError(f"{path} has duplicated {what[1]} (column names): {', '.join(dup[:5])}"
-                         f"{' ...' if len(dup) > 5 else ''}; make the names unique or remove the duplicates")
-    df = pd.read_csv(path, sep=sep, index_col=0)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at position {e.start:,}); "
+                         "re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    except pd.errors.ParserError as e:
+        import re
+
+        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+        where = (f"line {m.group(2)} has {m.group(3)} fields but the lines before have {m.group(1)}" if m
+                 else str(e).splitlines()[0])
+        raise ValueError(f"{path} is not a rectangular table: {where}; every line needs one value per column "
+                         "(check for stray delimiters or quotes)") from None
     dup = _duplicates(df.index)
     if dup:
         raise ValueError(f"{path} has duplicated {what[0]} (row names): {', '.join(dup[:5])}"
@@ -177,7 +210,31 @@ def _load_input(args):
 
     if args.input is None:
         return datasets.load(args.dataset)
-    return _read_table(args) if _is_table(args.input) else ad.read_h5ad(args.input)
+    return _read_table(args) if _is_table(args.input) else _read_h5ad(args.input)
+
+
+def _read_h5ad(path):
+    """``anndata.read_h5ad`` with one message per cause that names the file (not h5py's text)."""
+    import anndata as ad
+
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ValueError(f"{path} is not a regular file; give an .h5ad file, or a .csv/.tsv table")
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise ValueError(f"{path} is empty (0 bytes); it was not written completely -- write or copy it again")
+    try:
+        return ad.read_h5ad(path)
+    except OSError as e:
+        text = str(e)
+        if "truncated file" in text:
+            raise ValueError(f"{path} is truncated ({os.path.getsize(path):,} bytes, shorter than the file says): "
+                             "it was not written or copied completely -- write or copy it again") from None
+        if "signature not found" in text:
+            raise ValueError(f"{path} is not an HDF5/.h5ad file; if it is a table, name it .csv/.tsv and give "
+                             "--orientation") from None
+        if isinstance(e, FileNotFoundError) or not os.path.exists(path):
+            raise ValueError(f"{path} does not exist") from None
+        raise ValueError(f"cannot read {path} as .h5ad: {text.splitlines()[0] if text else type(e).__name__}") \
+            from None
 
 
 def _add_input_args(p, datasets):
@@ -382,6 +439,8 @@ def main(argv=None):
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse: usage errors exit 2, --help exits 0
         return int(e.code or 0)
+    in_main = threading.current_thread() is threading.main_thread()  # handlers can only be set there
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     try:
         if args.command == "select":
             return _cmd_select(args)
@@ -391,14 +450,23 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("bioqpfs: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except _Terminated:
+        print("bioqpfs: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except Exception as e:  # noqa: BLE001 - one readable line, the traceback only with --debug
         if args.debug:
             raise
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        from ._validation import MemoryGuardError
+
+        text = e.message("cli") if isinstance(e, MemoryGuardError) else str(e)  # CLI flags, not Python keywords
+        msg = text.strip().splitlines()[0] if text.strip() else type(e).__name__
         if isinstance(e, KeyError) and msg.startswith(("'", '"')):
             msg = msg.strip("'\"")
         print(f"bioqpfs: error: {msg}", file=sys.stderr)
         return EXIT_FAILURE
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 if __name__ == "__main__":

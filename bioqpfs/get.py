@@ -10,7 +10,8 @@ def selection_df(adata, key="qpfs", *, ranked_only=True):
     """Tidy DataFrame of a stored selection: gene, rank, weight, selected (+ method-specific columns).
 
     Rows are in rank order; genes without a rank are dropped unless ``ranked_only=False``.
-    The columns are the ``.var`` columns ``<key>_*`` with the prefix removed.
+    The columns are the ``.var`` columns bioqpfs wrote under ``key`` (``.uns[key]["var_columns"]``)
+    with the ``<key>_`` prefix removed; other ``<key>_*`` columns of the user are left out.
     """
     prefix = f"{key}_"
     needed = [f"{key}_rank", f"{key}_weight", f"{key}_selected"]
@@ -20,7 +21,9 @@ def selection_df(adata, key="qpfs", *, ranked_only=True):
                        "run bioqpfs.tl.select_genes(..., key_added=key) first")
     from .tl._select_genes import _key_columns
 
-    cols = _key_columns(adata, key)  # not those of a longer key stored alongside (key "a" vs "a_b")
+    # the columns bioqpfs wrote under key (never a user's <key>_* column, nor a longer key's "a_b_*");
+    # without a .uns record, the three standard ones
+    cols = _key_columns(adata, key) or needed
     df = adata.var[cols].copy()
     df.columns = [c[len(prefix):] for c in cols]
     df.insert(0, "gene", adata.var_names.to_numpy())

@@ -66,7 +66,10 @@ def discretize(X, method="mean_sd", *, n_bins=3, y=None):
         sd the sample standard deviation (ddof=1, as R's ``sd``); ``"quantile"``: ``n_bins``
         equal-frequency bins; ``"zero_quantile"``: for sparse single-cell data, zero (not detected)
         as one level and ``n_bins - 1`` equal-frequency bins of the non-zero values (genes without
-        zeros: ``n_bins`` equal-frequency bins); ``"mdl"``: Fayyad--Irani supervised MDL cuts (needs ``y``);
+        zeros: ``n_bins`` equal-frequency bins); ``"mdl"``: Fayyad--Irani supervised MDL cuts (needs ``y``), at most
+        ``bioqpfs._kernels.discretize.MDL_MAX_LEVELS`` (8) levels per gene -- repeated samples can
+        make MDL cut a gene into 100+ levels and the MI counting grows with their square, so the
+        first cuts of the recursion are kept, with a warning (see ``mdl_codes``);
         ``None``: X already holds integer levels, which are mapped to consecutive codes.
     n_bins : int
         Bins for ``"quantile"`` and ``"zero_quantile"``.
@@ -101,13 +104,12 @@ def _check_dtype(dtype):
     return dt
 
 
-def _output_guard(r, m, dtype, what):
-    memory_guard(
-        r * m * np.dtype(dtype).itemsize,
-        f"the {r} x {m} {what} matrix",
-        "compute a subset of rows with rows=..., restrict the genes (e.g. highly variable genes), "
-        "use dtype=np.float32, or use a Nystrom method (nystrom_rate=...)",
-    )
+def _output_guard(r, m, dtype, what, remedies=None):
+    """Refuse an r x m output that would not fit in memory.  ``remedies`` (keys of ``_validation.REMEDIES``):
+    by default those of the public measures -- rows=, float32 (unless it already is), fewer genes, Nystrom."""
+    if remedies is None:
+        remedies = ["rows"] + (["float32"] if np.dtype(dtype) != np.float32 else []) + ["genes", "nystrom"]
+    memory_guard(r * m * np.dtype(dtype).itemsize, f"the {r} x {m} {what} matrix", remedies)
 
 
 def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64):
@@ -243,12 +245,12 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, cl
 
         if not isinstance(X, np.ndarray):
             memory_guard(8 * X.shape[0] * X.shape[1], f"a dense copy of the {X.shape[0]} x {X.shape[1]} matrix",
-                         "restrict the genes (e.g. highly variable genes) before MST relevance")
+                         ["genes"])
             X = X.toarray()
         if kind == "mst":
             return _mst.mst_relevance(X, y_codes)[0]
         memory_guard(8 * X.shape[0] ** 2 * 2, f"the {X.shape[0]} x {X.shape[0]} sample distance matrix",
-                     "subsample the samples")
+                     ["samples"])
         return np.maximum(_mst.mst_cpx(X, y_codes)[0], 0.0)
     if kind == "mi":
         codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)

@@ -520,7 +520,9 @@ def result_columns(adata, key):
     missing = [c for c in first if c not in adata.var.columns]
     if missing:
         raise KeyError(f"no selection stored under key {key!r} (missing .var columns {missing})")
-    return first + [c for c in adata.var.columns if c.startswith(f"{key}_") and c not in first]
+    from .tl._select_genes import _key_columns
+
+    return first + [c for c in _key_columns(adata, key) if c not in first]   # never a user's <key>_* column
 
 
 def _labels_to_obs(adata, labels, where):
@@ -652,4 +654,6 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method="qpfs"
         kinds[c] = "logical" if a.dtype.kind == "b" else ("double" if a.dtype.kind in "iuf" else "character")
         columns[c] = [bool(x) for x in a] if kinds[c] == "logical" else (
             [float(x) for x in a] if kinds[c] == "double" else ["" if x is None else str(x) for x in a])
-    return {"columns": columns, "kinds": kinds, "record": _plain(adata.uns[key])}
+    # the R record keeps its documented fields; "var_columns" only serves tl re-runs on the AnnData
+    record = {k: v for k, v in adata.uns[key].items() if k != "var_columns"}
+    return {"columns": columns, "kinds": kinds, "record": _plain(record)}

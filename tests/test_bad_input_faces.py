@@ -200,10 +200,10 @@ def test_tl_refuses_foreign_keys_and_keeps_their_content():
     with pytest.raises(ValueError, match=r"adata.uns\['pca'\] exists and was not written by bioqpfs"):
         tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added="pca")
     assert set(a.uns["pca"]) == {"params", "variance"} and "pca_weight" not in a.var.columns
-    a.var["z_note"] = "mine"
-    with pytest.raises(ValueError, match="z_note that were not written by bioqpfs"):
+    a.var["z_weight"] = "mine"   # a column bioqpfs would write, not written by it: refused
+    with pytest.raises(ValueError, match="z_weight that were not written by bioqpfs"):
         tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added="z")
-    assert a.var["z_note"].eq("mine").all() and "z" not in a.uns
+    assert a.var["z_weight"].eq("mine").all() and "z" not in a.uns
     for bad in ("a/b", ""):
         with pytest.raises(ValueError, match="key_added must be a non-empty string without '/'"):
             tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added=bad)

@@ -15,8 +15,15 @@ SIMILARITIES = ("mi", "correlation")
 RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
 
 
+#: a gene whose values differ by less than this many units in the last place of its mean is constant
+CONSTANT_ULPS = 64
+
+
 def prepare(X, y, feature_names=None):
     """Validate (X, y); return (X, y_codes, classes, constant_mask).
+
+    Constant genes: centred sum of squares at most ``n * (CONSTANT_ULPS * eps * mean)**2`` (a
+    relative tolerance, so that the round-off of the mean of a constant gene does not count).
 
     When X is a pandas DataFrame and y a Series, y is matched to the rows by index
     (see :func:`bioqpfs._validation.check_labels`).
@@ -24,8 +31,10 @@ def prepare(X, y, feature_names=None):
     names = sample_names_of(X)
     X = check_matrix(X, feature_names=feature_names)
     y_codes, classes = check_labels(y, X.shape[0], name="y", sample_names=names)
-    _, ss, _ = _corr.scaled_column_moments(X)  # scaled: no overflow/underflow for extreme genes
-    constant = ss <= 0
+    mean, ss, _ = _corr.scaled_column_moments(X)  # scaled: no overflow/underflow for extreme genes
+    # relative tolerance: a gene equal to 4.2 in every sample has a centred sum of squares of ~1e-28 from
+    # the rounding of its mean; spreads within CONSTANT_ULPS units in the last place of the mean are none
+    constant = ss <= X.shape[0] * (CONSTANT_ULPS * np.finfo(np.float64).eps * mean) ** 2
     return X, y_codes, classes, constant
 
 
@@ -98,7 +107,8 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     Q = None
     if need_full or rows is not None:
         r = m if rows is None else len(rows)
-        measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation")
+        measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
+                               ["genes", "nystrom", "ikm"])  # a selector picks rows and dtype itself
         if similarity == "mi":
             Q = _info.pairwise_information(table, None, "mi", rows=rows, base=base, dtype=dtype)
         else:

@@ -58,7 +58,7 @@ from .. import measures
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
-from .._validation import check_n_genes, check_random_state, validate_random_state
+from .._validation import check_base, check_n_genes, check_random_state, numeric_params, validate_random_state
 from ._common import information_relevance, prepare, warn_constant
 
 __all__ = ["maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife", "random_genes", "greedy_mi", "DEFAULT_N_RANKED"]
@@ -87,6 +87,7 @@ def pick_best(scores, relevance, available):
 
 
 def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None):
+    base = check_base(base)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
     codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
@@ -233,6 +234,7 @@ _PARAMS_DOC = """
 """
 
 
+@numeric_params(integers=("n_bins",))
 def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
              random_state=None, feature_names=None):
     """mRMR, difference form (MID): max I(X_j; C) - mean_{s in S} I(X_j; X_s) (Peng, Long & Ding 2005, eq. 7)."""
@@ -240,6 +242,7 @@ def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, 
     return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
+@numeric_params(integers=("n_bins",))
 def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
              random_state=None, feature_names=None):
     """mRMR, quotient form (MIQ): max I(X_j; C) / mean_{s in S} I(X_j; X_s) (Ding & Peng 2005)."""
@@ -247,6 +250,7 @@ def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, 
     return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
+@numeric_params(integers=("n_bins",))
 def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
         random_state=None, feature_names=None):
     """Joint mutual information: max sum_{s in S} I(X_j, X_s; C) (Yang & Moody 1999; the EMRMR of SPEC_CMI section 4.3)."""
@@ -254,6 +258,7 @@ def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class
     return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
+@numeric_params(integers=("n_bins",))
 def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
          random_state=None, feature_names=None):
     """Conditional infomax feature extraction: max I(X_j; C) - sum_s [I(X_j; X_s) - I(X_j; X_s | C)] (Lin & Tang 2006)."""
@@ -265,6 +270,7 @@ for _f in (mrmr_mid, mrmr_miq, jmi, cife):
     _f.__doc__ += _PARAMS_DOC
 
 
+@numeric_params(integers=("n_bins",))
 def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
            random_state=None, feature_names=None):
     """Max-relevance: rank every gene by I(X_j; C) (Peng, Long & Ding 2005, eq. 4).

@@ -17,8 +17,8 @@ import numpy as np
 from .. import measures
 from .._kernels import information as _info
 from .._kernels import simplex_qp
-from .._selection import Selection
-from .._validation import check_n_genes, memory_guard, validate_random_state
+from .._selection import Selection, check_informative
+from .._validation import check_n_genes, memory_guard, validate_random_state, numeric_params
 from ._common import prepare, warn_constant, weights_and_ranking
 from .qpfs import PSD_FIXES, resolve_preselected, solve_qpfs
 
@@ -28,8 +28,7 @@ __all__ = ["eqpfs", "eqpfs_matrix"]
 def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2):
     """H0 = H1 - beta H2 with zero diagonal (one M x M array plus one temporary)."""
     m = codes.shape[1]
-    memory_guard(2 * m * m * 8, f"the {m} x {m} EQPFS redundancy matrices",
-                 "restrict the genes (e.g. mask_var='highly_variable')")
+    memory_guard(2 * m * m * 8, f"the {m} x {m} EQPFS redundancy matrices", ["genes", "ikm"])
     # H1 from an ungrouped table: the "mi" kind of a class-grouped CodeTable counts only the
     # first class's samples (found while writing this; reported to the kernel owner)
     H = _info.pairwise_information(_info.CodeTable(codes, levels), None, "mi", base=base)
@@ -40,6 +39,7 @@ def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2):
     return H
 
 
+@numeric_params("alpha", "lam", "preselected_share", integers=("n_bins",))
 def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization="mean_sd", n_bins=3, base=2,
           solver="auto", psd_fix="shift", preselected=None, preselected_share=None, random_state=None,
           feature_names=None):
@@ -111,6 +111,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     codes, levels = measures._codes(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
     H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base)
     f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
+    check_informative("eqpfs", f, dict(discretization=discretization))  # before alpha and lambda fail on it
     t_measures = time.perf_counter() - t0
 
     off = m * (m - 1)

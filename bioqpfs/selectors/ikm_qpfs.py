@@ -42,9 +42,9 @@ import scipy.sparse as _sparse
 from .. import _progress, measures
 from .._kernels import information as _info
 from .._kernels import kmeans as _km
-from .._kernels.correlation import column_moments
+from .._kernels.correlation import scaled_column_moments
 from .._selection import Selection, rank_by_weight
-from .._validation import check_base, check_n_genes, check_random_state, memory_guard
+from .._validation import check_base, check_n_genes, check_random_state, memory_guard, numeric_params
 from ._common import prepare, warn_constant
 from .qpfs import alpha_hat, solve_qpfs
 
@@ -83,16 +83,18 @@ class _Context:
         # codes (1 byte) twice, standardised expression of the largest cluster (all genes at level 1),
         # the online pass' running means and the k-column distance blocks: O(N M) + O(M k)
         memory_guard(2 * n * m + 2 * 8 * n * m, f"clustering {m} genes",
-                     "restrict the genes (e.g. mask_var='highly_variable') or the samples")
+                     ["genes", "samples"])
         Xk = X if m == self.m_total else X[:, self.keep]
         codes, levels = measures._codes(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
-        mean, ss = column_moments(Xk)
+        # moments of X[:, g] / s[g] (a power of two, 1 for ordinary genes): no overflow/underflow at any scale
+        mean, ss, s = scaled_column_moments(Xk)
         scale = 1.0 / np.sqrt(ss / max(1, n - 1))
 
         def standardized(idx):  # (x - mean) / sd of the genes idx, float64, one copy (no temporaries)
             block = Xk[:, idx]
             block = block.toarray().astype(np.float64, copy=False) if _sparse.issparse(block) else \
                 np.array(block, dtype=np.float64)
+            block /= s[idx]
             block -= mean[idx]
             block *= scale[idx]
             return block
@@ -287,6 +289,7 @@ def _doc(func):
 
 
 @_doc
+@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
 def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=20, tau=0.9, max_split=10, alpha=None, alpha_rows=64,
               discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
@@ -425,6 +428,7 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
 
 
 @_doc
+@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
 def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
@@ -455,6 +459,7 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_level
 
 
 @_doc
+@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
 def ikma_qpfs(X, y, *, n_genes=None, n_clusters=15, n_split=5, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
               discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
     """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).

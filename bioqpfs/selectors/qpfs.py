@@ -29,8 +29,8 @@ from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import simplex_qp
 from .._selection import Selection
-from .._validation import check_n_genes, check_random_state, describe_indices, memory_guard
-from ._common import prepare, similarity_and_relevance, warn_constant, weights_and_ranking
+from .._validation import check_n_genes, check_random_state, describe_indices, memory_guard, numeric_params
+from ._common import RELEVANCES, prepare, similarity_and_relevance, warn_constant, weights_and_ranking
 
 __all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES"]
 
@@ -180,7 +180,10 @@ def resolve_preselected(preselected, m, feature_names=None, n_genes=None):
         return np.zeros(0, dtype=np.int64)
     if isinstance(preselected, (str, int, np.integer)):
         preselected = [preselected]
-    items = list(preselected)
+    try:
+        items = list(preselected)
+    except TypeError:
+        raise TypeError(f"preselected must be a list of gene names or indices, got {preselected!r}") from None
     if not items:
         return np.zeros(0, dtype=np.int64)
     if all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in items):
@@ -282,7 +285,7 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     if solver == "quadprog" and R.size > QUADPROG_MAX_GENES:
         raise ValueError(f"quadprog on {R.size} genes would take very long (O(M^3)); use solver='spg' or 'auto'")
     if solver == "quadprog" or (solver == "auto" and R.size <= simplex_qp.QUADPROG_AUTO_MAX):
-        memory_guard(4 * R.size ** 2 * 8, f"quadprog on {R.size} genes", "use solver='spg'")
+        memory_guard(4 * R.size ** 2 * 8, f"quadprog on {R.size} genes", ["spg"])
     if simplex_qp.is_linear(G, a):  # alpha = 1 (or Q = 0): a linear program, no eigenvalues or psd fix needed
         Gf, convex = G, True
         fix = dict(psd_fix=psd_fix, psd_fix_applied="none needed (no quadratic term)", psd_shift=0.0, n_clipped=0,
@@ -390,7 +393,7 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
             return _info.pairwise_information(table, None, "mi", rows=idx, base=base, dtype=np.float64)
         return _corr.abs_pearson(X, rows=idx, dtype=np.float64)
 
-    memory_guard(3 * rows.size * m * 8, f"Nystrom with {rows.size} of {m} rows", "lower nystrom_rate")
+    memory_guard(3 * rows.size * m * 8, f"Nystrom with {rows.size} of {m} rows", ["lower_nystrom"])
     C = q_rows(rows)
     t_rows = time.perf_counter() - t0
     # negative_floor: positive eigenvalues of an indefinite A below |its most negative one| are
@@ -484,6 +487,24 @@ def _nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold
 # public selector
 # --------------------------------------------------------------------------------------------
 
+def _relevance_of_kept(relevance, m_total, keep):
+    """A precomputed relevance vector, one value per gene of X (as ``measures.relevance`` returns it), reduced
+    to the genes that stay in the QP (constant genes are dropped); a vector over the kept genes passes as is."""
+    if relevance is None or isinstance(relevance, str):
+        return relevance
+    try:
+        F = np.asarray(relevance, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"relevance must be one of {RELEVANCES} or a vector of numbers, one per gene") from None
+    if F.shape == (m_total,):
+        return F[keep]
+    if F.shape == (keep.size,):
+        return F
+    raise ValueError(f"relevance vector has shape {F.shape}; expected ({m_total},), one value per gene of X "
+                     "(as bioqpfs.measures.relevance(X, y) returns it)")
+
+
+@numeric_params("alpha", "nystrom_rate", "preselected_share", integers=("n_bins",))
 def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, discretization="mean_sd",
          n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None, eig_threshold=0.0,
          nystrom_qp="auto", preselected=None, preselected_share=None, class_weight=None, random_state=None,
@@ -504,7 +525,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     relevance : {"mi", "hall", "mst", "mst_cpx"} or array, optional
         F: I(X_i; C) (default with MI), Hall's multiclass correlation (default with correlation), the
         minimum-spanning-tree relevances of Sousa et al. section 3.1 (see ``measures.relevance``), or a
-        precomputed non-negative vector.
+        precomputed non-negative vector with one value per gene of X, as ``measures.relevance(X, y)``
+        returns it (the entries of constant genes, which are left out of the QP, are ignored).
     alpha : float in [0, 1], optional
         Relevance/redundancy trade-off; default alpha_hat = q_bar / (q_bar + f_bar) (eq. 9; with
         Nystrom q_bar is the mean of the Nystrom Q_hat).  ``alpha=1`` is pure relevance: the QP
@@ -631,6 +653,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     if P.size == 0:
         share = None
     Xk = X[:, keep]
+    relevance = _relevance_of_kept(relevance, m_total, keep)
     rng = check_random_state(random_state)
 
     if nystrom_rate is None:

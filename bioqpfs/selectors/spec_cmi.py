@@ -39,8 +39,8 @@ from .._kernels import nystrom as _nys
 from .._kernels import spectral as _spec
 from .._kernels import subset_search as _swap
 from .._kernels.ranking import RANK_REL_TOL
-from .._selection import Selection, rank_by_weight
-from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard,
+from .._selection import Selection, check_informative, rank_by_weight
+from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard, numeric_params,
                            validate_random_state)
 from ._common import info_table, prepare, warn_constant
 
@@ -182,6 +182,7 @@ def _prepare(X, y, n_genes, feature_names):
     return X, y_codes, classes, constant, keep, n_genes
 
 
+@numeric_params("nystrom_rate", integers=("n_bins", "n_error_rows"))
 def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretization="mean_sd", n_bins=3, base=2,
              dtype=None, tol=0.0, n_error_rows=50, class_weight=None, random_state=None, feature_names=None):
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
@@ -269,10 +270,14 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
     m = keep.size
     if dtype is None:
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be None, 'float32' or 'float64', got {dtype!r}") from None
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information")
+    measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
+                           ["genes"] + (["float32"] if dtype != np.float32 else []) + ["nystrom"])
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins, class_weight)
     Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
@@ -315,6 +320,7 @@ def _check_polish(polish, n_genes):
         raise ValueError("polish=True improves the top-n_genes panel; pass n_genes=k")
 
 
+@numeric_params("rank_tol", integers=("n_bins", "n_error_rows"))
 def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, discretization="mean_sd", n_bins=3,
                      base=2, tol=0.0, n_error_rows=50, rank_tol=None, class_weight=None, random_state=None,
                      feature_names=None):
@@ -371,13 +377,17 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     _check_polish(polish, n_genes)
     if nystrom_rate is None or not (0.0 < float(nystrom_rate) <= 1.0):
         raise ValueError(f"nystrom_rate must lie in (0, 1], got {nystrom_rate!r}")
+    if n_error_rows < 0:
+        raise ValueError(f"n_error_rows must be >= 0 (0: no error estimate), got {n_error_rows}")
+    if rank_tol is not None and not rank_tol >= 0:
+        raise ValueError(f"rank_tol must be None or >= 0, got {rank_tol}")
     rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size
     rows = _nys.sample_rows(m, float(nystrom_rate), rng)
     r = rows.size
-    measures._output_guard(r, m, np.float64, "sampled SPEC_CMI rows")
-    memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", "lower nystrom_rate")
+    measures._output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
+    memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", ["lower_nystrom"])
     rest = np.setdiff1d(np.arange(m), rows)
     n_err = min(int(n_error_rows), rest.size)
     err_rows = np.sort(rng.choice(rest, size=n_err, replace=False)) if n_err else rest[:0]
@@ -387,6 +397,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     Qall, q_info = cmi_q_rows(table, np.concatenate([rows, err_rows]), base=base)
     Qr, Qe = Qall[:r], Qall[r:]
     F = _relevance(table, base)
+    check_informative(method, F, dict(discretization=discretization))  # before the Nystrom block fails on it
     t1 = time.perf_counter()
     lam, U, nys_info = _spec.nystrom_leading(Qr, rows, rank_tol=rank_tol)
     rank_tol_used = nys_info["rank_tol"]
@@ -448,6 +459,7 @@ def _nystrom_error(Qr, rows, Qe, err_rows, U, lam):
                 n_error_rows=int(err_rows.size))
 
 
+@numeric_params(integers=("n_bins", "n_projections"))
 def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polish=True, solver="SCS",
             max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, class_weight=None, random_state=None,
             feature_names=None):
@@ -546,6 +558,10 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
         raise ValueError(f"relaxation must be 'lifted' (default) or 'paper' (eq. 26 as published), got {relaxation!r}")
     if not isinstance(polish, (bool, np.bool_)):
         raise TypeError(f"polish must be True or False, got {polish!r}")
+    if not max_seconds > 0:
+        raise ValueError(f"max_seconds must be > 0, got {max_seconds!r}")
+    if not isinstance(solver, str):
+        raise TypeError(f"solver must be the name of a cvxpy solver (e.g. 'SCS'), got {solver!r}")
     rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size
@@ -562,7 +578,7 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
             f"same objective; seconds for 20,000 genes), restrict the candidates to at most {n_max} genes "
             f"(e.g. mask_var), or raise max_seconds"
         )
-    memory_guard(est_bytes, f"SDP_CMI on {m} genes", "use method='spec_cmi' or restrict the candidate genes")
+    memory_guard(est_bytes, f"SDP_CMI on {m} genes", ["spec_cmi", "genes"])
     Xk = X[:, keep] if m < X.shape[1] else X
     Q, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins, class_weight), base=base)
     _check_informative(Q, discretization, X.shape[0])

@@ -82,9 +82,10 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
+from .._kernels import correlation as _corr
 from .._kernels.ranking import rank_descending
-from .._selection import Selection
-from .._validation import check_n_genes, check_random_state, memory_guard
+from .._selection import Selection, check_informative
+from .._validation import check_n_genes, check_random_state, memory_guard, numeric_params
 from ._common import prepare, warn_constant
 
 __all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", "DEFAULT_N_GENES",
@@ -97,14 +98,22 @@ MAX_HSIC_SAMPLES = 4000
 
 
 def _zscore(X):
-    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
-    mu = X.mean(axis=0)
-    sd = X.std(axis=0)
-    return (X - mu) / np.where(sd > 0, sd, 1.0)
+    """Genes standardised to mean 0, sd 1 (constant genes: 0), dense float64.
+
+    Scale-safe: each gene is first divided by the power of two of
+    :func:`bioqpfs._kernels.correlation.column_scales` (exact; 1 for ordinary genes), so data of any
+    magnitude (e.g. X * 1e307 or X * 1e-300) give the z-scores of X, without overflow or underflow.
+    """
+    mean, ss, s = _corr.scaled_column_moments(X)
+    Xs = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    sd = np.sqrt(ss / X.shape[0])
+    return (Xs / s - mean) / np.where(sd > 0, sd, 1.0)
 
 
 class LDAObjective:
     """J(W) = -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) on centred data Xc (n x d) and class codes."""
+
+    name = "ldfs"
 
     def __init__(self, Xc, y_codes, gamma=1.0):
         self.X = Xc
@@ -141,6 +150,8 @@ class LDAObjective:
 
 class HSICObjective:
     """J(W) = -HSIC(XW, Y) / HSIC(Y, Y), Gaussian kernel (bandwidth sigma) on XW, delta kernel on Y."""
+
+    name = "hsfs"
 
     def __init__(self, Xs, y_codes, sigma=1.0):
         n = Xs.shape[0]
@@ -246,9 +257,10 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
     starts = [(rng.uniform(-1.0, 1.0, size=(d, q)), np.full(d, 1.0 / np.sqrt(d))) for _ in range(max(1, n_init))]
     U, s = starts[0]
     _, G0 = objective(s[:, None] * U)
-    lam_ref = float(np.abs(G0).sum(axis=1).max())
-    if lam_ref <= 0:
-        raise ValueError("the criterion has zero gradient at the start: no gene carries class information")
+    sensitivity = np.abs(G0).sum(axis=1)
+    # a criterion flat in every gene (e.g. classes with identical values): the same refusal as for a zero relevance
+    check_informative(objective.name, sensitivity)
+    lam_ref = float(sensitivity.max())
     path = []
     last_nonzero = np.full(d, -np.inf)  # largest lambda at which each row was non-zero
 
@@ -336,7 +348,7 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     if not 0 < zero_tol < 1:
         raise ValueError(f"zero_tol must lie in (0, 1), got {zero_tol}")
     memory_guard(8 * (n * d + 12 * d * q), f"{method.upper()} on {n} samples x {d} genes (q = {q})",
-                 "restrict the genes (e.g. highly variable genes) or lower n_components")
+                 ["genes", "components"])
     Xs = _zscore(X[:, keep])
     objective = make_objective(Xs, y_codes)
     rng = check_random_state(random_state)
@@ -402,6 +414,7 @@ _DOC_COMMON = """
 """
 
 
+@numeric_params("n_components", integers=("n_components", "maxiter", "max_bisect"))
 def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
          random_state=None, feature_names=None):
     """Linear Discriminant Feature Selection (Masaeli et al. 2010, section 4, eq. 4-7).
@@ -417,6 +430,7 @@ def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, max
         zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(gamma=float(gamma)))
 
 
+@numeric_params("n_components", integers=("n_components", "maxiter", "max_bisect"))
 def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
          random_state=None, feature_names=None):
     """Hilbert-Schmidt Feature Selection (Masaeli et al. 2010, section 5, eq. 8-11).
@@ -431,7 +445,7 @@ def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, max
     if n > MAX_HSIC_SAMPLES:
         raise ValueError(f"HSFS keeps n x n kernel matrices and costs O(n^2) per step; {n} samples is above "
                          f"{MAX_HSIC_SAMPLES}: subsample the samples (e.g. stratified, 1,000 as in the paper)")
-    memory_guard(6 * 8 * n * n, f"HSFS kernel matrices for {n} samples", "subsample the samples")
+    memory_guard(6 * 8 * n * n, f"HSFS kernel matrices for {n} samples", ["samples"])
     return _transform_selector(
         "hsfs", X, y, n_genes=n_genes, n_components=n_components, random_state=random_state,
         feature_names=feature_names, make_objective=lambda Xs, yc: HSICObjective(Xs, yc, sigma),

@@ -105,30 +105,72 @@ def _is_record(value):
         return False
 
 
+#: the ``.var`` columns (after ``<key>_``) that versions without a ``"var_columns"`` record could write
+_LEGACY_COLUMNS = ("weight", "rank", "selected", "greedy_score", "cluster", "representative", "cluster_level")
+
+
 def _key_columns(adata, key):
-    """``.var`` columns named ``<key>_*``, except those of a longer bioqpfs key (``<key>_x`` for key ``key_x``)."""
-    longer = [k for k, v in adata.uns.items() if isinstance(k, str) and k != key and k.startswith(f"{key}_")
-              and _is_record(v)]
-    return [c for c in adata.var.columns if isinstance(c, str) and c.startswith(f"{key}_")
-            and not any(c.startswith(f"{k}_") for k in longer)]
+    """The ``.var`` columns an earlier bioqpfs run wrote under ``key`` (present ones, in ``.var`` order).
+
+    ``.uns[key]["var_columns"]`` lists them; a record of an earlier version without that list owns
+    only the columns those versions could write (``<key>_weight`` ... see ``_LEGACY_COLUMNS``).  A
+    user's column that merely starts with ``<key>_`` (e.g. ``qpfs_validated``) is never one of them.
+    """
+    record = adata.uns.get(key) if isinstance(key, str) else None
+    if not _is_record(record):
+        return []
+    if "var_columns" in record:
+        owned = {str(c) for c in np.atleast_1d(record["var_columns"])}
+    else:
+        owned = {f"{key}_{c}" for c in _LEGACY_COLUMNS}
+    return [c for c in adata.var.columns if c in owned]
 
 
 def _check_key(adata, key):
     """Validate ``key_added``; return the ``.var`` columns of an earlier bioqpfs run under it (to drop).
 
     Refuses to overwrite content bioqpfs did not write: an ``.uns[key]`` entry that is not a bioqpfs
-    selection (e.g. scanpy's ``"pca"``), or ``<key>_*`` columns of ``.var`` without one.
+    selection (e.g. scanpy's ``"pca"``), or a ``<key>_weight``/``_rank``/``_selected`` column of
+    ``.var`` that no bioqpfs run under ``key`` wrote (see :func:`_check_foreign` for the others).
     """
     if not isinstance(key, str) or not key or "/" in key:
         raise ValueError(f"key_added must be a non-empty string without '/', got {key!r}")
-    columns = _key_columns(adata, key)
     if key in adata.uns and not _is_record(adata.uns[key]):
         raise ValueError(f"adata.uns[{key!r}] exists and was not written by bioqpfs; choose another key_added "
                          "so that it is not overwritten")
-    if key not in adata.uns and columns:
-        raise ValueError(f"adata.var has column(s) {', '.join(columns[:5])} that were not written by bioqpfs under "
-                         f"key {key!r}; choose another key_added or remove those columns")
+    columns = _key_columns(adata, key)
+    _check_foreign(adata, key, [f"{key}_{c}" for c in ("weight", "rank", "selected")], columns)
     return columns
+
+
+def _check_foreign(adata, key, to_write, owned):
+    foreign = [c for c in to_write if c in adata.var.columns and c not in owned]
+    if foreign:
+        raise ValueError(f"adata.var has column(s) {', '.join(foreign[:5])} that were not written by bioqpfs under "
+                         f"key {key!r}; choose another key_added or rename those columns")
+
+
+def _warn_duplicated_names(adata):
+    """Warn (as scanpy does) when ``var_names`` are not unique; return the duplicated names."""
+    names = adata.var_names
+    if names.is_unique:
+        return set()
+    dup = names[names.duplicated()].unique()
+    warnings.warn(f"adata.var_names are not unique ({len(dup)} duplicated name(s): "
+                  f"{describe_indices(np.arange(len(dup)), dup)}); a panel containing one of them is refused, "
+                  "because the selected names could not tell the genes apart. Call adata.var_names_make_unique() "
+                  "first", UserWarning, stacklevel=3)
+    return set(dup)
+
+
+def _check_panel_names(panel, duplicated, key):
+    """Refuse a panel whose names are ambiguous (a selected gene's name is duplicated in ``var_names``)."""
+    ambiguous = list(dict.fromkeys(g for g in panel if g in duplicated))
+    if ambiguous:
+        raise ValueError(f"the panel contains gene(s) whose name is not unique in adata.var_names "
+                         f"({describe_indices(np.arange(len(ambiguous)), ambiguous)}), so .uns[{key!r}]['selected'] "
+                         "and bioqpfs.get.selection_df could not tell them apart; call adata.var_names_make_unique() "
+                         "and run again")
 
 
 def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", layer=None, use_raw=None,
@@ -166,10 +208,12 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         rest given them (only for methods that support it, e.g. ``"qpfs"``).
     key_added : str, optional
         Prefix of the written keys; default the method name, ``"bioqpfs"`` for the default recipe.  A non-empty string without ``"/"``.
-        Re-running under a key that holds a bioqpfs selection replaces it: all of its ``<key>_*``
-        columns of ``.var`` are dropped first, so no column of the earlier method is left behind.
-        A key whose ``.uns`` entry was written by something else (e.g. ``"pca"``), or with
-        ``<key>_*`` columns in ``.var`` but no bioqpfs ``.uns[key]`` entry, is refused, never overwritten.
+        Re-running under a key that holds a bioqpfs selection replaces it: the ``.var`` columns the
+        earlier run wrote (listed in ``.uns[key]["var_columns"]``) are dropped first, so no column of
+        the earlier method is left behind; other columns, even if named ``<key>_*`` (e.g. a user's
+        ``qpfs_validated``), are kept.  A key whose ``.uns`` entry was written by something else
+        (e.g. ``"pca"``), or whose columns to write exist in ``.var`` but were not written by
+        bioqpfs, is refused, never overwritten.
     copy : bool
         Return a modified copy instead of writing into ``adata``.  A backed AnnData needs
         ``copy=False`` (or ``adata.to_memory()`` first).
@@ -177,6 +221,9 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         Seed for methods with random choices.
     **method_params
         Passed to the method and recorded in ``.uns[key]["params"]``.
+
+    Duplicated ``var_names`` give a warning (as in scanpy); a panel that contains a gene with a
+    duplicated name is refused (its names would be ambiguous): call ``adata.var_names_make_unique()``.
 
     Returns
     -------
@@ -186,7 +233,8 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         - ``.var[f"{key}_weight"]``: the method's weight (float; NaN outside ``mask_var``);
         - ``.var[f"{key}_rank"]``: 1-based rank (float; NaN for unranked genes);
         - ``.var[f"{key}_selected"]``: in the panel (bool);
-        - ``.uns[key]``: ``{"params": ..., "diagnostics": ..., "selected": [genes in rank order]}``.
+        - ``.uns[key]``: ``{"params": ..., "diagnostics": ..., "selected": [genes in rank order],
+          "var_columns": [the .var columns written]}``.
     """
     import anndata as ad
     from scanpy import logging as logg
@@ -215,6 +263,7 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
     labels = _labels(adata, groupby)
     key = key_added if key_added is not None else (method if named is not None else "bioqpfs")
     stale = _check_key(adata, key)
+    duplicated = _warn_duplicated_names(adata)
     start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r} on {source}")
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
@@ -223,6 +272,9 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
                      method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
     if jit["compiled"]:
         logg.info(f"    kernels compiled in {jit['seconds']:.1f} s (cached for later runs)")
+    idx = np.flatnonzero(mask)
+    _check_panel_names(genes[idx[sel.selected]], duplicated, key)  # before anything is written
+    _check_foreign(adata, key, [f"{key}_{c}" for c in sel.extra_columns], stale)
     if copy:
         adata = adata.copy()  # X above is read-only input; results go to this object
     elif adata.is_view:  # as scanpy's tools (scanpy._utils.view_to_actual): the view becomes an actual AnnData
@@ -232,7 +284,6 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
                       UserWarning, stacklevel=2)
         adata._init_as_actual(adata.copy())
 
-    idx = np.flatnonzero(mask)
     weight = np.full(adata.n_vars, np.nan)
     weight[idx] = sel.weights
     rank = np.full(adata.n_vars, np.nan)
@@ -265,6 +316,7 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         "params": record,
         "diagnostics": sel.diagnostics,
         "selected": [str(g) for g in genes[idx[sel.selected]]],
+        "var_columns": written,  # what a re-run under this key may drop: only bioqpfs's own columns
     })
     logg.info("    finished", time=start,
               deep="added\n" + "\n".join(f"    '{c}', .var" for c in written) + f"\n    '{key}', .uns (params, diagnostics, selected)")
