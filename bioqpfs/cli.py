@@ -20,13 +20,17 @@ def _parser():
     from . import datasets
     from ._registry import methods
 
+    from . import __version__
+
     p = argparse.ArgumentParser(prog="bioqpfs", description="Global gene-panel selection (QPFS and relatives).")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("select", help="select a gene panel and store it in an .h5ad (+ ranked TSV)")
     _add_input_args(s, datasets)
-    s.add_argument("--method", default="qpfs", choices=sorted(methods()), help="selection method (default: qpfs)")
+    s.add_argument("--method", default="qpfs", type=_method_arg, choices=sorted(methods()),
+                   help="selection method (default: qpfs)")
     s.add_argument("--n-genes", type=int, default=50, help="panel size (default: 50)")
     s.add_argument("--similarity", default="mi", choices=["mi", "correlation"], help="redundancy measure (default: mi)")
     s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "mdl", "none"],
@@ -135,7 +139,12 @@ def _read_table(args):
         lab.index = lab.index.astype(str)
         missing = [s for s in df.index.astype(str) if s not in lab.index]
         if missing:
-            raise ValueError(f"{len(missing)} sample(s) have no label in {args.labels} (e.g. {', '.join(missing[:3])})")
+            other = "genes-by-samples" if args.orientation == "samples-by-genes" else "samples-by-genes"
+            as_genes = lab.index.isin(df.columns.astype(str)).sum()
+            hint = (f"; {as_genes} of its {len(lab)} sample ids are what --orientation {args.orientation} reads as "
+                    f"genes, so the orientation looks wrong: try --orientation {other}") if as_genes > len(lab) / 2 else ""
+            raise ValueError(f"{len(missing)} sample(s) have no label in {args.labels} "
+                             f"(e.g. {', '.join(missing[:3])}){hint}")
         labels = lab.loc[df.index.astype(str), col]
     obs = pd.DataFrame({args.groupby: pd.Categorical(np.asarray(labels, dtype=object))}, index=df.index.astype(str))
     return ad.AnnData(X=df.to_numpy(dtype=np.float64), obs=obs, var=pd.DataFrame(index=df.columns.astype(str)))
@@ -188,6 +197,15 @@ def _add_input_args(p, datasets):
     p.add_argument("--force", action="store_true",
                    help="allow an output to overwrite an input file (the input or --labels)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+def _method_arg(text):
+    """``--method``: a registered name; an unknown one is a usage error suggesting the closest name."""
+    from ._registry import methods, unknown_method_message
+
+    if text not in methods():
+        raise argparse.ArgumentTypeError(f"invalid choice: {unknown_method_message(text)}")
+    return text
 
 
 def _int_list(text):
@@ -279,7 +297,9 @@ def _cmd_evaluate(args):
     known = _registry.methods()
     unknown = [m for m in method_names if m not in known]
     if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(known)}")
+        hints = [f"{m!r} -> {_registry.closest_method(m)!r}" for m in unknown if _registry.closest_method(m)]
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}{' (did you mean ' + ', '.join(hints) + '?)' if hints else ''}"
+                         f"; available: {', '.join(known)}")
     with _progress.enabled(not args.quiet):
         df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
                                   repeats=args.repeats, layer=args.layer, mask_var=args.mask_var,

@@ -7,7 +7,7 @@ import pandas as pd
 
 from .._io import to_storable
 from .._registry import method_function, select
-from .._validation import check_labels, describe_indices
+from .._validation import check_labels, describe_indices, one_labels_warning
 
 
 def _in_memory(X):
@@ -110,6 +110,7 @@ def _check_key(adata, key):
     return columns
 
 
+@one_labels_warning()   # labels checked here (named by column) and again by the selector: warn once
 def select_genes(adata, groupby, *, method="qpfs", n_genes=50, similarity="mi", layer=None, use_raw=None,
                  mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, **method_params):
     """Select a gene panel with a global method and store it in ``adata``.
