@@ -39,6 +39,9 @@ def _parser():
     s.add_argument("-o", "--output", required=True, help="output .h5ad (written atomically)")
     s.add_argument("--tsv", default=None, help="also write the ranked gene table here")
     s.add_argument("--plot", default=None, help="also save the ranked-weight plot with the panel cut (.png/.pdf/.svg)")
+    s.add_argument("--plot-ranks", type=_ranks_arg, default="auto", metavar="auto|all|N",
+                   help="ranks drawn by --plot: 'auto' (default) zooms on the panel and the non-zero weights, "
+                        "'all' draws every ranked gene, N the first N")
     s.add_argument("--nystrom-rate", type=float, default=None,
                    help="QPFS+Nystrom: compute only this fraction of the rows of Q (e.g. 0.05 for 20,000 genes)")
     s.add_argument("--solver", default=None, choices=["auto", "quadprog", "spg"],
@@ -208,6 +211,19 @@ def _method_arg(text):
     return text
 
 
+def _ranks_arg(text):
+    """``--plot-ranks``: 'auto', 'all' or a positive integer (pl.weights' ``n_ranks``)."""
+    if text.strip().lower() in ("auto", "all"):
+        return text.strip().lower()
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'all' or a positive integer, got {text!r}")
+    return value
+
+
 def _int_list(text):
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -347,7 +363,7 @@ def _cmd_select(args):
     if args.plot:
         from . import pl
 
-        _save_plot(lambda: pl.weights(adata, key, show=False), args.plot)
+        _save_plot(lambda: pl.weights(adata, key, n_ranks=args.plot_ranks, show=False), args.plot)
     if not args.quiet:
         top = ", ".join(adata.uns[key]["selected"][:10])
         print(f"selected {len(adata.uns[key]['selected'])} genes with {args.method}: {top}"

@@ -123,3 +123,30 @@ def test_selection_gene_names(small):
         anonymous.genes
     # the DataFrame is not modified, and explicit feature_names win over its columns
     assert list(X.columns) == list(names)
+
+
+@pytest.mark.parametrize("flag, expected", [(None, 75), ("all", 2308), ("30", 30)])
+def test_cli_plot_ranks(flag, expected, tmp_path, monkeypatch):
+    """select --plot zooms on the panel and the non-zero weights by default (SRBCT QPFS: 68 non-zero weights,
+    + a 7-rank zero tail); --plot-ranks all|N changes it."""
+    from bioqpfs import pl
+
+    drawn = []
+    real = pl.weights
+    monkeypatch.setattr(pl, "weights", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    args = ["select", "--dataset", "srbct", "--groupby", "class", "--n-genes", "20", "--quiet",
+            "-o", str(tmp_path / "o.h5ad"), "--plot", str(tmp_path / "w.png")]
+    assert cli.main(args + ([] if flag is None else ["--plot-ranks", flag])) == 0
+    assert (tmp_path / "w.png").stat().st_size > 1000
+    x = drawn[0].lines[0].get_xdata()
+    assert x.size == expected
+    if flag is None:
+        b = ad.read_h5ad(tmp_path / "o.h5ad")
+        w = b.var.sort_values("qpfs_rank")["qpfs_weight"].to_numpy()
+        assert np.count_nonzero(w) == 68 and (w[68:] == 0).all()   # the reference the 75 comes from
+
+
+def test_cli_plot_ranks_usage_error(tmp_path, capsys):
+    assert cli.main(["select", "--dataset", "srbct", "--groupby", "class", "-o", str(tmp_path / "o.h5ad"),
+                     "--plot-ranks", "0"]) == 2
+    assert "expected 'auto', 'all' or a positive integer" in capsys.readouterr().err
