@@ -150,3 +150,44 @@ def test_cli_plot_ranks_usage_error(tmp_path, capsys):
     assert cli.main(["select", "--dataset", "srbct", "--groupby", "class", "-o", str(tmp_path / "o.h5ad"),
                      "--plot-ranks", "0"]) == 2
     assert "expected 'auto', 'all' or a positive integer" in capsys.readouterr().err
+
+
+def _dev_sh_functions(body, env):
+    """Run ``body`` in bash with dev.sh's newest-stack functions defined (not the whole script)."""
+    import subprocess
+
+    script = ('set -euo pipefail; ROOT=$PWD; NEWEST_VENV=$ROOT/.venv-newest-test-unused; '
+              'log() { printf "[dev.sh] %s\\n" "$*" >&2; }; '
+              'eval "$(sed -n "/^find_newest_python() {/,/^}/p; /^newest_stack_leg() {/,/^}/p" dev.sh)"; ' + body)
+    return subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_dev_sh_newest_stack_leg_finds_the_newest_python(tmp_path):
+    """bash dev.sh test runs the suite again on the newest interpreter it finds (here a planted 3.14)."""
+    import os
+
+    for name, version in [("python3.12", "3.12.4"), ("python3.14", "3.14.1"), ("python3.13", "3.13.9")]:
+        fake = tmp_path / name
+        fake.write_text(f"#!/bin/sh\necho {version}\n")   # answers the version probe
+        fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path), "PYENV_ROOT": str(tmp_path / "none")}
+    r = _dev_sh_functions("find_newest_python", env)
+    assert r.returncode == 0 and r.stdout.strip() == f"3.14.1 {tmp_path / 'python3.14'}", r.stderr
+    r = _dev_sh_functions("find_newest_python", {**env, "NEWEST_PYTHON": os.path.realpath(
+        __import__("sys").executable)})
+    assert r.stdout.split()[0] == "3.14.1"          # NEWEST_PYTHON (3.11 here: too old) is only a candidate
+
+
+def test_dev_sh_newest_stack_leg_says_why_it_is_skipped(tmp_path):
+    import shutil
+
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path), "PYENV_ROOT": str(tmp_path / "none")}
+    if any(shutil.which(f"python3.{m}", path=env["PATH"]) for m in range(12, 16)) or \
+            list(Path("/usr/local/bin").glob("python3.*")) or list(Path("/opt").glob("python*/bin/python3")):
+        pytest.skip("this machine has a system Python >= 3.12")
+    r = _dev_sh_functions("newest_stack_leg", env)
+    assert r.returncode == 0
+    assert "newest-stack leg SKIPPED: no Python >= 3.12 found" in r.stderr
+    assert "NEWEST_PYTHON=" in r.stderr
+    r = _dev_sh_functions("newest_stack_leg", {**env, "NEWEST_STACK": "0"})
+    assert r.returncode == 0 and "skipped: NEWEST_STACK=0" in r.stderr
