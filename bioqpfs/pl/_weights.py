@@ -37,8 +37,10 @@ def weights(adata, key="qpfs", *, n_genes=None, n_ranks="auto", label_top=0, ysc
         line between rank ``n_genes`` and ``n_genes + 1``.
     """
     n_genes = None if n_genes is None else check_count(n_genes, "n_genes")
-    if not (isinstance(n_ranks, str) and n_ranks in ("auto", "all")):
-        n_ranks = check_count(n_ranks, "n_ranks (or 'auto' / 'all')")
+    if isinstance(n_ranks, str) and n_ranks not in ("auto", "all"):
+        raise ValueError(f"n_ranks must be an integer >= 1, 'auto' or 'all', got {n_ranks!r}")
+    if not isinstance(n_ranks, str):
+        n_ranks = check_count(n_ranks, "n_ranks")
     label_top = check_count(label_top, "label_top", minimum=0)
     df, uns = stored(adata, key)
     from matplotlib.scale import get_scale_names
