@@ -2,7 +2,9 @@
 # bioqpfs developer entry point: the two commands in README.md.
 #
 #   bash dev.sh demo   install what is missing, then select a gene panel on bundled SRBCT
-#   bash dev.sh test   install what is missing, then run every test suite
+#   bash dev.sh test   install what is missing, then run every test suite: pytest on Debian's Python
+#                      (.venv), the R package check, and pytest again on the newest Python found
+#                      with the newest scanpy/anndata/numpy/scipy/scikit-learn (.venv-newest)
 #
 # Idempotent: the virtual environment in .venv is rebuilt only when pyproject.toml
 # changes (stamp file .venv/.bioqpfs-stamp holds its checksum), so re-runs are quick.
@@ -55,7 +57,8 @@ ensure_python() {
 # R 4.2 and the Bioconductor packages come from Debian (CRAN/Bioconductor are not reachable);
 # rpy2 3.5.17 compiles against R and needs the -dev packages of the libraries R links to.
 R_DEBS="r-base-core r-cran-quadprog r-cran-reticulate r-cran-testthat r-cran-knitr r-cran-rmarkdown
-  r-bioc-biobase r-bioc-summarizedexperiment r-bioc-singlecellexperiment r-bioc-all"
+  r-bioc-biobase r-bioc-summarizedexperiment r-bioc-singlecellexperiment r-bioc-delayedarray r-bioc-biocstyle
+  r-bioc-all"
 RPY2_BUILD_DEBS="gcc python3-dev libpcre2-dev libblas-dev liblzma-dev libbz2-dev zlib1g-dev libtirpc-dev libicu-dev"
 
 ensure_r() {
@@ -79,6 +82,13 @@ r_package_check() {
     cat "$tmp/build.log" >&2; rm -rf "$tmp"; return 1
   fi
   (cd "$tmp" && BIOQPFS_PYTHON="$PY" R CMD check --no-manual --no-build-vignettes bioqpfs_*.tar.gz >check.log 2>&1) || rc=1
+  # the README's install route (R CMD build, then R CMD INSTALL of the tarball) must carry the vignette
+  mkdir -p "$tmp/lib"
+  if ! (cd "$tmp" && R CMD INSTALL -l lib bioqpfs_*.tar.gz >install.log 2>&1 && R_LIBS="$tmp/lib" Rscript -e \
+        'v <- tools::getVignetteInfo("bioqpfs"); stopifnot("bioqpfs.Rmd" %in% v[, "File"]); cat(v[, "Title"], "\n")' \
+        >>install.log 2>&1); then
+    log "the tarball installed with R CMD INSTALL has no vignette 'bioqpfs':"; cat "$tmp/install.log" >&2; rc=1
+  fi
   grep -E '\.\.\. (WARNING|ERROR|NOTE)' "$tmp/check.log" >&2 || true
   status=$(grep -E '^Status:' "$tmp/check.log" || echo "Status: no status (check did not finish)")
   case "$status" in *ERROR*|*WARNING*|*"no status"*) rc=1 ;; esac
@@ -91,6 +101,63 @@ r_package_check() {
   log "R package check: $status"
   rm -rf "$tmp"
   return $rc
+}
+
+# ---- the newest-stack leg: the suite again on the newest Python found, with the newest releases
+# of scanpy/anndata/numpy/scipy/scikit-learn (scanpy >= 1.12 and anndata >= 0.13 need Python >= 3.12,
+# so the Debian 3.11 .venv above keeps the older ones). NEWEST_PYTHON=/path/to/python picks it.
+NEWEST_VENV="$ROOT/.venv-newest"
+
+find_newest_python() {
+  # prints "VERSION PATH" of the newest interpreter >= 3.12 (PATH, pyenv, /usr/local, /opt), nothing if none
+  local c cands=() best="" best_v="" v
+  [ -n "${NEWEST_PYTHON:-}" ] && cands+=("$NEWEST_PYTHON")
+  for c in python3.15 python3.14 python3.13 python3.12; do
+    command -v "$c" >/dev/null 2>&1 && cands+=("$(command -v "$c")")
+  done
+  for c in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.*/bin/python3 /usr/local/bin/python3.* /opt/python*/bin/python3; do
+    [ -x "$c" ] && cands+=("$c")
+  done
+  for c in ${cands[@]+"${cands[@]}"}; do
+    v=$("$c" -c 'import sys, venv; v = sys.version_info; print(f"{v[0]}.{v[1]}.{v[2]}" if v >= (3, 12) else "")' \
+        2>/dev/null) || continue
+    [ -n "$v" ] || continue
+    if [ -z "$best_v" ] || [ "$(printf '%s\n%s\n' "$best_v" "$v" | sort -V | tail -n 1)" != "$best_v" ]; then
+      best_v=$v; best=$c
+    fi
+  done
+  [ -n "$best" ] && echo "$best_v $best"
+  return 0
+}
+
+newest_stack_leg() {
+  # the test suite (without the R parts) in .venv-newest on the newest interpreter; skipped, with the
+  # reason, where the machine has no Python >= 3.12 (or NEWEST_STACK=0)
+  local found version python want
+  if [ "${NEWEST_STACK:-1}" = 0 ]; then log "newest-stack leg skipped: NEWEST_STACK=0"; return 0; fi
+  found=$(find_newest_python)
+  if [ -z "$found" ]; then
+    log "newest-stack leg SKIPPED: no Python >= 3.12 found (looked for python3.12-3.15 on PATH, in" \
+        "${PYENV_ROOT:-$HOME/.pyenv}/versions, /usr/local/bin, /opt); scanpy >= 1.12 / anndata >= 0.13 need one." \
+        "Set NEWEST_PYTHON=/path/to/python3.13 to run it."
+    return 0
+  fi
+  version=${found%% *}; python=${found#* }
+  want="$(sha256sum < pyproject.toml | cut -d' ' -f1)-$python-$version"
+  if ! { [ -x "$NEWEST_VENV/bin/python" ] && grep -qxF "$want" "$NEWEST_VENV/.bioqpfs-stamp" 2>/dev/null; }; then
+    log "newest-stack leg: building .venv-newest on Python $version ($python) with the newest releases"
+    rm -rf "$NEWEST_VENV"
+    "$python" -m venv "$NEWEST_VENV" || { log "newest-stack leg: cannot create a venv with $python"; return 1; }
+    "$NEWEST_VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+    "$NEWEST_VENV/bin/python" -m pip install -q --upgrade --upgrade-strategy eager -e ".[dev]" || return 1
+    echo "$want" > "$NEWEST_VENV/.bioqpfs-stamp"
+  fi
+  log "newest-stack leg: Python $version, $("$NEWEST_VENV/bin/python" -c 'from importlib.metadata import version as v
+print(", ".join(f"{p} {v(p)}" for p in ("scanpy", "anndata", "numpy", "scipy", "scikit-learn", "pandas")))')"
+  # R is covered by the first leg (rpy2 is pinned to the Debian R build there), and so is the full
+  # re-render of the committed vignette (a check of the document, not of the stack; ~1 min)
+  "$NEWEST_VENV/bin/python" -m pytest -q -p no:cacheprovider --ignore=tests/test_r.py \
+    --deselect tests/test_vignette.py::test_committed_rendering_is_fresh
 }
 
 cmd=${1:-}
@@ -108,8 +175,12 @@ case "$cmd" in
     ensure_python dev,r
     rc=0
     BIOQPFS_REQUIRE_R=1 "$PY" -m pytest -q "$@" || rc=$?
-    # the R package check (testthat + vignette) runs with the full suite, i.e. without extra args
-    if [ $# -eq 0 ]; then r_package_check || rc=1; fi
+    # the R package check (testthat + vignette) and the newest-stack leg run with the full suite,
+    # i.e. without extra args
+    if [ $# -eq 0 ]; then
+      r_package_check || rc=1
+      newest_stack_leg || rc=1
+    fi
     exit $rc
     ;;
   *)

@@ -5,13 +5,17 @@
 #' this order:
 #' 1. `getOption("bioqpfs.python")`;
 #' 2. the environment variable `BIOQPFS_PYTHON`;
-#' 3. `.venv/bin/python` in the working directory or one of its parents (the
+#' 3. reticulate's own choices: the environment variable `RETICULATE_PYTHON`,
+#'    then an interpreter chosen with `reticulate::use_python()`,
+#'    `use_virtualenv()` or `use_condaenv()` before the first call;
+#' 4. `.venv/bin/python` in the working directory or one of its parents (the
 #'    environment that `bash dev.sh test` creates in the bioqpfs repository);
-#' 4. `python3` on the `PATH`, if it can import `bioqpfs`.
+#' 5. `python3` on the `PATH`, if it can import `bioqpfs`.
 #'
-#' An interpreter named by the option or the environment variable is used as
-#' given (an error says so if it cannot import `bioqpfs`); the others are used
-#' only if they can import `bioqpfs`.
+#' An interpreter named by 1--3 is used as given (an error says so if it
+#' cannot import `bioqpfs`); the others are used only if they can import
+#' `bioqpfs`.  Once reticulate has started Python in the session, that
+#' interpreter is the one used (Python cannot be changed without restarting R).
 #'
 #' @param check Logical: if `TRUE`, stop with an error naming
 #'   `options(bioqpfs.python = ...)` and `BIOQPFS_PYTHON` when no usable
@@ -28,10 +32,13 @@ bioqpfsPython <- function(check = TRUE) {
     tried <- character(0)
     explicit <- list(
         "option bioqpfs.python" = getOption("bioqpfs.python", ""),
-        "environment variable BIOQPFS_PYTHON" = Sys.getenv("BIOQPFS_PYTHON", ""))
+        "environment variable BIOQPFS_PYTHON" = Sys.getenv("BIOQPFS_PYTHON", ""),
+        "environment variable RETICULATE_PYTHON" = Sys.getenv("RETICULATE_PYTHON", ""),
+        "reticulate::use_python()" = .reticulateChoice())
     for (src in names(explicit)) {
         path <- explicit[[src]]
         if (!is.null(path) && nzchar(path)) {
+            if (dir.exists(path)) path <- file.path(path, "bin", "python")  # a virtual environment's directory
             if (!file.exists(path)) {
                 stop("bioqpfs: the Python interpreter set by the ", src, " does not exist: ", path,
                      "\nSet options(bioqpfs.python = \"/path/to/python\") or the environment variable ",
@@ -62,6 +69,16 @@ bioqpfsPython <- function(check = TRUE) {
          "Set options(bioqpfs.python = \"/path/to/python\") or the environment variable BIOQPFS_PYTHON, ",
          "e.g. to the .venv/bin/python that 'bash dev.sh test' creates in the bioqpfs repository, ",
          "or install the Python package (pip install bioqpfs).", call. = FALSE)
+}
+
+## The interpreter chosen with reticulate::use_python() / use_virtualenv() / use_condaenv() before Python
+## started (reticulate keeps it in its internal state: the required choice, else the first hint), or "".
+.reticulateChoice <- function() {
+    state <- tryCatch(get(".globals", envir = asNamespace("reticulate")), error = function(e) NULL)
+    if (!is.environment(state)) return("")
+    chosen <- c(state$required_python_version, state$use_python_versions)
+    chosen <- chosen[!is.na(chosen) & nzchar(chosen)]
+    if (length(chosen)) chosen[[1L]] else ""
 }
 
 .canImportBioqpfs <- function(python) {

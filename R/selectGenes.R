@@ -7,13 +7,24 @@
 #' (`bioqpfs.tl.select_genes`), the same engine as its AnnData interface, so
 #' both give identical results on the same data.
 #'
-#' The expression matrix is sent to Python as raw little-endian doubles plus
-#' its dimensions (`writeBin()`), and results come back as plain lists: no
-#' NumPy array crosses \pkg{reticulate}, so any NumPy version works.
+#' As in scran, the work is done by one worker registered as the `ANY`
+#' method, for any matrix-like object with genes in rows and samples in
+#' columns (an ordinary matrix, a sparse `dgCMatrix`, a `DelayedMatrix`, ...);
+#' the SummarizedExperiment, SingleCellExperiment and ExpressionSet methods
+#' pick the assay and the labels and store the result.
+#'
+#' The expression matrix is sent to Python without any NumPy array crossing
+#' \pkg{reticulate} (so any NumPy version works): an ordinary matrix as raw
+#' little-endian doubles (`writeBin()`); a sparse matrix as its compressed
+#' columns, so it stays sparse in the engine; a `DelayedMatrix` block by block
+#' of samples (DelayedArray's automatic block size,
+#' `DelayedArray::setAutoBlockSize()`), so it is never realised whole in R.
+#' Results come back as plain lists.
 #'
 #' @param x A [SummarizedExperiment::SummarizedExperiment],
 #'   [SingleCellExperiment::SingleCellExperiment], [Biobase::ExpressionSet],
-#'   or a numeric matrix with genes in rows and samples (cells) in columns.
+#'   or a numeric matrix-like object (`matrix`, `dgCMatrix`, `DelayedMatrix`)
+#'   with genes in rows and samples (cells) in columns.
 #' @param labels The classes the panel must separate: the name of a
 #'   `colData(x)` (`pData(x)`) column, or a vector or factor with one label per
 #'   sample (the only choice for a matrix).  Missing labels are an error.
@@ -24,6 +35,10 @@
 #'   `assays(x)` (default the first assay; `"logcounts"` for a
 #'   SingleCellExperiment), or an `assayData` element of an ExpressionSet
 #'   (default `"exprs"`).
+#' @param subset.row Genes to select from (scran's name): a logical vector
+#'   with one value per row, row indices or row names.  Genes outside it get
+#'   `NA` weight and rank and `<key>_selected = FALSE`; only the subset is sent
+#'   to the engine.
 #' @param keyAdded Prefix of the result columns and name of the metadata
 #'   entry; default the method name.
 #' @param randomState Integer seed for methods that make random choices.
@@ -33,15 +48,16 @@
 #'
 #' @return The same kind of object as `x` with the selection added:
 #' * SummarizedExperiment / SingleCellExperiment: `rowData(x)` columns
-#'   `<key>_weight` (the method's weight), `<key>_rank` (1-based; `NaN` for
-#'   genes the method did not rank), `<key>_selected` (logical) and any
+#'   `<key>_weight` (the method's weight), `<key>_rank` (1-based integer; `NA`
+#'   for genes the method did not rank), `<key>_selected` (logical) and any
 #'   method-specific `<key>_*` columns; `metadata(x)[[key]]` is a list with
-#'   `params`, `diagnostics` and `selected` (the panel's gene names in rank
-#'   order).
+#'   `params` (including `groupby`, the colData column of the labels or
+#'   `"labels"` for a vector, and `assay`, the assay used), `diagnostics` and
+#'   `selected` (the panel's gene names in rank order).
 #' * ExpressionSet: the same columns in `fData(x)`, the record in
 #'   `notes(x)[[key]]`.
-#' * matrix: an [S4Vectors::DataFrame] with those columns (one row per gene)
-#'   and the record in its `metadata()`.
+#' * matrix (any matrix-like object): an [S4Vectors::DataFrame] with those
+#'   columns (one row per gene) and the record in its `metadata()`.
 #'
 #' @seealso [bioqpfsPython()] for how the Python engine is found.
 #'
@@ -56,7 +72,7 @@
 #'
 #' @name selectGenes
 #' @aliases selectGenes
-#' @importFrom methods setGeneric setMethod callNextMethod is
+#' @importFrom methods setGeneric setMethod callNextMethod is as
 #' @importFrom S4Vectors metadata metadata<- DataFrame
 #' @importFrom SummarizedExperiment rowData rowData<- colData assay assayNames
 #' @importFrom Biobase fData fData<- pData notes notes<- assayDataElement assayDataElementNames
@@ -75,11 +91,21 @@ setGeneric("selectGenes", function(x, labels, ...) {
     standardGeneric("selectGenes")
 })
 
-## The worker: genes x samples matrix + one label per sample -> result columns and record.
-.selectGenesWorker <- function(mat, labels, method, nGenes, keyAdded, randomState, params, what) {
-    mat <- as.matrix(mat)
-    if (!(is.numeric(mat) || is.logical(mat))) {
-        stop("bioqpfs: the ", what, " must be numeric, not ", typeof(mat), call. = FALSE)
+## The worker, registered as the ANY method: any genes x samples matrix-like object (base matrix,
+## sparse Matrix, DelayedMatrix, data.frame) + one label per sample -> result columns and record.
+.selectGenesWorker <- function(mat, labels, method, nGenes, keyAdded, randomState, params, what,
+                               groupby = "labels", assay = NULL, subset.row = NULL) {
+    if (is.data.frame(mat)) mat <- as.matrix(mat)
+    if (length(dim(mat)) != 2L) {
+        stop("bioqpfs: the ", what, " must be a genes x samples matrix (matrix, dgCMatrix, DelayedMatrix, ",
+             "SummarizedExperiment, ...), not an object of class '", paste(class(mat), collapse = "/"), "'",
+             call. = FALSE)
+    }
+    kind <- if (is(mat, "DelayedArray")) DelayedArray::type(mat) else if (is(mat, "Matrix")) {
+        if (is(mat, "dMatrix")) "double" else "logical"   # l/n Matrix: logical or pattern
+    } else typeof(mat)
+    if (!kind %in% c("double", "integer", "logical")) {
+        stop("bioqpfs: the ", what, " must be numeric, not ", kind, call. = FALSE)
     }
     if (!is.character(method) || length(method) != 1L || is.na(method)) {
         stop("bioqpfs: 'method' must be one method name, e.g. \"qpfs\" (see bioqpfsMethods())", call. = FALSE)
@@ -94,21 +120,98 @@ setGeneric("selectGenes", function(x, labels, ...) {
     labels <- .checkLabels(labels, colnames(mat), ncol(mat))
     genes <- rownames(mat)
     if (is.null(genes)) genes <- as.character(seq_len(nrow(mat)))
+    keep <- .subsetRows(subset.row, genes)
+    if (!is.null(keep)) mat <- mat[keep, , drop = FALSE]
     key <- if (is.null(keyAdded)) method else as.character(keyAdded)
-    data <- writeBin(as.double(mat), raw(), size = 8L, endian = "little")
     engine <- .engine()
-    res <- tryCatch(
-        engine$`_reticulate_select`(data, ncol(mat), nrow(mat), as.character(genes), labels,
-                                    method = method, n_genes = as.integer(nGenes), key_added = key,
+    res <- tryCatch({
+        data <- .sendMatrix(engine, mat)
+        engine$`_reticulate_select`(data, ncol(mat), nrow(mat), as.character(genes[if (is.null(keep)) TRUE else keep]),
+                                    labels, method = method, n_genes = as.integer(nGenes), key_added = key,
                                     random_state = if (is.null(randomState)) NULL else as.integer(randomState),
-                                    params = params),
-        error = function(e) stop("bioqpfs: ", sub("^.*?(Error|Exception): ", "", conditionMessage(e)),
-                                 call. = FALSE))
+                                    params = params, groupby = groupby, assay = assay)
+    }, error = function(e) {
+        engine$`_reticulate_discard`()
+        stop("bioqpfs: ", sub("^.*?(Error|Exception): ", "", conditionMessage(e)), call. = FALSE)
+    })
+    .bioqpfsState$lastTransfer <- res$transfer
     columns <- lapply(stats::setNames(nm = names(res$columns)), function(nm) {
         v <- unlist(res$columns[[nm]])
-        switch(res$kinds[[nm]], double = as.double(v), logical = as.logical(v), as.character(v))
+        v <- switch(res$kinds[[nm]], double = as.double(v), integer = as.integer(v), logical = as.logical(v),
+                    as.character(v))
+        if (is.null(keep)) return(v)
+        full <- rep(if (is.logical(v)) FALSE else v[NA_integer_], length(genes))  # genes outside subset.row
+        full[keep] <- v
+        full
     })
     list(columns = columns, record = .simplifyRecord(res$record), key = key, genes = genes)
+}
+
+## subset.row (scran's name): NULL, or a logical / integer / character selection of rows -> sorted indices.
+.subsetRows <- function(subset.row, genes) {
+    if (is.null(subset.row)) return(NULL)
+    n <- length(genes)
+    idx <- if (is.logical(subset.row)) {
+        if (length(subset.row) != n || anyNA(subset.row)) {
+            stop("bioqpfs: a logical subset.row needs one TRUE/FALSE per gene (", n, "), without NA", call. = FALSE)
+        }
+        which(subset.row)
+    } else if (is.character(subset.row)) {
+        bad <- setdiff(subset.row, genes)
+        if (length(bad)) {
+            stop("bioqpfs: subset.row names ", length(bad), " gene(s) not in the row names (",
+                 paste(utils::head(bad, 5), collapse = ", "), if (length(bad) > 5) ", ...", ")", call. = FALSE)
+        }
+        match(subset.row, genes)
+    } else if (is.numeric(subset.row) && !anyNA(subset.row) && all(subset.row == round(subset.row)) &&
+               all(subset.row >= 1 & subset.row <= n)) {
+        as.integer(subset.row)
+    } else {
+        stop("bioqpfs: subset.row must be a logical vector (one per gene), row indices in 1..", n,
+             " or row names", call. = FALSE)
+    }
+    idx <- sort(unique(idx))
+    if (!length(idx)) stop("bioqpfs: subset.row selects no gene", call. = FALSE)
+    idx
+}
+
+## The expression matrix to the engine without NumPy crossing reticulate: an ordinary matrix as raw
+## little-endian doubles; a sparse matrix as its dgCMatrix slots (it stays sparse: CSR in Python); a
+## DelayedMatrix block by block of samples (DelayedArray's automatic block size), so it is never
+## realised whole in R.  Returns what _reticulate_select takes as `data`: the bytes, or a token.
+.sendMatrix <- function(engine, mat) {
+    if (!is(mat, "DelayedArray") && !is(mat, "sparseMatrix")) {
+        if (is(mat, "Matrix")) mat <- as.matrix(mat)
+        return(writeBin(as.double(mat), raw(), size = 8L, endian = "little"))
+    }
+    .bioqpfsState$tokens <- (if (is.null(.bioqpfsState$tokens)) 0L else .bioqpfsState$tokens) + 1L
+    token <- paste0("R", .bioqpfsState$tokens)
+    send <- function(block, start) {
+        if (is(block, "sparseMatrix") || is(block, "SparseArraySeed")) {
+            block <- if (is(block, "SparseArraySeed")) as(block, "dgCMatrix") else
+                as(as(as(block, "dMatrix"), "generalMatrix"), "CsparseMatrix")
+            engine$`_reticulate_receive`(token, ncol(mat), nrow(mat), start, ncol(block),
+                                         writeBin(as.double(block@x), raw(), size = 8L, endian = "little"),
+                                         writeBin(block@i, raw(), size = 4L, endian = "little"),
+                                         writeBin(block@p, raw(), size = 4L, endian = "little"))
+        } else {
+            engine$`_reticulate_receive`(token, ncol(mat), nrow(mat), start, ncol(block),
+                                         writeBin(as.double(block), raw(), size = 8L, endian = "little"))
+        }
+    }
+    if (is(mat, "sparseMatrix")) {
+        send(mat, 0L)
+        return(token)
+    }
+    sparse <- DelayedArray::is_sparse(mat)
+    grid <- DelayedArray::colAutoGrid(mat)
+    start <- 0L
+    for (b in seq_along(grid)) {
+        block <- DelayedArray::read_block(mat, grid[[b]], as.sparse = sparse)
+        send(block, start)
+        start <- start + ncol(block)
+    }
+    token
 }
 
 .checkLabels <- function(labels, samples, n) {
@@ -128,6 +231,11 @@ setGeneric("selectGenes", function(x, labels, ...) {
              "remove those samples (e.g. x[, !is.na(labels)]) or give them a label", call. = FALSE)
     }
     as.character(labels)
+}
+
+## What params$groupby records: the colData/pData column the labels came from, else "labels" (a vector).
+.groupbyName <- function(labels, n) {
+    if (is.character(labels) && length(labels) == 1L && n != 1L) labels else "labels"
 }
 
 ## A column name (looked up in 'coldata') or a vector of labels.
@@ -168,9 +276,10 @@ setGeneric("selectGenes", function(x, labels, ...) {
 
 #' @rdname selectGenes
 #' @export
-setMethod("selectGenes", "matrix", function(x, labels, method = "qpfs", nGenes = 50, keyAdded = NULL,
-                                            randomState = 0, ...) {
-    res <- .selectGenesWorker(x, labels, method, nGenes, keyAdded, randomState, list(...), "matrix")
+setMethod("selectGenes", "ANY", function(x, labels, method = "qpfs", nGenes = 50, keyAdded = NULL,
+                                         randomState = 0, ..., subset.row = NULL) {
+    res <- .selectGenesWorker(x, labels, method, nGenes, keyAdded, randomState, list(...), "matrix",
+                              subset.row = subset.row)
     out <- DataFrame(res$columns, row.names = res$genes, check.names = FALSE)
     metadata(out)[[res$key]] <- res$record
     out
@@ -180,13 +289,15 @@ setMethod("selectGenes", "matrix", function(x, labels, method = "qpfs", nGenes =
 #' @export
 setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = "qpfs", nGenes = 50,
                                                           assay.type = 1L, keyAdded = NULL, randomState = 0,
-                                                          ...) {
+                                                          ..., subset.row = NULL) {
     available <- assayNames(x)
     if (is.null(available)) available <- as.character(seq_along(SummarizedExperiment::assays(x)))
     name <- .checkAssay(assay.type, available, "an assay of x")
+    groupby <- .groupbyName(labels, ncol(x))
     labels <- .resolveLabels(labels, colData(x), "colData(x)", ncol(x))
     res <- .selectGenesWorker(assay(x, assay.type, withDimnames = TRUE), labels, method, nGenes, keyAdded,
-                              randomState, list(...), paste0("assay '", name, "'"))
+                              randomState, list(...), paste0("assay '", name, "'"), groupby = groupby,
+                              assay = name, subset.row = subset.row)
     rd <- rowData(x)
     for (nm in names(res$columns)) rd[[nm]] <- res$columns[[nm]]
     rowData(x) <- rd
@@ -198,19 +309,22 @@ setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = "q
 #' @export
 setMethod("selectGenes", "SingleCellExperiment", function(x, labels, method = "qpfs", nGenes = 50,
                                                           assay.type = "logcounts", keyAdded = NULL,
-                                                          randomState = 0, ...) {
-    callNextMethod(x, labels, method = method, nGenes = nGenes, assay.type = assay.type, keyAdded = keyAdded,
-                   randomState = randomState, ...)
+                                                          randomState = 0, ..., subset.row = NULL) {
+    callNextMethod(x, labels, method = method, nGenes = nGenes, assay.type = assay.type, subset.row = subset.row,
+                   keyAdded = keyAdded, randomState = randomState, ...)
 })
 
 #' @rdname selectGenes
 #' @export
 setMethod("selectGenes", "ExpressionSet", function(x, labels, method = "qpfs", nGenes = 50,
-                                                   assay.type = "exprs", keyAdded = NULL, randomState = 0, ...) {
+                                                   assay.type = "exprs", keyAdded = NULL, randomState = 0,
+                                                   ..., subset.row = NULL) {
     name <- .checkAssay(assay.type, assayDataElementNames(x), "an assayData element of x")
+    groupby <- .groupbyName(labels, ncol(x))
     labels <- .resolveLabels(labels, pData(x), "pData(x)", ncol(x))
     res <- .selectGenesWorker(assayDataElement(x, name), labels, method, nGenes, keyAdded, randomState,
-                              list(...), paste0("assayData element '", name, "'"))
+                              list(...), paste0("assayData element '", name, "'"), groupby = groupby,
+                              assay = name, subset.row = subset.row)
     fd <- fData(x)
     for (nm in names(res$columns)) fd[[nm]] <- res$columns[[nm]]
     fData(x) <- fd

@@ -4,6 +4,8 @@ from __future__ import annotations
 import importlib
 import inspect
 
+import numpy as np
+
 from ._selection import Selection
 from ._validation import validate_random_state
 
@@ -66,9 +68,33 @@ def methods() -> dict[str, str]:
     return {k: v[2] for k, v in sorted(_METHODS.items())}
 
 
+def closest_method(name):
+    """The registered method name closest to ``name`` (case-insensitive match first, then
+    :func:`difflib.get_close_matches`, preferring a name with the same letters), or None when nothing is close."""
+    import difflib
+
+    if not isinstance(name, str):
+        return None
+    folded = {k.lower(): k for k in _METHODS}
+    key = name.strip().lower().replace("-", "_")
+    if key in folded:
+        return folded[key]
+    close = difflib.get_close_matches(key, list(folded), n=3, cutoff=0.6)
+    same_letters = [c for c in close if sorted(c) == sorted(key)]   # a transposition ('mrmr_mdi') beats a substitution
+    return folded[(same_letters or close)[0]] if close else None
+
+
+def unknown_method_message(name):
+    """``unknown method 'QPFS' (did you mean 'qpfs'?); available: ...`` -- the one wording every face uses."""
+    guess = closest_method(name)
+    hint = f" (did you mean {guess!r}?)" if guess is not None else ""
+    return f"unknown method {name!r}{hint}; available: {', '.join(sorted(_METHODS))}"
+
+
 def method_function(method):
+    """The selector function registered as ``method``; an unknown name is an error suggesting the closest."""
     if not isinstance(method, str) or method not in _METHODS:
-        raise ValueError(f"unknown method {method!r}; available: {', '.join(sorted(_METHODS))}")
+        raise ValueError(unknown_method_message(method))
     module, func, _ = _METHODS[method]
     return getattr(importlib.import_module(module), func)
 
@@ -79,6 +105,7 @@ def select(X, y, *, method=None, n_genes=None, random_state=None, feature_names=
     Parameters
     ----------
     X : array-like or sparse, shape (n_samples, n_genes)
+        A pandas DataFrame's columns become the gene names (``Selection.genes``) unless ``feature_names`` is given.
     y : array-like, shape (n_samples,)
         Class labels.
     method : str, optional
@@ -87,6 +114,8 @@ def select(X, y, *, method=None, n_genes=None, random_state=None, feature_names=
         recipe's parameters can be overridden through ``**params``.
     n_genes : int, optional
         Panel size.
+    feature_names : sequence of str, optional
+        Gene names, one per column of X (in messages and ``Selection.genes``).
     random_state : int or numpy Generator, optional
         Seed for every random choice the method makes: None, a non-negative integer or a NumPy
         Generator/RandomState.  Anything else (e.g. ``"abc"``, -1, 1.5) is an error for every method,
@@ -105,6 +134,8 @@ def select(X, y, *, method=None, n_genes=None, random_state=None, feature_names=
             f"it accepts: {', '.join(sorted(accepted - {'n_genes', 'random_state', 'feature_names'}))}"
         )
     validate_random_state(random_state)
+    if feature_names is None and hasattr(X, "columns") and hasattr(X, "index"):  # a DataFrame names its genes
+        feature_names = np.asarray(X.columns).astype(str)
     sel = func(X, y, n_genes=n_genes, random_state=random_state, feature_names=feature_names, **params)
     if preset is not None:
         sel.params["preset"] = preset

@@ -87,6 +87,12 @@ class Selection:
         Class relevance F used for ranking ties, when the method has one.  A relevance that is 0 for
         every gene is refused here, for every method (see :func:`check_informative`).
     feature_names : ndarray or None
+        Gene names in input order, when known (``feature_names=``, the columns of a pandas
+        DataFrame given to :func:`bioqpfs.select`, ``var_names`` through :func:`bioqpfs.tl.select_genes`).
+    genes : ndarray of str
+        (property) Names of the panel, best first: ``feature_names[selected]``.
+    ranked_genes : ndarray of str
+        (property) Names of every ranked gene, best first: ``feature_names[ranking]``.
     """
 
     method: str
@@ -132,6 +138,23 @@ class Selection:
         r = np.full(self.n_features, np.nan)
         r[self.ranking] = np.arange(1, self.ranking.size + 1)
         return r
+
+    def _names_of(self, idx, what):
+        if self.feature_names is None:
+            raise ValueError(f"this Selection has no gene names, so {what} is unavailable: pass feature_names= "
+                             "(or a pandas DataFrame with gene columns) to bioqpfs.select, or use the indices in "
+                             "Selection.selected / Selection.ranking")
+        return np.asarray(self.feature_names).astype(str)[idx]
+
+    @property
+    def genes(self) -> np.ndarray:
+        """Names of the panel genes, best first (``feature_names[selected]``); an error when names are unknown."""
+        return self._names_of(self.selected, "genes")
+
+    @property
+    def ranked_genes(self) -> np.ndarray:
+        """Names of every ranked gene, best first (``feature_names[ranking]``); an error when names are unknown."""
+        return self._names_of(self.ranking, "ranked_genes")
 
     def selected_names(self):
         if self.feature_names is None:

@@ -6,11 +6,41 @@ label) and what to do about it.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import weakref
+
 import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
-           "check_base", "describe_indices", "memory_guard", "sample_names_of", "numeric_params", "MemoryGuardError", "REMEDIES"]
+           "check_base", "describe_indices", "memory_guard", "sample_names_of", "numeric_params", "MemoryGuardError",
+           "REMEDIES", "one_labels_warning"]
+
+# The mostly-singleton-classes warning of check_labels is issued once per user call, although the
+# labels are checked at several layers (tl, then the selector, then the relevance on the codes):
+# codes arrays check_labels returned after warning are not warned about again, and within a
+# one_labels_warning() scope the same finding is reported once.
+_WARNED_CODES = weakref.WeakValueDictionary()   # id(codes) -> codes
+_SCOPE_WARNED = contextvars.ContextVar("bioqpfs_labels_warned", default=None)
+
+
+@contextlib.contextmanager
+def one_labels_warning():
+    """Scope (also a decorator) in which :func:`check_labels` warns about mostly-singleton classes at most once.
+
+    Nested scopes share the outermost one.  A face that checks the labels itself (with a more
+    telling name, e.g. ``adata.obs['age']``) before handing them to a selector opens it, so the
+    user sees the warning once instead of once per layer.
+    """
+    if _SCOPE_WARNED.get() is not None:
+        yield
+        return
+    token = _SCOPE_WARNED.set(set())
+    try:
+        yield
+    finally:
+        _SCOPE_WARNED.reset(token)
 
 
 def describe_indices(idx, names=None, limit=5) -> str:
@@ -191,8 +221,9 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     classes = np.asarray(cat.categories)
     codes = np.asarray(cat.codes, dtype=np.intp)
     _check_no_colliding_classes(classes, name)
-    if check_continuous:
-        _check_not_continuous(classes, codes, n_samples, name, explicit_categories)
+    if check_continuous and _WARNED_CODES.get(id(y)) is not y:  # codes returned by a check that warned already
+        if _check_not_continuous(classes, codes, n_samples, name, explicit_categories):
+            _WARNED_CODES[id(codes)] = codes
     if classes.size < min_classes:
         raise ValueError(
             f"{name} has {classes.size} class(es) ({', '.join(map(str, classes))}); "
@@ -236,7 +267,9 @@ def _check_no_colliding_classes(classes, name):
 
 
 def _check_not_continuous(classes, codes, n_samples, name, explicit_categories):
-    """Refuse float labels with non-integer values; warn on mostly-singleton classes (see :func:`check_labels`)."""
+    """Refuse float labels with non-integer values; warn on mostly-singleton classes (see :func:`check_labels`).
+
+    Returns whether the singleton warning applies (it is not repeated inside a :func:`one_labels_warning` scope)."""
     import warnings
 
     verb = "look" if name.endswith("s") else "looks"
@@ -248,11 +281,17 @@ def _check_not_continuous(classes, codes, n_samples, name, explicit_categories):
             f"{name} {verb} continuous ({classes.size} distinct values for {n_samples} samples; non-integer "
             "numbers); bin them (e.g. pandas.cut) or use a categorical column")
     singletons = int((np.bincount(codes, minlength=classes.size) == 1).sum())
-    if n_samples >= 10 and singletons > n_samples / 2:
+    if not (n_samples >= 10 and singletons > n_samples / 2):
+        return False
+    seen, finding = _SCOPE_WARNED.get(), (n_samples, classes.size, singletons)
+    if seen is None or finding not in seen:
+        if seen is not None:
+            seen.add(finding)
         warnings.warn(
             f"{name}: {singletons} of {n_samples} samples are alone in their class ({classes.size} classes); "
             "if these labels are a continuous variable or sample ids, bin them (e.g. pandas.cut) or pick a "
             "categorical column", UserWarning, stacklevel=4)
+    return True
 
 
 def check_n_genes(n_genes, n_available, *, what="genes"):

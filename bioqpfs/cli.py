@@ -34,13 +34,16 @@ def _parser():
     from . import datasets
     from ._registry import methods
 
+    from . import __version__
+
     p = argparse.ArgumentParser(prog="bioqpfs", description="Global gene-panel selection (QPFS and relatives).")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("select", help="select a gene panel and store it in an .h5ad (+ ranked TSV)")
     _add_input_args(s, datasets)
-    s.add_argument("--method", default=None, choices=sorted(methods()),
+    s.add_argument("--method", default=None, type=_method_arg, choices=sorted(methods()),
                    help="selection method with its published settings (default: the benchmarked default panel "
                         "recipe, see README 'Panel quality')")
     s.add_argument("--n-genes", type=int, default=50, help="panel size (default: 50)")
@@ -52,6 +55,9 @@ def _parser():
     s.add_argument("-o", "--output", required=True, help="output .h5ad (written atomically)")
     s.add_argument("--tsv", default=None, help="also write the ranked gene table here")
     s.add_argument("--plot", default=None, help="also save the ranked-weight plot with the panel cut (.png/.pdf/.svg)")
+    s.add_argument("--plot-ranks", type=_ranks_arg, default="auto", metavar="auto|all|N",
+                   help="ranks drawn by --plot: 'auto' (default) zooms on the panel and the non-zero weights, "
+                        "'all' draws every ranked gene, N the first N")
     s.add_argument("--nystrom-rate", type=float, default=None,
                    help="QPFS+Nystrom: compute only this fraction of the rows of Q (e.g. 0.05 for 20,000 genes)")
     s.add_argument("--solver", default=None, choices=["auto", "quadprog", "spg"],
@@ -177,7 +183,12 @@ def _read_table(args):
         lab.index = lab.index.astype(str)
         missing = [s for s in df.index.astype(str) if s not in lab.index]
         if missing:
-            raise ValueError(f"{len(missing)} sample(s) have no label in {args.labels} (e.g. {', '.join(missing[:3])})")
+            other = "genes-by-samples" if args.orientation == "samples-by-genes" else "samples-by-genes"
+            as_genes = lab.index.isin(df.columns.astype(str)).sum()
+            hint = (f"; {as_genes} of its {len(lab)} sample ids are what --orientation {args.orientation} reads as "
+                    f"genes, so the orientation looks wrong: try --orientation {other}") if as_genes > len(lab) / 2 else ""
+            raise ValueError(f"{len(missing)} sample(s) have no label in {args.labels} "
+                             f"(e.g. {', '.join(missing[:3])}){hint}")
         labels = lab.loc[df.index.astype(str), col]
     obs = pd.DataFrame({args.groupby: pd.Categorical(np.asarray(labels, dtype=object))}, index=df.index.astype(str))
     return ad.AnnData(X=df.to_numpy(dtype=np.float64), obs=obs, var=pd.DataFrame(index=df.columns.astype(str)))
@@ -260,6 +271,28 @@ def _add_input_args(p, datasets):
 
 
 _USE_RAW = {"auto": None, "yes": True, "no": False}
+
+
+def _method_arg(text):
+    """``--method``: a registered name; an unknown one is a usage error suggesting the closest name."""
+    from ._registry import methods, unknown_method_message
+
+    if text not in methods():
+        raise argparse.ArgumentTypeError(f"invalid choice: {unknown_method_message(text)}")
+    return text
+
+
+def _ranks_arg(text):
+    """``--plot-ranks``: 'auto', 'all' or a positive integer (pl.weights' ``n_ranks``)."""
+    if text.strip().lower() in ("auto", "all"):
+        return text.strip().lower()
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'all' or a positive integer, got {text!r}")
+    return value
 
 
 def _int_list(text):
@@ -354,7 +387,9 @@ def _cmd_evaluate(args):
     known = _registry.methods()
     unknown = [m for m in method_names if m not in known]
     if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(known)}")
+        hints = [f"{m!r} -> {_registry.closest_method(m)!r}" for m in unknown if _registry.closest_method(m)]
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}{' (did you mean ' + ', '.join(hints) + '?)' if hints else ''}"
+                         f"; available: {', '.join(known)}")
     with _progress.enabled(not args.quiet):
         df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
                                   repeats=args.repeats, scoring=args.scoring, layer=args.layer,
@@ -406,7 +441,7 @@ def _cmd_select(args):
     if args.plot:
         from . import pl
 
-        _save_plot(lambda: pl.weights(adata, key, show=False), args.plot)
+        _save_plot(lambda: pl.weights(adata, key, n_ranks=args.plot_ranks, show=False), args.plot)
     if not args.quiet:
         top = ", ".join(adata.uns[key]["selected"][:10])
         used = adata.uns[key]["params"]["method"] + (" (default recipe)" if args.method is None else "")

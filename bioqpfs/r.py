@@ -486,6 +486,8 @@ def from_anndata(adata, to=None, *, assay=None):
     mats = {assay: _matrix_to_r(adata.X)}
     if cls != "matrix":
         for name, M in adata.layers.items():
+            if name is None:   # anndata >= 0.13 lists X itself as layers[None]
+                continue
             if name in mats:
                 raise ValueError(f"layer {name!r} has the same name as the assay receiving X; pass another assay=")
             mats[name] = _matrix_to_r(M)
@@ -586,8 +588,12 @@ def select_genes(robj, labels, *, method="qpfs", n_genes=50, assay=None, key_add
     key = key_added or method
     tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, random_state=random_state,
                     **params)
+    if cls != "matrix":
+        _record_assay(adata, key, adata.uns["bioqpfs_r"]["assay"])
     ro, default_converter, _, localconverter = _rpy2()
-    cols = {c: _array_to_r(adata.var[c]) for c in result_columns(adata, key)}
+    # ranks go back as R integers (NA for genes the method did not rank), as the reticulate route gives them
+    cols = {c: _array_to_r(pd.array(adata.var[c].to_numpy(), dtype="Int64") if c == f"{key}_rank" else adata.var[c])
+            for c in result_columns(adata, key)}
     record = _value_to_r(adata.uns[key])
     with localconverter(default_converter):
         return _call("write_result", robj, ro.StrVector([cls]), ro.ListVector(cols), ro.StrVector([key]), record)
@@ -621,39 +627,120 @@ def _coerce_params(method, params):
     return out
 
 
-def _reticulate_select(data, n_samples, n_features, genes, labels, method="qpfs", n_genes=50, key_added=None,
-                       random_state=0, params=None):
-    """Entry point of the R package: select genes on raw float64 bytes (R column-major genes x samples).
+# Matrices arriving from R in blocks of samples (a sparse dgCMatrix, or a DelayedMatrix read block by block),
+# keyed by a token the R side picks; taken (and forgotten) by _reticulate_select.
+_INCOMING: dict = {}
 
-    R's ``writeBin(as.double(m), raw())`` writes column after column of the genes x samples matrix,
-    i.e. sample after sample: the buffer read as C-order (n_samples, n_features) *is* the samples x
-    genes matrix AnnData wants.  Returns plain lists/dicts: ``columns`` (name -> list),
-    ``kinds`` (name -> "double"/"logical"/"character") and ``record`` (params, diagnostics, selected).
+
+def _reticulate_receive(token, n_samples, n_features, start, n_rows, data, indices=None, indptr=None):
+    """Receive rows ``start:start+n_rows`` (samples) of a samples x genes matrix from R, without NumPy crossing.
+
+    Dense: ``data`` = little-endian float64 bytes of the genes x block R matrix (column-major, i.e. sample
+    after sample).  Sparse: the block's dgCMatrix slots ``x`` (float64 bytes), ``i`` and ``p`` (int32
+    bytes) -- a genes x samples CSC matrix is the samples x genes CSR matrix, so it stays sparse.
+    """
+    import scipy.sparse as sp
+
+    n_samples, n_features, start, n_rows = int(n_samples), int(n_features), int(start), int(n_rows)
+    state = _INCOMING.setdefault(str(token), {"shape": (n_samples, n_features), "dense": None, "sparse": [],
+                                              "blocks": 0, "rows": 0})
+    if state["shape"] != (n_samples, n_features) or start < 0 or start + n_rows > n_samples:
+        _INCOMING.pop(str(token), None)
+        raise ValueError(f"block rows {start}:{start + n_rows} do not fit a {n_features} x {n_samples} matrix")
+    values = np.frombuffer(bytes(data), dtype="<f8")
+    if indices is None:
+        if values.size != n_rows * n_features:
+            _INCOMING.pop(str(token), None)
+            raise ValueError(f"received {values.size} values for a {n_features} x {n_rows} block")
+        if state["dense"] is None:
+            state["dense"] = np.empty((n_samples, n_features))
+        state["dense"][start:start + n_rows] = values.reshape(n_rows, n_features)
+    else:
+        block = sp.csr_matrix((values.copy(), np.frombuffer(bytes(indices), dtype="<i4").copy(),
+                               np.frombuffer(bytes(indptr), dtype="<i4").copy()), shape=(n_rows, n_features))
+        state["sparse"].append((start, block))
+    state["blocks"] += 1
+    state["rows"] += n_rows
+    return state["blocks"]
+
+
+def _reticulate_discard():
+    """Forget every partly received matrix (the R side calls this when a transfer or selection failed)."""
+    _INCOMING.clear()
+
+
+def _take_incoming(token):
+    """The matrix assembled from the blocks received under ``token`` (ndarray or CSR), and its transfer record."""
+    import scipy.sparse as sp
+
+    state = _INCOMING.pop(str(token), None)
+    if state is None:
+        raise ValueError(f"no matrix was received under {token!r}")
+    n_samples, n_features = state["shape"]
+    if state["rows"] != n_samples or (state["dense"] is not None and state["sparse"]):
+        raise ValueError(f"received {state['rows']} of {n_samples} samples in mixed or overlapping blocks")
+    if state["dense"] is not None:
+        X, fmt = state["dense"], "dense"
+    else:
+        X = sp.vstack([b for _, b in sorted(state["sparse"], key=lambda sb: sb[0])], format="csr")
+        X.sort_indices()
+        fmt = "csr"
+    return X, {"format": fmt, "blocks": state["blocks"]}
+
+
+def _reticulate_select(data, n_samples, n_features, genes, labels, method="qpfs", n_genes=50, key_added=None,
+                       random_state=0, params=None, groupby="labels", assay=None):
+    """Entry point of the R package: select genes on a matrix sent from R without NumPy crossing reticulate.
+
+    ``data`` is either raw float64 bytes of the whole matrix (R column-major genes x samples), or the
+    token of a matrix sent block by block with :func:`_reticulate_receive` (sparse or DelayedMatrix
+    assays).  R's ``writeBin(as.double(m), raw())`` writes column after column of the genes x samples
+    matrix, i.e. sample after sample: the buffer read as C-order (n_samples, n_features) *is* the
+    samples x genes matrix AnnData wants.  ``groupby`` is the colData column the labels came from (or
+    ``"labels"`` for a vector) and ``assay`` the assay used; both are recorded in the parameters.
+
+    Returns plain lists/dicts: ``columns`` (name -> list), ``kinds`` (name -> "double"/"integer"/
+    "logical"/"character"; ranks are "integer", NaN for unranked genes), ``record`` (params,
+    diagnostics, selected) and ``transfer`` (format "dense"/"csr" and number of blocks received).
     """
     import anndata as ad
 
     from .tl import select_genes as tl_select_genes
 
     n_samples, n_features = int(n_samples), int(n_features)
-    X = np.frombuffer(bytes(data), dtype="<f8")
-    if X.size != n_samples * n_features:
-        raise ValueError(f"received {X.size} values for a {n_features} x {n_samples} matrix")
-    X = X.reshape(n_samples, n_features).copy()
+    if isinstance(data, str):
+        X, transfer = _take_incoming(data)
+    else:
+        X = np.frombuffer(bytes(data), dtype="<f8")
+        if X.size != n_samples * n_features:
+            raise ValueError(f"received {X.size} values for a {n_features} x {n_samples} matrix")
+        X, transfer = X.reshape(n_samples, n_features).copy(), {"format": "dense", "blocks": 1}
+    if X.shape != (n_samples, n_features):
+        raise ValueError(f"received a {X.shape[1]} x {X.shape[0]} matrix, expected {n_features} x {n_samples}")
     genes = [genes] if isinstance(genes, str) else list(genes)
     labels = [labels] if isinstance(labels, (str, int, float)) else list(labels)
+    groupby = str(groupby) if groupby else "labels"
     adata = ad.AnnData(X=X, var=pd.DataFrame(index=pd.Index([str(g) for g in genes])),
-                       obs=pd.DataFrame({"labels": pd.Categorical([str(v) for v in labels])},
+                       obs=pd.DataFrame({groupby: pd.Categorical([str(v) for v in labels])},
                                         index=pd.Index([str(i) for i in range(n_samples)])))
     key = key_added or method
     params = _coerce_params(method, dict(params or {}))
-    tl_select_genes(adata, "labels", method=method, n_genes=int(n_genes), key_added=key,
+    tl_select_genes(adata, groupby, method=method, n_genes=int(n_genes), key_added=key,
                     random_state=None if random_state is None else int(random_state), **params)
+    _record_assay(adata, key, assay)
     columns, kinds = {}, {}
     for c in result_columns(adata, key):
         a = adata.var[c].to_numpy()
-        kinds[c] = "logical" if a.dtype.kind == "b" else ("double" if a.dtype.kind in "iuf" else "character")
+        kinds[c] = "integer" if c == f"{key}_rank" else "logical" if a.dtype.kind == "b" else (
+            "double" if a.dtype.kind in "iuf" else "character")
         columns[c] = [bool(x) for x in a] if kinds[c] == "logical" else (
-            [float(x) for x in a] if kinds[c] == "double" else ["" if x is None else str(x) for x in a])
+            [float(x) for x in a] if kinds[c] in ("double", "integer") else ["" if x is None else str(x) for x in a])
     # the R record keeps its documented fields; "var_columns" only serves tl re-runs on the AnnData
     record = {k: v for k, v in adata.uns[key].items() if k != "var_columns"}
-    return {"columns": columns, "kinds": kinds, "record": _plain(record)}
+    return {"columns": columns, "kinds": kinds, "record": _plain(record), "transfer": transfer}
+
+
+def _record_assay(adata, key, assay):
+    """Record the assay the selection read (R's ``assay.type``) in ``.uns[key]["params"]["assay"]``."""
+    if assay is not None:
+        adata.uns[key]["params"]["assay"] = str(assay)

@@ -59,3 +59,24 @@ def test_public_api_exports():
     for name in bioqpfs.__all__:
         assert hasattr(bioqpfs, name), name
     assert "qpfs" in bioqpfs.methods()
+
+
+def test_pyproject_licence_is_spdx():
+    """PEP 639: ``license`` is an SPDX expression string, not the deprecated TOML table
+    (setuptools >= 77 prints a deprecation banner per build for the table form)."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.licenses import canonicalize_license_expression
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    meta = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    licence = meta["project"]["license"]
+    assert isinstance(licence, str), f"project.license must be an SPDX string, got {licence!r}"
+    assert canonicalize_license_expression(licence) == "MIT"
+    for pattern in meta["project"]["license-files"]:
+        assert list(Path(__file__).parents[1].glob(pattern)), pattern
+    setuptools_req = next(Requirement(r) for r in meta["build-system"]["requires"]
+                          if Requirement(r).name == "setuptools")
+    assert not setuptools_req.specifier.contains(Version("76.9")), "SPDX licence needs setuptools >= 77"

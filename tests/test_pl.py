@@ -34,7 +34,7 @@ def _ranked(a, key):
 
 
 def test_weights_curve(adata):
-    ax = pl.weights(adata, "qpfs", show=False)
+    ax = pl.weights(adata, "qpfs", n_ranks="all", show=False)
     assert isinstance(ax, matplotlib.axes.Axes)
     var = _ranked(adata, "qpfs")
     line = ax.lines[0]
@@ -48,6 +48,32 @@ def test_weights_curve(adata):
     ax2 = pl.weights(adata, "qpfs", n_genes=3, n_ranks=20, label_top=2, show=False)
     assert len(ax2.lines[0].get_xdata()) == 20 and np.allclose(ax2.lines[1].get_xdata(), 3.5)
     assert [t.get_text() for t in ax2.texts] == list(var.index[:2])
+
+
+@pytest.mark.parametrize("method", ["qpfs", "spec_cmi", "mrmr_mid"])
+def test_weights_zoom_on_panel_by_default(method):
+    """SRBCT, 20-gene panel: the default draws the panel and the non-zero weights, not 2,308 ranks."""
+    a = bioqpfs.datasets.srbct()
+    bioqpfs.tl.select_genes(a, "class", method=method, n_genes=20)
+    var = _ranked(a, method)
+    w = var[f"{method}_weight"].to_numpy()
+    ax = pl.weights(a, method, show=False)
+    x = ax.lines[0].get_xdata()
+    np.testing.assert_array_equal(x, np.arange(1, x.size + 1))
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), w[:x.size])
+    assert ax.collections[0].get_offsets().shape[0] == 20        # the whole panel is drawn
+    if (w == 0).any():   # every non-zero weight is drawn, then a short zero tail (QPFS: 68 non-zero of 2,308)
+        last = int(np.flatnonzero(w)[-1]) + 1
+        assert last + 5 <= x.size <= min(len(w), max(last, 20) + max(5, -(-max(last, 20) // 10)))
+        assert (w[x.size:] == 0).all()
+    else:                # dense weights (SPEC_CMI): the panel is a fifth of the axis (mRMR ranks only 20)
+        assert x.size == min(len(w), 100)
+    assert 20 / x.size >= 0.18                                   # not squashed at x ~ 0
+    assert (f"ranks 1-{x.size} shown" in ax.get_title()) == (x.size < len(w))
+    assert len(pl.weights(a, method, n_ranks="all", show=False).lines[0].get_xdata()) == len(w)
+    assert len(pl.weights(a, method, n_ranks=7, show=False).lines[0].get_xdata()) == 7
+    with pytest.raises(ValueError, match="n_ranks"):
+        pl.weights(a, method, n_ranks="some", show=False)
 
 
 def test_weights_missing_key(adata):
@@ -127,6 +153,25 @@ def test_panel_dotplot_and_heatmap(adata):
         pl.panel(adata, "qpfs", "cell_type", show=False)
 
 
+@pytest.mark.parametrize("kind", ["dotplot", "heatmap", "matrixplot"])
+def test_panel_saves_exactly_the_given_path(adata, tmp_path, monkeypatch, kind):
+    """Like the other pl functions (scanpy's save= would write figures/<kind><save>)."""
+    import warnings
+
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as record:   # scanpy >= 1.12 deprecates its own save=
+        warnings.simplefilter("always")
+        assert isinstance(pl.panel(adata, "qpfs", kind=kind, save="panel.png", show=False), dict)
+    assert not [str(w.message) for w in record if "save" in str(w.message)]
+    assert (tmp_path / "panel.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = tmp_path / "sub" / "p.pdf"
+    pl.panel(adata, "qpfs", kind=kind, save=out, show=False)
+    assert out.read_bytes()[:4] == b"%PDF"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["panel.png", "sub"]   # no figures/ directory
+    with pytest.raises(ValueError, match="image format"):
+        pl.panel(adata, "qpfs", kind=kind, save="panel", show=False)
+
+
 def test_show_and_save(adata, tmp_path):
     out = tmp_path / "w.png"
     assert pl.weights(adata, "qpfs", show=True, save=str(out)) is None   # shown (no-op with Agg): returns None
@@ -141,7 +186,7 @@ def test_every_registered_method_plots(method):
     a = bioqpfs.datasets.srbct()[:, :40].copy()
     bioqpfs.tl.select_genes(a, "class", method=method, n_genes=5, random_state=0)
     var = _ranked(a, method)
-    ax = pl.weights(a, method, show=False)
+    ax = pl.weights(a, method, n_ranks="all", show=False)
     np.testing.assert_allclose(ax.lines[0].get_ydata(), var[f"{method}_weight"].to_numpy())
     ax = pl.redundancy(a, method, show=False)
     assert [t.get_text() for t in ax.get_xticklabels()] == list(var.index[:5])

@@ -273,3 +273,77 @@ def test_qpfs_weights_equal_r_quadprog_on_srbct_subset():
     assert sel.diagnostics["psd_shift"] == pytest.approx(shift, abs=1e-10)
     np.testing.assert_allclose(sel.weights, x, atol=1e-8, rtol=0)
     assert np.count_nonzero(sel.weights) < X.shape[1]        # a sparse optimum: the test checks the support too
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_reticulate_blocks_keep_sparse_and_record_groupby_assay(fmt, monkeypatch):
+    """The R package's block route (sparse dgCMatrix slots or DelayedMatrix blocks of samples) rebuilds the
+    matrix exactly; sparse stays sparse; groupby/assay are recorded; ranks come back as integers."""
+    import anndata as ad
+    import scipy.sparse as sp
+
+    X, y = toy_expression(seed=5)
+    X = np.maximum(X, 0.0)                                 # about half zeros
+    genes = [f"g{i}" for i in range(X.shape[1])]
+    n, m = X.shape
+    token = f"test-{fmt}"
+    for start in range(0, n, 7):                           # blocks of 7 samples, the last one shorter
+        block = X[start:start + 7]
+        if fmt == "dense":   # R: writeBin(as.double(block)) of the genes x samples block, column-major
+            br._reticulate_receive(token, n, m, start, block.shape[0], bytearray(block.astype("<f8").tobytes()))
+        else:                # R: the dgCMatrix slots x, i, p of the genes x samples block
+            csc = sp.csc_matrix(block.T)
+            br._reticulate_receive(token, n, m, start, block.shape[0], bytearray(csc.data.astype("<f8").tobytes()),
+                                   bytearray(csc.indices.astype("<i4").tobytes()),
+                                   bytearray(csc.indptr.astype("<i4").tobytes()))
+    captured = {}
+    real = bioqpfs.tl.select_genes
+
+    def spy(adata, *args, **kwargs):
+        captured["X"] = adata.X
+        return real(adata, *args, **kwargs)
+
+    monkeypatch.setattr(bioqpfs.tl, "select_genes", spy)
+    res = br._reticulate_select(token, n, m, genes, list(y), method="mrmr_mid", n_genes=3.0,
+                                groupby="cell_type", assay="logcounts")
+    monkeypatch.undo()
+    assert res["transfer"] == {"format": fmt, "blocks": -(-n // 7)}
+    assert sp.issparse(captured["X"]) == (fmt == "csr")
+    got = captured["X"].toarray() if sp.issparse(captured["X"]) else captured["X"]
+    np.testing.assert_array_equal(got, X)
+    assert not br._INCOMING                                 # taken, not kept
+    adata = ad.AnnData(X=X.copy(), obs=pd.DataFrame({"c": pd.Categorical(y)}, index=[str(i) for i in range(n)]),
+                       var=pd.DataFrame(index=genes))
+    bioqpfs.tl.select_genes(adata, "c", method="mrmr_mid", n_genes=3)
+    assert res["columns"]["mrmr_mid_weight"] == adata.var["mrmr_mid_weight"].tolist()
+    assert res["kinds"]["mrmr_mid_rank"] == "integer"
+    ranks = np.array(res["columns"]["mrmr_mid_rank"])
+    np.testing.assert_array_equal(ranks, adata.var["mrmr_mid_rank"].to_numpy())   # NaN = unranked (NA in R)
+    assert res["record"]["params"]["groupby"] == "cell_type" and res["record"]["params"]["assay"] == "logcounts"
+
+
+def test_reticulate_bad_blocks_are_refused():
+    with pytest.raises(ValueError, match="do not fit a 4 x 3 matrix"):
+        br._reticulate_receive("bad", 3, 4, 2, 2, bytearray(np.zeros(8).tobytes()))
+    br._reticulate_receive("short", 3, 4, 0, 2, bytearray(np.zeros(8).tobytes()))
+    with pytest.raises(ValueError, match="received 2 of 3 samples"):
+        br._reticulate_select("short", 3, 4, list("abcd"), ["a", "b", "a"])
+    with pytest.raises(ValueError, match="no matrix was received under 'nothing'"):
+        br._reticulate_select("nothing", 3, 4, list("abcd"), ["a", "b", "a"])
+    br._reticulate_receive("left", 3, 4, 0, 1, bytearray(np.zeros(4).tobytes()))
+    br._reticulate_discard()
+    assert not br._INCOMING
+
+
+def test_select_genes_on_r_objects_records_assay_and_integer_ranks():
+    X, y = toy_expression()
+    se = R("function(m, y) SummarizedExperiment(assays = list(counts = t(m) + 10, logcounts = t(m)), "
+           "colData = DataFrame(cell_type = y))")(
+        ro.r.matrix(ro.FloatVector(X.ravel()), nrow=X.shape[0], byrow=True), ro.StrVector(list(y)))
+    out = br.select_genes(se, "cell_type", method="mrmr_mid", n_genes=3, assay="logcounts")
+    assert rvalue("metadata(x)$mrmr_mid$params$groupby", out) == ["cell_type"]
+    assert rvalue("metadata(x)$mrmr_mid$params$assay", out) == ["logcounts"]
+    rtrue("is.integer(rowData(x)$mrmr_mid_rank)", out)
+    ranks = rvalue("rowData(x)$mrmr_mid_rank", out)
+    assert sorted(r for r in ranks if r != ro.NA_Integer) == [1, 2, 3]
+    assert sum(r == ro.NA_Integer for r in ranks) == X.shape[1] - 3

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ._utils import panel_genes
+from ._utils import finish, panel_genes
 
 _KINDS = ("dotplot", "heatmap", "matrixplot")
 
@@ -21,7 +21,9 @@ def panel(adata, key="qpfs", groupby=None, *, kind="dotplot", n_genes=None, show
     n_genes : int, optional
         The top ``n_genes`` ranks; default the stored panel.  Genes appear in rank order.
     show, save
-        As in scanpy.
+        As in scanpy, except that ``save`` is the exact file written (e.g. ``"panel.png"``; the
+        format follows the suffix), as in the other ``bioqpfs.pl`` functions -- scanpy's own
+        ``save=`` writes ``figures/<kind><save>`` and is deprecated from scanpy 1.12.
     **kwargs
         Passed to the scanpy function (``use_raw``, ``layer``, ``standard_scale``, ``dendrogram``...).
 
@@ -52,12 +54,19 @@ def panel(adata, key="qpfs", groupby=None, *, kind="dotplot", n_genes=None, show
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
     if adata.is_view:
-        return func(adata, genes, groupby=groupby, show=show, save=save, **kwargs)
-    # scanpy turns string .obs columns into categoricals in place: let it work on a copy of .obs
-    # (only the DataFrame is copied, not the expression) and give the caller's frame back unchanged
-    obs = adata.obs
-    adata.obs = obs.copy()
-    try:
-        return func(adata, genes, groupby=groupby, show=show, save=save, **kwargs)
-    finally:
-        adata.obs = obs
+        axes = func(adata, genes, groupby=groupby, show=False, **kwargs)
+    else:
+        # scanpy turns string .obs columns into categoricals in place: let it work on a copy of .obs
+        # (only the DataFrame is copied, not the expression) and give the caller's frame back unchanged
+        obs = adata.obs
+        adata.obs = obs.copy()
+        try:
+            axes = func(adata, genes, groupby=groupby, show=False, **kwargs)
+        finally:
+            adata.obs = obs
+    if kwargs.get("return_fig"):   # scanpy's plot object (DotPlot, MatrixPlot) or Figure: the caller draws/saves it
+        if save:
+            raise ValueError("save= with return_fig=True: save the returned object instead (its .savefig(path))")
+        return axes
+    fig = next(iter(axes.values())).figure if isinstance(axes, dict) else axes.figure
+    return finish(axes, show, save, fig=fig)

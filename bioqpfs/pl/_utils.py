@@ -43,25 +43,33 @@ def new_axes(ax, figsize):
     return ax
 
 
-def finish(ax, show, save):
-    """Save if asked; show (``show=None`` follows ``scanpy.settings.autoshow``) or return the axes."""
+def save_figure(fig, save):
+    """Write ``fig`` to exactly the path ``save`` (format from its suffix), atomically."""
+    import os
+
+    from .._io import atomic_path
+
+    save = os.fspath(save)
+    ext = os.path.splitext(save)[1].lstrip(".").lower()
+    formats = fig.canvas.get_supported_filetypes()
+    if ext not in formats:
+        raise ValueError(f"save={save!r}: the file name must end in an image format matplotlib writes "
+                         f"({', '.join('.' + f for f in sorted(formats))})")
+    if os.path.isdir(save):
+        raise ValueError(f"save={save!r} is a directory; give a file name")
+    with atomic_path(save) as tmp:  # a partial file never replaces an existing one
+        fig.savefig(tmp, bbox_inches="tight", format=ext)
+
+
+def finish(ax, show, save, *, fig=None):
+    """Save if asked; show (``show=None`` follows ``scanpy.settings.autoshow``) or return ``ax``.
+
+    ``ax`` may be anything a plot returns (scanpy's dict of Axes); ``fig`` is then its figure.
+    """
     import matplotlib.pyplot as plt
 
     if save:
-        import os
-
-        from .._io import atomic_path
-
-        save = os.fspath(save)
-        ext = os.path.splitext(save)[1].lstrip(".").lower()
-        formats = ax.figure.canvas.get_supported_filetypes()
-        if ext not in formats:
-            raise ValueError(f"save={save!r}: the file name must end in an image format matplotlib writes "
-                             f"({', '.join('.' + f for f in sorted(formats))})")
-        if os.path.isdir(save):
-            raise ValueError(f"save={save!r} is a directory; give a file name")
-        with atomic_path(save) as tmp:  # a partial file never replaces an existing one
-            ax.figure.savefig(tmp, bbox_inches="tight", format=ext)
+        save_figure(ax.figure if fig is None else fig, save)
     if show is None:
         from scanpy import settings
 

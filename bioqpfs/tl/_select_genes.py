@@ -9,7 +9,7 @@ import pandas as pd
 from .._io import to_storable
 from .._jit import announce_compilation
 from .._registry import method_function, resolve_method, select
-from .._validation import check_labels, describe_indices
+from .._validation import check_labels, describe_indices, one_labels_warning
 
 
 def _in_memory(X):
@@ -173,6 +173,7 @@ def _check_panel_names(panel, duplicated, key):
                          "and run again")
 
 
+@one_labels_warning()   # labels checked here (named by column) and again by the selector: warn once
 def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", layer=None, use_raw=None,
                  mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, **method_params):
     """Select a gene panel with a global method and store it in ``adata``.
