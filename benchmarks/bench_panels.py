@@ -243,9 +243,12 @@ def peers():
 def ours():
     """bioqpfs's methods: the default of ``tl.select_genes`` and the paper settings of each method."""
     return {
-        "bioqpfs default": bioqpfs_method(None, per_k=True),
+        "bioqpfs default": bioqpfs_method(None),
         "qpfs (paper)": bioqpfs_method("qpfs"),
         "spec_cmi (paper)": bioqpfs_method("spec_cmi"),
+        "spec_cmi + levers + polish": bioqpfs_method("spec_cmi", per_k=True, class_weight="balanced",
+                                                     discretization="auto", polish=True),
+        "mrmr_mid + levers": bioqpfs_method("mrmr_mid", class_weight="balanced", discretization="auto"),
         "ikm_qpfs (paper)": bioqpfs_method("ikm_qpfs"),
         "mrmr_mid": bioqpfs_method("mrmr_mid"),
         "maxrel": bioqpfs_method("maxrel"),
@@ -340,7 +343,8 @@ def paired(df, against, metric="balanced_accuracy", classifier="lr"):
     return pd.DataFrame(out)
 
 
-def report(df, ks, file=sys.stdout):
+def report(df, ks, file=None):
+    file = sys.stdout if file is None else file
     for clf in sorted(df.classifier.unique()):
         for metric in ("balanced_accuracy", "f1_macro"):
             print(f"\n## {metric}, classifier {clf} (mean ± sd over folds)\n", file=file)

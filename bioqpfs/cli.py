@@ -48,7 +48,7 @@ def _parser():
                         "recipe, see README 'Panel quality')")
     s.add_argument("--n-genes", type=int, default=50, help="panel size (default: 50)")
     s.add_argument("--similarity", default="mi", choices=["mi", "correlation"], help="redundancy measure (default: mi)")
-    s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "zero_quantile", "mdl", "none"],
+    s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "zero_quantile", "mdl", "auto", "none"],
                    help="discretisation for MI (default: the method's, mean_sd for QPFS; 'none' = data are codes)")
     s.add_argument("--key-added", default=None,
                    help="prefix of the written keys (default: the method, 'bioqpfs' for the default recipe)")

@@ -118,3 +118,16 @@ def test_zero_quantile_codes_match_reference(n_bins):
     explicit = sp.csc_matrix((np.concatenate([coo.data, [0.0]]), (np.concatenate([coo.row, [3]]),
                               np.concatenate([coo.col, [1]]))), shape=X.shape)
     np.testing.assert_array_equal(measures.discretize(explicit, "zero_quantile", n_bins=n_bins), want)
+
+
+def test_auto_discretization_follows_the_zero_fraction():
+    rng = np.random.default_rng(5)
+    dense = rng.normal(size=(50, 6))
+    sparse = np.where(rng.random((50, 6)) < 0.7, 0.0, rng.lognormal(size=(50, 6)))
+    assert measures.resolve_discretization(dense, "auto") == "mean_sd"
+    assert measures.resolve_discretization(sp.csr_matrix(sparse), "auto") == "zero_quantile"
+    np.testing.assert_array_equal(measures.discretize(sparse, "auto"), measures.discretize(sparse, "zero_quantile"))
+    np.testing.assert_array_equal(measures.discretize(dense, "auto"), measures.discretize(dense, "mean_sd"))
+    y = np.repeat([0, 1], 25)
+    sel = bioqpfs.select(sparse, y, method="qpfs", discretization="auto")
+    assert sel.params["discretization"] == "auto" and sel.params["discretization_used"] == "zero_quantile"

@@ -301,12 +301,13 @@ def test_default_recipe_is_the_benchmarked_method_with_its_levers(rng):
     assert a.uns["qpfs"]["params"]["preset"] == "paper" and a.uns["qpfs"]["params"]["discretization"] == "mean_sd"
 
 
-def test_select_default_recipe_without_panel_size_returns_the_published_ranking(rng):
+def test_select_default_recipe_equals_the_named_method_with_its_params(rng):
     from bioqpfs import DEFAULT_PANEL
 
     a = make_adata(rng)
-    sel = bioqpfs.select(a.X, a.obs["group"].to_numpy())
-    assert sel.params["preset"] == "default" and sel.params["polish"] is False
-    params = {k: v for k, v in DEFAULT_PANEL["params"].items() if k != "polish"}
-    ref = bioqpfs.select(a.X, a.obs["group"].to_numpy(), method=DEFAULT_PANEL["method"], **params)
+    sel = bioqpfs.select(a.X, a.obs["group"].to_numpy(), n_genes=3)
+    assert sel.params["preset"] == "default"
+    ref = bioqpfs.select(a.X, a.obs["group"].to_numpy(), method=DEFAULT_PANEL["method"], n_genes=3,
+                         **DEFAULT_PANEL["params"])
     np.testing.assert_array_equal(sel.ranking, ref.ranking)
+    assert "preset" not in ref.params

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from .. import measures
 from .._kernels import correlation as _corr
 from .._kernels import information as _info
 from .._kernels import nystrom as _nys
@@ -534,9 +535,10 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         to the gene of largest F, shared equally when several tie, and the other genes rank by F.
         Every solver path returns exactly that (:func:`~bioqpfs._kernels.simplex_qp.solve_linear`).
         ``alpha=0`` is pure redundancy (only 1/2 x^T Q x is minimised; F breaks ties in the ranking).
-    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
-        For MI: QPFS section 2.5 mean +- sd bins by default; ``None`` if X holds codes
-        (see :func:`bioqpfs.measures.discretize`).
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
+        For MI: QPFS section 2.5 mean +- sd bins by default; ``None`` if X holds codes; ``"auto"``
+        chooses ``"zero_quantile"`` for zero-inflated (single-cell) data, else ``"mean_sd"``
+        (see :func:`bioqpfs.measures.discretize`; the rule used is in ``params["discretization_used"]``).
     n_bins : int
         Bins for ``"quantile"`` and ``"zero_quantile"``.
     base : float
@@ -688,7 +690,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
 
     weights, F_all, ranking = weights_and_ranking(m_total, keep, x, F, constant, P_all)
     params = dict(similarity=similarity, relevance=relevance_used, alpha=alpha_used, alpha_given=alpha is not None,
-                  discretization=discretization, n_bins=n_bins, base=base, solver=solve_diag["solver"],
+                  discretization=discretization, discretization_used=measures.resolve_discretization(X, discretization), n_bins=n_bins, base=base, solver=solve_diag["solver"],
                   psd_fix=psd_fix, n_genes=n_genes, class_weight=class_weight)
     if nystrom_rate is not None:
         params.update(nystrom_rate=float(nystrom_rate), eig_threshold=float(eig_threshold), nystrom_qp=nystrom_qp)

@@ -246,7 +246,7 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
                          "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
     named = method
-    method, params, preset = resolve_method(method, method_params, n_genes)
+    method, params, preset = resolve_method(method, method_params)
     func = method_function(method)
     accepted = inspect.signature(func).parameters
     if preselected is not None:
