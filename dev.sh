@@ -42,7 +42,7 @@ ensure_python() {
   "$base" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
     log "bioqpfs needs Python >= 3.11 (found $("$base" --version 2>&1)); set PYTHON=/path/to/python3.11"; exit 1; }
   local want; want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)-$1
-  # the stamp lists every extras set installed for this pyproject.toml (demo: dev; test: dev,r)
+  # the stamp lists every extras set installed for this pyproject.toml (demo: dev; test: dev,r,bench)
   if [ -x "$PY" ] && grep -qxF "$want" "$VENV/.bioqpfs-stamp" 2>/dev/null; then return 0; fi
   if [ ! -x "$PY" ]; then
     "$base" -m venv "$VENV" >/dev/null 2>&1 || { apt_install python3-venv; rm -rf "$VENV"; "$base" -m venv "$VENV"; }
@@ -172,7 +172,7 @@ case "$cmd" in
     ;;
   test)
     ensure_r
-    ensure_python dev,r
+    ensure_python dev,r,bench
     rc=0
     BIOQPFS_REQUIRE_R=1 "$PY" -m pytest -q "$@" || rc=$?
     # the R package check (testthat + vignette) and the newest-stack leg run with the full suite,
