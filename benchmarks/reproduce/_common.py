@@ -2,8 +2,8 @@
 
 Each ``paper_*.py`` script declares its paper's protocol and printed numbers (table and row cited) and
 calls :func:`main`.  Full runs use the held-out benchmark data in ``../shared/data/benchmarks``
-(``BIOQPFS_BENCHMARK_DATA`` overrides the directory; see its SOURCES.md), every gene standardised (the
-selectors do not depend on it; the SVM converges far faster); ``--quick`` runs the same code
+(``BIOQPFS_BENCHMARK_DATA`` overrides the directory; see its SOURCES.md), every gene of continuous data
+standardised (the selectors do not depend on it; the SVM converges far faster; codes are used as given); ``--quick`` runs the same code
 on gene subsets of the bundled datasets in seconds (the test suite runs it).  The output is a Markdown
 file: per dataset, our error beside the paper's, the method ordering of both and the differences.
 """
@@ -51,8 +51,9 @@ def load(name, quick=False, n_genes_quick=150, seed=0):
         X = X[:, cols]
     # every gene standardised: the selectors are invariant to it (mean +- sd and MDL bins, correlations), and
     # libsvm's linear SVM on raw intensities (Colon: up to ~20,000) needs seconds per fit instead of milliseconds
-    sd = X.std(axis=0)
-    X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    if not np.all(X == np.round(X)):  # discretised datasets (codes) are used as given
+        sd = X.std(axis=0)
+        X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
     return X, y
 
 
@@ -138,9 +139,14 @@ def run(spec, quick):
         X, y = load(ds["data"], quick=quick)
         sizes = [k for k in ds["sizes"] if k <= X.shape[1]][: 2 if quick else None]
         methods = {name: (method, params) for name, (method, params) in ds["methods"].items()}
-        ours = error_table(X, y, methods, sizes, cv=ds["cv"] if not quick else 3, repeats=1 if quick else ds.get("repeats", 1),
+        cv = 3 if quick else ds["cv"]
+        note = " (quick: bundled data, gene subset)" if quick else ""
+        if isinstance(cv, int) and np.bincount(y).min() < cv:  # stratified k-fold needs k samples per class
+            cv = int(np.bincount(y).min())
+            note += f" ({cv}-fold CV: the smallest class has {cv} samples)"
+        ours = error_table(X, y, methods, sizes, cv=cv, repeats=1 if quick else ds.get("repeats", 1),
                            classifier=ds.get("classifier", "linear_svm"))
-        res = dict(name=ds["name"] + (" (quick: bundled data, gene subset)" if quick else ""), ours=ours,
+        res = dict(name=ds["name"] + note, ours=ours,
                    paper=ds["paper"], cite=ds["cite"], sizes=sizes, methods=list(methods))
         if ds.get("extra"):
             res["extra"] = ds["extra"](X, y)
