@@ -137,6 +137,9 @@ def run(spec, quick):
             continue
         t = time.perf_counter()
         X, y = load(ds["data"], quick=quick)
+        if ds.get("max_samples") and X.shape[0] > ds["max_samples"]:  # e.g. paper 004: 1,000 random samples
+            rows = np.sort(np.random.default_rng(0).choice(X.shape[0], ds["max_samples"], replace=False))
+            X, y = X[rows], y[rows]
         sizes = [k for k in ds["sizes"] if k <= X.shape[1]][: 2 if quick else None]
         methods = {name: (method, params) for name, (method, params) in ds["methods"].items()}
         cv = 3 if quick else ds["cv"]
