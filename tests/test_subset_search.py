@@ -170,6 +170,19 @@ def test_float32_and_row_access_only_matrix():
     assert subset_value(Q, None, Sr, lin=0.0) == pytest.approx(subset_value_loops(Q, None, Sr), rel=1e-12)
 
 
+def test_sparse_matrix_gives_the_dense_result():
+    import scipy.sparse as sps
+
+    rng = np.random.default_rng(13)
+    Q = _qip_instance(rng, 30)
+    Q[Q < 0.5] = 0.0
+    start = [0, 1, 2, 3]
+    S, v, n = swap_search(Q, None, start, quad=1.0, lin=0.0)
+    for fmt in (sps.csr_matrix, sps.csr_array):
+        Ss, vs, ns = swap_search(fmt(Q), None, start, quad=1.0, lin=0.0)
+        assert Ss.tolist() == S.tolist() and vs == pytest.approx(v, rel=1e-12) and ns == n
+
+
 def test_max_swaps_and_inputs_untouched():
     rng = np.random.default_rng(10)
     Q = _qip_instance(rng, 20)

@@ -61,10 +61,18 @@ def _diagonal(Q, M, diag):
     return d
 
 
+def _rows(Q, idx):
+    """``Q[idx]`` as a dense float64 array (ndarray, memory map, scipy.sparse, or any row-indexable object)."""
+    rows = Q[idx]
+    if hasattr(rows, "toarray"):
+        rows = rows.toarray()
+    return np.asarray(rows, dtype=np.float64)
+
+
 def subset_value(Q, a, S, *, quad=1.0, lin=1.0):
     """``lin * sum_{i in S} a_i + quad * sum_{i,j in S} Q_ij`` evaluated directly in float64."""
     S = np.asarray(S, dtype=np.int64)
-    block = np.asarray(Q[np.sort(S)], dtype=np.float64)[:, np.sort(S)]
+    block = _rows(Q, np.sort(S))[:, np.sort(S)]
     lin_part = 0.0 if a is None else float(np.asarray(a, dtype=np.float64)[S].sum())
     return float(lin * lin_part + quad * block.sum())
 
@@ -76,8 +84,8 @@ def swap_search(Q, a, start, *, quad=1.0, lin=1.0, candidates=None, fixed=None, 
     Parameters
     ----------
     Q : array-like (M, M), symmetric
-        Dense ndarray (float32 or float64) or anything with ``.shape`` and row access ``Q[rows]``
-        (rows an increasing integer array).  Only ``Q[S]`` rows are read.
+        Dense ndarray (float32 or float64), scipy.sparse matrix, or anything with ``.shape`` and row
+        access ``Q[rows]`` (rows an increasing integer array).  Only ``Q[S]`` rows are read.
     a : array-like (M,) or None
         Linear coefficients (None: all zero, e.g. the SPEC_CMI QIP).
     start : array-like of int
@@ -159,7 +167,7 @@ def swap_search(Q, a, start, *, quad=1.0, lin=1.0, candidates=None, fixed=None, 
     if not np.all(np.isfinite(d)):
         raise ValueError("Q has non-finite diagonal entries")
 
-    R = np.asarray(Q[S], dtype=np.float64)  # (k, M) rows of the members
+    R = _rows(Q, S)  # (k, M) rows of the members
     if not np.all(np.isfinite(R)):
         raise ValueError("Q has non-finite entries in the rows of the start subset")
     n_swaps = 0
@@ -183,7 +191,7 @@ def swap_search(Q, a, start, *, quad=1.0, lin=1.0, candidates=None, fixed=None, 
         S[leave[p]] = enter[q]
         order = np.argsort(S)
         S = S[order]
-        R[leave[p]] = np.asarray(Q[np.array([enter[q]])], dtype=np.float64)[0]
+        R[leave[p]] = _rows(Q, np.array([enter[q]]))[0]
         R = R[order]
         if not np.all(np.isfinite(R[np.searchsorted(S, enter[q])])):
             raise ValueError(f"Q has non-finite entries in row {int(enter[q])}")

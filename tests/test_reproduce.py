@@ -1,0 +1,32 @@
+"""The paper reproduction scripts (benchmarks/reproduce) run in their --quick mode and write their table.
+
+Full runs take minutes to hours and are not part of the test command.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPRO = Path(__file__).resolve().parents[1] / "benchmarks" / "reproduce"
+SCRIPTS = sorted(p.name for p in REPRO.glob("paper_*.py"))
+
+
+def test_one_script_per_paper():
+    papers = sorted(p.name[:3] for p in (Path(__file__).resolve().parents[1] / ".." / "shared" / "papers").glob("0*.txt"))
+    assert [s[len("paper_"):len("paper_") + 3] for s in SCRIPTS] == (papers or ["000", "001", "002", "003", "004"])
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_quick_mode_writes_markdown_table(script, tmp_path):
+    out = tmp_path / "table.md"
+    env = dict(os.environ, PYTHONPATH=str(REPRO.parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, str(REPRO / script), "--quick", "-o", str(out)], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = out.read_text()
+    assert text.startswith("# Paper") and "| method |" in text and "Protocol:" in text
+    assert "ours" in text and "Ordering" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
+    assert rows and all(any(ch.isdigit() for ch in r) for r in rows)  # every method row has numbers
