@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as _sparse
