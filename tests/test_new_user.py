@@ -134,7 +134,7 @@ def test_cli_plot_ranks(flag, expected, tmp_path, monkeypatch):
     drawn = []
     real = pl.weights
     monkeypatch.setattr(pl, "weights", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
-    args = ["select", "--dataset", "srbct", "--groupby", "class", "--n-genes", "20", "--quiet",
+    args = ["select", "--dataset", "srbct", "--groupby", "class", "--method", "qpfs", "--n-genes", "20", "--quiet",
             "-o", str(tmp_path / "o.h5ad"), "--plot", str(tmp_path / "w.png")]
     assert cli.main(args + ([] if flag is None else ["--plot-ranks", flag])) == 0
     assert (tmp_path / "w.png").stat().st_size > 1000

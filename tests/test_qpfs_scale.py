@@ -399,7 +399,7 @@ def test_registry_tl_and_cli_reach_the_new_options(tmp_path):
     ad.write_h5ad(inp)
     genes = list(ad.var_names[[10, 4]])
     out = tmp_path / "out.h5ad"
-    rc = main(["select", str(inp), "--groupby", "class", "--n-genes", "6", "--solver", "spg",
+    rc = main(["select", str(inp), "--groupby", "class", "--method", "qpfs", "--n-genes", "6", "--solver", "spg",
                "--nystrom-rate", "0.5", "--preselected", ",".join(genes), "-o", str(out), "--quiet"])
     assert rc == 0
     import anndata
