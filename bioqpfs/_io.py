@@ -151,7 +151,8 @@ def atomic_path(path):
                     _fsync(tmp)
                     os.replace(tmp, path)
                     tmp = None
-                    _fsync(d, directory=True)
+                    if os.name == "posix":  # Windows cannot open a directory to flush it
+                        _fsync(d, directory=True)
             except (OSError, RuntimeError) as e:
                 err = _write_error(e, path)
                 if err is e:
