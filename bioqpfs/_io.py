@@ -1,7 +1,9 @@
 """Small I/O helpers: atomic writes and conversion of results to h5ad/R-safe types."""
 from __future__ import annotations
 
+import errno
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -59,30 +61,105 @@ def _deliver(signum):
         os.kill(os.getpid(), signum)
 
 
+#: temporary files of :func:`atomic_path` are named ``.<output name>.bioqpfs-tmp-<random><suffix>``
+TMP_MARK = ".bioqpfs-tmp-"
+
+
+def _fsync(path, directory=False):
+    """Flush ``path`` (a file, or a directory's entries) to the disk."""
+    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
+    try:
+        os.fsync(fd)
+    except OSError as e:  # some file systems cannot flush a directory; the file itself is flushed
+        if not (directory and e.errno in (errno.EINVAL, errno.ENOTSUP, errno.EBADF)):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_error(e, path):
+    """An OSError about writing ``path`` reworded to name it and what to do (not only errno's words).
+
+    Errors about another file are returned as they are; so are those without a known cause.  HDF5
+    (h5py) reports the cause only in its text (``errno = 28``), at times in a ``RuntimeError`` raised
+    when the file is closed; that text is read too.
+    """
+    own = os.path.basename(path)
+    name = getattr(e, "filename", None)
+    if name is not None and os.fspath(name) != path and not os.path.basename(name).startswith("." + own + TMP_MARK) \
+            and os.fspath(name) != os.path.dirname(path):
+        return e
+    code = getattr(e, "errno", None)
+    if code is None:
+        found = re.search(r"errno = (\d+)", str(e))
+        code = int(found.group(1)) if found else None
+    advice = {errno.ENOSPC: "no space left on the device; free space or write elsewhere",
+              errno.EDQUOT: "disk quota exceeded; free space or write elsewhere",
+              errno.EFBIG: "the file is larger than this file system or the file-size limit (ulimit -f) allows",
+              errno.EACCES: "permission denied; choose a writable directory",
+              errno.EPERM: "operation not permitted; choose a writable directory",
+              errno.EROFS: "the file system is read-only; write elsewhere"}.get(code)
+    if advice is None:
+        return e
+    err = (type(e) if isinstance(e, OSError) else OSError)(f"cannot write {path}: {advice}")
+    err.errno = code
+    return err
+
+
 @contextmanager
 def atomic_path(path):
     """Yield a temporary path next to ``path``; move it into place only if the block succeeds.
+
+    The temporary file ``.<name>.bioqpfs-tmp-XXXX<suffix>`` (:data:`TMP_MARK`) is in the output's
+    directory (so the final ``os.replace`` is atomic), flushed to the disk (``fsync``) before the
+    replace and the directory after it, so a crash of the machine right after leaves the old file
+    or the whole new one, never an empty one.  The result gets the mode a plain ``open()`` would
+    give it (``0666 & ~umask``).  The temporary file is removed on every exit path (error, signal;
+    not ``kill -9``, which leaves only a hidden temporary file, never a partial ``path``).  A
+    symbolic link is followed (the file it names is replaced, as ``open()`` would write it); an
+    existing non-regular file (``/dev/null``, ``/dev/full``, a FIFO) is written directly, since it
+    cannot be replaced.  Out of space, quota, permission and read-only errors name ``path``.
 
     SIGINT (Ctrl-C) and SIGTERM received while the block runs are held until it ends: the temporary
     file is then removed, ``path`` is left as it was, and the signal takes effect (KeyboardInterrupt,
     or the process's SIGTERM handler; the CLI exits 130 / 143).
     """
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
+    path = os.path.realpath(os.fspath(path))
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        try:  # a device or FIFO: nothing to replace, nothing to flush
+            yield path
+        except (OSError, RuntimeError) as e:
+            err = _write_error(e, path)
+            if err is e:
+                raise
+            raise err from e
+        return
+    d = os.path.dirname(path)
     received = []
     try:
         with _held_signals() as received:
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=d)
-            os.close(fd)
+            tmp = None
             try:
+                os.makedirs(d, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK,
+                                           suffix=os.path.splitext(path)[1], dir=d)
+                os.close(fd)
                 yield tmp
                 if not received:
                     # mkstemp creates the file 0600; give the result the mode a plain open() would (0666 & ~umask)
                     os.chmod(tmp, 0o666 & ~_umask())
+                    _fsync(tmp)
                     os.replace(tmp, path)
+                    tmp = None
+                    if os.name == "posix":  # Windows cannot open a directory to flush it
+                        _fsync(d, directory=True)
+            except (OSError, RuntimeError) as e:
+                err = _write_error(e, path)
+                if err is e:
+                    raise
+                raise err from e
             finally:
-                if os.path.exists(tmp):
+                if tmp is not None and os.path.exists(tmp):
                     os.remove(tmp)
     finally:
         if received:  # also when the block failed: the signal is what the user asked for

@@ -7,6 +7,7 @@ label) and what to do about it.
 from __future__ import annotations
 
 import contextlib
+import os
 import contextvars
 import weakref
 
@@ -347,6 +348,7 @@ def check_base(base, *, name="base"):
 
 
 def _available_memory_bytes():
+    """Available physical memory (``MemAvailable`` of /proc/meminfo), or None where unknown."""
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -355,6 +357,116 @@ def _available_memory_bytes():
     except OSError:
         pass
     return None
+
+
+def _proc_status_bytes(field):
+    """A ``kB`` field of /proc/self/status (e.g. VmSize, VmData) in bytes, or None."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _rlimit_headroom():
+    """Headroom under the soft ``RLIMIT_AS`` (``ulimit -v``; vs VmSize) and ``RLIMIT_DATA`` (vs VmData), by name."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return {}
+    out = {}
+    for name, field, label in (("RLIMIT_AS", "VmSize", "the address-space limit RLIMIT_AS (ulimit -v)"),
+                               ("RLIMIT_DATA", "VmData", "the data-segment limit RLIMIT_DATA (ulimit -d)")):
+        soft = resource.getrlimit(getattr(resource, name))[0]
+        used = _proc_status_bytes(field)
+        if soft != resource.RLIM_INFINITY and used is not None:
+            out[label] = max(soft - used, 0)
+    return out
+
+
+#: where the cgroup hierarchies are mounted and where this process's cgroups are listed (tests point at fakes)
+CGROUP_ROOT = "/sys/fs/cgroup"
+_PROC_CGROUP = "/proc/self/cgroup"
+_CGROUP_UNLIMITED = 2**60  # v1 writes "no limit" as a number near 2**63
+
+
+def _read_int(path):
+    try:
+        with open(path) as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    return None if text in ("", "max") else int(text) if text.isdigit() else None
+
+
+def _stat_field(path, key):
+    """One ``key value`` line of a cgroup memory.stat file, or 0."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                k, _, v = line.partition(" ")
+                if k == key:
+                    return int(v)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _cgroup_headroom():
+    """Smallest (limit - usage) over this process's memory cgroup and its ancestors, v2 or v1; None if unlimited.
+
+    Usage excludes the reclaimable page cache (``inactive_file``), as ``docker stats`` does.  Where the
+    path of /proc/self/cgroup is not under the mount (a cgroup namespace), the mount root is used.
+    """
+    try:
+        with open(_PROC_CGROUP) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if hid == "0" and controllers == "":      # v2 (also the unified part of a hybrid setup)
+            mounts, files = ("", "unified"), ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):  # v1
+            mounts, files = ("memory",), ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        else:
+            continue
+        for mount in mounts:
+            root = os.path.join(CGROUP_ROOT, mount)
+            if not os.path.isdir(root):
+                continue
+            d = os.path.join(root, path.lstrip("/"))
+            d = d if os.path.isdir(d) else root
+            while True:
+                limit, usage = _read_int(os.path.join(d, files[0])), _read_int(os.path.join(d, files[1]))
+                if limit is not None and limit < _CGROUP_UNLIMITED and usage is not None:
+                    usage -= min(_stat_field(os.path.join(d, "memory.stat"), files[2]), usage)
+                    best = max(limit - usage, 0) if best is None else min(best, max(limit - usage, 0))
+                if os.path.normpath(d) == os.path.normpath(root):
+                    break
+                d = os.path.dirname(d)
+    return best
+
+
+def available_memory():
+    """The memory an allocation can use now, and the limit that binds.
+
+    The smallest of: available physical memory (``MemAvailable``), the headroom under the soft
+    ``RLIMIT_AS`` / ``RLIMIT_DATA`` (limit minus the current VmSize / VmData), and the cgroup v2 / v1
+    memory limit minus current usage (containers, batch schedulers, CI).  Returns ``(bytes, label)``,
+    or ``(None, None)`` where none is known.
+    """
+    candidates = {"available physical memory": _available_memory_bytes(), **_rlimit_headroom(),
+                  "the memory limit of this container/cgroup": _cgroup_headroom()}
+    candidates = {k: v for k, v in candidates.items() if v is not None}
+    if not candidates:
+        return None, None
+    label = min(candidates, key=candidates.get)
+    return candidates[label], label
 
 
 #: what to do about a refused allocation, in the words of each face: (Python, CLI); None where a face has no such
@@ -378,8 +490,9 @@ REMEDIES = {
 class MemoryGuardError(MemoryError):
     """An allocation refused before it is attempted; :meth:`message` words the remedies for a face."""
 
-    def __init__(self, what, n_bytes, available, remedies):
+    def __init__(self, what, n_bytes, available, remedies, limit="available physical memory"):
         self.what, self.n_bytes, self.available, self.remedies = what, n_bytes, available, list(remedies)
+        self.limit = limit
         super().__init__(self.message("python"))
 
     def message(self, face="python"):
@@ -389,18 +502,20 @@ class MemoryGuardError(MemoryError):
         texts = [t for t in texts if t]
         todo = "; ".join(texts) if texts else "use a machine with more memory"
         return (f"{self.what} needs about {self.n_bytes / 2**30:.1f} GiB but only {self.available / 2**30:.1f} GiB "
-                f"are available; {todo}")
+                f"are available (bound by {self.limit}); {todo}")
 
 
 def memory_guard(n_bytes, what, remedies, *, fraction=0.8):
     """Refuse an allocation that would not fit in available memory, before attempting it.
 
     ``remedies``: keys of :data:`REMEDIES` (worded for each face), or free text (a str, or a list
-    mixing both) used as is.  Raises :class:`MemoryGuardError` (a ``MemoryError``).
+    mixing both) used as is.  ``n_bytes`` is the peak of the whole operation, compared with
+    ``fraction`` of :func:`available_memory` (the binding one of physical memory, rlimits and the
+    cgroup limit, named in the message).  Raises :class:`MemoryGuardError` (a ``MemoryError``).
     """
-    avail = _available_memory_bytes()
+    avail, limit = available_memory()
     if avail is not None and n_bytes > fraction * avail:
-        raise MemoryGuardError(what, n_bytes, avail, [remedies] if isinstance(remedies, str) else remedies)
+        raise MemoryGuardError(what, n_bytes, avail, [remedies] if isinstance(remedies, str) else remedies, limit)
 
 
 def _is_real(value):

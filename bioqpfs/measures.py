@@ -122,12 +122,14 @@ def _check_dtype(dtype):
     return dt
 
 
-def _output_guard(r, m, dtype, what, remedies=None):
+def _output_guard(r, m, dtype, what, remedies=None, extra_bytes=0):
     """Refuse an r x m output that would not fit in memory.  ``remedies`` (keys of ``_validation.REMEDIES``):
-    by default those of the public measures -- rows=, float32 (unless it already is), fewer genes, Nystrom."""
+    by default those of the public measures -- rows=, float32 (unless it already is), fewer genes, Nystrom.
+    ``extra_bytes``: what the caller's next step needs beside the matrix (a solver's working memory)."""
     if remedies is None:
         remedies = ["rows"] + (["float32"] if np.dtype(dtype) != np.float32 else []) + ["genes", "nystrom"]
-    memory_guard(r * m * np.dtype(dtype).itemsize, f"the {r} x {m} {what} matrix", remedies)
+    what = f"the {r} x {m} {what} matrix" + (" with the solver's working memory" if extra_bytes else "")
+    memory_guard(r * m * np.dtype(dtype).itemsize + extra_bytes, what, remedies)
 
 
 def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64):

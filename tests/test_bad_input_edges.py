@@ -512,7 +512,7 @@ def test_signal_during_the_write_leaves_no_output_and_no_temporary_file(tmp_path
     code, err = _run_until(tmp_path, ["select", "in.h5ad", "--groupby", "cls", "--method", "maxrel", "--n-genes", "2",
                                       "-o", "out.h5ad", "--quiet"], "WRITING", sig, script=_SLOW_WRITE)
     assert code == rc, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5ad"]   # no out.h5ad, no .tmp-*.h5ad
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5ad"]   # no out.h5ad, no .out.h5ad.bioqpfs-tmp-*.h5ad
     assert "Traceback" not in err
 
 

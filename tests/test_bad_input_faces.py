@@ -121,7 +121,7 @@ def test_cli_outputs_checked_before_computing(files):
     assert r.returncode == 1 and "--plot file 'w.jpg' must end in one of .png, .pdf, .svg" in r.stderr
     assert not (d / "o.h5ad").exists()      # nothing written before the error
     r = run(*base, "-o", "o.h5ad", "--tsv", "adir", cwd=d)
-    assert r.returncode == 1 and "--tsv 'adir' is a directory" in r.stderr and ".tmp-" not in r.stderr
+    assert r.returncode == 1 and "--tsv 'adir' is a directory" in r.stderr and "bioqpfs-tmp-" not in r.stderr
     assert not (d / "o.h5ad").exists()
     r = run("evaluate", "in.h5ad", "--groupby", "tissue", "--n-genes", "2", "--cv", "3", "-o", "adir", "--quiet",
             cwd=d)
@@ -344,4 +344,4 @@ def test_plot_save_is_validated_and_atomic(tmp_path):
         bioqpfs.pl.weights(adata, show=False, save=tmp_path / "d.png")
     out = tmp_path / "new_dir" / "w.png"  # a missing folder is created, as the CLI does
     bioqpfs.pl.weights(adata, show=False, save=out)
-    assert out.read_bytes()[:4] == b"\x89PNG" and not list(out.parent.glob(".tmp-*"))
+    assert out.read_bytes()[:4] == b"\x89PNG" and not list(out.parent.glob(".*.bioqpfs-tmp-*"))

@@ -38,7 +38,7 @@ def test_select_writes_h5ad_and_tsv(h5ad, tmp_path):
     assert b.uns["bioqpfs"]["params"]["preset"] == "default"
     df = pd.read_csv(tsv, sep="\t")
     assert list(df.columns[:4]) == ["gene", "rank", "weight", "selected"] and df["gene"][0] == "g0"
-    assert not list(tmp_path.glob(".tmp-*"))
+    assert not list(tmp_path.glob(".*.bioqpfs-tmp-*"))  # atomic_path's temporary files (_io.TMP_MARK)
     # atomic writes keep the mode a plain open() gives (0666 & ~umask), not mkstemp's 0600
     mask = os.umask(0o022)
     os.umask(mask)

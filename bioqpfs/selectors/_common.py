@@ -83,13 +83,15 @@ def information_relevance(table, y_codes, base):
 
 
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
-                             rows=None, dtype=np.float64, class_weight=None):
+                             rows=None, dtype=np.float64, class_weight=None, working_bytes=0):
     """Redundancy Q (|Pearson| or MI) and relevance F of the genes of X -- the one place selectors get them.
 
     ``relevance`` is a kind ("mi", "hall", "mst", "mst_cpx") or a precomputed vector; the defaults follow
     the QPFS paper (section 2.1): MI redundancy with MI relevance, correlation with Hall's relevance.
     Q is the whole matrix (``need_full``), only ``rows`` of it (Nystrom), or None; ``dtype`` float32
     halves it at genome scale.  ``class_weight="balanced"`` weighs every class equally in Q and F (MI only).
+    ``working_bytes``: the memory the caller needs on top of Q (e.g. its solver), so that the guard
+    refuses the whole operation before Q is computed rather than after.
     Returns ``(Q, F, relevance_name, code_table_or_None)``."""
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}; choose one of {SIMILARITIES}")
@@ -108,7 +110,8 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     if need_full or rows is not None:
         r = m if rows is None else len(rows)
         measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
-                               ["genes", "nystrom", "ikm"])  # a selector picks rows and dtype itself
+                               ["genes", "nystrom", "ikm"],  # a selector picks rows and dtype itself
+                               extra_bytes=working_bytes)
         if similarity == "mi":
             Q = _info.pairwise_information(table, None, "mi", rows=rows, base=base, dtype=dtype)
         else:

@@ -316,6 +316,24 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     return x, diagnostics
 
 
+def _solver_working_bytes(m, solver="auto", psd_fix="shift"):
+    """Peak working memory of :func:`solve_qpfs` on M genes, beyond Q itself (bytes; for the memory guard).
+
+    quadprog (``solver="quadprog"``, or ``"auto"`` up to ``QUADPROG_AUTO_MAX`` genes): the dense G,
+    the M x (M+1) constraints and its workspace, ~4 M^2 float64.  ``psd_fix="clip"`` up to
+    :data:`CLIP_DENSE_MAX`: G dense, its eigenvectors and LAPACK's workspace, ~3 M^2 float64.
+    Otherwise O(M) (the large-scale path): Lanczos vectors (40 for the shift; up to
+    2 x :data:`CLIP_LANCZOS_MAX` + 1 when clipping), the float64 row blocks of the products
+    (``_ROW_CHUNK`` rows) and ~20 SPG vectors.
+    """
+    quad = solver == "quadprog" or (solver == "auto" and m <= simplex_qp.QUADPROG_AUTO_MAX)
+    dense = (4 if quad else 0) + (3 if psd_fix == "clip" and m <= CLIP_DENSE_MAX else 0)
+    if dense:
+        return dense * m * m * 8
+    lanczos = {"clip": 2 * CLIP_LANCZOS_MAX + 1, "shift": 40}.get(psd_fix, 0)
+    return (lanczos + simplex_qp._ROW_CHUNK + 20) * m * 8
+
+
 def _finite_weights(z, solver):
     """Zero the round-off weights and renormalise; a solver that returned NaN/Inf is an error, never an answer."""
     z = np.asarray(z, dtype=np.float64)
@@ -666,7 +684,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64
         Q, F, relevance_used, _ = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                             discretization=discretization, n_bins=n_bins, base=base,
-                                            need_full=True, dtype=dtype, class_weight=class_weight)
+                                            need_full=True, dtype=dtype, class_weight=class_weight,
+                                            working_bytes=_solver_working_bytes(m, solver, psd_fix))
         t_measures = time.perf_counter() - t0
         a_hat, q_bar, f_bar = alpha_hat(Q, F)
         alpha_used = a_hat if alpha is None else float(alpha)

@@ -1,0 +1,305 @@
+"""Reliability as a tested property (issue 18): memory limits set by the environment, durable atomic
+writes, and faults on the output side (a full disk, a file-size limit, an unwritable directory).
+
+Faults run in subprocesses, each bounded by a timeout; the data are small so each test takes seconds.
+"""
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+
+from bioqpfs import _io, _validation
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="rlimits, /proc and /dev/full: Linux")
+
+
+def _run(script, *args, cwd=None, timeout=180, **kw):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd, **kw)
+
+
+def _h5ad(path, n=40, m=30, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    X = rng.normal(size=(n, m)) + 2.0 * y[:, None] * (np.arange(m) < 3)
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(np.array(["a", "b"])[y])},
+                                       index=[f"c{i}" for i in range(n)]),
+                   var=pd.DataFrame(index=[f"g{j}" for j in range(m)]))
+    a.write_h5ad(path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 1: the memory guard knows the limits that the environment sets
+# ---------------------------------------------------------------------------------------------------
+#: sets the soft limit to the current usage + 1 GiB *after* the imports (numba/LLVM reserve address
+#: space at import), then asks for exact QPFS on 20,000 genes: Q alone is 20,000^2 float32 = 1.5 GiB
+_UNDER_RLIMIT = """
+import resource, sys
+import numpy as np
+import bioqpfs
+from bioqpfs import _validation
+limit, field = sys.argv[1], {"RLIMIT_AS": "VmSize", "RLIMIT_DATA": "VmData"}[sys.argv[1]]
+used = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field + ":"))
+resource.setrlimit(getattr(resource, limit), (used + 2**30, resource.RLIM_INFINITY))
+rng = np.random.default_rng(0)
+X = rng.normal(size=(30, 20000)).astype(np.float32)
+y = np.arange(30) % 2
+if sys.argv[2] == "python":
+    try:
+        bioqpfs.qpfs(X, y, n_genes=5)
+    except _validation.MemoryGuardError as e:
+        print("GUARD:", e)
+        sys.exit(3)
+else:
+    import anndata as ad, pandas as pd
+    from bioqpfs.cli import main
+    sys.exit(main(["select", sys.argv[3], "--groupby", "cls", "--method", "qpfs", "--n-genes", "5",
+                   "-o", sys.argv[4], "--quiet"]))
+"""
+
+
+@pytest.mark.parametrize("limit", ["RLIMIT_AS", "RLIMIT_DATA"])
+def test_rlimit_refusal_is_the_guards_and_names_the_limit(limit):
+    """Before: the guard looked at physical memory only, so numpy's raw 'Unable to allocate' came out."""
+    r = _run(_UNDER_RLIMIT, limit, "python", timeout=120)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "GUARD:" in r.stdout and limit in r.stdout, r.stdout
+    assert "20000 x 20000" in r.stdout and "with the solver's working memory" in r.stdout
+    assert "nystrom_rate" in r.stdout and "mask_var" in r.stdout       # what to do, in Python words
+    assert "Unable to allocate" not in r.stdout + r.stderr
+
+
+def test_rlimit_refusal_on_the_cli_names_the_limit_and_cli_flags(tmp_path):
+    rng = np.random.default_rng(1)
+    y = np.arange(30) % 2
+    a = ad.AnnData(rng.normal(size=(30, 20000)).astype(np.float32),
+                   obs=pd.DataFrame({"cls": np.array(["a", "b"])[y]}, index=[f"c{i}" for i in range(30)]))
+    a.write_h5ad(tmp_path / "in.h5ad")
+    r = _run(_UNDER_RLIMIT, "RLIMIT_AS", "cli", "in.h5ad", "out.h5ad", cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("bioqpfs: error:") and "RLIMIT_AS (ulimit -v)" in line, r.stderr
+    assert "--mask-var" in line and "--nystrom-rate" in line and "Traceback" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5ad"]
+
+
+def _cgroup_tree(root, version, levels):
+    """A fake cgroup mount: ``levels`` = [(path, limit or None, usage, inactive_file)], outermost first."""
+    mount = root / ("" if version == 2 else "memory")
+    files = (("memory.max", "memory.current", "inactive_file") if version == 2 else
+             ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"))
+    for path, limit, usage, inactive in levels:
+        d = mount / path.lstrip("/")
+        d.mkdir(parents=True, exist_ok=True)
+        (d / files[0]).write_text(("max" if version == 2 else str(2**63 - 4096)) if limit is None else str(limit))
+        (d / files[1]).write_text(str(usage))
+        (d / "memory.stat").write_text(f"anon 1\n{files[2]} {inactive}\nactive_file 7\n")
+    proc = root / "proc_cgroup"
+    own = levels[-1][0]
+    proc.write_text(f"0::{own}\n" if version == 2 else f"5:cpu,cpuacct:/\n4:memory:{own}\n0::/\n")
+    return proc
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_cgroup_limit_minus_usage_is_read_from_the_binding_level(tmp_path, monkeypatch, version):
+    GiB = 2**30
+    # the container (outer) allows 3 GiB and uses 2.5 (0.25 of it reclaimable page cache): 0.75 GiB left;
+    # the job's own cgroup allows 2 GiB and uses 0.5: 1.5 GiB left.  The outer one binds.
+    proc = _cgroup_tree(tmp_path, version, [("/", None, 5 * GiB, 0), ("/ctr", 3 * GiB, 10 * GiB // 4, GiB // 4),
+                                             ("/ctr/job", 2 * GiB, GiB // 2, 0)])
+    monkeypatch.setattr(_validation, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(_validation, "_PROC_CGROUP", str(proc))
+    assert _validation._cgroup_headroom() == 3 * GiB - (10 * GiB // 4 - GiB // 4)
+    monkeypatch.setattr(_validation, "_available_memory_bytes", lambda: 64 * GiB)
+    monkeypatch.setattr(_validation, "_rlimit_headroom", lambda: {})
+    avail, label = _validation.available_memory()
+    assert avail == 3 * GiB // 4 and "cgroup" in label
+    _validation.memory_guard(GiB // 2, "half a GiB", ["genes"])            # 0.5 <= 0.8 * 0.75: passes
+    with pytest.raises(MemoryError, match=r"needs about 1\.0 GiB but only 0\.8 GiB are available \(bound by the "
+                                          r"memory limit of this container/cgroup\)"):
+        _validation.memory_guard(GiB, "one GiB", ["genes"])
+
+
+def test_unlimited_cgroup_is_no_limit(tmp_path, monkeypatch):
+    proc = _cgroup_tree(tmp_path, 2, [("/", None, 2**30, 0), ("/a", None, 2**30, 0)])
+    monkeypatch.setattr(_validation, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(_validation, "_PROC_CGROUP", str(proc))
+    assert _validation._cgroup_headroom() is None
+
+
+def test_qpfs_guard_covers_the_solvers_working_memory(monkeypatch):
+    """The estimate is Q plus the solver (here quadprog: ~4 M^2 float64), not Q alone: with room for Q
+    but not for the solver the refusal comes before Q is computed."""
+    from bioqpfs.selectors import qpfs as _qpfs
+
+    m = 200
+    q_bytes = m * m * 8
+    monkeypatch.setattr(_validation, "available_memory", lambda: (int(2 * q_bytes / 0.8), "test limit"))
+    calls = []
+    monkeypatch.setattr(_qpfs, "solve_qpfs", lambda *a, **k: calls.append(1))
+    rng = np.random.default_rng(0)
+    with pytest.raises(MemoryError, match=r"200 x 200 mutual information matrix with the solver's working memory"):
+        _qpfs.qpfs(rng.normal(size=(20, m)), np.arange(20) % 2, n_genes=3)
+    assert calls == []
+    assert _qpfs._solver_working_bytes(m) == 4 * m * m * 8                       # quadprog
+    assert _qpfs._solver_working_bytes(5000, "auto", "shift") < 5000 * 5000    # O(M) beyond quadprog
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 2: durable atomic writes
+# ---------------------------------------------------------------------------------------------------
+def test_atomic_write_flushes_file_then_replaces_then_flushes_directory(tmp_path, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", os.fspath(src), os.fspath(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    out = tmp_path / "res.tsv"
+    with _io.atomic_path(out) as tmp:
+        assert os.path.dirname(tmp) == str(tmp_path)
+        assert os.path.basename(tmp).startswith(".res.tsv" + _io.TMP_MARK) and tmp.endswith(".tsv")
+        with open(tmp, "w") as fh:
+            fh.write("a\tb\n")
+    assert events == [("fsync", tmp), ("replace", tmp, str(out)), ("fsync", str(tmp_path))]
+    assert out.read_text() == "a\tb\n" and os.listdir(tmp_path) == ["res.tsv"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_output_mode_is_0666_minus_umask(tmp_path, umask):
+    r = _run("""
+        import os, sys
+        os.umask(int(sys.argv[2], 8))
+        from bioqpfs._io import atomic_path
+        with atomic_path(sys.argv[1]) as tmp:
+            open(tmp, "w").write("x")
+        """, tmp_path / "o.txt", oct(umask), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(os.stat(tmp_path / "o.txt").st_mode) == 0o666 & ~umask
+
+
+def test_failed_flush_or_block_leaves_old_file_and_no_temporary(tmp_path, monkeypatch):
+    import errno
+
+    out = tmp_path / "o.txt"
+    out.write_text("old")
+    with pytest.raises(RuntimeError):
+        with _io.atomic_path(out) as tmp:
+            open(tmp, "w").write("new")
+            raise RuntimeError("the block failed")
+    assert out.read_text() == "old" and os.listdir(tmp_path) == ["o.txt"]
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_io, "_fsync", full)    # the disk fills while the data are flushed
+    with pytest.raises(OSError, match=r"cannot write .*o\.txt: no space left on the device"):
+        with _io.atomic_path(out) as tmp:
+            open(tmp, "w").write("new")
+    assert out.read_text() == "old" and os.listdir(tmp_path) == ["o.txt"]
+
+
+def test_symlinked_output_replaces_the_target_not_the_link(tmp_path):
+    (tmp_path / "real.txt").write_text("old")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
+    with _io.atomic_path(tmp_path / "link.txt") as tmp:
+        open(tmp, "w").write("new")
+    assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "real.txt").read_text() == "new"
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 3 (the output side): a full disk, a file-size limit, an unwritable directory
+# ---------------------------------------------------------------------------------------------------
+_CLI = "import sys; from bioqpfs.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _digest(path):
+    import hashlib
+
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize("opt", ["-o", "--tsv"])
+def test_full_disk_output_is_a_clear_error_and_the_input_is_intact(tmp_path, opt):
+    """/dev/full (reached through a link, so that an old version cannot replace the device node itself):
+    before, the link was replaced by a regular file and the run exited 0 as if the result was written."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    inp = _h5ad(tmp_path / "in.h5ad")
+    before = _digest(inp)
+    (tmp_path / "full.out").symlink_to("/dev/full")
+    args = ["select", "in.h5ad", "--groupby", "cls", "--method", "maxrel", "--n-genes", "3", "--quiet"]
+    args += ["-o", "full.out"] if opt == "-o" else ["-o", "out.h5ad", "--tsv", "full.out"]
+    r = _run(_CLI, *args, cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "bioqpfs: error: cannot write /dev/full: no space left on the device" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (tmp_path / "full.out").is_symlink() and stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert _digest(inp) == before
+    assert not [p for p in os.listdir(tmp_path) if _io.TMP_MARK in p]
+
+
+def test_file_size_limit_mid_write_leaves_no_output_and_no_temporary(tmp_path):
+    """A disk that fills during the write, simulated by RLIMIT_FSIZE (the write fails with EFBIG)."""
+    _h5ad(tmp_path / "in.h5ad", m=400)
+    script = """
+        import resource, signal, sys
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.RLIM_INFINITY))
+        from bioqpfs.cli import main
+        sys.exit(main(sys.argv[1:]))
+        """
+    r = _run(script, "select", "in.h5ad", "--groupby", "cls", "--method", "maxrel", "--n-genes", "3", "-o",
+             "out.h5ad", "--quiet", cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "cannot write" in r.stderr and "out.h5ad" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in.h5ad"]
+
+
+@pytest.fixture
+def unwritable_dir(tmp_path):
+    """A directory nobody may write to: 0555 for a user; for root (who writes anywhere) immutable (chattr +i)."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode != 0:
+            pytest.skip("running as root and chattr +i is not available here")
+        yield d
+        subprocess.run(["chattr", "-i", str(d)], capture_output=True)
+    else:
+        d.chmod(0o555)
+        yield d
+        d.chmod(0o755)
+
+
+def test_unwritable_output_directory(tmp_path, unwritable_dir):
+    _h5ad(tmp_path / "in.h5ad")
+    r = _run(_CLI, "select", "in.h5ad", "--groupby", "cls", "--method", "maxrel", "--n-genes", "2",
+             "-o", "ro/out.h5ad", "--quiet", cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "bioqpfs: error: -o 'ro/out.h5ad'" in r.stderr and "is not writable" in r.stderr, r.stderr
+    # the library face (no up-front check): the error names the output, no temporary file is left
+    r = _run("""
+        import sys
+        from bioqpfs._io import atomic_path
+        with atomic_path(sys.argv[1]) as tmp:
+            open(tmp, "w").write("x")
+        """, unwritable_dir / "o.txt", timeout=60)
+    assert r.returncode == 1
+    assert f"cannot write {unwritable_dir}/o.txt: " in r.stderr and "choose a writable directory" in r.stderr, \
+        r.stderr
+    assert os.listdir(unwritable_dir) == []
