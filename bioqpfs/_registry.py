@@ -13,11 +13,19 @@ __all__ = ["select", "methods", "register", "method_function", "DEFAULT_PANEL", 
 
 # name -> (module, function, one-line description)
 _METHODS: dict[str, tuple[str, str, str]] = {}
+# name -> the scikit-learn estimator class (in bioqpfs.estimators) that serves it, when registered with one
+_FAMILIES: dict[str, str] = {}
 
 
-def register(name, module, function, description):
-    """Add a method; ``module:function`` is imported lazily on first use."""
+def register(name, module, function, description, family=None):
+    """Add a method; ``module:function`` is imported lazily on first use.
+
+    ``family``: the name of the estimator class in :mod:`bioqpfs.estimators` that serves the method (e.g.
+    ``"BioQPFSSelector"``); by default it is inferred from the name (see ``estimators.registered_families``).
+    """
     _METHODS[name] = (module, function, description)
+    if family is not None:
+        _FAMILIES[name] = family
 
 
 register("qpfs", "bioqpfs.selectors.qpfs", "qpfs", "Quadratic Programming Feature Selection, exact (Rodriguez-Lujan et al. 2010)")
@@ -30,6 +38,9 @@ register("mrmr_mid", "bioqpfs.selectors.baselines", "mrmr_mid", "Greedy mRMR, di
 register("mrmr_miq", "bioqpfs.selectors.baselines", "mrmr_miq", "Greedy mRMR, quotient form MIQ (Ding & Peng 2005)")
 register("jmi", "bioqpfs.selectors.baselines", "jmi", "Greedy joint mutual information, = EMRMR (Yang & Moody 1999)")
 register("cife", "bioqpfs.selectors.baselines", "cife", "Greedy conditional infomax feature extraction (Lin & Tang 2006)")
+register("qpfs_cover", "bioqpfs.selectors.qpfs_cover", "qpfs_cover",
+         "Class-covering QPFS: one QPFS per class on one-vs-rest MI, panel round-robin over classes (bioqpfs)",
+         family="BioQPFSSelector")
 register("random", "bioqpfs.selectors.baselines", "random_genes", "Seeded uniform random ranking (baseline)")
 register("ldfs", "bioqpfs.selectors.transform", "ldfs", "Linear Discriminant Feature Selection, l1/linf row-sparse LDA (Masaeli et al. 2010)")
 register("hsfs", "bioqpfs.selectors.transform", "hsfs", "Hilbert-Schmidt Feature Selection, l1/linf row-sparse HSIC (Masaeli et al. 2010)")

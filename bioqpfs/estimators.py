@@ -394,9 +394,13 @@ class BaselineSelector(BioQPFSSelector):
 
 def registered_families():
     """Which estimator class serves each registered method (for docs and tests)."""
+    from ._registry import _FAMILIES
+
     fam = {}
     for name in methods():
-        if name in ("qpfs", "eqpfs"):
+        if name in _FAMILIES:
+            fam[name] = globals()[_FAMILIES[name]]
+        elif name in ("qpfs", "eqpfs"):
             fam[name] = QPFSSelector
         elif name.startswith(("spec_cmi", "sdp_cmi")):
             fam[name] = SpecCMISelector

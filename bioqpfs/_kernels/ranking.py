@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RANK_REL_TOL", "snap_ties", "rank_descending"]
+__all__ = ["RANK_REL_TOL", "snap_ties", "rank_descending", "round_robin"]
 
 #: values closer than this, relative to the largest magnitude among those compared, are ties.
 #: Information and correlation scores are computed in float64 to ~1e-15 relative; solver weights
@@ -62,3 +62,44 @@ def rank_descending(keys, index, rel_tol=RANK_REL_TOL):
     index = np.asarray(index)
     cols = [index] + [-snap_ties(k, rel_tol) for k in reversed(list(keys))]
     return np.lexsort(cols)
+
+
+def round_robin(rankings, n=None):
+    """Interleave per-group rankings: in each round every group in turn takes its best item not yet taken.
+
+    Parameters
+    ----------
+    rankings : sequence of array-like of int
+        One ranking per group, best first (they may share items and differ in length).
+    n : int, optional
+        Stop after this many items (default: until every ranking is exhausted).
+
+    Returns
+    -------
+    order : ndarray of int
+        The interleaved items, each once.
+    owner : ndarray of int
+        For each item of ``order``, the group that took it.
+
+    Unlike a plain merge of rank r of every group (scanpy-style round-robin of marker lists), a group
+    whose next item was already taken by another group takes its following one, so that after r rounds
+    every group with r distinct candidates holds r items.
+    """
+    lists = [np.asarray(r, dtype=np.int64) for r in rankings]
+    total = len(np.unique(np.concatenate(lists))) if lists and any(r.size for r in lists) else 0
+    n = total if n is None else min(int(n), total)
+    pos = [0] * len(lists)
+    taken, order, owner = set(), [], []
+    while len(order) < n:
+        for g, r in enumerate(lists):
+            while pos[g] < r.size and int(r[pos[g]]) in taken:
+                pos[g] += 1
+            if pos[g] < r.size:
+                item = int(r[pos[g]])
+                taken.add(item)
+                order.append(item)
+                owner.append(g)
+                pos[g] += 1
+                if len(order) == n:
+                    break
+    return np.asarray(order, dtype=np.int64), np.asarray(owner, dtype=np.int64)

@@ -131,3 +131,37 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
             raise ValueError("relevance vector must be finite and non-negative")
         relevance = "user"
     return Q, np.asarray(F, dtype=np.float64), relevance, table
+
+
+def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
+    """F[c, i] = I(X_i; 1[C = c]): the information of each gene about "class c or not", for every class c.
+
+    Counted from the codes of ``table`` (an ungrouped :func:`info_table`) with the labels recoded to c vs. the
+    rest.  ``class_weight="balanced"`` weighs the two sides equally (each sample of c by N / (2 n_c), each other
+    sample by N / (2 (N - n_c)); :func:`bioqpfs._kernels.information.class_sample_weights` on the binary labels),
+    so a type of 8 cells is as visible as one of 240; ``None`` counts every sample once.  Returns ``(C, M)``.
+    """
+    if table.order is not None:
+        raise ValueError("one_vs_rest_relevance needs an ungrouped code table (samples in input order)")
+    F = np.empty((n_classes, table.n_genes))
+    for c in range(n_classes):
+        g = (np.asarray(y_codes) == c).astype(np.int64)
+        binary = _info.CodeTable(table.codes, None, groups=g, weights=_info.class_sample_weights(g, class_weight))
+        F[c] = _info.class_relevance(binary) / np.log(base)
+    return F
+
+
+def higher_in_class(X, y_codes, n_classes):
+    """``up[c, i]``: the mean of gene i over the samples of class c exceeds its mean over all other samples.
+
+    The direction of a marker gene ("up-regulated in c"), from per-class sums ``X^T 1[C = c]`` (one sparse-aware
+    product; X is never densified).  Returns a bool array ``(C, M)``.
+    """
+    y_codes = np.asarray(y_codes, dtype=np.int64)
+    n = y_codes.size
+    ind = np.zeros((n, n_classes))
+    ind[np.arange(n), y_codes] = 1.0
+    sums = np.asarray(X.T @ ind, dtype=np.float64).T  # (C, M)
+    sizes = ind.sum(axis=0)[:, None]
+    rest = np.maximum(n - sizes, 1.0)
+    return sums / np.maximum(sizes, 1.0) > (sums.sum(axis=0)[None, :] - sums) / rest

@@ -1,0 +1,162 @@
+"""Class-covering QPFS: one QPFS per class on a one-vs-rest relevance, the panel taken round-robin over classes.
+
+For every class c (ours; built on the QPFS problem of Rodriguez-Lujan et al., JMLR 2010, eq. 2)::
+
+    x_c = argmin_x  1/2 (1 - alpha_c) x^T Q x - alpha_c F_c^T x    s.t.  x_i >= 0,  sum_i x_i = 1
+
+with the shared redundancy Q (mutual information, Q_ii = H(X_i), as QPFS), the one-vs-rest relevance
+F_c,i = I(X_i; 1[C = c]) (zero for genes that are not higher in c than in the other samples, by default: marker
+genes), and alpha_c = alpha_hat(Q, F_c) (eq. 9).  Each class ranks the genes by x_c (ties by F_c, section 2.3
+step 8); the panel interleaves the class rankings: in round r every class in turn adds its best gene not yet in
+the panel.  So a panel of k >= C genes holds at least one gene chosen for every class, and within a class the
+QP keeps the class's genes non-redundant with each other.  One Q is computed for all C problems.
+
+Why: balanced accuracy (and a panel user) weighs every cell type equally, while the multiclass I(X; C) of plain
+QPFS rewards genes that separate the large groups; at k close to the number of types, covering every type
+matters more (issue 22; the benchmark is ``benchmarks/bench_panels.py`` and README "Panel quality").
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from .. import measures
+from .._kernels.ranking import round_robin
+from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
+from .._validation import check_n_genes
+from ._common import (higher_in_class, one_vs_rest_relevance, prepare, similarity_and_relevance, warn_constant)
+from .qpfs import FLOAT32_FROM, PSD_FIXES, _solver_working_bytes, alpha_hat, solve_qpfs
+
+__all__ = ["qpfs_cover", "DIRECTIONS"]
+
+#: ``direction="up"``: only genes higher in the class than elsewhere count for it (marker genes);
+#: ``"both"``: any gene informative about "c or not"
+DIRECTIONS = ("up", "both")
+
+
+def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization="auto", n_bins=3,
+               class_weight="balanced", base=2, solver="auto", psd_fix="shift", random_state=None,
+               feature_names=None):
+    """Rank genes with class-covering QPFS (one QPFS per class, round-robin over the classes).
+
+    Parameters
+    ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+        Expression (numpy, scipy.sparse CSR/CSC; never densified; integer codes with ``discretization=None``).
+    y : array-like, shape (n_samples,)
+        Class labels (at least 2 classes).
+    n_genes : int, optional
+        Panel size; marks ``Selection.selected``.  The ranking covers every gene.
+    direction : {"up", "both"}
+        ``"up"`` (default): a gene counts for class c only if its mean in c is above its mean over the other
+        samples, as marker genes are; ``"both"``: any gene informative about "c or not" (a gene low in c too).
+    alpha : float in [0, 1], optional
+        Trade-off of every per-class problem; default alpha_hat(Q, F_c) per class (QPFS eq. 9).
+    discretization : {"auto", "mean_sd", "quantile", "zero_quantile", "mdl", None}
+        Codes for the MI; ``"auto"`` (default): zero vs. non-zero + quantiles on zero-inflated (single-cell) data,
+        the paper's mean +- sd bins otherwise (:func:`bioqpfs.measures.resolve_discretization`).
+    n_bins : int
+        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    class_weight : {"balanced", None}
+        ``"balanced"`` (default): every class counts equally in Q, and in F_c class c weighs as much as all the
+        other samples (a type of 8 cells is as visible as one of 240); ``None``: empirical frequencies.
+    base : float
+        Logarithm base of MI (does not change the ranking).
+    solver : {"auto", "quadprog", "spg"}
+        QP solver of each per-class problem (see :func:`bioqpfs.qpfs`).
+    psd_fix : {"shift", "clip", "none"}
+        Convexification of an indefinite Q (see :func:`bioqpfs.selectors.qpfs.apply_psd_fix`).  Default
+        ``"shift"``: the per-class solutions spread over more genes, so every class ranks a longer list.
+    random_state : ignored
+        The method is deterministic (accepted for a uniform interface).
+    feature_names : sequence of str, optional
+
+    Returns
+    -------
+    Selection
+        ``ranking``: the round-robin over the classes' QPFS rankings (each class lists the genes with a positive
+        weight or relevance for it), then the remaining genes by the multiclass relevance I(X; C), then constant
+        genes.  ``weights``: the weight of each gene in the QP of the class it was taken for (0 for genes after
+        the round-robin).  ``relevance``: I(X; C) (same ``class_weight``).  ``extra_columns["class"]``: the
+        class a gene was taken for ("" after the round-robin).  ``diagnostics``: per class ``alpha``,
+        ``n_candidates`` (genes it ranks), and ``n_covered`` (genes it holds in the panel).
+
+    Notes
+    -----
+    The per-class problems share Q and differ only in F_c, so the cost is one Q (as QPFS) plus C QP solves.
+    With ``n_genes < C`` only the first ``n_genes`` classes (in label order) get a gene.  A class without any
+    candidate gene (no gene higher in it, with ``direction="up"``) is skipped with a warning.
+    """
+    t0 = time.perf_counter()
+    X, y_codes, classes, constant = prepare(X, y, feature_names)
+    m_total = X.shape[1]
+    n_genes = check_n_genes(n_genes, m_total)
+    if not isinstance(direction, str) or direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if alpha is not None and not (0.0 <= float(alpha) <= 1.0):
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+    if psd_fix not in PSD_FIXES:
+        raise ValueError(f"unknown psd_fix {psd_fix!r}; choose one of {PSD_FIXES}")
+    keep = np.flatnonzero(~constant)
+    if keep.size == 0:
+        raise ValueError("every gene is constant across samples; there is nothing to select")
+    warn_constant(constant, feature_names)
+    m, C = keep.size, classes.size
+    Xk = X[:, keep]
+    dtype = np.float32 if m >= FLOAT32_FROM else np.float64
+    Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
+                                              discretization=discretization, n_bins=n_bins, base=base,
+                                              need_full=True, dtype=dtype, class_weight=class_weight,
+                                              working_bytes=_solver_working_bytes(m, solver, psd_fix))
+    F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
+    if direction == "up":
+        F_c = np.where(higher_in_class(Xk, y_codes, C), F_c, 0.0)
+    t_measures = time.perf_counter() - t0
+
+    rankings, weights_c, alphas, n_cand, empty = [], np.zeros((C, m)), [], [], []
+    for c in range(C):
+        f = F_c[c]
+        if not (f > ZERO_RELEVANCE).any():
+            rankings.append(np.zeros(0, dtype=np.int64))
+            alphas.append(float("nan"))
+            n_cand.append(0)
+            empty.append(c)
+            continue
+        a = alpha_hat(Q, f)[0] if alpha is None else float(alpha)
+        x, _ = solve_qpfs(Q, f, a, solver=solver, psd_fix=psd_fix)
+        cand = np.flatnonzero((x > 0) | (f > ZERO_RELEVANCE))
+        rankings.append(rank_by_weight(x, f, candidates=cand))
+        weights_c[c] = x
+        alphas.append(float(a))
+        n_cand.append(int(cand.size))
+    if empty:
+        warnings.warn(f"{len(empty)} class(es) have no gene {'higher in them than elsewhere and ' if direction == 'up' else ''}"
+                      f"informative about them, so the panel cannot cover them: "
+                      f"{', '.join(str(classes[c]) for c in empty[:10])}", UserWarning, stacklevel=2)
+    order, owner = round_robin(rankings)
+    rest = np.setdiff1d(np.arange(m), order)
+    tail = rank_by_weight(F, None, candidates=rest)
+    ranking = np.concatenate([keep[order], keep[tail], np.flatnonzero(constant)]).astype(np.int64)
+
+    weights = np.zeros(m_total)
+    weights[keep[order]] = weights_c[owner, order]
+    F_all = np.zeros(m_total)
+    F_all[keep] = F
+    taken_for = np.full(m_total, "", dtype=object)
+    taken_for[keep[order]] = np.asarray(classes, dtype=str)[owner]
+    covered = np.bincount(owner[:n_genes] if n_genes is not None else owner, minlength=C)
+    params = dict(direction=direction, alpha=None if alpha is None else float(alpha), discretization=discretization,
+                  discretization_used=measures.resolve_discretization(X, discretization), n_bins=n_bins,
+                  class_weight=class_weight, base=base, solver=solver, psd_fix=psd_fix, n_genes=n_genes)
+    diagnostics = dict(
+        classes=[str(c) for c in classes], alpha=alphas, n_candidates=n_cand,
+        n_covered=[int(v) for v in covered], n_round_robin=int(order.size), n_classes=int(C),
+        uncovered_classes=[str(classes[c]) for c in empty], n_constant=int(constant.sum()),
+        constant_genes=[int(i) for i in np.flatnonzero(constant)], q_dtype=np.dtype(dtype).name,
+        seconds_measures=t_measures, seconds_total=time.perf_counter() - t0,
+    )
+    return Selection("qpfs_cover", weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
+                     relevance=F_all, feature_names=None if feature_names is None else np.asarray(feature_names),
+                     extra_columns={"class": taken_for.astype(str)})

@@ -1,0 +1,171 @@
+"""Class-covering QPFS (method "qpfs_cover", issue 22): per-class relevance, round-robin, coverage, faces.
+
+Oracles: dict-counting weighted MI (tests/reference.py), plain numpy means, QPFS solved directly per class.
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import bioqpfs
+from bioqpfs._kernels.ranking import round_robin
+from bioqpfs.selectors import _common
+from bioqpfs.selectors.qpfs import alpha_hat, solve_qpfs
+
+import reference as ref
+
+
+def planted(seed=0, n_big=(120, 100, 80), n_rare=5, m=30):
+    """Three large types with two strong markers each (genes 0-5) and a rare type whose only marker is gene 6;
+    the other genes are noise.  Zero-inflated like log counts."""
+    rng = np.random.default_rng(seed)
+    sizes = (*n_big, n_rare)
+    y = np.repeat(np.arange(4), sizes)
+    n = y.size
+    X = rng.gamma(1.0, 0.5, size=(n, m)) * (rng.random((n, m)) < 0.5)
+    for t in range(3):
+        for g in (2 * t, 2 * t + 1):
+            X[y == t, g] += 3.0 + rng.normal(0, 0.3, size=(y == t).sum())
+    X[y == 3, 6] += 3.0 + rng.normal(0, 0.3, size=n_rare)
+    return X, np.array([f"type{t}" for t in y])
+
+
+def test_one_vs_rest_relevance_matches_dict_reference():
+    rng = np.random.default_rng(3)
+    n, m = 57, 6
+    y = np.repeat([0, 1, 2], [30, 20, 7])
+    codes = rng.integers(0, 3, size=(n, m)).astype(np.uint8)
+    table = _common.info_table(codes, y, discretization=None, n_bins=3)
+    got = _common.one_vs_rest_relevance(table, y, 3, class_weight="balanced", base=2)
+    plain = _common.one_vs_rest_relevance(table, y, 3, class_weight=None, base=2)
+    for c in range(3):
+        inc = y == c
+        w = np.where(inc, 1.0 / (2 * inc.sum()), 1.0 / (2 * (~inc).sum()))   # the two sides weigh the same
+        want = [ref.weighted_mutual_info(codes[:, i], inc.astype(int), w) for i in range(m)]
+        np.testing.assert_allclose(got[c], want, atol=1e-12)
+        np.testing.assert_allclose(plain[c], [ref.mutual_info(codes[:, i], inc.astype(int)) for i in range(m)],
+                                   atol=1e-12)
+
+
+@pytest.mark.parametrize("fmt", [np.asarray, sp.csr_matrix, sp.csc_matrix])
+def test_higher_in_class_matches_numpy(fmt):
+    X, y = planted()
+    codes = np.unique(y, return_inverse=True)[1]
+    got = _common.higher_in_class(fmt(X), codes, 4)
+    want = np.array([X[codes == c].mean(0) > X[codes != c].mean(0) for c in range(4)])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_round_robin():
+    order, owner = round_robin([[5, 1, 2], [5, 3], [4]])
+    # round 1: group 0 takes 5, group 1's 5 is taken so it takes 3, group 2 takes 4; round 2: 1 (group 0); then 2
+    np.testing.assert_array_equal(order, [5, 3, 4, 1, 2])
+    np.testing.assert_array_equal(owner, [0, 1, 2, 0, 0])
+    np.testing.assert_array_equal(round_robin([[5, 1, 2], [5, 3], [4]], n=2)[0], [5, 3])
+    assert round_robin([[], []])[0].size == 0
+
+
+def test_rare_type_marker_covered_where_plain_qpfs_misses_it():
+    X, y = planted()
+    paper = bioqpfs.select(X, y, method="qpfs", n_genes=4)
+    assert 6 not in paper.selected          # I(X; C) with frequencies: the 5-cell type's marker is not worth a slot
+    balanced = bioqpfs.select(X, y, method="qpfs", n_genes=4, class_weight="balanced", discretization="auto")
+    assert 6 not in balanced.selected       # nor with every type weighted equally (the 0.2 default recipe)
+    cover = bioqpfs.select(X, y, method="qpfs_cover", n_genes=4)
+    assert 6 in cover.selected
+    # one gene per type at k = C, each a planted marker of the type it was taken for
+    assert sorted(cover.extra_columns["class"][cover.selected]) == ["type0", "type1", "type2", "type3"]
+    marker_of = {0: "type0", 1: "type0", 2: "type1", 3: "type1", 4: "type2", 5: "type2", 6: "type3"}
+    for g in cover.selected:
+        assert marker_of[int(g)] == cover.extra_columns["class"][g]
+    assert cover.diagnostics["n_covered"] == [1, 1, 1, 1]
+
+
+def test_ranking_is_round_robin_of_per_class_qpfs():
+    """Independent re-derivation: Q, F_c from measures, one QPFS per class, rank-r merge skipping taken genes."""
+    X, y = planted(seed=1)
+    sel = bioqpfs.select(X, y, method="qpfs_cover")
+    codes = np.unique(y, return_inverse=True)[1]
+    Z = ref.zero_quantile_codes(X, 3)
+    m = X.shape[1]
+    w = 1.0 / np.bincount(codes)[codes]                              # every class weighs the same
+    Q = np.array([[ref.weighted_mutual_info(Z[:, i], Z[:, j], w) for j in range(m)] for i in range(m)])
+    rankings = []
+    for c in range(4):
+        inc = codes == c
+        w_c = np.where(inc, 1.0 / inc.sum(), 1.0 / (~inc).sum())      # c against the rest, both halves equal
+        f = np.array([ref.weighted_mutual_info(Z[:, i], inc.astype(int), w_c) for i in range(m)])
+        f = np.where(X[inc].mean(0) > X[~inc].mean(0), f, 0.0)
+        x, _ = solve_qpfs(Q, f, alpha_hat(Q, f)[0], psd_fix="shift")
+        cand = np.flatnonzero((x > 0) | (f > 1e-12))
+        rankings.append(cand[np.lexsort((cand, -f[cand], -x[cand]))])
+    want = []
+    pos = [0] * 4
+    while len(want) < len(set(np.concatenate(rankings).tolist())):
+        for c in range(4):
+            while pos[c] < len(rankings[c]) and rankings[c][pos[c]] in want:
+                pos[c] += 1
+            if pos[c] < len(rankings[c]):
+                want.append(int(rankings[c][pos[c]]))
+                pos[c] += 1
+    np.testing.assert_array_equal(sel.ranking[:len(want)], want)
+    assert sorted(sel.ranking.tolist()) == list(range(X.shape[1]))
+
+
+def test_sparse_equals_dense_and_input_untouched():
+    X, y = planted(seed=2)
+    Xs = sp.csr_matrix(X)
+    before = Xs.copy()
+    a = bioqpfs.select(X, y, method="qpfs_cover", n_genes=6)
+    b = bioqpfs.select(Xs, y, method="qpfs_cover", n_genes=6)
+    np.testing.assert_array_equal(a.ranking, b.ranking)
+    np.testing.assert_allclose(a.weights, b.weights, atol=1e-12)
+    assert (Xs != before).nnz == 0
+
+
+def test_direction_both_counts_genes_low_in_a_class():
+    X, y = planted(seed=3)
+    X[:, 7] = 5.0 + np.random.default_rng(0).normal(0, 0.1, size=X.shape[0])
+    X[y == "type3", 7] = 0.0                                     # a gene *absent* from the rare type only
+    up = bioqpfs.select(X, y, method="qpfs_cover", n_genes=4)
+    both = bioqpfs.select(X, y, method="qpfs_cover", n_genes=4, direction="both")
+    assert up.extra_columns["class"][7] != "type3"
+    assert both.extra_columns["class"][7] == "type3" or 6 in both.selected
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(direction="down"), "direction must be one of"),
+    (dict(alpha=1.5), r"alpha must lie in \[0, 1\]"),
+    (dict(psd_fix="eig"), "unknown psd_fix"),
+    (dict(class_weight="equal"), "class_weight must be None or 'balanced'"),
+    (dict(discretization="bins"), "unknown discretization"),
+])
+def test_bad_parameters(kw, match):
+    X, y = planted()
+    with pytest.raises(ValueError, match=match):
+        bioqpfs.select(X, y, method="qpfs_cover", n_genes=4, **kw)
+
+
+def test_class_without_candidate_is_warned_and_reported():
+    X, y = planted()
+    X[y == "type3"] = 0.0                                        # the rare type is higher in no gene
+    with pytest.warns(UserWarning, match="cannot cover them: type3"):
+        sel = bioqpfs.select(X, y, method="qpfs_cover", n_genes=4)
+    assert sel.diagnostics["uncovered_classes"] == ["type3"]
+
+
+def test_faces_tl_and_estimator():
+    import anndata as ad
+    import pandas as pd
+
+    from bioqpfs.estimators import BioQPFSSelector, registered_families
+
+    X, y = planted()
+    a = ad.AnnData(sp.csr_matrix(X), obs=pd.DataFrame({"cell_type": pd.Categorical(y)},
+                                                      index=[f"c{i}" for i in range(X.shape[0])]))
+    bioqpfs.tl.select_genes(a, "cell_type", method="qpfs_cover", n_genes=4)
+    ref_sel = bioqpfs.select(X, y, method="qpfs_cover", n_genes=4)
+    assert a.var["qpfs_cover_selected"].to_numpy().nonzero()[0].tolist() == sorted(ref_sel.selected.tolist())
+    assert set(a.var.loc[a.var["qpfs_cover_selected"], "qpfs_cover_class"]) == {"type0", "type1", "type2", "type3"}
+    assert registered_families()["qpfs_cover"] is BioQPFSSelector
+    est = BioQPFSSelector("qpfs_cover", n_features_to_select=4).fit(X, y)
+    np.testing.assert_array_equal(est.order_, ref_sel.ranking)
