@@ -241,9 +241,11 @@ def peers():
 
 
 def ours():
-    """bioqpfs's methods: the default of ``tl.select_genes`` and the paper settings of each method."""
+    """bioqpfs's methods: the default of ``tl.select_genes`` (class-covering QPFS, ``qpfs_cover``), the previous
+    default (QPFS + class balance + auto discretisation), and the paper settings of each method."""
     return {
         "bioqpfs default": bioqpfs_method(None),
+        "qpfs + levers": bioqpfs_method("qpfs", class_weight="balanced", discretization="auto"),
         "qpfs (paper)": bioqpfs_method("qpfs"),
         "spec_cmi (paper)": bioqpfs_method("spec_cmi"),
         "spec_cmi + levers + polish": bioqpfs_method("spec_cmi", per_k=True, class_weight="balanced",

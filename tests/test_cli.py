@@ -33,11 +33,14 @@ def test_select_writes_h5ad_and_tsv(h5ad, tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "weights.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     b = ad.read_h5ad(out)
-    # no --method: the default recipe under the key "bioqpfs"
-    assert b.var["bioqpfs_selected"].sum() == 3 and b.uns["bioqpfs"]["selected"][0] == "g0"
+    # no --method: the default recipe (class-covering QPFS) under the key "bioqpfs"; g0, higher in b, is b's gene
+    # (rank 1 is class a's best gene: the round-robin visits the classes in label order)
+    assert b.var["bioqpfs_selected"].sum() == 3 and "g0" in list(b.uns["bioqpfs"]["selected"])
+    assert b.var.loc["g0", "bioqpfs_class"] == "b"
     assert b.uns["bioqpfs"]["params"]["preset"] == "default"
     df = pd.read_csv(tsv, sep="\t")
-    assert list(df.columns[:4]) == ["gene", "rank", "weight", "selected"] and df["gene"][0] == "g0"
+    assert list(df.columns[:4]) == ["gene", "rank", "weight", "selected"]
+    assert df["gene"][0] == b.uns["bioqpfs"]["selected"][0]
     assert not list(tmp_path.glob(".*.bioqpfs-tmp-*"))  # atomic_path's temporary files (_io.TMP_MARK)
     # atomic writes keep the mode a plain open() gives (0666 & ~umask), not mkstemp's 0600
     mask = os.umask(0o022)

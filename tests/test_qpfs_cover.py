@@ -57,11 +57,18 @@ def test_higher_in_class_matches_numpy(fmt):
 
 def test_round_robin():
     order, owner = round_robin([[5, 1, 2], [5, 3], [4]])
-    # round 1: group 0 takes 5, group 1's 5 is taken so it takes 3, group 2 takes 4; round 2: 1 (group 0); then 2
-    np.testing.assert_array_equal(order, [5, 3, 4, 1, 2])
-    np.testing.assert_array_equal(owner, [0, 1, 2, 0, 0])
-    np.testing.assert_array_equal(round_robin([[5, 1, 2], [5, 3], [4]], n=2)[0], [5, 3])
+    # round 1: 5 (group 0), 5 again (taken: group 1 is covered by it), 4; round 2: 1, 3; round 3: 2
+    np.testing.assert_array_equal(order, [5, 4, 1, 3, 2])
+    np.testing.assert_array_equal(owner, [0, 2, 0, 1, 0])
+    np.testing.assert_array_equal(round_robin([[5, 1, 2], [5, 3], [4]], n=3)[0], [5, 4, 1])
     assert round_robin([[], []])[0].size == 0
+    # after r rounds: the union of the top-r lists
+    rng = np.random.default_rng(0)
+    lists = [rng.permutation(12)[:8] for _ in range(4)]
+    order, _ = round_robin(lists)
+    for r in range(1, 9):
+        top = set(np.concatenate([li[:r] for li in lists]).tolist())
+        assert set(order[:len(top)].tolist()) == top
 
 
 def test_rare_type_marker_covered_where_plain_qpfs_misses_it():
@@ -77,11 +84,11 @@ def test_rare_type_marker_covered_where_plain_qpfs_misses_it():
     marker_of = {0: "type0", 1: "type0", 2: "type1", 3: "type1", 4: "type2", 5: "type2", 6: "type3"}
     for g in cover.selected:
         assert marker_of[int(g)] == cover.extra_columns["class"][g]
-    assert cover.diagnostics["n_covered"] == [1, 1, 1, 1]
+    assert cover.diagnostics["n_added"] == [1, 1, 1, 1]
 
 
 def test_ranking_is_round_robin_of_per_class_qpfs():
-    """Independent re-derivation: Q, F_c from measures, one QPFS per class, rank-r merge skipping taken genes."""
+    """Independent re-derivation: Q, F_c by dict counting, one QPFS per class, rank-r merge skipping taken genes."""
     X, y = planted(seed=1)
     sel = bioqpfs.select(X, y, method="qpfs_cover")
     codes = np.unique(y, return_inverse=True)[1]
@@ -99,14 +106,10 @@ def test_ranking_is_round_robin_of_per_class_qpfs():
         cand = np.flatnonzero((x > 0) | (f > 1e-12))
         rankings.append(cand[np.lexsort((cand, -f[cand], -x[cand]))])
     want = []
-    pos = [0] * 4
-    while len(want) < len(set(np.concatenate(rankings).tolist())):
+    for r in range(max(map(len, rankings))):
         for c in range(4):
-            while pos[c] < len(rankings[c]) and rankings[c][pos[c]] in want:
-                pos[c] += 1
-            if pos[c] < len(rankings[c]):
-                want.append(int(rankings[c][pos[c]]))
-                pos[c] += 1
+            if r < len(rankings[c]) and rankings[c][r] not in want:
+                want.append(int(rankings[c][r]))
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     assert sorted(sel.ranking.tolist()) == list(range(X.shape[1]))
 

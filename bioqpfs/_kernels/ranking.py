@@ -65,7 +65,11 @@ def rank_descending(keys, index, rel_tol=RANK_REL_TOL):
 
 
 def round_robin(rankings, n=None):
-    """Interleave per-group rankings: in each round every group in turn takes its best item not yet taken.
+    """Interleave per-group rankings: round r adds the r-th item of every group in turn, unless already taken.
+
+    After r full rounds the result is the union of the groups' top-r lists (scanpy's round-robin of marker
+    lists): an item ranked r-th by two groups counts for both, so a shared marker covers two groups with one
+    slot and a panel of fewer items than groups can still reach every group.
 
     Parameters
     ----------
@@ -79,27 +83,17 @@ def round_robin(rankings, n=None):
     order : ndarray of int
         The interleaved items, each once.
     owner : ndarray of int
-        For each item of ``order``, the group that took it.
-
-    Unlike a plain merge of rank r of every group (scanpy-style round-robin of marker lists), a group
-    whose next item was already taken by another group takes its following one, so that after r rounds
-    every group with r distinct candidates holds r items.
+        For each item of ``order``, the group that added it (the first group, in order, ranking it r-th).
     """
     lists = [np.asarray(r, dtype=np.int64) for r in rankings]
-    total = len(np.unique(np.concatenate(lists))) if lists and any(r.size for r in lists) else 0
-    n = total if n is None else min(int(n), total)
-    pos = [0] * len(lists)
+    depth = max((r.size for r in lists), default=0)
     taken, order, owner = set(), [], []
-    while len(order) < n:
-        for g, r in enumerate(lists):
-            while pos[g] < r.size and int(r[pos[g]]) in taken:
-                pos[g] += 1
-            if pos[g] < r.size:
-                item = int(r[pos[g]])
-                taken.add(item)
-                order.append(item)
-                owner.append(g)
-                pos[g] += 1
-                if len(order) == n:
+    for r in range(depth):
+        for g, items in enumerate(lists):
+            if r < items.size and int(items[r]) not in taken:
+                if n is not None and len(order) >= n:
                     break
+                taken.add(int(items[r]))
+                order.append(int(items[r]))
+                owner.append(g)
     return np.asarray(order, dtype=np.int64), np.asarray(owner, dtype=np.int64)

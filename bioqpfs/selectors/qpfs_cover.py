@@ -7,9 +7,12 @@ For every class c (ours; built on the QPFS problem of Rodriguez-Lujan et al., JM
 with the shared redundancy Q (mutual information, Q_ii = H(X_i), as QPFS), the one-vs-rest relevance
 F_c,i = I(X_i; 1[C = c]) (zero for genes that are not higher in c than in the other samples, by default: marker
 genes), and alpha_c = alpha_hat(Q, F_c) (eq. 9).  Each class ranks the genes by x_c (ties by F_c, section 2.3
-step 8); the panel interleaves the class rankings: in round r every class in turn adds its best gene not yet in
-the panel.  So a panel of k >= C genes holds at least one gene chosen for every class, and within a class the
-QP keeps the class's genes non-redundant with each other.  One Q is computed for all C problems.
+step 8); the panel interleaves the class rankings as scanpy users interleave marker lists: round r adds the
+r-th gene of every class in turn, unless it is already in the panel (then that gene covers both classes).  After
+r rounds the panel is the union of the classes' top-r genes, so every class is represented, a marker shared by
+two classes takes one slot, and within a class the QP keeps its genes non-redundant with each other (the
+multiclass QPFS instead spends a small panel on genes that separate the large groups).  One Q serves all C
+problems.
 
 Why: balanced accuracy (and a panel user) weighs every cell type equally, while the multiclass I(X; C) of plain
 QPFS rewards genes that separate the large groups; at k close to the number of types, covering every type
@@ -81,12 +84,14 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
         genes.  ``weights``: the weight of each gene in the QP of the class it was taken for (0 for genes after
         the round-robin).  ``relevance``: I(X; C) (same ``class_weight``).  ``extra_columns["class"]``: the
         class a gene was taken for ("" after the round-robin).  ``diagnostics``: per class ``alpha``,
-        ``n_candidates`` (genes it ranks), and ``n_covered`` (genes it holds in the panel).
+        ``n_candidates`` (genes it ranks) and ``n_added`` (panel genes added for it; a gene shared with an earlier
+        class counts for that class).
 
     Notes
     -----
     The per-class problems share Q and differ only in F_c, so the cost is one Q (as QPFS) plus C QP solves.
-    With ``n_genes < C`` only the first ``n_genes`` classes (in label order) get a gene.  A class without any
+    With ``n_genes < C`` the first round is cut short: classes later in label order whose first gene is not
+    already in the panel get none.  A class without any
     candidate gene (no gene higher in it, with ``direction="up"``) is skipped with a warning.
     """
     t0 = time.perf_counter()
@@ -146,13 +151,13 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     F_all[keep] = F
     taken_for = np.full(m_total, "", dtype=object)
     taken_for[keep[order]] = np.asarray(classes, dtype=str)[owner]
-    covered = np.bincount(owner[:n_genes] if n_genes is not None else owner, minlength=C)
+    added = np.bincount(owner[:n_genes] if n_genes is not None else owner, minlength=C)
     params = dict(direction=direction, alpha=None if alpha is None else float(alpha), discretization=discretization,
                   discretization_used=measures.resolve_discretization(X, discretization), n_bins=n_bins,
                   class_weight=class_weight, base=base, solver=solver, psd_fix=psd_fix, n_genes=n_genes)
     diagnostics = dict(
         classes=[str(c) for c in classes], alpha=alphas, n_candidates=n_cand,
-        n_covered=[int(v) for v in covered], n_round_robin=int(order.size), n_classes=int(C),
+        n_added=[int(v) for v in added], n_round_robin=int(order.size), n_classes=int(C),
         uncovered_classes=[str(classes[c]) for c in empty], n_constant=int(constant.sum()),
         constant_genes=[int(i) for i in np.flatnonzero(constant)], q_dtype=np.dtype(dtype).name,
         seconds_measures=t_measures, seconds_total=time.perf_counter() - t0,
