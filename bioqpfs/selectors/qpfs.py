@@ -72,7 +72,7 @@ def _alpha_from_means(q_bar, f_bar):
 # indefinite Q
 # --------------------------------------------------------------------------------------------
 
-def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9):
+def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9, known_min_eigenvalue=None):
     """Make the quadratic term ``G`` (a :class:`~bioqpfs._kernels.simplex_qp.QPMatrix`) usable.
 
     Parameters
@@ -91,6 +91,10 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9):
         ``psd_fix_applied="clip+shift"``.
         ``"none"``: keep G; if it is indefinite the QP is non-convex and the large-scale solver
         returns a stationary (KKT) point, reported as local.
+    known_min_eigenvalue : float, optional
+        The smallest eigenvalue of G (with any safety factor already applied), when the caller knows it
+        (e.g. C problems on the same Q scaled by 1 - alpha_c): ``"shift"`` and ``"none"`` then skip the
+        eigen-solve.  Ignored by ``"clip"``, which needs the eigenvectors.
 
     Returns
     -------
@@ -128,7 +132,10 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9):
     # dense LAPACK for moderate M; Lanczos beyond, whose Ritz value sits just above lambda_min,
     # so the shift gets a relative safety factor there
     small = m <= 500
-    lam_min, einfo = simplex_qp.smallest_eigenvalue(G.dense() if small else G, return_info=True)
+    if known_min_eigenvalue is not None and psd_fix != "clip":
+        lam_min, einfo = float(known_min_eigenvalue), dict(method="given", converged=True, tol=0.0, matvecs=0)
+    else:
+        lam_min, einfo = simplex_qp.smallest_eigenvalue(G.dense() if small else G, return_info=True)
     safety = 1.0 + 10 * einfo["tol"]
     out.update(min_eigenvalue=lam_min, indefinite=bool(lam_min < 0), eigen_method=einfo["method"],
                eigen_converged=einfo["converged"], eigen_matvecs=einfo["matvecs"])
@@ -222,7 +229,7 @@ def resolve_preselected(preselected, m, feature_names=None, n_genes=None):
 
 
 def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None, preselected_share=None,
-               quad_scale=None, lin_scale=None):
+               quad_scale=None, lin_scale=None, q_min_eigenvalue=None):
     """Solve min 1/2 (1-alpha) x^T Q x - alpha F^T x on the simplex.
 
     Parameters
@@ -253,6 +260,10 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         s; default ``|P| / n`` for a panel of n genes (set by :func:`qpfs`) or 0.5.
     quad_scale, lin_scale : float, optional
         Override (1 - alpha) and alpha (used by EQPFS: 2 alpha and 1).
+    q_min_eigenvalue : float, optional
+        The smallest eigenvalue of Q (safety factor included; see :func:`min_eigenvalue_with_safety`), when
+        the caller solves several problems on the same Q: without preselected genes the psd fix uses
+        ``(1 - alpha) * q_min_eigenvalue`` instead of an eigen-solve per call.
 
     Returns
     -------
@@ -292,7 +303,8 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         fix = dict(psd_fix=psd_fix, psd_fix_applied="none needed (no quadratic term)", psd_shift=0.0, n_clipped=0,
                    min_eigenvalue=0.0, indefinite=False)
     else:
-        Gf, convex, fix = apply_psd_fix(G, psd_fix)
+        known = None if (q_min_eigenvalue is None or P.size) else c_quad * float(q_min_eigenvalue)
+        Gf, convex, fix = apply_psd_fix(G, psd_fix, known_min_eigenvalue=known)
     if solver == "quadprog" and not convex:
         raise ValueError(f"Q is indefinite (smallest eigenvalue of (1-alpha)Q: {fix.get('min_eigenvalue', float('nan')):.3g}) "
                          "and psd_fix='none' leaves the QP non-convex, which quadprog cannot solve; use solver='spg' or 'auto' "
@@ -314,6 +326,14 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     if P.size:
         diagnostics.update(n_preselected=int(P.size), preselected_share=float(s))
     return x, diagnostics
+
+
+def min_eigenvalue_with_safety(Q):
+    """lambda_min(Q) times the relative safety factor :func:`apply_psd_fix` applies to a Lanczos estimate
+    (a Ritz value is never below the true one), for ``solve_qpfs(..., q_min_eigenvalue=)``."""
+    lam, info = simplex_qp.smallest_eigenvalue(Q if Q.shape[0] <= 500 else simplex_qp.QPMatrix(Q, scale=1.0),
+                                               return_info=True)
+    return lam * (1.0 + 10 * info["tol"])
 
 
 def _solver_working_bytes(m, solver="auto", psd_fix="shift"):

@@ -30,7 +30,7 @@ from .._kernels.ranking import round_robin
 from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
 from .._validation import check_n_genes
 from ._common import (higher_in_class, one_vs_rest_relevance, prepare, similarity_and_relevance, warn_constant)
-from .qpfs import FLOAT32_FROM, PSD_FIXES, _solver_working_bytes, alpha_hat, solve_qpfs
+from .qpfs import FLOAT32_FROM, PSD_FIXES, _solver_working_bytes, alpha_hat, min_eigenvalue_with_safety, solve_qpfs
 
 __all__ = ["qpfs_cover", "DIRECTIONS"]
 
@@ -120,6 +120,8 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
         F_c = np.where(higher_in_class(Xk, y_codes, C), F_c, 0.0)
     t_measures = time.perf_counter() - t0
 
+    # the C problems share Q: one eigen-solve for the psd fix (lambda_min((1 - alpha_c) Q) = (1 - alpha_c) lambda_min(Q))
+    q_min = None if psd_fix == "clip" else min_eigenvalue_with_safety(Q)
     rankings, weights_c, alphas, n_cand, empty = [], np.zeros((C, m)), [], [], []
     for c in range(C):
         f = F_c[c]
@@ -130,7 +132,7 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
             empty.append(c)
             continue
         a = alpha_hat(Q, f)[0] if alpha is None else float(alpha)
-        x, _ = solve_qpfs(Q, f, a, solver=solver, psd_fix=psd_fix)
+        x, _ = solve_qpfs(Q, f, a, solver=solver, psd_fix=psd_fix, q_min_eigenvalue=q_min)
         cand = np.flatnonzero((x > 0) | (f > ZERO_RELEVANCE))
         rankings.append(rank_by_weight(x, f, candidates=cand))
         weights_c[c] = x
