@@ -46,6 +46,19 @@ def test_one_vs_rest_relevance_matches_dict_reference():
                                    atol=1e-12)
 
 
+
+def test_one_vs_rest_relevance_in_sample_chunks(monkeypatch):
+    """Counts add over chunks of samples: a 64-byte budget (3 samples per chunk) gives the same relevance."""
+    rng = np.random.default_rng(4)
+    y = np.repeat([0, 1, 2, 3], [25, 12, 9, 4])
+    codes = rng.integers(0, 4, size=(y.size, 5)).astype(np.uint8)
+    table = _common.info_table(codes, y, discretization=None, n_bins=4)
+    whole = _common.one_vs_rest_relevance(table, y, 4, class_weight="balanced", base=2)
+    monkeypatch.setattr(_common, "ONE_VS_REST_CHUNK_BYTES", 64)      # 3 samples per chunk
+    np.testing.assert_allclose(_common.one_vs_rest_relevance(table, y, 4, class_weight="balanced", base=2), whole,
+                               atol=1e-13)
+
+
 @pytest.mark.parametrize("fmt", [np.asarray, sp.csr_matrix, sp.csc_matrix])
 def test_higher_in_class_matches_numpy(fmt):
     X, y = planted()
