@@ -29,6 +29,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _progress
+from ._anndata import check_mask, check_use_raw, get_obs_rep, obs_labels
 from ._jit import announce_compilation
 from ._registry import methods as _methods
 from ._registry import select
@@ -86,13 +87,11 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
     if _is_anndata(data):
         from scanpy import logging as logg
 
-        from .tl._select_genes import _expression, _labels, _mask, _use_raw
-
-        X = _expression(data, layer, use_raw)
-        logg.info(f"evaluate: expression from {_use_raw(data, layer, use_raw)[1]}")
-        y = _labels(data, labels) if isinstance(labels, str) else labels
+        X = get_obs_rep(data, layer=layer, use_raw=use_raw)
+        logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}")
+        y = obs_labels(data, labels) if isinstance(labels, str) else labels
         names = data.var_names.to_numpy().astype(str)
-        mask = _mask(data, mask_var)
+        mask = check_mask(data, mask_var)
     else:
         if layer is not None or use_raw or isinstance(mask_var, str):
             raise ValueError("layer=, use_raw= and a mask_var column name need an AnnData; with an array pass "
