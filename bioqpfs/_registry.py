@@ -94,7 +94,7 @@ def method_function(method):
     return getattr(importlib.import_module(module), func)
 
 
-def select(X, y, *, method=None, n_genes=None, random_state=None, feature_names=None, **params) -> Selection:
+def select(X, y, *, method=None, n_genes=None, random_state=0, feature_names=None, **params) -> Selection:
     """Select genes with the named method.
 
     Parameters
@@ -111,9 +111,10 @@ def select(X, y, *, method=None, n_genes=None, random_state=None, feature_names=
         Panel size.
     feature_names : sequence of str, optional
         Gene names, one per column of X (in messages and ``Selection.genes``).
-    random_state : int or numpy Generator, optional
-        Seed for every random choice the method makes: None, a non-negative integer or a NumPy
-        Generator/RandomState.  Anything else (e.g. ``"abc"``, -1, 1.5) is an error for every method,
+    random_state : int, numpy Generator or None, default 0
+        Seed for every random choice the method makes: a non-negative integer (default 0, the same
+        seeded default as every face: tl, CLI, R, estimators, evaluate, the selector functions), a
+        NumPy Generator/RandomState, or None (unseeded).  Anything else (e.g. ``"abc"``, -1, 1.5) is an error for every method,
         also for the deterministic ones, which ignore a valid seed.
     **params
         Method parameters (see the method's function, e.g. :func:`bioqpfs.qpfs`).  Unknown

@@ -264,7 +264,7 @@ def _add_input_args(p, datasets):
                    help="select on .raw: 'auto' (default) uses .raw when the h5ad has one and no --layer is "
                         "given, as scanpy's rank_genes_groups does; 'no' uses X")
     p.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
-    p.add_argument("--random-state", type=_non_negative_int, default=0, help="seed, a non-negative integer (default: 0)")
+    p.add_argument("--random-state", type=_random_state_arg, default=0, help="seed, a non-negative integer (default: 0)")
     p.add_argument("--force", action="store_true",
                    help="allow an output to overwrite an input file (the input or --labels)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
@@ -320,14 +320,14 @@ def _cv_arg(text):
     return k
 
 
-def _non_negative_int(text):
+def _random_state_arg(text):
+    """``--random-state``: an integer, checked by the one random_state rule (:func:`check_random_state`)."""
+    from ._validation import seed_of
+
     try:
-        value = int(text)
+        return seed_of(int(text))
     except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
 
 
 def _same_file(a, b):

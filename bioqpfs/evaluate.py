@@ -34,7 +34,7 @@ from ._jit import announce_compilation
 from ._registry import methods as _methods
 from ._registry import select
 from ._selection import Selection
-from ._validation import check_labels, check_matrix, check_random_state, sample_names_of
+from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
 
 __all__ = ["error_curve", "compare", "make_classifier", "DEFAULT_N_GENES", "DEFAULT_METRICS"]
 
@@ -201,7 +201,10 @@ def _specs(selections, data, names, n_vars, cand, method_params):
 def _sizes(n_genes):
     """Validated panel sizes: an int or a sequence of ints, each >= 1 (sorted, duplicates removed)."""
     def ok(k):
-        return isinstance(k, Integral) and not isinstance(k, (bool, np.bool_)) and k >= 1
+        try:
+            return check_positive_int(k, "n_genes") >= 1
+        except ValueError:
+            return False
 
     if isinstance(n_genes, (str, bytes)) or not (ok(n_genes) or np.iterable(n_genes)):
         raise TypeError(f"n_genes must be a positive integer or a list of them (e.g. [5, 10, 20]), got {n_genes!r}")
@@ -211,19 +214,6 @@ def _sizes(n_genes):
         raise ValueError(f"n_genes must be positive integers, got {n_genes!r}"
                          + (f" (not a positive integer: {bad[0]!r})" if bad else ""))
     return sorted({int(k) for k in values})
-
-
-def _seed(random_state):
-    """``None`` or an int seed from ``random_state`` (validated as :func:`~bioqpfs._validation.check_random_state`).
-
-    A non-negative int is kept; a NumPy Generator/RandomState/SeedSequence/BitGenerator gives one
-    seed drawn from it (the folds and every fit are then seeded from that int).
-    """
-    if random_state is None:
-        return None
-    if isinstance(random_state, Integral) and not isinstance(random_state, (bool, np.bool_)) and random_state >= 0:
-        return int(random_state)
-    return int(check_random_state(random_state).integers(0, 2**31 - 1))
 
 
 def _auto_cv(y):
@@ -426,9 +416,8 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     from sklearn.base import clone
 
     ks = _sizes(n_genes)
-    random_state = _seed(random_state)
-    if not isinstance(repeats, Integral) or repeats < 1:
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    random_state = seed_of(random_state)
+    repeats = check_positive_int(repeats, "repeats")
     if refit_selection not in (None, True, False):
         raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
     score_name, scorer = _scorer(scoring)

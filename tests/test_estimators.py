@@ -15,7 +15,7 @@ from bioqpfs.estimators import (BaselineSelector, BioQPFSSelector, IKMQPFSSelect
 
 def _instances():
     """One estimator per registered method (its family class), plus the generic class on qpfs."""
-    out = [QPFSSelector(n_features_to_select=2), BioQPFSSelector("qpfs", n_features_to_select=0.5),
+    out = [QPFSSelector(n_features_to_select=2), BioQPFSSelector(method="qpfs", n_features_to_select=0.5),
            QPFSSelector(n_features_to_select=2, similarity="correlation")]
     for name, cls in registered_families().items():
         if name != "qpfs":
@@ -77,11 +77,11 @@ def test_dataframe_names_sparse_and_labels(rng):
 def test_clear_errors(rng):
     X, y = _blobs(rng)
     with pytest.raises(ValueError, match="unknown method 'nope'"):
-        BioQPFSSelector("nope").fit(X, y)
+        BioQPFSSelector(method="nope").fit(X, y)
     with pytest.raises(TypeError, match="does not take parameter"):
-        BioQPFSSelector("qpfs", method_params={"gamma": 1}).fit(X, y)
+        BioQPFSSelector(method="qpfs", method_params={"gamma": 1}).fit(X, y)
     with pytest.raises(ValueError, match="must not contain"):
-        BioQPFSSelector("qpfs", method_params={"n_genes": 3}).fit(X, y)
+        BioQPFSSelector(method="qpfs", method_params={"n_genes": 3}).fit(X, y)
     with pytest.raises(ValueError, match="both as estimator parameter"):
         QPFSSelector(alpha=0.2, method_params={"alpha": 0.3}).fit(X, y)
     with pytest.raises(ValueError, match="continuous"):
