@@ -9,33 +9,78 @@ import numpy as np
 from ._selection import Selection
 from ._validation import validate_random_state
 
-__all__ = ["select", "methods", "register", "method_function", "DEFAULT_PANEL", "resolve_method"]
+__all__ = ["select", "methods", "register", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
+           "resolve_method"]
 
-# name -> (module, function, one-line description)
-_METHODS: dict[str, tuple[str, str, str]] = {}
-
-
-def register(name, module, function, description):
-    """Add a method; ``module:function`` is imported lazily on first use."""
-    _METHODS[name] = (module, function, description)
+from typing import NamedTuple
 
 
-register("qpfs", "bioqpfs.selectors.qpfs", "qpfs", "Quadratic Programming Feature Selection, exact (Rodriguez-Lujan et al. 2010)")
-register("eqpfs", "bioqpfs.selectors.eqpfs", "eqpfs", "Extended QPFS, convexified: H1 - beta H2 + lambda I (Nguyen et al. 2014, eq. 13)")
-register("spec_cmi", "bioqpfs.selectors.spec_cmi", "spec_cmi", "SPEC_CMI: dominant eigenvector of the conditional-MI matrix (Nguyen et al., KDD 2014)")
-register("spec_cmi_nystrom", "bioqpfs.selectors.spec_cmi", "spec_cmi_nystrom", "SPEC_CMI from sampled rows, Nystrom approximation (Nguyen et al. 2014, section 3.4)")
-register("sdp_cmi", "bioqpfs.selectors.spec_cmi", "sdp_cmi", "SDP_CMI: semidefinite relaxation + Goemans-Williamson rounding, small M (Nguyen et al. 2014)")
-register("maxrel", "bioqpfs.selectors.baselines", "maxrel", "Max-relevance ranking by I(X;C) (Peng et al. 2005)")
-register("mrmr_mid", "bioqpfs.selectors.baselines", "mrmr_mid", "Greedy mRMR, difference form MID (Peng et al. 2005)")
-register("mrmr_miq", "bioqpfs.selectors.baselines", "mrmr_miq", "Greedy mRMR, quotient form MIQ (Ding & Peng 2005)")
-register("jmi", "bioqpfs.selectors.baselines", "jmi", "Greedy joint mutual information, = EMRMR (Yang & Moody 1999)")
-register("cife", "bioqpfs.selectors.baselines", "cife", "Greedy conditional infomax feature extraction (Lin & Tang 2006)")
-register("random", "bioqpfs.selectors.baselines", "random_genes", "Seeded uniform random ranking (baseline)")
-register("ldfs", "bioqpfs.selectors.transform", "ldfs", "Linear Discriminant Feature Selection, l1/linf row-sparse LDA (Masaeli et al. 2010)")
-register("hsfs", "bioqpfs.selectors.transform", "hsfs", "Hilbert-Schmidt Feature Selection, l1/linf row-sparse HSIC (Masaeli et al. 2010)")
-register("tlkm_qpfs", "bioqpfs.selectors.ikm_qpfs", "tlkm_qpfs", "QPFS on two-level k-means gene-cluster representatives (Prasad & Biswas)")
-register("ikm_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikm_qpfs", "Interleaved k-means and QPFS on gene clusters, O(M) memory (Prasad & Biswas)")
-register("ikma_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikma_qpfs", "IKM-QPFS dropping every zero-weight cluster at once (Prasad & Biswas)")
+class _Method(NamedTuple):
+    module: str
+    function: str
+    description: str
+    family: str
+
+
+#: the estimator families (:mod:`bioqpfs.estimators`): which sklearn class serves a method and which of
+#: its parameters are first-class estimator parameters
+FAMILIES = {"qpfs": "QPFSSelector", "spec_cmi": "SpecCMISelector", "clustering": "IKMQPFSSelector",
+            "baseline": "BaselineSelector"}
+
+# name -> _Method
+_METHODS: dict[str, _Method] = {}
+
+
+def register(name, module, function, description, *, family):
+    """Add a method; ``module:function`` is imported lazily on first use.
+
+    ``family`` (a key of :data:`FAMILIES`) names the estimator class that serves the method, explicitly:
+    nothing is guessed from the method's name.  Adding a method = one selector module + one ``register``
+    line (the contract is written down in :mod:`bioqpfs.selectors._common`).
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"register({name!r}): family must be one of {sorted(FAMILIES)}, got {family!r}")
+    _METHODS[name] = _Method(module, function, description, family)
+
+
+def family(method):
+    """The estimator family a registered method belongs to (a key of :data:`FAMILIES`)."""
+    method_function(method)   # an unknown name: the one error message
+    return _METHODS[method].family
+
+
+register("qpfs", "bioqpfs.selectors.qpfs", "qpfs", "Quadratic Programming Feature Selection, exact (Rodriguez-Lujan et al. 2010)",
+         family="qpfs")
+register("eqpfs", "bioqpfs.selectors.eqpfs", "eqpfs", "Extended QPFS, convexified: H1 - beta H2 + lambda I (Nguyen et al. 2014, eq. 13)",
+         family="qpfs")
+register("spec_cmi", "bioqpfs.selectors.spec_cmi", "spec_cmi", "SPEC_CMI: dominant eigenvector of the conditional-MI matrix (Nguyen et al., KDD 2014)",
+         family="spec_cmi")
+register("spec_cmi_nystrom", "bioqpfs.selectors.spec_cmi", "spec_cmi_nystrom", "SPEC_CMI from sampled rows, Nystrom approximation (Nguyen et al. 2014, section 3.4)",
+         family="spec_cmi")
+register("sdp_cmi", "bioqpfs.selectors.spec_cmi", "sdp_cmi", "SDP_CMI: semidefinite relaxation + Goemans-Williamson rounding, small M (Nguyen et al. 2014)",
+         family="spec_cmi")
+register("maxrel", "bioqpfs.selectors.baselines", "maxrel", "Max-relevance ranking by I(X;C) (Peng et al. 2005)",
+         family="baseline")
+register("mrmr_mid", "bioqpfs.selectors.baselines", "mrmr_mid", "Greedy mRMR, difference form MID (Peng et al. 2005)",
+         family="baseline")
+register("mrmr_miq", "bioqpfs.selectors.baselines", "mrmr_miq", "Greedy mRMR, quotient form MIQ (Ding & Peng 2005)",
+         family="baseline")
+register("jmi", "bioqpfs.selectors.baselines", "jmi", "Greedy joint mutual information, = EMRMR (Yang & Moody 1999)",
+         family="baseline")
+register("cife", "bioqpfs.selectors.baselines", "cife", "Greedy conditional infomax feature extraction (Lin & Tang 2006)",
+         family="baseline")
+register("random", "bioqpfs.selectors.baselines", "random_genes", "Seeded uniform random ranking (baseline)",
+         family="baseline")
+register("ldfs", "bioqpfs.selectors.transform", "ldfs", "Linear Discriminant Feature Selection, l1/linf row-sparse LDA (Masaeli et al. 2010)",
+         family="baseline")
+register("hsfs", "bioqpfs.selectors.transform", "hsfs", "Hilbert-Schmidt Feature Selection, l1/linf row-sparse HSIC (Masaeli et al. 2010)",
+         family="baseline")
+register("tlkm_qpfs", "bioqpfs.selectors.ikm_qpfs", "tlkm_qpfs", "QPFS on two-level k-means gene-cluster representatives (Prasad & Biswas)",
+         family="clustering")
+register("ikm_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikm_qpfs", "Interleaved k-means and QPFS on gene clusters, O(M) memory (Prasad & Biswas)",
+         family="clustering")
+register("ikma_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikma_qpfs", "IKM-QPFS dropping every zero-weight cluster at once (Prasad & Biswas)",
+         family="clustering")
 
 
 #: The panel recipe used when no method is named (``method=None``) by :func:`select`, ``tl.select_genes``, the CLI
@@ -60,7 +105,7 @@ def resolve_method(method, params):
 
 def methods() -> dict[str, str]:
     """Registered method names with a one-line description."""
-    return {k: v[2] for k, v in sorted(_METHODS.items())}
+    return {k: v.description for k, v in sorted(_METHODS.items())}
 
 
 def closest_method(name):
@@ -90,8 +135,8 @@ def method_function(method):
     """The selector function registered as ``method``; an unknown name is an error suggesting the closest."""
     if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(unknown_method_message(method))
-    module, func, _ = _METHODS[method]
-    return getattr(importlib.import_module(module), func)
+    entry = _METHODS[method]
+    return getattr(importlib.import_module(entry.module), entry.function)
 
 
 def select(X, y, *, method=None, n_genes=None, random_state=0, feature_names=None, **params) -> Selection:

@@ -35,7 +35,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._registry import method_function, methods, select
+from ._registry import FAMILIES, family, method_function, methods, select
 from ._validation import check_labels, seed_of
 
 __all__ = ["BioQPFSSelector", "QPFSSelector", "SpecCMISelector", "IKMQPFSSelector", "BaselineSelector"]
@@ -391,15 +391,5 @@ class BaselineSelector(BioQPFSSelector):
 
 
 def registered_families():
-    """Which estimator class serves each registered method (for docs and tests)."""
-    fam = {}
-    for name in methods():
-        if name in ("qpfs", "eqpfs"):
-            fam[name] = QPFSSelector
-        elif name.startswith(("spec_cmi", "sdp_cmi")):
-            fam[name] = SpecCMISelector
-        elif name.endswith("_qpfs"):
-            fam[name] = IKMQPFSSelector
-        else:
-            fam[name] = BaselineSelector
-    return fam
+    """Which estimator class serves each registered method: the family named by its ``register(...)`` line."""
+    return {name: globals()[FAMILIES[family(name)]] for name in methods()}

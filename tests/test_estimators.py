@@ -167,3 +167,18 @@ def test_family_parameters_and_cv_over_tau(rng):
         a = SpecCMISelector(n_features_to_select=3, nystrom_rate=0.5, random_state=1).fit(X, y)
         b = bioqpfs.select(X, y, method="spec_cmi", n_genes=3, nystrom_rate=0.5, random_state=1)
         np.testing.assert_allclose(a.weights_, b.weights)
+
+
+def test_family_is_named_by_register_not_guessed_from_the_name(monkeypatch):
+    """Before: a method called ``foo_qpfs`` silently became an IKMQPFSSelector (issue 12 item 3)."""
+    from bioqpfs import _registry
+
+    monkeypatch.setattr(_registry, "_METHODS", dict(_registry._METHODS))
+    _registry.register("foo_qpfs", "bioqpfs.selectors.baselines", "maxrel", "test", family="baseline")
+    _registry.register("spec_cmi_like", "bioqpfs.selectors.qpfs", "qpfs", "test", family="qpfs")
+    fams = registered_families()
+    assert fams["foo_qpfs"] is BaselineSelector and fams["spec_cmi_like"] is QPFSSelector
+    with pytest.raises(TypeError, match="family"):
+        _registry.register("bar", "bioqpfs.selectors.baselines", "maxrel", "test")
+    with pytest.raises(ValueError, match="family must be one of"):
+        _registry.register("bar", "bioqpfs.selectors.baselines", "maxrel", "test", family="qpfs_like")

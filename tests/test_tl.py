@@ -152,7 +152,7 @@ def test_extra_columns_of_every_dtype_survive_h5ad(rng, tmp_path, monkeypatch):
                                  extra_columns={"flag": np.arange(m) % 2 == 0, "cluster": np.arange(m),
                                                 "score": np.linspace(0, 1, m), "label": np.array(["x"] * m)})
 
-    monkeypatch.setitem(_registry._METHODS, "fake", ("tests.fake", "fake", "test"))
+    monkeypatch.setitem(_registry._METHODS, "fake", _registry._Method("tests.fake", "fake", "test", "baseline"))
     monkeypatch.setattr(_registry, "method_function", lambda name: fake)
     import bioqpfs.tl._select_genes as tlmod
     monkeypatch.setattr(tlmod, "method_function", lambda name: fake)

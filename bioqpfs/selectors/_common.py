@@ -1,4 +1,36 @@
-"""Pieces every selector shares: validated inputs, Q and F from the measures, constant genes."""
+"""Pieces every selector shares, and the contract a selector keeps.
+
+The selector contract
+---------------------
+A selection method is one module of :mod:`bioqpfs.selectors` with one public function and one
+``register(...)`` line in :mod:`bioqpfs._registry`::
+
+    register("name", "bioqpfs.selectors.module", "function", "one-line description (paper)",
+             family="qpfs" | "spec_cmi" | "clustering" | "baseline")
+
+``family`` names the :mod:`bioqpfs.estimators` class that serves the method (nothing is guessed from
+the name).  The function
+
+1. has the signature ``function(X, y, *, n_genes=None, <its parameters>, random_state=0,
+   feature_names=None)`` -- every parameter keyword-only with its published default; ``random_state``
+   is accepted (and validated) also by deterministic methods;
+2. declares its parameters with :func:`bioqpfs._validation.parameter_constraints`
+   (:class:`~bioqpfs._validation.Options` for choices, :class:`~bioqpfs._validation.Interval` for
+   ranges), so that a bad value fails before any work on every face and every path;
+3. starts with :func:`prepare` (validated X: dense float or canonical CSR/CSC, never modified; the
+   class codes; the constant genes), checks ``n_genes`` with ``check_n_genes``, warns about the
+   constant genes with :func:`warn_constant` and leaves them out of the optimisation;
+4. gets its measures here -- :func:`info_table` (the codes, discretised once, with class weights),
+   :func:`information_relevance` (F = I(X; C)), :func:`similarity_and_relevance` (Q and F) -- and
+   never from a private name of :mod:`bioqpfs.measures` elsewhere; refuses uninformative labels with
+   :func:`bioqpfs._selection.check_informative`;
+5. ranks with the one tie rule (:func:`weights_and_ranking` / :func:`bioqpfs._selection.rank_by_weight`:
+   weight, then relevance F, then index; constant genes last) and returns a
+   :class:`bioqpfs.Selection` with ``params`` (what was used, resolved defaults included) and
+   ``diagnostics`` (solver state, timings; plain types only, so they survive h5ad and R).
+
+Every face (``select``, ``tl``, the CLI, sklearn, R, ``evaluate``) then works with the new method.
+"""
 from __future__ import annotations
 
 import warnings
