@@ -15,7 +15,8 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
-           "check_base", "describe_indices", "memory_guard", "sample_names_of", "parameter_constraints", "Options", "Interval",
+           "check_base", "describe_indices", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
+           "Options", "Interval",
            "check_number", "check_positive_int", "seed_of", "InvalidParameterError", "MemoryGuardError",
            "REMEDIES", "one_labels_warning"]
 
@@ -528,6 +529,16 @@ def memory_guard(n_bytes, what, remedies, *, fraction=0.8):
     avail, limit = available_memory()
     if avail is not None and n_bytes > fraction * avail:
         raise MemoryGuardError(what, n_bytes, avail, [remedies] if isinstance(remedies, str) else remedies, limit)
+
+
+def output_guard(r, m, dtype, what, remedies=None, extra_bytes=0):
+    """Refuse an r x m output that would not fit in memory.  ``remedies`` (keys of :data:`REMEDIES`):
+    by default those of the public measures -- rows=, float32 (unless it already is), fewer genes, Nystrom.
+    ``extra_bytes``: what the caller's next step needs beside the matrix (a solver's working memory)."""
+    if remedies is None:
+        remedies = ["rows"] + (["float32"] if np.dtype(dtype) != np.float32 else []) + ["genes", "nystrom"]
+    what = f"the {r} x {m} {what} matrix" + (" with the solver's working memory" if extra_bytes else "")
+    memory_guard(r * m * np.dtype(dtype).itemsize + extra_bytes, what, remedies)
 
 
 def _is_real(value):

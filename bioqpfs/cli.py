@@ -381,7 +381,7 @@ def _cmd_evaluate(args):
 
     sc.settings.verbosity = 0 if args.quiet else 2
     _check_paths(args, [("-o", args.output, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
-    evaluate._scorer(args.scoring)    # an unknown scorer name fails before any computation
+    evaluate.resolve_scoring(args.scoring)    # an unknown scorer name fails before any computation
     adata = _load_input(args)
     method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
     known = _registry.methods()

@@ -284,7 +284,7 @@ def _prediction_metrics(y_true, y_pred):
                 "f1_macro": float(f1_score(y_true, y_pred, average="macro", zero_division=0))}
 
 
-def _scorer(scoring):
+def resolve_scoring(scoring):
     """``(name, scorer or None)``: ``None`` for the metrics computed from the predictions anyway."""
     from sklearn.metrics import get_scorer, get_scorer_names
 
@@ -420,7 +420,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     repeats = check_positive_int(repeats, "repeats")
     if refit_selection not in (None, True, False):
         raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
-    score_name, scorer = _scorer(scoring)
+    score_name, scorer = resolve_scoring(scoring)
     X, y, names, cand = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
                               feature_names=feature_names)
     if ks[-1] > cand.size:

@@ -27,7 +27,7 @@ import numpy as np
 from ._kernels import correlation as _corr
 from ._kernels import discretize as _disc
 from ._kernels import information as _info
-from ._validation import check_base, check_labels, check_matrix, memory_guard, sample_names_of
+from ._validation import check_base, check_labels, check_matrix, memory_guard, output_guard, sample_names_of
 
 __all__ = [
     "discretize",
@@ -58,8 +58,9 @@ def resolve_discretization(X, discretization):
     return "zero_quantile" if n * m and 1.0 - nonzero / (n * m) >= AUTO_ZERO_FRACTION else "mean_sd"
 
 
-def _codes(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
-    """(codes, n_levels) for already validated X."""
+def codes_and_levels(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
+    """``(codes, n_levels)`` of already validated X (:func:`bioqpfs._validation.check_matrix`) by the rule
+    ``discretization`` (see :func:`discretize`); the one dispatch every measure and selector uses."""
     discretization = resolve_discretization(X, discretization)
     if discretization is None:
         return _disc.compact_codes(X, feature_names=feature_names)
@@ -117,12 +118,12 @@ def discretize(X, discretization="mean_sd", *, n_bins=3, y=None, method=_UNSET):
     names = sample_names_of(X)
     X = check_matrix(X)
     y_codes = None if y is None else check_labels(y, X.shape[0], name="y", sample_names=names)[0]
-    return _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)[0]
+    return codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)[0]
 
 
 def _table(X, discretization, n_bins, groups=None, y_codes=None):
     X = check_matrix(X)
-    codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     return _info.CodeTable(codes, levels, groups=groups)
 
 
@@ -135,16 +136,6 @@ def _check_dtype(dtype):
     if dt is None or dt.type not in (np.float32, np.float64):
         raise TypeError(f"dtype must be numpy.float32 or numpy.float64, got {dtype!r}")
     return dt
-
-
-def _output_guard(r, m, dtype, what, remedies=None, extra_bytes=0):
-    """Refuse an r x m output that would not fit in memory.  ``remedies`` (keys of ``_validation.REMEDIES``):
-    by default those of the public measures -- rows=, float32 (unless it already is), fewer genes, Nystrom.
-    ``extra_bytes``: what the caller's next step needs beside the matrix (a solver's working memory)."""
-    if remedies is None:
-        remedies = ["rows"] + (["float32"] if np.dtype(dtype) != np.float32 else []) + ["genes", "nystrom"]
-    what = f"the {r} x {m} {what} matrix" + (" with the solver's working memory" if extra_bytes else "")
-    memory_guard(r * m * np.dtype(dtype).itemsize + extra_bytes, what, remedies)
 
 
 def mutual_information(Xd, Yd=None, *, discretization="mean_sd", n_bins=3, base=2, rows=None, dtype=np.float64):
@@ -186,7 +177,7 @@ def mutual_information(Xd, Yd=None, *, discretization="mean_sd", n_bins=3, base=
     if Yd is None:
         rows_arr = _check_rows(rows, table.n_genes)
         r = table.n_genes if rows is None else len(rows_arr)
-        _output_guard(r, table.n_genes, dtype, "mutual information")
+        output_guard(r, table.n_genes, dtype, "mutual information")
         return _info.pairwise_information(table, None, "mi", rows=rows_arr, base=base, dtype=dtype)
     Y = np.asarray(Yd)
     if Y.ndim == 1:
@@ -237,11 +228,11 @@ def conditional_mutual_information(Xd, y, *, discretization="mean_sd", n_bins=3,
     names = sample_names_of(Xd)
     X = check_matrix(Xd)
     y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
-    codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     table = _info.CodeTable(codes, levels, groups=y_codes, weights=_info.class_sample_weights(y_codes, class_weight))
     rows_arr = _check_rows(rows, table.n_genes)
     r = table.n_genes if rows is None else len(rows_arr)
-    _output_guard(r, table.n_genes, dtype, "conditional mutual information")
+    output_guard(r, table.n_genes, dtype, "conditional mutual information")
     return _info.pairwise_information(table, None, "cmi", rows=rows_arr, base=base, dtype=dtype)
 
 
@@ -290,7 +281,7 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, cl
                      ["samples"])
         return np.maximum(_mst.mst_cpx(X, y_codes)[0], 0.0)
     if kind == "mi":
-        codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+        codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
         table = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
         return _info.class_relevance(table) / np.log(base)
     if kind == "hall":
@@ -307,5 +298,5 @@ def correlation(X, *, rows=None, dtype=np.float64):
     X = check_matrix(X)
     rows_arr = _check_rows(rows, X.shape[1])
     r = X.shape[1] if rows is None else len(rows_arr)
-    _output_guard(r, X.shape[1], dtype, "correlation")
+    output_guard(r, X.shape[1], dtype, "correlation")
     return _corr.abs_pearson(X, rows=rows_arr, dtype=dtype)

@@ -684,5 +684,5 @@ def test_mdl_without_repeats_is_unchanged_and_selectors_stay_bounded():
             sel = bioqpfs.select(Xr, yr, method=method, n_genes=3, discretization="mdl")
         assert sel.selected.size == 3
     with pytest.warns(UserWarning):
-        table = info.CodeTable(*measures._codes(Xr, "mdl", y_codes=yr))
+        table = info.CodeTable(*measures.codes_and_levels(Xr, "mdl", y_codes=yr))
     assert table.n_bins <= 8    # the global one-hot width every MI count is proportional to (squared)

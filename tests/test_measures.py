@@ -232,7 +232,7 @@ def test_cmi_mean_kind_is_the_symmetrised_cmi(rng):
     C = ref.cmi_matrix(X, y)
     expect = 0.5 * (C + C.T)
     np.fill_diagonal(expect, np.diag(C))
-    codes, levels = measures._codes(X, None)
+    codes, levels = measures.codes_and_levels(X, None)
     table = info.CodeTable(codes, levels, groups=y)
     Q = info.pairwise_information(table, None, "cmi_mean")
     np.testing.assert_allclose(Q, expect, atol=1e-10)

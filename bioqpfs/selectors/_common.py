@@ -41,7 +41,7 @@ from .. import measures
 from .._kernels import correlation as _corr
 from .._kernels import information as _info
 from .._selection import rank_by_weight
-from .._validation import check_base, check_labels, check_matrix, describe_indices, sample_names_of
+from .._validation import check_base, check_labels, check_matrix, describe_indices, output_guard, sample_names_of
 
 SIMILARITIES = ("mi", "correlation")
 RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
@@ -102,7 +102,7 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
     """The code table every MI-based selector counts from: X discretised once, with the class-weighted
     sample weights of ``class_weight`` (None or "balanced"; :func:`bioqpfs._kernels.information.class_sample_weights`)
     and, when ``grouped``, the samples grouped by class (for the class-conditional kinds)."""
-    codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = measures.codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     weights = _info.class_sample_weights(y_codes, class_weight)
     return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights)
 
@@ -141,7 +141,7 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     Q = None
     if need_full or rows is not None:
         r = m if rows is None else len(rows)
-        measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
+        output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
                                ["genes", "nystrom", "ikm"],  # a selector picks rows and dtype itself
                                extra_bytes=working_bytes)
         if similarity == "mi":

@@ -103,7 +103,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     if P_all.size and share is None:
         share = P_all.size / n_genes if (n_genes is not None and n_genes > P_all.size) else 0.5
 
-    codes, levels = measures._codes(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = measures.codes_and_levels(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
     H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base)
     f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
     check_informative("eqpfs", f, dict(discretization=discretization))  # before alpha and lambda fail on it

@@ -87,7 +87,7 @@ class _Context:
         memory_guard(2 * n * m + 2 * 8 * n * m, f"clustering {m} genes",
                      ["genes", "samples"])
         Xk = X if m == self.m_total else X[:, self.keep]
-        codes, levels = measures._codes(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
+        codes, levels = measures.codes_and_levels(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
         # moments of X[:, g] / s[g] (a power of two, 1 for ordinary genes): no overflow/underflow at any scale
         mean, ss, s = scaled_column_moments(Xk)
         scale = 1.0 / np.sqrt(ss / max(1, n - 1))

@@ -41,7 +41,7 @@ from .._kernels import subset_search as _swap
 from .._kernels.ranking import RANK_REL_TOL
 from .._selection import Selection, check_informative, rank_by_weight
 from .._validation import (Interval, Options, check_n_genes, check_random_state, describe_indices, memory_guard,
-                           parameter_constraints,
+                           output_guard, parameter_constraints,
                            validate_random_state)
 from ._common import info_table, prepare, warn_constant
 
@@ -279,7 +279,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         raise TypeError(f"dtype must be None, 'float32' or 'float64', got {dtype!r}") from None
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
+    output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
                            ["genes"] + (["float32"] if dtype != np.float32 else []) + ["nystrom"])
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins, class_weight)
@@ -385,7 +385,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     m = keep.size
     rows = _nys.sample_rows(m, float(nystrom_rate), rng)
     r = rows.size
-    measures._output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
+    output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
     memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", ["lower_nystrom"])
     rest = np.setdiff1d(np.arange(m), rows)
     n_err = min(int(n_error_rows), rest.size)
