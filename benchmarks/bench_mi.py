@@ -24,8 +24,8 @@ import time
 import tracemalloc
 
 import numpy as np
-
 from _common import gemm_seconds
+
 from bioqpfs import measures
 from bioqpfs._kernels import information as info
 

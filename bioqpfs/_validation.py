@@ -7,8 +7,8 @@ label) and what to do about it.
 from __future__ import annotations
 
 import contextlib
-import os
 import contextvars
+import os
 import weakref
 
 import numpy as np

@@ -31,10 +31,8 @@ def _on_sigterm(signum, frame):
 
 
 def _parser():
-    from . import datasets
+    from . import __version__, datasets
     from ._registry import methods
-
-    from . import __version__
 
     p = argparse.ArgumentParser(prog="bioqpfs", description="Global gene-panel selection (QPFS and relatives).")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -215,8 +213,6 @@ def _save_plot(draw, path):
 
 
 def _load_input(args):
-    import anndata as ad
-
     from . import datasets
 
     if args.input is None:
@@ -469,6 +465,7 @@ def _cmd_datasets(args):
 
 
 def main(argv=None):
+    """Run the ``bioqpfs`` command line (``argv`` default: ``sys.argv[1:]``); return the exit code."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)

@@ -193,6 +193,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         return self.selection_.selected_mask
 
     def __sklearn_tags__(self):
+        """A classification target is required; sparse input is accepted; float32/float64 are kept."""
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.input_tags.sparse = True

@@ -9,8 +9,14 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import bioqpfs
-from bioqpfs.estimators import (BaselineSelector, BioQPFSSelector, IKMQPFSSelector, QPFSSelector, SpecCMISelector,
-                                registered_families)
+from bioqpfs.estimators import (
+    BaselineSelector,
+    BioQPFSSelector,
+    IKMQPFSSelector,
+    QPFSSelector,
+    SpecCMISelector,
+    registered_families,
+)
 
 
 def _instances():

@@ -10,14 +10,13 @@ import warnings
 
 import numpy as np
 import pytest
+import reference as ref
 
 import bioqpfs
 from bioqpfs import measures
 from bioqpfs._kernels import kmeans as km
 from bioqpfs._kernels.correlation import _standardised, column_moments
 from bioqpfs.selectors.ikm_qpfs import ikm_qpfs, ikma_qpfs, tlkm_qpfs
-
-import reference as ref
 
 METHODS = [tlkm_qpfs, ikm_qpfs, ikma_qpfs]
 

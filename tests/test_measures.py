@@ -1,11 +1,10 @@
 import numpy as np
 import pytest
+import reference as ref
 import scipy.sparse as sp
 
 from bioqpfs import measures
 from bioqpfs._kernels import information as info
-
-import reference as ref
 
 
 def _codes(rng, n=40, m=7, levels=(3, 3, 2, 4, 3, 1, 3)):

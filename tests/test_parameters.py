@@ -8,7 +8,7 @@ import pytest
 import bioqpfs
 from bioqpfs import estimators, evaluate, measures
 from bioqpfs._registry import method_function, methods
-from bioqpfs._validation import InvalidParameterError, Interval, Options
+from bioqpfs._validation import Interval, InvalidParameterError, Options
 
 METHODS = sorted(methods())
 

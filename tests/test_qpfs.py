@@ -3,13 +3,12 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+import reference as ref
 import scipy.sparse as sp
 
 import bioqpfs
 from bioqpfs import measures
 from bioqpfs.selectors.qpfs import alpha_hat, solve_qpfs
-
-import reference as ref
 
 
 def example1():

@@ -375,7 +375,8 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=None, tau=0.9, max_split=10, alp
         20 % above tau on Colon -- so without a cap level 2 would put every gene in its own cluster.  With
         tau chosen by the paper's eq. 8, ``tau >= R / k^(1/N)``, the formula itself never exceeds k; the cap
         plays the role of that k.
-%(common)s
+    %(common)s
+
     Returns
     -------
     Selection
@@ -521,7 +522,8 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_le
     ranked after them by relevance I(X; C), with weight 0, so a panel of any size can be taken (the paper
     ranks only the kept representatives).  At most ``max_levels * (2 M k - k^2 + 2 M)`` distances are spent
     in k-means when ``n_clusters == n_split == k`` (section 4.3), plus one per member for radii.
-%(ikm_params)s
+    %(ikm_params)s
+
     Returns
     -------
     Selection
@@ -548,7 +550,8 @@ def ikma_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_l
 
     As :func:`ikm_qpfs`, but every cluster whose representative gets QPFS weight 0 is dropped at once, at
     any level and whatever its radius (the check added at the top of the loop of Algorithm IRR).
-%(ikm_params)s
+    %(ikm_params)s
+
     Returns
     -------
     Selection

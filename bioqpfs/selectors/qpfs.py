@@ -30,8 +30,15 @@ from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import simplex_qp
 from .._selection import Selection
-from .._validation import (Interval, Options, check_n_genes, check_random_state, describe_indices, memory_guard,
-                           parameter_constraints)
+from .._validation import (
+    Interval,
+    Options,
+    check_n_genes,
+    check_random_state,
+    describe_indices,
+    memory_guard,
+    parameter_constraints,
+)
 from ._common import RELEVANCES, SIMILARITIES, prepare, similarity_and_relevance, warn_constant, weights_and_ranking
 
 __all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES"]

@@ -40,9 +40,17 @@ from .._kernels import spectral as _spec
 from .._kernels import subset_search as _swap
 from .._kernels.ranking import RANK_REL_TOL
 from .._selection import Selection, check_informative, rank_by_weight
-from .._validation import (Interval, Options, check_n_genes, check_random_state, describe_indices, memory_guard,
-                           output_guard, parameter_constraints,
-                           validate_random_state)
+from .._validation import (
+    Interval,
+    Options,
+    check_n_genes,
+    check_random_state,
+    describe_indices,
+    memory_guard,
+    output_guard,
+    parameter_constraints,
+    validate_random_state,
+)
 from ._common import info_table, prepare, warn_constant
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]

@@ -134,6 +134,7 @@ class LDAObjective:
         return out
 
     def __call__(self, W):
+        """Objective value and gradient with respect to ``W`` (genes x components)."""
         P = self.X @ W
         MW = self.M @ W
         q = W.shape[1]
@@ -171,6 +172,7 @@ class HSICObjective:
         return out
 
     def hsic(self, W):
+        """The Gaussian kernel matrix of ``X W`` and ``X W`` itself."""
         Z = self.X @ W
         sq = np.sum(Z * Z, axis=1)
         D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0)
@@ -178,6 +180,7 @@ class HSICObjective:
         return K, Z
 
     def __call__(self, W):
+        """Objective value and gradient with respect to ``W`` (genes x components)."""
         K, Z = self.hsic(W)
         P = K * self.HLH
         f = -float(np.sum(P)) / self.norm
