@@ -582,25 +582,12 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     psd_fix : {"shift", "clip", "none"}
         What to do when (1 - alpha) Q is indefinite (see :func:`apply_psd_fix`); always recorded in
         ``diagnostics`` (``psd_fix_applied``, ``min_eigenvalue``, ``psd_shift``, ``n_clipped``,
-        ``local``).  Evidence (``benchmarks/bench_qpfs.py --psd-evidence``: 5-fold CV x 2 repeats,
-        genes selected on each training fold with alpha_hat, linear SVM C=1 on the top 10/20/50
-        genes, error averaged over folds and sizes; stability = mean pairwise Jaccard index of the
-        top-20 sets of the 10 folds; nnz = non-zero weights)::
-
-            dataset (N x M)       shift                 clip                  none
-            SRBCT   (83 x 2308)   4.0%  0.439  186 nnz  1.2%  0.374  40 nnz   1.0%  0.375  35 nnz
-            Colon   (62 x 2000)  19.3%  0.198   32 nnz 18.4%  0.176   8 nnz  18.1%  0.180   8 nnz
-            Leukemia(72 x 7129)   7.3%  0.280  181 nnz  7.1%  0.264  41 nnz*  6.4%  0.295  17 nnz
-
-        (* more than 200 negative eigenvalues: the 200 most negative clipped by Lanczos, the rest
-        shifted, ``"clip+shift"``, 76 s per fit against 9 s for shift and none.)
-
-        The shift (eq. 13's lambda I) adds the same large penalty to every gene (lambda ~ 1.4 on
-        SRBCT against diagonals ~ 0.8), so the optimum spreads over many genes and the top-10
-        panel is worse; clip and none stay close to the published objective and give a lower
-        CV error than shift on all three data sets (none the lowest), shift the most stable
-        top-20 on two of three.  "none" is
-        also the cheapest (no eigendecomposition beyond one Lanczos run), so it is the default.
+        ``local``).  Evidence: ``benchmarks/README.md``, "psd_fix" (``benchmarks/bench_qpfs.py
+        --psd-evidence`` on SRBCT, Colon and Leukemia).  The shift (eq. 13's lambda I) adds the
+        same large penalty to every gene (lambda ~ 1.4 on SRBCT against diagonals ~ 0.8), so the
+        optimum spreads over many genes and the top-10 panel is worse; clip and none stay close to
+        the published objective and give a lower CV error than shift on all three data sets (none
+        the lowest), shift the most stable top-20 on two of three.  "none" is also the cheapest (no eigendecomposition beyond one Lanczos run), so it is the default.
         On a PSD Q it is the exact optimum; on an indefinite Q it is a stationary point of the
         non-convex QP from a deterministic start (``diagnostics["local"]`` says so).  Pass
         ``psd_fix="shift"`` for the convexified problem (a global optimum of a changed objective). With
