@@ -2,8 +2,8 @@
 # bioqpfs developer entry point: the two commands in README.md.
 #
 #   bash dev.sh demo   install what is missing, then select a gene panel on bundled SRBCT
-#   bash dev.sh test   install what is missing, then run every test suite: pytest on Debian's Python
-#                      (.venv), the R package check, and pytest again on the newest Python found
+#   bash dev.sh test   install what is missing, then run every test suite: ruff (lint) and pytest on
+#                      Debian's Python (.venv), the R package check, and pytest again on the newest Python found
 #                      with the newest scanpy/anndata/numpy/scipy/scikit-learn (.venv-newest)
 #
 # Idempotent: the virtual environment in .venv is rebuilt only when pyproject.toml
@@ -174,6 +174,9 @@ case "$cmd" in
     ensure_r
     ensure_python dev,r,bench
     rc=0
+    # the linter first (pyflakes, import order, numpy docstrings; configured in pyproject.toml [tool.ruff])
+    log "ruff check (pyflakes, import order, numpy docstring convention)"
+    "$PY" -m ruff check . || rc=1
     BIOQPFS_REQUIRE_R=1 "$PY" -m pytest -q "$@" || rc=$?
     # the R package check (testthat + vignette) and the newest-stack leg run with the full suite,
     # i.e. without extra args

@@ -26,7 +26,6 @@ import tempfile
 import time
 
 import numpy as np
-
 from _common import synthetic
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -28,7 +28,6 @@ import argparse
 import time
 
 import numpy as np
-
 from _common import gemm_seconds, synthetic
 
 

@@ -169,11 +169,13 @@ def atomic_path(path):
 def to_storable(value):
     """Convert a value to types that survive ``write_h5ad``/``read_h5ad`` and the R bridge.
 
-    None -> "None"; numpy scalars -> Python scalars; sequences -> NumPy arrays (str arrays when not
-    all numeric/bool); dicts recursively (keys as str).  Anything else -> its ``str``.
+    None stays None (a real null: anndata >= 0.12 writes it to h5ad, earlier versions leave the key
+    out; R gets ``NULL``), never the string ``"None"``; numpy scalars -> Python scalars; sequences ->
+    NumPy arrays (str arrays when not all numeric/bool); dicts recursively (keys as str).  Anything
+    else -> its ``str``.
     """
     if value is None:
-        return "None"
+        return None
     if isinstance(value, dict):
         return {str(k): to_storable(v) for k, v in value.items()}
     if isinstance(value, (bool, np.bool_)):

@@ -9,44 +9,81 @@ import numpy as np
 from ._selection import Selection
 from ._validation import validate_random_state
 
-__all__ = ["select", "methods", "register", "method_function", "DEFAULT_PANEL", "resolve_method"]
+__all__ = ["select", "methods", "register", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
+           "resolve_method"]
 
-# name -> (module, function, one-line description)
-_METHODS: dict[str, tuple[str, str, str]] = {}
-# name -> the scikit-learn estimator class (in bioqpfs.estimators) that serves it, when registered with one
-_FAMILIES: dict[str, str] = {}
+from typing import NamedTuple
 
 
-def register(name, module, function, description, family=None):
+class _Method(NamedTuple):
+    module: str
+    function: str
+    description: str
+    family: str
+
+
+#: the estimator families (:mod:`bioqpfs.estimators`): which sklearn class serves a method and which of
+#: its parameters are first-class estimator parameters
+FAMILIES = {"qpfs": "QPFSSelector", "spec_cmi": "SpecCMISelector", "clustering": "IKMQPFSSelector",
+            "baseline": "BaselineSelector", "generic": "BioQPFSSelector"}
+
+# name -> _Method
+_METHODS: dict[str, _Method] = {}
+
+
+def register(name, module, function, description, *, family):
     """Add a method; ``module:function`` is imported lazily on first use.
 
-    ``family``: the name of the estimator class in :mod:`bioqpfs.estimators` that serves the method (e.g.
-    ``"BioQPFSSelector"``); by default it is inferred from the name (see ``estimators.registered_families``).
+    ``family`` (a key of :data:`FAMILIES`) names the estimator class that serves the method, explicitly:
+    nothing is guessed from the method's name.  Adding a method = one selector module + one ``register``
+    line (the contract is written down in :mod:`bioqpfs.selectors._common`).
     """
-    _METHODS[name] = (module, function, description)
-    if family is not None:
-        _FAMILIES[name] = family
+    if family not in FAMILIES:
+        raise ValueError(f"register({name!r}): family must be one of {sorted(FAMILIES)}, got {family!r}")
+    _METHODS[name] = _Method(module, function, description, family)
 
 
-register("qpfs", "bioqpfs.selectors.qpfs", "qpfs", "Quadratic Programming Feature Selection, exact (Rodriguez-Lujan et al. 2010)")
-register("eqpfs", "bioqpfs.selectors.eqpfs", "eqpfs", "Extended QPFS, convexified: H1 - beta H2 + lambda I (Nguyen et al. 2014, eq. 13)")
-register("spec_cmi", "bioqpfs.selectors.spec_cmi", "spec_cmi", "SPEC_CMI: dominant eigenvector of the conditional-MI matrix (Nguyen et al., KDD 2014)")
-register("spec_cmi_nystrom", "bioqpfs.selectors.spec_cmi", "spec_cmi_nystrom", "SPEC_CMI from sampled rows, Nystrom approximation (Nguyen et al. 2014, section 3.4)")
-register("sdp_cmi", "bioqpfs.selectors.spec_cmi", "sdp_cmi", "SDP_CMI: semidefinite relaxation + Goemans-Williamson rounding, small M (Nguyen et al. 2014)")
-register("maxrel", "bioqpfs.selectors.baselines", "maxrel", "Max-relevance ranking by I(X;C) (Peng et al. 2005)")
-register("mrmr_mid", "bioqpfs.selectors.baselines", "mrmr_mid", "Greedy mRMR, difference form MID (Peng et al. 2005)")
-register("mrmr_miq", "bioqpfs.selectors.baselines", "mrmr_miq", "Greedy mRMR, quotient form MIQ (Ding & Peng 2005)")
-register("jmi", "bioqpfs.selectors.baselines", "jmi", "Greedy joint mutual information, = EMRMR (Yang & Moody 1999)")
-register("cife", "bioqpfs.selectors.baselines", "cife", "Greedy conditional infomax feature extraction (Lin & Tang 2006)")
+def family(method):
+    """The estimator family a registered method belongs to (a key of :data:`FAMILIES`)."""
+    method_function(method)   # an unknown name: the one error message
+    return _METHODS[method].family
+
+
+register("qpfs", "bioqpfs.selectors.qpfs", "qpfs", "Quadratic Programming Feature Selection, exact (Rodriguez-Lujan et al. 2010)",
+         family="qpfs")
+register("eqpfs", "bioqpfs.selectors.eqpfs", "eqpfs", "Extended QPFS, convexified: H1 - beta H2 + lambda I (Nguyen et al. 2014, eq. 13)",
+         family="qpfs")
+register("spec_cmi", "bioqpfs.selectors.spec_cmi", "spec_cmi", "SPEC_CMI: dominant eigenvector of the conditional-MI matrix (Nguyen et al., KDD 2014)",
+         family="spec_cmi")
+register("spec_cmi_nystrom", "bioqpfs.selectors.spec_cmi", "spec_cmi_nystrom", "SPEC_CMI from sampled rows, Nystrom approximation (Nguyen et al. 2014, section 3.4)",
+         family="spec_cmi")
+register("sdp_cmi", "bioqpfs.selectors.spec_cmi", "sdp_cmi", "SDP_CMI: semidefinite relaxation + Goemans-Williamson rounding, small M (Nguyen et al. 2014)",
+         family="spec_cmi")
+register("maxrel", "bioqpfs.selectors.baselines", "maxrel", "Max-relevance ranking by I(X;C) (Peng et al. 2005)",
+         family="baseline")
+register("mrmr_mid", "bioqpfs.selectors.baselines", "mrmr_mid", "Greedy mRMR, difference form MID (Peng et al. 2005)",
+         family="baseline")
+register("mrmr_miq", "bioqpfs.selectors.baselines", "mrmr_miq", "Greedy mRMR, quotient form MIQ (Ding & Peng 2005)",
+         family="baseline")
+register("jmi", "bioqpfs.selectors.baselines", "jmi", "Greedy joint mutual information, = EMRMR (Yang & Moody 1999)",
+         family="baseline")
+register("cife", "bioqpfs.selectors.baselines", "cife", "Greedy conditional infomax feature extraction (Lin & Tang 2006)",
+         family="baseline")
 register("qpfs_cover", "bioqpfs.selectors.qpfs_cover", "qpfs_cover",
          "Class-covering QPFS: one QPFS per class on one-vs-rest MI, panel round-robin over classes (bioqpfs)",
-         family="BioQPFSSelector")
-register("random", "bioqpfs.selectors.baselines", "random_genes", "Seeded uniform random ranking (baseline)")
-register("ldfs", "bioqpfs.selectors.transform", "ldfs", "Linear Discriminant Feature Selection, l1/linf row-sparse LDA (Masaeli et al. 2010)")
-register("hsfs", "bioqpfs.selectors.transform", "hsfs", "Hilbert-Schmidt Feature Selection, l1/linf row-sparse HSIC (Masaeli et al. 2010)")
-register("tlkm_qpfs", "bioqpfs.selectors.ikm_qpfs", "tlkm_qpfs", "QPFS on two-level k-means gene-cluster representatives (Prasad & Biswas)")
-register("ikm_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikm_qpfs", "Interleaved k-means and QPFS on gene clusters, O(M) memory (Prasad & Biswas)")
-register("ikma_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikma_qpfs", "IKM-QPFS dropping every zero-weight cluster at once (Prasad & Biswas)")
+         family="generic")
+register("random", "bioqpfs.selectors.baselines", "random_genes", "Seeded uniform random ranking (baseline)",
+         family="baseline")
+register("ldfs", "bioqpfs.selectors.transform", "ldfs", "Linear Discriminant Feature Selection, l1/linf row-sparse LDA (Masaeli et al. 2010)",
+         family="baseline")
+register("hsfs", "bioqpfs.selectors.transform", "hsfs", "Hilbert-Schmidt Feature Selection, l1/linf row-sparse HSIC (Masaeli et al. 2010)",
+         family="baseline")
+register("tlkm_qpfs", "bioqpfs.selectors.ikm_qpfs", "tlkm_qpfs", "QPFS on two-level k-means gene-cluster representatives (Prasad & Biswas)",
+         family="clustering")
+register("ikm_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikm_qpfs", "Interleaved k-means and QPFS on gene clusters, O(M) memory (Prasad & Biswas)",
+         family="clustering")
+register("ikma_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikma_qpfs", "IKM-QPFS dropping every zero-weight cluster at once (Prasad & Biswas)",
+         family="clustering")
 
 
 #: The panel recipe used when no method is named (``method=None``) by :func:`select`, ``tl.select_genes`` and the
@@ -72,7 +109,7 @@ def resolve_method(method, params):
 
 def methods() -> dict[str, str]:
     """Registered method names with a one-line description."""
-    return {k: v[2] for k, v in sorted(_METHODS.items())}
+    return {k: v.description for k, v in sorted(_METHODS.items())}
 
 
 def closest_method(name):
@@ -102,11 +139,11 @@ def method_function(method):
     """The selector function registered as ``method``; an unknown name is an error suggesting the closest."""
     if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(unknown_method_message(method))
-    module, func, _ = _METHODS[method]
-    return getattr(importlib.import_module(module), func)
+    entry = _METHODS[method]
+    return getattr(importlib.import_module(entry.module), entry.function)
 
 
-def select(X, y, *, method=None, n_genes=None, random_state=None, feature_names=None, **params) -> Selection:
+def select(X, y, *, method=None, n_genes=None, random_state=0, feature_names=None, **params) -> Selection:
     """Select genes with the named method.
 
     Parameters
@@ -123,9 +160,10 @@ def select(X, y, *, method=None, n_genes=None, random_state=None, feature_names=
         Panel size.
     feature_names : sequence of str, optional
         Gene names, one per column of X (in messages and ``Selection.genes``).
-    random_state : int or numpy Generator, optional
-        Seed for every random choice the method makes: None, a non-negative integer or a NumPy
-        Generator/RandomState.  Anything else (e.g. ``"abc"``, -1, 1.5) is an error for every method,
+    random_state : int, numpy Generator or None, default 0
+        Seed for every random choice the method makes: a non-negative integer (default 0, the same
+        seeded default as every face: tl, CLI, R, estimators, evaluate, the selector functions), a
+        NumPy Generator/RandomState, or None (unseeded).  Anything else (e.g. ``"abc"``, -1, 1.5) is an error for every method,
         also for the deterministic ones, which ignore a valid seed.
     **params
         Method parameters (see the method's function, e.g. :func:`bioqpfs.qpfs`).  Unknown

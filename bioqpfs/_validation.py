@@ -7,15 +7,17 @@ label) and what to do about it.
 from __future__ import annotations
 
 import contextlib
-import os
 import contextvars
+import os
 import weakref
 
 import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
-           "check_base", "describe_indices", "memory_guard", "sample_names_of", "numeric_params", "MemoryGuardError",
+           "check_base", "describe_indices", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
+           "Options", "Interval",
+           "check_number", "check_positive_int", "seed_of", "InvalidParameterError", "MemoryGuardError",
            "REMEDIES", "one_labels_warning"]
 
 # The mostly-singleton-classes warning of check_labels is issued once per user call, although the
@@ -299,16 +301,13 @@ def check_n_genes(n_genes, n_available, *, what="genes"):
     """Validate a requested panel size against the number of candidate genes."""
     if n_genes is None:
         return None
-    if isinstance(n_genes, bool) or not isinstance(n_genes, (int, np.integer)):
-        raise TypeError(f"n_genes must be a positive integer, got {n_genes!r}")
-    if n_genes < 1:
-        raise ValueError(f"n_genes must be >= 1, got {n_genes}")
+    n_genes = check_positive_int(n_genes, "n_genes")
     if n_genes > n_available:
         raise ValueError(
             f"n_genes={n_genes} but only {n_available} candidate {what} are available; "
             f"ask for at most {n_available}"
         )
-    return int(n_genes)
+    return n_genes
 
 
 def check_random_state(random_state, *, name="random_state"):
@@ -324,6 +323,20 @@ def check_random_state(random_state, *, name="random_state"):
         raise ValueError(f"{name} must be None, a non-negative integer or a numpy.random.Generator, "
                          f"got {random_state!r}")
     return np.random.default_rng(int(random_state))
+
+
+def seed_of(random_state):
+    """``None`` or an int seed from ``random_state`` (validated by :func:`check_random_state`).
+
+    A non-negative int is kept; a NumPy Generator/RandomState/SeedSequence/BitGenerator gives one seed
+    drawn from it, so that a face can seed several fits (CV folds, sklearn clones) from it.
+    """
+    if random_state is None:
+        return None
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, (bool, np.bool_)) \
+            and random_state >= 0:
+        return int(random_state)
+    return int(check_random_state(random_state).integers(0, 2**31 - 1))
 
 
 def validate_random_state(random_state):
@@ -518,58 +531,147 @@ def memory_guard(n_bytes, what, remedies, *, fraction=0.8):
         raise MemoryGuardError(what, n_bytes, avail, [remedies] if isinstance(remedies, str) else remedies, limit)
 
 
+def output_guard(r, m, dtype, what, remedies=None, extra_bytes=0):
+    """Refuse an r x m output that would not fit in memory.  ``remedies`` (keys of :data:`REMEDIES`):
+    by default those of the public measures -- rows=, float32 (unless it already is), fewer genes, Nystrom.
+    ``extra_bytes``: what the caller's next step needs beside the matrix (a solver's working memory)."""
+    if remedies is None:
+        remedies = ["rows"] + (["float32"] if np.dtype(dtype) != np.float32 else []) + ["genes", "nystrom"]
+    what = f"the {r} x {m} {what} matrix" + (" with the solver's working memory" if extra_bytes else "")
+    memory_guard(r * m * np.dtype(dtype).itemsize + extra_bytes, what, remedies)
+
+
 def _is_real(value):
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
-def numeric_params(*optional, integers=()):
-    """Decorator of a selector: check the type of its numeric and boolean parameters before any work.
+class Options:
+    """A parameter constraint: one of a fixed set of values (strings, and ``None`` where listed)."""
 
-    A parameter whose default is a number (e.g. ``beta=1.0``, ``base=2``), or that is named in
-    ``optional`` (numbers whose default is None, e.g. ``alpha``), must be a real number (or None for
-    those of ``optional``), and not NaN; one named in ``integers`` a whole number; one with a bool
-    default a bool.  Otherwise a ``TypeError``/``ValueError`` names the parameter and the value
-    (never numpy's "could not convert string to float").  Ranges stay with the method.  Used on
-    every registered selector, so direct calls and every face get the same messages.
+    def __init__(self, *values):
+        self.values = values
+
+    def check(self, where, name, value):
+        if (value is None and None in self.values) or (isinstance(value, str) and value in self.values):
+            return
+        import difflib
+
+        names = [v for v in self.values if isinstance(v, str)]
+        close = difflib.get_close_matches(value, names, n=1) if isinstance(value, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        shown = [repr(v) for v in self.values]
+        choices = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+        raise ValueError(f"{where}: {name} must be {choices}, got {value!r}{hint}")
+
+
+class Interval:
+    """A parameter constraint: a real (``kind="real"``) or whole (``"integer"``) number in a range.
+
+    ``low``/``high`` are bounds (``None``: unbounded), ``closed`` in {"both", "left", "right",
+    "neither"} says which are included; ``none=True`` also admits ``None``.  The type rule is the
+    one of every numeric parameter (:func:`parameter_constraints`): a bool, a string or NaN is refused.
+    """
+
+    def __init__(self, kind, low=None, high=None, *, closed="both", none=False):
+        self.kind, self.low, self.high, self.closed, self.none = kind, low, high, closed, none
+
+    def describe(self):
+        """``"lie in [0, 1]"``, ``"be >= 0"``, ... (what the error message says the value must do)."""
+        left = "[" if self.closed in ("both", "left") else "("
+        right = "]" if self.closed in ("both", "right") else ")"
+        if self.high is None:
+            return f"be {'>=' if left == '[' else '>'} {self.low:g}"
+        if self.low is None:
+            return f"be {'<=' if right == ']' else '<'} {self.high:g}"
+        return f"lie in {left}{self.low:g}, {self.high:g}{right}"
+
+    def check(self, where, name, value):
+        if value is None and self.none:
+            return
+        check_number(value, name, where=where, integer=self.kind == "integer", none=self.none)
+        lo_ok = self.low is None or (value >= self.low if self.closed in ("both", "left") else value > self.low)
+        hi_ok = self.high is None or (value <= self.high if self.closed in ("both", "right") else value < self.high)
+        if not (lo_ok and hi_ok):
+            raise ValueError(f"{where}: {name} must {self.describe()}{' (or be None)' if self.none else ''}, "
+                             f"got {value!r}")
+
+
+def check_number(value, name, *, where=None, integer=False, none=False):
+    """The one type rule of numeric parameters: a real (or whole, ``integer=True``) number, not a bool, not NaN."""
+    what = "a whole number" if integer else "a number"
+    prefix = f"{where}: " if where else ""
+    if not _is_real(value):
+        raise TypeError(f"{prefix}{name} must be {what}{' or None' if none else ''}, got {value!r}")
+    if np.isnan(value):
+        raise ValueError(f"{prefix}{name} must be {what}, got NaN")
+    if integer and (not np.isfinite(value) or float(value) != int(value)):
+        raise TypeError(f"{prefix}{name} must be {what}, got {value!r}")
+    return value
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter of the wrong type or value (both a ``ValueError`` and a ``TypeError``, as scikit-learn's)."""
+
+
+def check_positive_int(value, name, *, minimum=1):
+    """The one positive-integer rule (panel sizes, counts): an int (not a bool) >= ``minimum``.
+
+    Raises :class:`InvalidParameterError` (a ``ValueError`` and a ``TypeError``) naming ``name``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def parameter_constraints(**constraints):
+    """Decorator of a selector: declare and check its parameters before any work.
+
+    A small equivalent of scikit-learn's ``_parameter_constraints``: ``constraints`` maps a
+    parameter name to an :class:`Options` (one of fixed values) or an :class:`Interval` (a number in
+    a range); ``random_state`` is always checked by :func:`validate_random_state`.  Parameters not
+    declared are typed from their default: a number default (``beta=1.0``,
+    ``base=2``) must stay a real number, a bool default a bool; ``base`` follows :func:`check_base`.
+    Every violation is a ``TypeError``/``ValueError`` naming the method, the parameter and the value
+    (never numpy's "could not convert string to float"), raised when the function is called, so
+    every face (``select``, ``tl``, CLI, R, sklearn) and every path (exact, Nystrom, every solver)
+    fails before any computation.  The table is kept as ``func.parameter_constraints``.
     """
     import functools
     import inspect
 
     def wrap(func):
         sig = inspect.signature(func)
-        kinds = {}
+        unknown = set(constraints) - set(sig.parameters)
+        if unknown:
+            raise TypeError(f"{func.__name__}: constraints for unknown parameter(s) {sorted(unknown)}")
+        table = dict(constraints)
         for name, p in sig.parameters.items():
-            if name in integers:
-                kinds[name] = "integer"
-            elif name in optional or _is_real(p.default):
-                kinds[name] = "number"
-            elif isinstance(p.default, bool):
-                kinds[name] = "bool"
+            if name in table or name == "base":
+                continue
+            if isinstance(p.default, (bool, np.bool_)):
+                table[name] = "bool"
+            elif _is_real(p.default):
+                table[name] = Interval("real")
 
         @functools.wraps(func)
         def checked(*args, **kwargs):
             bound = sig.bind_partial(*args, **kwargs)
             for name, value in bound.arguments.items():
-                kind = kinds.get(name)
-                if kind is None or value is None and (name in optional or sig.parameters[name].default is None):
-                    continue
                 if name == "base":  # the one rule of every information measure
                     check_base(value)
                     continue
-                if kind == "bool":
+                if name == "random_state":  # the one random_state rule, also for deterministic methods
+                    validate_random_state(value)
+                    continue
+                rule = table.get(name)
+                if rule == "bool":
                     if not isinstance(value, (bool, np.bool_)):
                         raise TypeError(f"{func.__name__}: {name} must be True or False, got {value!r}")
-                    continue
-                what = "a whole number" if kind == "integer" else "a number"
-                if not _is_real(value):
-                    raise TypeError(f"{func.__name__}: {name} must be {what}"
-                                    f"{' or None' if name in optional else ''}, got {value!r}")
-                if np.isnan(value):
-                    raise ValueError(f"{func.__name__}: {name} must be {what}, got NaN")
-                if kind == "integer" and (not np.isfinite(value) or float(value) != int(value)):
-                    raise TypeError(f"{func.__name__}: {name} must be {what}, got {value!r}")
+                elif rule is not None:
+                    rule.check(func.__name__, name, value)
             return func(*args, **kwargs)
 
+        checked.parameter_constraints = table
         return checked
 
     return wrap

@@ -31,10 +31,8 @@ def _on_sigterm(signum, frame):
 
 
 def _parser():
-    from . import datasets
+    from . import __version__, datasets
     from ._registry import methods
-
-    from . import __version__
 
     p = argparse.ArgumentParser(prog="bioqpfs", description="Global gene-panel selection (QPFS and relatives).")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -215,8 +213,6 @@ def _save_plot(draw, path):
 
 
 def _load_input(args):
-    import anndata as ad
-
     from . import datasets
 
     if args.input is None:
@@ -264,7 +260,7 @@ def _add_input_args(p, datasets):
                    help="select on .raw: 'auto' (default) uses .raw when the h5ad has one and no --layer is "
                         "given, as scanpy's rank_genes_groups does; 'no' uses X")
     p.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
-    p.add_argument("--random-state", type=_non_negative_int, default=0, help="seed, a non-negative integer (default: 0)")
+    p.add_argument("--random-state", type=_random_state_arg, default=0, help="seed, a non-negative integer (default: 0)")
     p.add_argument("--force", action="store_true",
                    help="allow an output to overwrite an input file (the input or --labels)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
@@ -320,14 +316,14 @@ def _cv_arg(text):
     return k
 
 
-def _non_negative_int(text):
+def _random_state_arg(text):
+    """``--random-state``: an integer, checked by the one random_state rule (:func:`check_random_state`)."""
+    from ._validation import seed_of
+
     try:
-        value = int(text)
+        return seed_of(int(text))
     except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
 
 
 def _same_file(a, b):
@@ -381,7 +377,7 @@ def _cmd_evaluate(args):
 
     sc.settings.verbosity = 0 if args.quiet else 2
     _check_paths(args, [("-o", args.output, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
-    evaluate._scorer(args.scoring)    # an unknown scorer name fails before any computation
+    evaluate.resolve_scoring(args.scoring)    # an unknown scorer name fails before any computation
     adata = _load_input(args)
     method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
     known = _registry.methods()
@@ -469,6 +465,7 @@ def _cmd_datasets(args):
 
 
 def main(argv=None):
+    """Run the ``bioqpfs`` command line (``argv`` default: ``sys.argv[1:]``); return the exit code."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)

@@ -31,13 +31,12 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.feature_selection import SelectorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._registry import method_function, methods, select
-from ._validation import check_labels
+from ._registry import FAMILIES, family, method_function, methods, select
+from ._validation import check_labels, seed_of
 
 __all__ = ["BioQPFSSelector", "QPFSSelector", "SpecCMISelector", "IKMQPFSSelector", "BaselineSelector"]
 
@@ -50,18 +49,20 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
 
     Parameters
     ----------
-    method : str, default="qpfs"
-        Registered method name (``bioqpfs.methods()`` lists them).
     n_features_to_select : int or float, default=None
         Panel size.  ``None``: half of the features (as :class:`sklearn.feature_selection.RFE`);
         an int: that many (capped at the number of features, with a warning); a float in (0, 1]:
-        that fraction of the features (at least one).
+        that fraction of the features (at least one).  The only positional parameter of every
+        bioqpfs estimator; the others are keyword-only.
+    method : str, default="qpfs"
+        Registered method name (``bioqpfs.methods()`` lists them).
     method_params : dict, default=None
         Further keyword arguments of the method (e.g. ``{"alpha": 0.3}`` for ``"qpfs"``).  Unknown
         names raise a ``TypeError`` listing the accepted ones.
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance or None, default=0
         Seed for the method's random choices (Nystrom rows, k-means seeds, rounding, the random
-        baseline).  A ``RandomState`` instance is turned into one integer seed per ``fit``.
+        baseline); seeded by default as in every bioqpfs face.  A ``RandomState``
+        instance is turned into one integer seed per ``fit``; ``None``: unseeded.
 
     Attributes
     ----------
@@ -102,7 +103,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
     #: estimator parameters forwarded to the method as keyword arguments (subclasses add their own)
     _forwarded: tuple = ()
 
-    def __init__(self, method="qpfs", *, n_features_to_select=None, method_params=None, random_state=None):
+    def __init__(self, n_features_to_select=None, *, method="qpfs", method_params=None, random_state=0):
         self.method = method
         self.n_features_to_select = n_features_to_select
         self.method_params = method_params
@@ -145,10 +146,6 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             return min(int(k), n_features)
         return max(1, int(k * n_features))
 
-    def _seed(self):
-        if self.random_state is None or isinstance(self.random_state, Integral):
-            return self.random_state
-        return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
 
     # -- sklearn API ---------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
@@ -179,7 +176,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             raise ValueError(f"y has only one class ({classes[0]!r}); feature selection needs at least 2 classes")
         k = self._n_select(X.shape[1])
         names = getattr(self, "feature_names_in_", None)
-        sel = select(X, y, method=self.method, n_genes=k, random_state=self._seed(), feature_names=names, **kwargs)
+        sel = select(X, y, method=self.method, n_genes=k, random_state=seed_of(self.random_state), feature_names=names, **kwargs)
         if sel.n_features != X.shape[1]:
             raise RuntimeError(f"method {self.method!r} returned {sel.n_features} weights for {X.shape[1]} features")
         self.selection_ = sel
@@ -196,6 +193,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         return self.selection_.selected_mask
 
     def __sklearn_tags__(self):
+        """A classification target is required; sparse input is accepted; float32/float64 are kept."""
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.input_tags.sparse = True
@@ -238,15 +236,16 @@ class QPFSSelector(BioQPFSSelector):
     base : float, default=2
     solver : str, default="auto"
         QP solver (``"quadprog"`` exact; ``"auto"`` picks by size).
-    psd_fix : str, default="shift"
-        How an indefinite Q is made convex (recorded in ``selection_.diagnostics``).
+    psd_fix : str, default="none"
+        How an indefinite Q is made convex (recorded in ``selection_.diagnostics``); the default
+        of :func:`bioqpfs.qpfs` (the QP as published).
     nystrom_rate : float in (0, 1], default=None
         QPFS + Nystrom with this row-sampling rate p (section 2.2); ``None``: exact Q.
     preselected : array-like of int or str, default=None
         Genes always kept and ranked first.
     method_params : dict, default=None
         Further parameters of the method (e.g. ``{"eig_threshold": 1e-3}``).
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance or None, default=0
 
     Attributes
     ----------
@@ -277,8 +276,8 @@ class QPFSSelector(BioQPFSSelector):
                   "nystrom_rate", "preselected")
 
     def __init__(self, n_features_to_select=None, *, method="qpfs", similarity="mi", relevance=None, alpha=None,
-                 discretization="mean_sd", n_bins=3, base=2, solver="auto", psd_fix="shift", nystrom_rate=None,
-                 preselected=None, method_params=None, random_state=None):
+                 discretization="mean_sd", n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None,
+                 preselected=None, method_params=None, random_state=0):
         self.n_features_to_select = n_features_to_select
         self.method = method
         self.similarity = similarity
@@ -310,7 +309,7 @@ class SpecCMISelector(BioQPFSSelector):
         ``"spec_cmi"``).
     method_params : dict, default=None
         Other parameters of the method (``discretization``, ``n_projections`` for ``"sdp_cmi"`` ...).
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance or None, default=0
     """
 
     _parameter_constraints: dict = {
@@ -320,7 +319,7 @@ class SpecCMISelector(BioQPFSSelector):
     _forwarded = ("nystrom_rate",)
 
     def __init__(self, n_features_to_select=None, *, method="spec_cmi", nystrom_rate=None, method_params=None,
-                 random_state=None):
+                 random_state=0):
         self.n_features_to_select = n_features_to_select
         self.method = method
         self.nystrom_rate = nystrom_rate
@@ -350,7 +349,7 @@ class IKMQPFSSelector(BioQPFSSelector):
         Sub-clusters k per split in IKM/IKMA-QPFS (``None``: the method's default).
     method_params : dict, default=None
         Other parameters of the method (``alpha``, ``discretization``, ``max_split`` ...).
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance or None, default=0
 
     Notes
     -----
@@ -369,7 +368,7 @@ class IKMQPFSSelector(BioQPFSSelector):
     _forwarded = ("n_clusters", "tau", "max_levels", "n_split")
 
     def __init__(self, n_features_to_select=None, *, method="ikm_qpfs", n_clusters=None, tau=None, max_levels=None,
-                 n_split=None, method_params=None, random_state=None):
+                 n_split=None, method_params=None, random_state=0):
         self.n_features_to_select = n_features_to_select
         self.method = method
         self.n_clusters = n_clusters
@@ -387,25 +386,11 @@ class BaselineSelector(BioQPFSSelector):
     Parameters of the chosen method go in ``method_params``; see :class:`BioQPFSSelector`.
     """
 
-    def __init__(self, n_features_to_select=None, *, method="mrmr_mid", method_params=None, random_state=None):
-        super().__init__(method, n_features_to_select=n_features_to_select, method_params=method_params,
+    def __init__(self, n_features_to_select=None, *, method="mrmr_mid", method_params=None, random_state=0):
+        super().__init__(n_features_to_select, method=method, method_params=method_params,
                          random_state=random_state)
 
 
 def registered_families():
-    """Which estimator class serves each registered method (for docs and tests)."""
-    from ._registry import _FAMILIES
-
-    fam = {}
-    for name in methods():
-        if name in _FAMILIES:
-            fam[name] = globals()[_FAMILIES[name]]
-        elif name in ("qpfs", "eqpfs"):
-            fam[name] = QPFSSelector
-        elif name.startswith(("spec_cmi", "sdp_cmi")):
-            fam[name] = SpecCMISelector
-        elif name.endswith("_qpfs"):
-            fam[name] = IKMQPFSSelector
-        else:
-            fam[name] = BaselineSelector
-    return fam
+    """Which estimator class serves each registered method: the family named by its ``register(...)`` line."""
+    return {name: globals()[FAMILIES[family(name)]] for name in methods()}

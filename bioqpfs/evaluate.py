@@ -29,11 +29,12 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _progress
+from ._anndata import check_mask, check_use_raw, get_obs_rep, obs_labels
 from ._jit import announce_compilation
 from ._registry import methods as _methods
 from ._registry import select
 from ._selection import Selection
-from ._validation import check_labels, check_matrix, check_random_state, sample_names_of
+from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
 
 __all__ = ["error_curve", "compare", "make_classifier", "DEFAULT_N_GENES", "DEFAULT_METRICS"]
 
@@ -86,13 +87,11 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
     if _is_anndata(data):
         from scanpy import logging as logg
 
-        from .tl._select_genes import _expression, _labels, _mask, _use_raw
-
-        X = _expression(data, layer, use_raw)
-        logg.info(f"evaluate: expression from {_use_raw(data, layer, use_raw)[1]}")
-        y = _labels(data, labels) if isinstance(labels, str) else labels
+        X = get_obs_rep(data, layer=layer, use_raw=use_raw)
+        logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}")
+        y = obs_labels(data, labels) if isinstance(labels, str) else labels
         names = data.var_names.to_numpy().astype(str)
-        mask = _mask(data, mask_var)
+        mask = check_mask(data, mask_var)
     else:
         if layer is not None or use_raw or isinstance(mask_var, str):
             raise ValueError("layer=, use_raw= and a mask_var column name need an AnnData; with an array pass "
@@ -202,7 +201,10 @@ def _specs(selections, data, names, n_vars, cand, method_params):
 def _sizes(n_genes):
     """Validated panel sizes: an int or a sequence of ints, each >= 1 (sorted, duplicates removed)."""
     def ok(k):
-        return isinstance(k, Integral) and not isinstance(k, (bool, np.bool_)) and k >= 1
+        try:
+            return check_positive_int(k, "n_genes") >= 1
+        except ValueError:
+            return False
 
     if isinstance(n_genes, (str, bytes)) or not (ok(n_genes) or np.iterable(n_genes)):
         raise TypeError(f"n_genes must be a positive integer or a list of them (e.g. [5, 10, 20]), got {n_genes!r}")
@@ -212,19 +214,6 @@ def _sizes(n_genes):
         raise ValueError(f"n_genes must be positive integers, got {n_genes!r}"
                          + (f" (not a positive integer: {bad[0]!r})" if bad else ""))
     return sorted({int(k) for k in values})
-
-
-def _seed(random_state):
-    """``None`` or an int seed from ``random_state`` (validated as :func:`~bioqpfs._validation.check_random_state`).
-
-    A non-negative int is kept; a NumPy Generator/RandomState/SeedSequence/BitGenerator gives one
-    seed drawn from it (the folds and every fit are then seeded from that int).
-    """
-    if random_state is None:
-        return None
-    if isinstance(random_state, Integral) and not isinstance(random_state, (bool, np.bool_)) and random_state >= 0:
-        return int(random_state)
-    return int(check_random_state(random_state).integers(0, 2**31 - 1))
 
 
 def _auto_cv(y):
@@ -295,7 +284,7 @@ def _prediction_metrics(y_true, y_pred):
                 "f1_macro": float(f1_score(y_true, y_pred, average="macro", zero_division=0))}
 
 
-def _scorer(scoring):
+def resolve_scoring(scoring):
     """``(name, scorer or None)``: ``None`` for the metrics computed from the predictions anyway."""
     from sklearn.metrics import get_scorer, get_scorer_names
 
@@ -427,12 +416,11 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     from sklearn.base import clone
 
     ks = _sizes(n_genes)
-    random_state = _seed(random_state)
-    if not isinstance(repeats, Integral) or repeats < 1:
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    random_state = seed_of(random_state)
+    repeats = check_positive_int(repeats, "repeats")
     if refit_selection not in (None, True, False):
         raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
-    score_name, scorer = _scorer(scoring)
+    score_name, scorer = resolve_scoring(scoring)
     X, y, names, cand = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
                               feature_names=feature_names)
     if ks[-1] > cand.size:

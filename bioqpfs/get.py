@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._anndata import key_columns
+
 __all__ = ["selection_df"]
 
 
@@ -19,11 +21,9 @@ def selection_df(adata, key="qpfs", *, ranked_only=True):
     if missing:
         raise KeyError(f"no selection stored under key {key!r} (missing .var columns {missing}); "
                        "run bioqpfs.tl.select_genes(..., key_added=key) first")
-    from .tl._select_genes import _key_columns
-
     # the columns bioqpfs wrote under key (never a user's <key>_* column, nor a longer key's "a_b_*");
     # without a .uns record, the three standard ones
-    cols = _key_columns(adata, key) or needed
+    cols = key_columns(adata, key) or needed
     df = adata.var[cols].copy()
     df.columns = [c[len(prefix):] for c in cols]
     df.insert(0, "gene", adata.var_names.to_numpy())

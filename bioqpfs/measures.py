@@ -1,7 +1,9 @@
 """Public face of the information and correlation kernels.
 
 All functions take samples x genes matrices (dense NumPy or scipy.sparse; never modified)
-and return NumPy arrays.  Mutual information is in bits by default (``base=2``); every
+and return NumPy arrays.  Every function discretises with the same parameter and default,
+``discretization="mean_sd"`` (QPFS section 2.5), as the selectors do; ``discretization=None``
+says that the matrix already holds integer codes (e.g. from :func:`discretize`).  Mutual information is in bits by default (``base=2``); every
 selector in bioqpfs is invariant to the base.
 
 Examples
@@ -11,7 +13,9 @@ Examples
 >>> rng = np.random.default_rng(0)
 >>> X = rng.normal(size=(60, 5)); y = (X[:, 0] > 0).astype(int)
 >>> codes = measures.discretize(X)                 # QPFS section 2.5: mean +- sd, 3 bins
->>> Q = measures.mutual_information(codes)         # 5 x 5, diagonal = H(X_i)
+>>> Q = measures.mutual_information(X)             # 5 x 5 on the same codes, diagonal = H(X_i)
+>>> bool(np.allclose(Q, measures.mutual_information(codes, discretization=None)))
+True
 >>> F = measures.relevance(X, y)                   # I(X_i; C) on mean +- sd codes
 >>> bool(np.argmax(F) == 0)
 True
@@ -23,7 +27,7 @@ import numpy as np
 from ._kernels import correlation as _corr
 from ._kernels import discretize as _disc
 from ._kernels import information as _info
-from ._validation import check_base, check_labels, check_matrix, memory_guard, sample_names_of
+from ._validation import check_base, check_labels, check_matrix, memory_guard, output_guard, sample_names_of
 
 __all__ = [
     "discretize",
@@ -54,8 +58,9 @@ def resolve_discretization(X, discretization):
     return "zero_quantile" if n * m and 1.0 - nonzero / (n * m) >= AUTO_ZERO_FRACTION else "mean_sd"
 
 
-def _codes(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
-    """(codes, n_levels) for already validated X."""
+def codes_and_levels(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
+    """``(codes, n_levels)`` of already validated X (:func:`bioqpfs._validation.check_matrix`) by the rule
+    ``discretization`` (see :func:`discretize`); the one dispatch every measure and selector uses."""
     discretization = resolve_discretization(X, discretization)
     if discretization is None:
         return _disc.compact_codes(X, feature_names=feature_names)
@@ -72,13 +77,16 @@ def _codes(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
     raise ValueError(f"unknown discretization {discretization!r}; choose one of {DISCRETIZATIONS}")
 
 
-def discretize(X, method="mean_sd", *, n_bins=3, y=None):
+_UNSET = object()
+
+
+def discretize(X, discretization="mean_sd", *, n_bins=3, y=None, method=_UNSET):
     """Discretise each gene into integer codes ``0..k-1`` (samples x genes, ``uint8``).
 
     Parameters
     ----------
     X : array-like or sparse matrix, shape (n_samples, n_genes)
-    method : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         ``"mean_sd"``: QPFS section 2.5 bins (-inf, mu-sd], (mu-sd, mu+sd], (mu+sd, inf) per gene,
         sd the sample standard deviation (ddof=1, as R's ``sd``); ``"quantile"``: ``n_bins``
         equal-frequency bins; ``"zero_quantile"``: for sparse single-cell data, zero (not detected)
@@ -93,21 +101,29 @@ def discretize(X, method="mean_sd", *, n_bins=3, y=None):
         Bins for ``"quantile"`` and ``"zero_quantile"``.
     y : array-like, optional
         Class labels, for ``"mdl"``.
+    method : str, optional
+        Deprecated name of ``discretization`` (a ``FutureWarning``).
 
     Returns
     -------
     ndarray of uint8, shape (n_samples, n_genes)
         Codes; bins left empty are removed, so gene g uses ``0..k_g-1``.
     """
+    if method is not _UNSET:
+        import warnings
+
+        warnings.warn("discretize(method=...) is renamed discretization=..., as in every other measure and "
+                      "selector", FutureWarning, stacklevel=2)
+        discretization = method
     names = sample_names_of(X)
     X = check_matrix(X)
     y_codes = None if y is None else check_labels(y, X.shape[0], name="y", sample_names=names)[0]
-    return _codes(X, method, n_bins=n_bins, y_codes=y_codes)[0]
+    return codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)[0]
 
 
 def _table(X, discretization, n_bins, groups=None, y_codes=None):
     X = check_matrix(X)
-    codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     return _info.CodeTable(codes, levels, groups=groups)
 
 
@@ -122,17 +138,7 @@ def _check_dtype(dtype):
     return dt
 
 
-def _output_guard(r, m, dtype, what, remedies=None, extra_bytes=0):
-    """Refuse an r x m output that would not fit in memory.  ``remedies`` (keys of ``_validation.REMEDIES``):
-    by default those of the public measures -- rows=, float32 (unless it already is), fewer genes, Nystrom.
-    ``extra_bytes``: what the caller's next step needs beside the matrix (a solver's working memory)."""
-    if remedies is None:
-        remedies = ["rows"] + (["float32"] if np.dtype(dtype) != np.float32 else []) + ["genes", "nystrom"]
-    what = f"the {r} x {m} {what} matrix" + (" with the solver's working memory" if extra_bytes else "")
-    memory_guard(r * m * np.dtype(dtype).itemsize + extra_bytes, what, remedies)
-
-
-def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64):
+def mutual_information(Xd, Yd=None, *, discretization="mean_sd", n_bins=3, base=2, rows=None, dtype=np.float64):
     """Mutual information between genes, or between genes and the columns of ``Yd``.
 
     ``Q[i, j] = I(X_i; X_j) = sum_ab p(a, b) log p(a, b) / (p(a) p(b))`` with the diagonal
@@ -142,11 +148,13 @@ def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, ro
     Parameters
     ----------
     Xd : array-like or sparse, shape (n_samples, n_genes)
-        Integer codes (any integer levels per gene), or continuous data with ``discretization``.
+        Expression, discretised by ``discretization``; or integer codes (any integer levels per
+        gene) with ``discretization=None``.
     Yd : array-like, shape (n_samples,) or (n_samples, n_cols), optional
         Discrete columns (e.g. class labels); the result is then ``n_genes x n_cols``.
-    discretization : {None, "mean_sd", "quantile", "mdl"}
-        How to discretise ``Xd`` first; ``None`` (default) means it already holds codes.
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
+        How to discretise ``Xd`` first (see :func:`discretize`; default ``"mean_sd"``, QPFS
+        section 2.5, as every measure and selector); ``None``: ``Xd`` already holds codes.
     base : float
         Logarithm base (2: bits), a finite number > 0 and != 1.
     rows : 1-D sequence of int, optional
@@ -169,7 +177,7 @@ def mutual_information(Xd, Yd=None, *, discretization=None, n_bins=3, base=2, ro
     if Yd is None:
         rows_arr = _check_rows(rows, table.n_genes)
         r = table.n_genes if rows is None else len(rows_arr)
-        _output_guard(r, table.n_genes, dtype, "mutual information")
+        output_guard(r, table.n_genes, dtype, "mutual information")
         return _info.pairwise_information(table, None, "mi", rows=rows_arr, base=base, dtype=dtype)
     Y = np.asarray(Yd)
     if Y.ndim == 1:
@@ -200,31 +208,31 @@ def _check_rows(rows, m):
     return rows.astype(np.int64)
 
 
-def entropy(Xd, *, discretization=None, n_bins=3, base=2):
+def entropy(Xd, *, discretization="mean_sd", n_bins=3, base=2):
     """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits)."""
     base = check_base(base)
     return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
 
 
-def conditional_mutual_information(Xd, y, *, discretization=None, n_bins=3, base=2, rows=None, dtype=np.float64,
+def conditional_mutual_information(Xd, y, *, discretization="mean_sd", n_bins=3, base=2, rows=None, dtype=np.float64,
                                    class_weight=None):
     """Matrix ``C`` with ``C[i, j] = I(X_i; C | X_j)`` for ``i != j`` and ``C[i, i] = I(X_i; C)``.
 
     This is the (asymmetric) SPEC_CMI matrix of Nguyen et al. 2014, eq. 17-18; its symmetric
     part ``(C + C.T) / 2`` is the SPEC_CMI Q.  Uses ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
     with class-wise co-occurrence counts (one GEMM per class and block).  ``base``, ``rows`` and
-    ``dtype`` as in :func:`mutual_information`; ``class_weight`` as in :func:`relevance`.
+    ``discretization``, ``dtype`` as in :func:`mutual_information`; ``class_weight`` as in :func:`relevance`.
     """
     base = check_base(base)
     dtype = _check_dtype(dtype)
     names = sample_names_of(Xd)
     X = check_matrix(Xd)
     y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
-    codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     table = _info.CodeTable(codes, levels, groups=y_codes, weights=_info.class_sample_weights(y_codes, class_weight))
     rows_arr = _check_rows(rows, table.n_genes)
     r = table.n_genes if rows is None else len(rows_arr)
-    _output_guard(r, table.n_genes, dtype, "conditional mutual information")
+    output_guard(r, table.n_genes, dtype, "conditional mutual information")
     return _info.pairwise_information(table, None, "cmi", rows=rows_arr, base=base, dtype=dtype)
 
 
@@ -273,7 +281,7 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, cl
                      ["samples"])
         return np.maximum(_mst.mst_cpx(X, y_codes)[0], 0.0)
     if kind == "mi":
-        codes, levels = _codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+        codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
         table = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
         return _info.class_relevance(table) / np.log(base)
     if kind == "hall":
@@ -290,5 +298,5 @@ def correlation(X, *, rows=None, dtype=np.float64):
     X = check_matrix(X)
     rows_arr = _check_rows(rows, X.shape[1])
     r = X.shape[1] if rows is None else len(rows_arr)
-    _output_guard(r, X.shape[1], dtype, "correlation")
+    output_guard(r, X.shape[1], dtype, "correlation")
     return _corr.abs_pearson(X, rows=rows_arr, dtype=dtype)

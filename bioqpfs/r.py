@@ -522,9 +522,9 @@ def result_columns(adata, key):
     missing = [c for c in first if c not in adata.var.columns]
     if missing:
         raise KeyError(f"no selection stored under key {key!r} (missing .var columns {missing})")
-    from .tl._select_genes import _key_columns
+    from ._anndata import key_columns
 
-    return first + [c for c in _key_columns(adata, key) if c not in first]   # never a user's <key>_* column
+    return first + [c for c in key_columns(adata, key) if c not in first]   # never a user's <key>_* column
 
 
 def _labels_to_obs(adata, labels, where):

@@ -9,3 +9,19 @@ import pytest
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+#: The array types every method must accept (model: scanpy's ``testing._pytest.params.ARRAY_TYPES``):
+#: ``(id, convert)`` with ``convert(dense float64 ndarray) -> the container``.
+ARRAY_TYPES = [
+    ("ndarray-f64", lambda X: np.array(X, dtype=np.float64)),
+    ("ndarray-f32", lambda X: np.array(X, dtype=np.float32)),
+    ("csr", lambda X: __import__("scipy.sparse").sparse.csr_matrix(X)),
+    ("csc", lambda X: __import__("scipy.sparse").sparse.csc_matrix(X)),
+]
+
+
+@pytest.fixture(params=[c for _, c in ARRAY_TYPES], ids=[i for i, _ in ARRAY_TYPES])
+def array_type(request):
+    """One of :data:`ARRAY_TYPES`: a function turning a dense float64 array into that container."""
+    return request.param

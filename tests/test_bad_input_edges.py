@@ -94,7 +94,7 @@ def test_non_canonical_sparse_is_unchanged_by_measures_tl_estimators_and_evaluat
         measures.correlation(M)
         _assert_unchanged(M, snap)
         if fmt != "coo":  # sklearn's validate_data accepts csr/csc without conversion
-            BioQPFSSelector("qpfs", n_features_to_select=3).fit(M, y)
+            BioQPFSSelector(method="qpfs", n_features_to_select=3).fit(M, y)
             _assert_unchanged(M, snap)
         evaluate.compare(M, y, ["maxrel"], n_genes=[2], cv=3)
         _assert_unchanged(M, snap)
@@ -209,7 +209,7 @@ def test_zero_information_is_refused_on_every_face(tmp_path):
         tl.select_genes(a, "cls", method="mrmr_mid", n_genes=2)
     assert "mrmr_mid" not in a.uns
     with pytest.raises(ValueError, match=NO_INFO):
-        BioQPFSSelector("maxrel", n_features_to_select=2).fit(X, y)
+        BioQPFSSelector(method="maxrel", n_features_to_select=2).fit(X, y)
     a.write_h5ad(tmp_path / "same.h5ad")
     r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "select", "same.h5ad", "--groupby", "cls", "--method",
                         "jmi", "--n-genes", "2", "-o", "o.h5ad", "--quiet"], capture_output=True, text=True,
@@ -300,7 +300,7 @@ def test_colliding_labels_on_tl_sklearn_and_cli(tmp_path):
     with pytest.raises(ValueError, match=r"adata.obs\['cls'\]: the same class is written in different ways"):
         tl.select_genes(a, "cls", method="qpfs", n_genes=2)
     with pytest.raises(ValueError, match="the same class is written in different ways"):
-        BioQPFSSelector("qpfs", n_features_to_select=2).fit(X, y)
+        BioQPFSSelector(method="qpfs", n_features_to_select=2).fit(X, y)
     # a CSV round trip: 1 and 1.0 next to a text label stay the strings "1" and "1.0"
     samples = [f"s{i}" for i in range(X.shape[0])]
     pd.DataFrame(X, index=samples, columns=[f"g{j}" for j in range(X.shape[1])]).to_csv(tmp_path / "x.csv")
@@ -684,5 +684,5 @@ def test_mdl_without_repeats_is_unchanged_and_selectors_stay_bounded():
             sel = bioqpfs.select(Xr, yr, method=method, n_genes=3, discretization="mdl")
         assert sel.selected.size == 3
     with pytest.warns(UserWarning):
-        table = info.CodeTable(*measures._codes(Xr, "mdl", y_codes=yr))
+        table = info.CodeTable(*measures.codes_and_levels(Xr, "mdl", y_codes=yr))
     assert table.n_bins <= 8    # the global one-hot width every MI count is proportional to (squared)

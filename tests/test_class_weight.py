@@ -4,13 +4,12 @@ Oracles: plain dict-counting weighted entropies in tests/reference.py.
 """
 import numpy as np
 import pytest
+import reference as ref
 import scipy.sparse as sp
 
 import bioqpfs
 from bioqpfs import measures
 from bioqpfs._kernels import information as info
-
-import reference as ref
 
 
 @pytest.fixture(scope="module")

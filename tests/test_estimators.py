@@ -9,13 +9,19 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import bioqpfs
-from bioqpfs.estimators import (BaselineSelector, BioQPFSSelector, IKMQPFSSelector, QPFSSelector, SpecCMISelector,
-                                registered_families)
+from bioqpfs.estimators import (
+    BaselineSelector,
+    BioQPFSSelector,
+    IKMQPFSSelector,
+    QPFSSelector,
+    SpecCMISelector,
+    registered_families,
+)
 
 
 def _instances():
     """One estimator per registered method (its family class), plus the generic class on qpfs."""
-    out = [QPFSSelector(n_features_to_select=2), BioQPFSSelector("qpfs", n_features_to_select=0.5),
+    out = [QPFSSelector(n_features_to_select=2), BioQPFSSelector(method="qpfs", n_features_to_select=0.5),
            QPFSSelector(n_features_to_select=2, similarity="correlation")]
     for name, cls in registered_families().items():
         if name != "qpfs":
@@ -77,11 +83,11 @@ def test_dataframe_names_sparse_and_labels(rng):
 def test_clear_errors(rng):
     X, y = _blobs(rng)
     with pytest.raises(ValueError, match="unknown method 'nope'"):
-        BioQPFSSelector("nope").fit(X, y)
+        BioQPFSSelector(method="nope").fit(X, y)
     with pytest.raises(TypeError, match="does not take parameter"):
-        BioQPFSSelector("qpfs", method_params={"gamma": 1}).fit(X, y)
+        BioQPFSSelector(method="qpfs", method_params={"gamma": 1}).fit(X, y)
     with pytest.raises(ValueError, match="must not contain"):
-        BioQPFSSelector("qpfs", method_params={"n_genes": 3}).fit(X, y)
+        BioQPFSSelector(method="qpfs", method_params={"n_genes": 3}).fit(X, y)
     with pytest.raises(ValueError, match="both as estimator parameter"):
         QPFSSelector(alpha=0.2, method_params={"alpha": 0.3}).fit(X, y)
     with pytest.raises(ValueError, match="continuous"):
@@ -167,3 +173,18 @@ def test_family_parameters_and_cv_over_tau(rng):
         a = SpecCMISelector(n_features_to_select=3, nystrom_rate=0.5, random_state=1).fit(X, y)
         b = bioqpfs.select(X, y, method="spec_cmi", n_genes=3, nystrom_rate=0.5, random_state=1)
         np.testing.assert_allclose(a.weights_, b.weights)
+
+
+def test_family_is_named_by_register_not_guessed_from_the_name(monkeypatch):
+    """Before: a method called ``foo_qpfs`` silently became an IKMQPFSSelector (issue 12 item 3)."""
+    from bioqpfs import _registry
+
+    monkeypatch.setattr(_registry, "_METHODS", dict(_registry._METHODS))
+    _registry.register("foo_qpfs", "bioqpfs.selectors.baselines", "maxrel", "test", family="baseline")
+    _registry.register("spec_cmi_like", "bioqpfs.selectors.qpfs", "qpfs", "test", family="qpfs")
+    fams = registered_families()
+    assert fams["foo_qpfs"] is BaselineSelector and fams["spec_cmi_like"] is QPFSSelector
+    with pytest.raises(TypeError, match="family"):
+        _registry.register("bar", "bioqpfs.selectors.baselines", "maxrel", "test")
+    with pytest.raises(ValueError, match="family must be one of"):
+        _registry.register("bar", "bioqpfs.selectors.baselines", "maxrel", "test", family="qpfs_like")

@@ -140,8 +140,9 @@ def test_progress_bar_on_stderr(srbct_small, capsys):
     X, y = srbct_small.X, srbct_small.obs["class"].to_numpy()
     quiet = evaluate.error_curve(X, y, [[1, 2, 3]], n_genes=3, cv=3)
     assert capsys.readouterr().err == ""
-    import bioqpfs._progress as prog
     import tqdm.auto
+
+    import bioqpfs._progress as prog
 
     calls = []
     real = tqdm.auto.tqdm

@@ -208,3 +208,10 @@ def test_error_curve_draws_the_chosen_score(adata):
     np.testing.assert_allclose(pl.error_curve(df, score="error", show=False).lines[0].get_ydata(), df.mean_error)
     with pytest.raises(ValueError, match="scores in this table: balanced_accuracy, error, f1_macro"):
         pl.error_curve(df, score="roc_auc", show=False)
+
+
+def test_panel_use_raw_without_raw_is_a_clear_error(adata):
+    """The .raw rule is the one of bioqpfs._anndata: use_raw=True without .raw says so (was an AttributeError)."""
+    assert adata.raw is None
+    with pytest.raises(ValueError, match=r"adata.raw is not set"):
+        pl.panel(adata, "qpfs", use_raw=True, show=False)

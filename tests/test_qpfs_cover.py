@@ -4,14 +4,13 @@ Oracles: dict-counting weighted MI (tests/reference.py), plain numpy means, QPFS
 """
 import numpy as np
 import pytest
+import reference as ref
 import scipy.sparse as sp
 
 import bioqpfs
 from bioqpfs._kernels.ranking import round_robin
 from bioqpfs.selectors import _common
 from bioqpfs.selectors.qpfs import alpha_hat, solve_qpfs
-
-import reference as ref
 
 
 def planted(seed=0, n_big=(120, 100, 80), n_rare=5, m=30):
@@ -149,11 +148,11 @@ def test_direction_both_counts_genes_low_in_a_class():
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(direction="down"), "direction must be one of"),
-    (dict(alpha=1.5), r"alpha must lie in \[0, 1\]"),
-    (dict(psd_fix="eig"), "unknown psd_fix"),
-    (dict(class_weight="equal"), "class_weight must be None or 'balanced'"),
-    (dict(discretization="bins"), "unknown discretization"),
+    (dict(direction="down"), "qpfs_cover: direction must be 'up' or 'both', got 'down'"),
+    (dict(alpha=1.5), r"qpfs_cover: alpha must lie in \[0, 1\].*got 1.5"),
+    (dict(psd_fix="eig"), "qpfs_cover: psd_fix must be .*got 'eig'"),
+    (dict(class_weight="equal"), "qpfs_cover: class_weight must be None or 'balanced', got 'equal'"),
+    (dict(discretization="bins"), "qpfs_cover: discretization must be .*got 'bins'"),
 ])
 def test_bad_parameters(kw, match):
     X, y = planted()
@@ -183,7 +182,7 @@ def test_faces_tl_and_estimator():
     assert a.var["qpfs_cover_selected"].to_numpy().nonzero()[0].tolist() == sorted(ref_sel.selected.tolist())
     assert set(a.var.loc[a.var["qpfs_cover_selected"], "qpfs_cover_class"]) == {"type0", "type1", "type2", "type3"}
     assert registered_families()["qpfs_cover"] is BioQPFSSelector
-    est = BioQPFSSelector("qpfs_cover", n_features_to_select=4).fit(X, y)
+    est = BioQPFSSelector(4, method="qpfs_cover").fit(X, y)
     np.testing.assert_array_equal(est.order_, ref_sel.ranking)
 
 

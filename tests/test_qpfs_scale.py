@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 
 import bioqpfs
 from bioqpfs import measures
@@ -15,8 +16,6 @@ from bioqpfs._kernels import nystrom as nys
 from bioqpfs._kernels import simplex_qp as sq
 from bioqpfs.selectors import qpfs as qmod
 from bioqpfs.selectors.eqpfs import eqpfs
-
-import reference as ref
 
 
 def kkt_violation(G, a, x):

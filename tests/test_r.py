@@ -234,7 +234,11 @@ def test_reticulate_entry_point_matches_tl_on_raw_bytes():
     assert res["columns"]["qpfs_selected"] == adata.var["qpfs_selected"].tolist()
     assert res["record"]["selected"] == list(adata.uns["qpfs"]["selected"])
     assert isinstance(res["record"]["params"]["n_bins"], int)
-    assert all(type(v) in (list, dict, str, int, float, bool) for v in res["record"]["diagnostics"].values())
+    # plain types only (None becomes R's NULL); an absent value is None, never the string "None"
+    assert all(type(v) in (list, dict, str, int, float, bool, type(None)) for v in res["record"]["diagnostics"].values())
+    params = res["record"]["params"]
+    assert params["layer"] is None and params["mask_var"] is None and params["groupby"] == "labels"
+    assert "None" not in [v for v in params.values() if isinstance(v, str)]
 
 
 R_QPFS = """

@@ -5,10 +5,9 @@ by the documented rule (next key, then lower index).  Oracles: hand-made values 
 and a plain-loop reference of the MI relevance whose ties are taken by rounding.
 """
 import numpy as np
-import pytest
+import reference as ref
 
 import bioqpfs
-import reference as ref
 from bioqpfs._kernels.ranking import RANK_REL_TOL, rank_descending, snap_ties
 from bioqpfs._selection import rank_by_weight
 from bioqpfs.selectors.baselines import pick_best

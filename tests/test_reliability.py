@@ -148,8 +148,8 @@ def test_qpfs_guard_covers_the_solvers_working_memory(monkeypatch):
     with pytest.raises(MemoryError, match=r"200 x 200 mutual information matrix with the solver's working memory"):
         _qpfs.qpfs(rng.normal(size=(20, m)), np.arange(20) % 2, n_genes=3)
     assert calls == []
-    assert _qpfs._solver_working_bytes(m) == 4 * m * m * 8                       # quadprog
-    assert _qpfs._solver_working_bytes(5000, "auto", "shift") < 5000 * 5000    # O(M) beyond quadprog
+    assert _qpfs.solver_working_bytes(m) == 4 * m * m * 8                       # quadprog
+    assert _qpfs.solver_working_bytes(5000, "auto", "shift") < 5000 * 5000    # O(M) beyond quadprog
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -11,14 +11,13 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import reference as ref
 from scipy.sparse.linalg import aslinearoperator
 
 import bioqpfs
 from bioqpfs._kernels import nystrom as nys
 from bioqpfs._kernels import spectral as sp
 from bioqpfs.selectors import spec_cmi as sc
-
-import reference as ref
 
 
 # ----------------------------------------------------------------------------- independent references

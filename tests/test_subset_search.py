@@ -7,9 +7,9 @@ import itertools
 
 import numpy as np
 import pytest
+from reference import best_subset_bruteforce, subset_value_loops
 
 from bioqpfs._kernels.subset_search import subset_value, swap_search
-from reference import best_subset_bruteforce, subset_value_loops
 
 
 def _qip_instance(rng, m):
@@ -71,7 +71,7 @@ def test_local_optimum_value_and_global_rate(kind):
 def test_finds_planted_optimum_from_worst_start():
     """A planted dense block is found even when starting from the k features outside it."""
     rng = np.random.default_rng(3)
-    m, k = 30, 5
+    m = 30
     Q = rng.random((m, m)) * 0.1
     Q = (Q + Q.T) / 2
     block = [3, 8, 15, 22, 27]
@@ -153,6 +153,7 @@ def test_float32_and_row_access_only_matrix():
 
     class Rows:
         """Only .shape and Q[rows] (rows increasing), like an h5py dataset."""
+
         shape = Q.shape
         reads = 0
 

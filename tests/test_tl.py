@@ -152,7 +152,7 @@ def test_extra_columns_of_every_dtype_survive_h5ad(rng, tmp_path, monkeypatch):
                                  extra_columns={"flag": np.arange(m) % 2 == 0, "cluster": np.arange(m),
                                                 "score": np.linspace(0, 1, m), "label": np.array(["x"] * m)})
 
-    monkeypatch.setitem(_registry._METHODS, "fake", ("tests.fake", "fake", "test"))
+    monkeypatch.setitem(_registry._METHODS, "fake", _registry._Method("tests.fake", "fake", "test", "baseline"))
     monkeypatch.setattr(_registry, "method_function", lambda name: fake)
     import bioqpfs.tl._select_genes as tlmod
     monkeypatch.setattr(tlmod, "method_function", lambda name: fake)
@@ -311,3 +311,53 @@ def test_select_default_recipe_equals_the_named_method_with_its_params(rng):
                          **DEFAULT_PANEL["params"])
     np.testing.assert_array_equal(sel.ranking, ref.ranking)
     assert "preset" not in ref.params
+
+
+def _strings(value):
+    """Every str found in a (nested) .uns value."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, np.ndarray) and value.dtype.kind in "OUS":
+        return [str(v) for v in value.ravel()]
+    return []
+
+
+def test_provenance_records_what_was_used_and_absent_as_none(rng, tmp_path):
+    """The matrix, genes and labels read are recorded; what was not given is None, never "None" (issue 12)."""
+    a = make_adata(rng)
+    a.layers["counts"] = rng.poisson(2.0, size=a.shape).astype(np.float32)   # unlike X: pl must read it
+    bioqpfs.tl.select_genes(a, "int_group", method="qpfs", n_genes=3)
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=3, layer="counts", mask_var="highly_variable",
+                            key_added="lay")
+    params = a.uns["qpfs"]["params"]
+    assert params["groupby"] == "int_group" and params["use_raw"] is False
+    assert params["layer"] is None and params["mask_var"] is None and params["class_weight"] is None
+    assert a.uns["lay"]["params"]["layer"] == "counts" and a.uns["lay"]["params"]["mask_var"] == "highly_variable"
+    a.write_h5ad(tmp_path / "a.h5ad")
+    b = ad.read_h5ad(tmp_path / "a.h5ad")
+    for key in ("qpfs", "lay"):
+        assert "None" not in _strings(b.uns[key])
+    assert b.uns["qpfs"]["params"].get("layer") is None   # None, or absent where anndata < 0.12 drops it
+    assert b.uns["lay"]["params"]["layer"] == "counts"
+    # pl reads back the recorded matrix: the layer's MI equals the MI of the layer's panel columns
+    genes = list(bioqpfs.get.selection_df(b, "lay")["gene"][:3])
+    from bioqpfs.pl._redundancy import redundancy_matrix
+
+    Q, *_ = redundancy_matrix(b, "lay")
+    ref = bioqpfs.measures.mutual_information(b[:, genes].layers["counts"], discretization="mean_sd")
+    np.testing.assert_allclose(Q, ref)
+
+
+def test_one_accessor_serves_every_face():
+    """tl, evaluate, pl and get read AnnData through bioqpfs._anndata only (no face imports tl's privates)."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(bioqpfs.__file__).parent
+    for rel in ("evaluate.py", "get.py", "r.py", "pl/_redundancy.py", "pl/_panel.py", "tl/_select_genes.py"):
+        tree = ast.parse((root / rel).read_text())
+        names = {m.module for m in ast.walk(tree) if isinstance(m, ast.ImportFrom) and m.module}
+        assert not any(n.endswith("_select_genes") for n in names), rel
+        assert any(n.endswith("_anndata") for n in names), rel

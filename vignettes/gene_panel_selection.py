@@ -96,6 +96,7 @@ import scanpy as sc
 import bioqpfs
 from bioqpfs import evaluate, measures, pl
 
+
 def optimism_summary(both, sizes):
     """One sentence per panel size saying for which methods selecting once looked better than refitting
     (computed from the table, so the text cannot contradict it)."""

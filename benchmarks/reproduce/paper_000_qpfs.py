@@ -4,8 +4,9 @@ Table 3 (alpha_hat = q_bar / (q_bar + f_bar) with MI) and Table 5 (error of a li
 top M genes; 10 x 10-fold CV, ranking on all samples) for SRBCT and NCI60, methods MaxRel, mRMR (MID,
 MIQ) and QPFS.  Run: ``python benchmarks/reproduce/paper_000_qpfs.py [--quick]``.
 """
-import bioqpfs
 from _common import main
+
+import bioqpfs
 
 SIZES = [10, 50, 100]
 METHODS = {"MaxRel": ("maxrel", {}), "MID": ("mrmr_mid", {}), "MIQ": ("mrmr_miq", {}), "QPFS": ("qpfs", {})}

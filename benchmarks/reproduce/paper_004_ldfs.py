@@ -7,9 +7,8 @@ gamma = 0.5, made every kernel entry ~e^-10 and the SVM predict the majority cla
 features; Madelon with 10 features, Arcene with 10.
 Run: ``python benchmarks/reproduce/paper_004_ldfs.py [--quick]``.
 """
-from sklearn.svm import SVC
-
 from _common import main
+from sklearn.svm import SVC
 
 METHODS = {"HSFS": ("hsfs", {}), "LDFS": ("ldfs", {})}
 RBF = SVC(kernel="rbf", gamma="scale", C=1.0)

@@ -79,7 +79,7 @@ def subset_value(Q, a, S, *, quad=1.0, lin=1.0):
 
 def swap_search(Q, a, start, *, quad=1.0, lin=1.0, candidates=None, fixed=None, max_swaps=None, diag=None,
                 rel_tol=SWAP_REL_TOL):
-    """Improve a k-subset by best-improvement one-in/one-out swaps until none improves.
+    r"""Improve a k-subset by best-improvement one-in/one-out swaps until none improves.
 
     Parameters
     ----------
@@ -110,7 +110,7 @@ def swap_search(Q, a, start, *, quad=1.0, lin=1.0, candidates=None, fixed=None, 
     -------
     S : ndarray of int (k,)
         The final subset, members ordered by marginal contribution
-        ``value(S) - value(S \\ {i}) = lin a_i + quad (2 g_i - Q_ii)``, best first; contributions
+        ``value(S) - value(S \ {i}) = lin a_i + quad (2 g_i - Q_ii)``, best first; contributions
         equal up to ``rel_tol`` (relative to the largest) are ties, broken by lower index.
     value : float
         value(S), evaluated directly in float64 from ``Q[S]``.

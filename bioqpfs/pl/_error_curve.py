@@ -4,7 +4,6 @@ import numpy as np
 
 from ._utils import finish, new_axes
 
-
 #: how the scores of :func:`bioqpfs.evaluate.error_curve` are named on the y axis
 _SCORE_LABELS = {"error": "error", "balanced_accuracy": "balanced accuracy", "f1_macro": "macro-F1",
                  "accuracy": "accuracy"}

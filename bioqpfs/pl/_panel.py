@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from .._anndata import check_use_raw
 from ._utils import finish, panel_genes
 
 _KINDS = ("dotplot", "heatmap", "matrixplot")
@@ -46,11 +47,12 @@ def panel(adata, key="qpfs", groupby=None, *, kind="dotplot", n_genes=None, show
     if groupby not in adata.obs.columns:
         raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(adata.obs.columns)}")
     use_raw = kwargs.get("use_raw")
-    if use_raw or (use_raw is None and kwargs.get("layer") is None and adata.raw is not None):
-        missing = [g for g in genes if g not in adata.raw.var_names]
+    if check_use_raw(adata, kwargs.get("layer"), use_raw)[0]:   # the matrix scanpy will read: .raw
+        missing = [g for g in genes if adata.raw is None or g not in adata.raw.var_names]
         if missing:
             if use_raw:
-                raise ValueError(f"use_raw=True but panel gene(s) {missing[:5]} are not in adata.raw")
+                raise ValueError(f"use_raw=True but panel gene(s) {missing[:5]} are not in adata.raw"
+                                 + ("" if adata.raw is not None else " (adata.raw is not set)"))
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
     if adata.is_view:

@@ -14,7 +14,7 @@ def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=No
     ``"correlation"``: |Pearson correlation| (QPFS eq. 3), diagonal 1.
     """
     from .. import measures
-    from ..tl._select_genes import _expression
+    from .._anndata import get_obs_rep
 
     if not adata.var_names.is_unique:
         dup = adata.var_names[adata.var_names.duplicated()].unique()
@@ -28,17 +28,14 @@ def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=No
         measure = params.get("similarity") if params.get("similarity") in ("mi", "correlation") else "mi"
     if measure not in ("mi", "correlation"):
         raise ValueError(f"measure must be 'mi' or 'correlation', got {measure!r}")
-    if layer is None and use_raw is None:
-        layer = params.get("layer")                    # to_storable records None as "None"
-        layer = None if layer is None or str(layer) in ("None", "") else str(layer)
-        use_raw = str(params.get("use_raw", False)) in ("True", "1", "true")
-    X = _expression(adata, layer, use_raw)
+    if layer is None and use_raw is None:   # the matrix the selection read (absent values: None)
+        layer, use_raw = params.get("layer"), bool(params.get("use_raw", False))
+    X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
     idx = adata.var_names.get_indexer(genes)
     Xp = X[:, idx]
     Xp = Xp.toarray() if hasattr(Xp, "toarray") else np.asarray(Xp)
     if measure == "mi":
-        disc = params.get("discretization", "mean_sd")     # None (stored maybe as "None"): X holds codes
-        disc = None if disc is None or str(disc).lower() in ("none", "") else disc
+        disc = params.get("discretization", "mean_sd")     # recorded None: X holds codes
         base = float(params.get("base", 2))
         Q = measures.mutual_information(Xp, discretization=disc, n_bins=int(params.get("n_bins", 3)), base=base)
         unit = "MI (bits)" if base == 2 else f"MI (log base {base:g})"

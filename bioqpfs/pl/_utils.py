@@ -1,7 +1,7 @@
 """Shared by the plots: read a stored selection, finish a figure the scanpy way."""
 from __future__ import annotations
 
-import numpy as np
+from .._validation import check_positive_int
 
 
 def stored(adata, key):
@@ -22,17 +22,12 @@ def panel_genes(adata, key, n_genes):
         if genes.size == 0:
             raise ValueError(f"no gene is marked selected under {key!r}; pass n_genes=")
         return genes.astype(str)
-    n_genes = check_count(n_genes, "n_genes")
+    n_genes = check_positive_int(n_genes, "n_genes")
     if n_genes > len(df):
         raise ValueError(f"n_genes={n_genes} but only {len(df)} genes are ranked under {key!r}")
     return df["gene"].to_numpy()[:n_genes].astype(str)
 
 
-def check_count(value, name, *, minimum=1):
-    """A plot count argument (``n_genes``, ``n_ranks``, ``label_top``): an int >= ``minimum``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def new_axes(ax, figsize):

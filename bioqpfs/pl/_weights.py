@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._utils import check_count, finish, new_axes, stored
+from .._validation import check_positive_int
+from ._utils import finish, new_axes, stored
 
 
 def weights(adata, key="qpfs", *, n_genes=None, n_ranks="auto", label_top=0, yscale="linear", ax=None,
@@ -36,12 +37,12 @@ def weights(adata, key="qpfs", *, n_genes=None, n_ranks="auto", label_top=0, ysc
         One line (weight by rank, ``x = 1..n_ranks``), the panel drawn as markers, a vertical cut
         line between rank ``n_genes`` and ``n_genes + 1``.
     """
-    n_genes = None if n_genes is None else check_count(n_genes, "n_genes")
+    n_genes = None if n_genes is None else check_positive_int(n_genes, "n_genes")
     if isinstance(n_ranks, str) and n_ranks not in ("auto", "all"):
         raise ValueError(f"n_ranks must be an integer >= 1, 'auto' or 'all', got {n_ranks!r}")
     if not isinstance(n_ranks, str):
-        n_ranks = check_count(n_ranks, "n_ranks")
-    label_top = check_count(label_top, "label_top", minimum=0)
+        n_ranks = check_positive_int(n_ranks, "n_ranks")
+    label_top = check_positive_int(label_top, "label_top", minimum=0)
     df, uns = stored(adata, key)
     from matplotlib.scale import get_scale_names
 

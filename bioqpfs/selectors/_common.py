@@ -1,4 +1,36 @@
-"""Pieces every selector shares: validated inputs, Q and F from the measures, constant genes."""
+"""Pieces every selector shares, and the contract a selector keeps.
+
+The selector contract
+---------------------
+A selection method is one module of :mod:`bioqpfs.selectors` with one public function and one
+``register(...)`` line in :mod:`bioqpfs._registry`::
+
+    register("name", "bioqpfs.selectors.module", "function", "one-line description (paper)",
+             family="qpfs" | "spec_cmi" | "clustering" | "baseline")
+
+``family`` names the :mod:`bioqpfs.estimators` class that serves the method (nothing is guessed from
+the name).  The function
+
+1. has the signature ``function(X, y, *, n_genes=None, <its parameters>, random_state=0,
+   feature_names=None)`` -- every parameter keyword-only with its published default; ``random_state``
+   is accepted (and validated) also by deterministic methods;
+2. declares its parameters with :func:`bioqpfs._validation.parameter_constraints`
+   (:class:`~bioqpfs._validation.Options` for choices, :class:`~bioqpfs._validation.Interval` for
+   ranges), so that a bad value fails before any work on every face and every path;
+3. starts with :func:`prepare` (validated X: dense float or canonical CSR/CSC, never modified; the
+   class codes; the constant genes), checks ``n_genes`` with ``check_n_genes``, warns about the
+   constant genes with :func:`warn_constant` and leaves them out of the optimisation;
+4. gets its measures here -- :func:`info_table` (the codes, discretised once, with class weights),
+   :func:`information_relevance` (F = I(X; C)), :func:`similarity_and_relevance` (Q and F) -- and
+   never from a private name of :mod:`bioqpfs.measures` elsewhere; refuses uninformative labels with
+   :func:`bioqpfs._selection.check_informative`;
+5. ranks with the one tie rule (:func:`weights_and_ranking` / :func:`bioqpfs._selection.rank_by_weight`:
+   weight, then relevance F, then index; constant genes last) and returns a
+   :class:`bioqpfs.Selection` with ``params`` (what was used, resolved defaults included) and
+   ``diagnostics`` (solver state, timings; plain types only, so they survive h5ad and R).
+
+Every face (``select``, ``tl``, the CLI, sklearn, R, ``evaluate``) then works with the new method.
+"""
 from __future__ import annotations
 
 import warnings
@@ -9,7 +41,7 @@ from .. import measures
 from .._kernels import correlation as _corr
 from .._kernels import information as _info
 from .._selection import rank_by_weight
-from .._validation import check_base, check_labels, check_matrix, describe_indices, sample_names_of
+from .._validation import check_base, check_labels, check_matrix, describe_indices, output_guard, sample_names_of
 
 SIMILARITIES = ("mi", "correlation")
 RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
@@ -73,7 +105,7 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
     """The code table every MI-based selector counts from: X discretised once, with the class-weighted
     sample weights of ``class_weight`` (None or "balanced"; :func:`bioqpfs._kernels.information.class_sample_weights`)
     and, when ``grouped``, the samples grouped by class (for the class-conditional kinds)."""
-    codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = measures.codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     weights = _info.class_sample_weights(y_codes, class_weight)
     return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights)
 
@@ -112,7 +144,7 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     Q = None
     if need_full or rows is not None:
         r = m if rows is None else len(rows)
-        measures._output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
+        output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
                                ["genes", "nystrom", "ikm"],  # a selector picks rows and dtype itself
                                extra_bytes=working_bytes)
         if similarity == "mi":

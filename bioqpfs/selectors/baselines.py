@@ -58,7 +58,7 @@ from .. import measures
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
-from .._validation import check_base, check_n_genes, check_random_state, numeric_params, validate_random_state
+from .._validation import Interval, Options, check_base, check_n_genes, check_random_state, parameter_constraints
 from ._common import information_relevance, prepare, warn_constant
 
 __all__ = ["maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife", "random_genes", "greedy_mi", "DEFAULT_N_RANKED"]
@@ -68,6 +68,9 @@ DEFAULT_N_RANKED = 50
 #: relative tolerance under which two greedy scores are a tie (the shared ranking tolerance)
 TIE_TOL = RANK_REL_TOL
 
+#: the parameters every MI baseline shares (checked before any work)
+_CONSTRAINTS = dict(discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"),
+                    class_weight=Options(*_info.CLASS_WEIGHTS))
 _CRITERIA = ("mrmr_mid", "mrmr_miq", "jmi", "cife")
 
 
@@ -90,7 +93,7 @@ def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None)
     base = check_base(base)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
-    codes, levels = measures._codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = measures.codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     weights = _info.class_sample_weights(y_codes, class_weight)
     by_class = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
     F = information_relevance(by_class, y_codes, base)
@@ -234,35 +237,31 @@ _PARAMS_DOC = """
 """
 
 
-@numeric_params(integers=("n_bins",))
+@parameter_constraints(**_CONSTRAINTS)
 def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-             random_state=None, feature_names=None):
+             random_state=0, feature_names=None):
     """mRMR, difference form (MID): max I(X_j; C) - mean_{s in S} I(X_j; X_s) (Peng, Long & Ding 2005, eq. 7)."""
-    validate_random_state(random_state)
     return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
-@numeric_params(integers=("n_bins",))
+@parameter_constraints(**_CONSTRAINTS)
 def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-             random_state=None, feature_names=None):
+             random_state=0, feature_names=None):
     """mRMR, quotient form (MIQ): max I(X_j; C) / mean_{s in S} I(X_j; X_s) (Ding & Peng 2005)."""
-    validate_random_state(random_state)
     return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
-@numeric_params(integers=("n_bins",))
+@parameter_constraints(**_CONSTRAINTS)
 def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-        random_state=None, feature_names=None):
+        random_state=0, feature_names=None):
     """Joint mutual information: max sum_{s in S} I(X_j, X_s; C) (Yang & Moody 1999; the EMRMR of SPEC_CMI section 4.3)."""
-    validate_random_state(random_state)
     return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
-@numeric_params(integers=("n_bins",))
+@parameter_constraints(**_CONSTRAINTS)
 def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-         random_state=None, feature_names=None):
+         random_state=0, feature_names=None):
     """Conditional infomax feature extraction: max I(X_j; C) - sum_s [I(X_j; X_s) - I(X_j; X_s | C)] (Lin & Tang 2006)."""
-    validate_random_state(random_state)
     return _greedy_selector("cife", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
 
 
@@ -270,16 +269,15 @@ for _f in (mrmr_mid, mrmr_miq, jmi, cife):
     _f.__doc__ += _PARAMS_DOC
 
 
-@numeric_params(integers=("n_bins",))
+@parameter_constraints(**_CONSTRAINTS)
 def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-           random_state=None, feature_names=None):
+           random_state=0, feature_names=None):
     """Max-relevance: rank every gene by I(X_j; C) (Peng, Long & Ding 2005, eq. 4).
 
     ``weights`` = I(X_j; C) in bits; ties by index; constant genes rank last.  Parameters as in
     :func:`mrmr_mid`, except that the ranking covers every gene.
     """
     t0 = time.perf_counter()
-    validate_random_state(random_state)
     X, y_codes, classes, constant, _, _, _, _, F = _setup(X, y, feature_names, discretization, n_bins, base,
                                                           class_weight)
     m = X.shape[1]
@@ -292,7 +290,8 @@ def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, cl
                      relevance=F, feature_names=None if feature_names is None else np.asarray(feature_names))
 
 
-def random_genes(X, y, *, n_genes=None, random_state=None, feature_names=None):
+@parameter_constraints()
+def random_genes(X, y, *, n_genes=None, random_state=0, feature_names=None):
     """Seeded random baseline: a uniform random permutation of all genes.
 
     ``random_state`` (int or Generator) seeds ``numpy.random.default_rng``; ``weights`` are rank

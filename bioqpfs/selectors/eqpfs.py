@@ -18,9 +18,9 @@ from .. import measures
 from .._kernels import information as _info
 from .._kernels import simplex_qp
 from .._selection import Selection, check_informative
-from .._validation import check_n_genes, memory_guard, validate_random_state, numeric_params
+from .._validation import Interval, Options, check_n_genes, memory_guard, parameter_constraints
 from ._common import prepare, warn_constant, weights_and_ranking
-from .qpfs import PSD_FIXES, resolve_preselected, solve_qpfs
+from .qpfs import PSD_FIXES, SOLVERS, resolve_preselected, solve_qpfs
 
 __all__ = ["eqpfs", "eqpfs_matrix"]
 
@@ -39,9 +39,13 @@ def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2):
     return H
 
 
-@numeric_params("alpha", "lam", "preselected_share", integers=("n_bins",))
+@parameter_constraints(
+    alpha=Interval("real", 0, None, closed="neither", none=True), beta=Interval("real", 0, None),
+    lam=Interval("real", 0, None, none=True), discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"),
+    solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
+    preselected_share=Interval("real", 0, 1, closed="neither", none=True))
 def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization="mean_sd", n_bins=3, base=2,
-          solver="auto", psd_fix="shift", preselected=None, preselected_share=None, random_state=None,
+          solver="auto", psd_fix="shift", preselected=None, preselected_share=None, random_state=0,
           feature_names=None):
     """Rank genes with convexified EQPFS (eq. 13 of Nguyen et al. 2014).
 
@@ -83,18 +87,9 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         psd fix, objective and KKT residual.
     """
     t0 = time.perf_counter()
-    validate_random_state(random_state)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
-    if alpha is not None and not float(alpha) > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha}")
-    if not float(beta) >= 0:
-        raise ValueError(f"beta must be >= 0, got {beta}")
-    if lam is not None and not float(lam) >= 0:
-        raise ValueError(f"lam must be >= 0, got {lam}")
-    if psd_fix not in PSD_FIXES:
-        raise ValueError(f"unknown psd_fix {psd_fix!r}; choose one of {PSD_FIXES}")
     P_all = resolve_preselected(preselected, m_total, feature_names, n_genes)
     keep = np.flatnonzero(~constant)
     if keep.size < 2:
@@ -108,7 +103,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     if P_all.size and share is None:
         share = P_all.size / n_genes if (n_genes is not None and n_genes > P_all.size) else 0.5
 
-    codes, levels = measures._codes(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = measures.codes_and_levels(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
     H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base)
     f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
     check_informative("eqpfs", f, dict(discretization=discretization))  # before alpha and lambda fail on it

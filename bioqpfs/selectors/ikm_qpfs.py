@@ -46,7 +46,7 @@ from .._kernels import information as _info
 from .._kernels import kmeans as _km
 from .._kernels.correlation import scaled_column_moments
 from .._selection import Selection, rank_by_weight
-from .._validation import check_base, check_n_genes, check_random_state, memory_guard, numeric_params
+from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import prepare, warn_constant
 from .qpfs import alpha_hat, solve_qpfs
 
@@ -87,7 +87,7 @@ class _Context:
         memory_guard(2 * n * m + 2 * 8 * n * m, f"clustering {m} genes",
                      ["genes", "samples"])
         Xk = X if m == self.m_total else X[:, self.keep]
-        codes, levels = measures._codes(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
+        codes, levels = measures.codes_and_levels(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
         # moments of X[:, g] / s[g] (a power of two, 1 for ordinary genes): no overflow/underflow at any scale
         mean, ss, s = scaled_column_moments(Xk)
         scale = 1.0 / np.sqrt(ss / max(1, n - 1))
@@ -260,7 +260,7 @@ _COMMON_DOC = """
         Permute the genes with ``random_state`` before clustering (MacQueen takes the first k genes as
         initial centres, so without it the result depends on the input gene order); ``False`` is the
         paper's literal rule.
-    random_state : int or numpy Generator, optional
+    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Seed of the shuffle.
     feature_names : sequence of str, optional
 """
@@ -344,9 +344,10 @@ def _doc(func):
 
 
 @_doc
-@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
+@parameter_constraints(n_clusters=Interval("integer", none=True), max_split=Interval("integer"),
+                       alpha_rows=Interval("integer"), n_bins=Interval("integer"))
 def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=None, tau=0.9, max_split=10, alpha=None, alpha_rows=64,
-              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
+              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=0, feature_names=None):
     """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
 
     The genes are clustered with the variant two-level k-means (section 3.2): level 1 makes ``n_clusters``
@@ -374,7 +375,8 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=None, tau=0.9, max_split=10, alp
         20 % above tau on Colon -- so without a cap level 2 would put every gene in its own cluster.  With
         tau chosen by the paper's eq. 8, ``tau >= R / k^(1/N)``, the formula itself never exceeds k; the cap
         plays the role of that k.
-%(common)s
+    %(common)s
+
     Returns
     -------
     Selection
@@ -506,9 +508,10 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
 
 
 @_doc
-@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
+@parameter_constraints(n_clusters=Interval("integer", none=True), n_split=Interval("integer"), max_levels=Interval("integer"),
+                       alpha_rows=Interval("integer"), n_bins=Interval("integer"))
 def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
-             discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
+             discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=0, feature_names=None):
     """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
 
     k-means makes ``n_clusters`` clusters and QPFS weighs their representatives.  A cluster with radius
@@ -519,7 +522,8 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_le
     ranked after them by relevance I(X; C), with weight 0, so a panel of any size can be taken (the paper
     ranks only the kept representatives).  At most ``max_levels * (2 M k - k^2 + 2 M)`` distances are spent
     in k-means when ``n_clusters == n_split == k`` (section 4.3), plus one per member for radii.
-%(ikm_params)s
+    %(ikm_params)s
+
     Returns
     -------
     Selection
@@ -538,14 +542,16 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_le
 
 
 @_doc
-@numeric_params(integers=("n_bins", "n_clusters", "n_split", "max_split", "max_levels", "alpha_rows"))
+@parameter_constraints(n_clusters=Interval("integer", none=True), n_split=Interval("integer"), max_levels=Interval("integer"),
+                       alpha_rows=Interval("integer"), n_bins=Interval("integer"))
 def ikma_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
-              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=None, feature_names=None):
+              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=0, feature_names=None):
     """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).
 
     As :func:`ikm_qpfs`, but every cluster whose representative gets QPFS weight 0 is dropped at once, at
     any level and whatever its radius (the check added at the top of the loop of Algorithm IRR).
-%(ikm_params)s
+    %(ikm_params)s
+
     Returns
     -------
     Selection

@@ -30,8 +30,16 @@ from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import simplex_qp
 from .._selection import Selection
-from .._validation import check_n_genes, check_random_state, describe_indices, memory_guard, numeric_params
-from ._common import RELEVANCES, prepare, similarity_and_relevance, warn_constant, weights_and_ranking
+from .._validation import (
+    Interval,
+    Options,
+    check_n_genes,
+    check_random_state,
+    describe_indices,
+    memory_guard,
+    parameter_constraints,
+)
+from ._common import RELEVANCES, SIMILARITIES, prepare, similarity_and_relevance, warn_constant, weights_and_ranking
 
 __all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES"]
 
@@ -47,6 +55,7 @@ CLIP_DENSE_MAX = 4000
 CLIP_LANCZOS_MAX = 200
 PSD_FIXES = ("shift", "clip", "none")
 NYSTROM_QPS = ("auto", "subspace", "lowrank")
+SOLVERS = ("auto", "quadprog", "spg")
 #: nystrom_qp="auto" solves the published subspace QP (quadprog in k~ variables) up to this k~ and the
 #: low-rank x-space QP beyond: quadprog measured 2.3 s at k~=100 and 15 s at k~=300 with all
 #: M=20,000 constraints, and its cost grows ~k~^3 (5.7 s at k~=700 with only 800 constraints)
@@ -292,7 +301,7 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         s, R = 0.0, np.arange(m)
         G = simplex_qp.QPMatrix(Q, scale=c_quad)
         a = c_lin * F
-    if solver not in ("auto", "quadprog", "spg"):
+    if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose 'auto', 'quadprog' or 'spg'")
     if solver == "quadprog" and R.size > QUADPROG_MAX_GENES:
         raise ValueError(f"quadprog on {R.size} genes would take very long (O(M^3)); use solver='spg' or 'auto'")
@@ -336,7 +345,7 @@ def min_eigenvalue_with_safety(Q):
     return lam * (1.0 + 10 * info["tol"])
 
 
-def _solver_working_bytes(m, solver="auto", psd_fix="shift"):
+def solver_working_bytes(m, solver="auto", psd_fix="shift"):
     """Peak working memory of :func:`solve_qpfs` on M genes, beyond Q itself (bytes; for the memory guard).
 
     quadprog (``solver="quadprog"``, or ``"auto"`` up to ``QUADPROG_AUTO_MAX`` genes): the dense G,
@@ -543,10 +552,15 @@ def _relevance_of_kept(relevance, m_total, keep):
                      "(as bioqpfs.measures.relevance(X, y) returns it)")
 
 
-@numeric_params("alpha", "nystrom_rate", "preselected_share", integers=("n_bins",))
+@parameter_constraints(
+    similarity=Options(*SIMILARITIES), alpha=Interval("real", 0, 1, none=True), discretization=Options(*measures.DISCRETIZATIONS),
+    n_bins=Interval("integer"), solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
+    nystrom_rate=Interval("real", 0, 1, closed="right", none=True), eig_threshold=Interval("real", 0, None),
+    nystrom_qp=Options(*NYSTROM_QPS), preselected_share=Interval("real", 0, 1, closed="neither", none=True),
+    class_weight=Options(*_info.CLASS_WEIGHTS))
 def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, discretization="mean_sd",
          n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None, eig_threshold=0.0,
-         nystrom_qp="auto", preselected=None, preselected_share=None, class_weight=None, random_state=None,
+         nystrom_qp="auto", preselected=None, preselected_share=None, class_weight=None, random_state=0,
          feature_names=None):
     """Rank genes with QPFS (exact, or QPFS+Nystrom).
 
@@ -588,25 +602,12 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     psd_fix : {"shift", "clip", "none"}
         What to do when (1 - alpha) Q is indefinite (see :func:`apply_psd_fix`); always recorded in
         ``diagnostics`` (``psd_fix_applied``, ``min_eigenvalue``, ``psd_shift``, ``n_clipped``,
-        ``local``).  Evidence (``benchmarks/bench_qpfs.py --psd-evidence``: 5-fold CV x 2 repeats,
-        genes selected on each training fold with alpha_hat, linear SVM C=1 on the top 10/20/50
-        genes, error averaged over folds and sizes; stability = mean pairwise Jaccard index of the
-        top-20 sets of the 10 folds; nnz = non-zero weights)::
-
-            dataset (N x M)       shift                 clip                  none
-            SRBCT   (83 x 2308)   4.0%  0.439  186 nnz  1.2%  0.374  40 nnz   1.0%  0.375  35 nnz
-            Colon   (62 x 2000)  19.3%  0.198   32 nnz 18.4%  0.176   8 nnz  18.1%  0.180   8 nnz
-            Leukemia(72 x 7129)   7.3%  0.280  181 nnz  7.1%  0.264  41 nnz*  6.4%  0.295  17 nnz
-
-        (* more than 200 negative eigenvalues: the 200 most negative clipped by Lanczos, the rest
-        shifted, ``"clip+shift"``, 76 s per fit against 9 s for shift and none.)
-
-        The shift (eq. 13's lambda I) adds the same large penalty to every gene (lambda ~ 1.4 on
-        SRBCT against diagonals ~ 0.8), so the optimum spreads over many genes and the top-10
-        panel is worse; clip and none stay close to the published objective and give a lower
-        CV error than shift on all three data sets (none the lowest), shift the most stable
-        top-20 on two of three.  "none" is
-        also the cheapest (no eigendecomposition beyond one Lanczos run), so it is the default.
+        ``local``).  Evidence: ``benchmarks/README.md``, "psd_fix" (``benchmarks/bench_qpfs.py
+        --psd-evidence`` on SRBCT, Colon and Leukemia).  The shift (eq. 13's lambda I) adds the
+        same large penalty to every gene (lambda ~ 1.4 on SRBCT against diagonals ~ 0.8), so the
+        optimum spreads over many genes and the top-10 panel is worse; clip and none stay close to
+        the published objective and give a lower CV error than shift on all three data sets (none
+        the lowest), shift the most stable top-20 on two of three.  "none" is also the cheapest (no eigendecomposition beyond one Lanczos run), so it is the default.
         On a PSD Q it is the exact optimum; on an indefinite Q it is a stationary point of the
         non-convex QP from a deterministic start (``diagnostics["local"]`` says so).  Pass
         ``psd_fix="shift"`` for the convexified problem (a global optimum of a changed objective). With
@@ -646,7 +647,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         ``"balanced"``: every class counts equally in Q and F (weighted counts, each sample of class c
         weighs ``N / (C n_c)``), so a rare cell type is as relevant as a common one.  Goes beyond the
         paper, which estimates the MI with the empirical class frequencies (``None``).  MI only.
-    random_state : int or Generator, optional
+    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Seeds the Nystrom row sample (exact QPFS is deterministic).
     feature_names : sequence of str, optional
 
@@ -666,16 +667,6 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
-    if alpha is not None and not (0.0 <= float(alpha) <= 1.0):
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
-    if psd_fix not in PSD_FIXES:
-        raise ValueError(f"unknown psd_fix {psd_fix!r}; choose one of {PSD_FIXES}")
-    if nystrom_qp not in NYSTROM_QPS:
-        raise ValueError(f"unknown nystrom_qp {nystrom_qp!r}; choose one of {NYSTROM_QPS}")
-    if nystrom_rate is not None and not (0.0 < float(nystrom_rate) <= 1.0):
-        raise ValueError(f"nystrom_rate must lie in (0, 1], got {nystrom_rate}")
-    if not float(eig_threshold) >= 0.0:
-        raise ValueError(f"eig_threshold must be >= 0, got {eig_threshold}")
     P_all = resolve_preselected(preselected, m_total, feature_names, n_genes)
     keep = np.flatnonzero(~constant)
     if keep.size == 0:
@@ -705,7 +696,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         Q, F, relevance_used, _ = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                             discretization=discretization, n_bins=n_bins, base=base,
                                             need_full=True, dtype=dtype, class_weight=class_weight,
-                                            working_bytes=_solver_working_bytes(m, solver, psd_fix))
+                                            working_bytes=solver_working_bytes(m, solver, psd_fix))
         t_measures = time.perf_counter() - t0
         a_hat, q_bar, f_bar = alpha_hat(Q, F)
         alpha_used = a_hat if alpha is None else float(alpha)

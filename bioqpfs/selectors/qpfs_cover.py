@@ -26,11 +26,20 @@ import warnings
 import numpy as np
 
 from .. import measures
+from .._kernels import information as _info
 from .._kernels.ranking import round_robin
 from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
-from .._validation import check_n_genes
-from ._common import (higher_in_class, one_vs_rest_relevance, prepare, similarity_and_relevance, warn_constant)
-from .qpfs import FLOAT32_FROM, PSD_FIXES, _solver_working_bytes, alpha_hat, min_eigenvalue_with_safety, solve_qpfs
+from .._validation import Interval, Options, check_n_genes, parameter_constraints
+from ._common import higher_in_class, one_vs_rest_relevance, prepare, similarity_and_relevance, warn_constant
+from .qpfs import (
+    FLOAT32_FROM,
+    PSD_FIXES,
+    SOLVERS,
+    alpha_hat,
+    min_eigenvalue_with_safety,
+    solve_qpfs,
+    solver_working_bytes,
+)
 
 __all__ = ["qpfs_cover", "DIRECTIONS"]
 
@@ -39,8 +48,12 @@ __all__ = ["qpfs_cover", "DIRECTIONS"]
 DIRECTIONS = ("up", "both")
 
 
+@parameter_constraints(
+    direction=Options(*DIRECTIONS), alpha=Interval("real", 0, 1, none=True),
+    discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
+    solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES))
 def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization="auto", n_bins=3,
-               class_weight="balanced", base=2, solver="auto", psd_fix="shift", random_state=None,
+               class_weight="balanced", base=2, solver="auto", psd_fix="shift", random_state=0,
                feature_names=None):
     """Rank genes with class-covering QPFS (one QPFS per class, round-robin over the classes).
 
@@ -102,12 +115,6 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
-    if not isinstance(direction, str) or direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    if alpha is not None and not (0.0 <= float(alpha) <= 1.0):
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
-    if psd_fix not in PSD_FIXES:
-        raise ValueError(f"unknown psd_fix {psd_fix!r}; choose one of {PSD_FIXES}")
     keep = np.flatnonzero(~constant)
     if keep.size == 0:
         raise ValueError("every gene is constant across samples; there is nothing to select")
@@ -118,7 +125,7 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
                                               discretization=discretization, n_bins=n_bins, base=base,
                                               need_full=True, dtype=dtype, class_weight=class_weight,
-                                              working_bytes=_solver_working_bytes(m, solver, psd_fix))
+                                              working_bytes=solver_working_bytes(m, solver, psd_fix))
     F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
     if direction == "up":
         F_c = np.where(higher_in_class(Xk, y_codes, C), F_c, 0.0)

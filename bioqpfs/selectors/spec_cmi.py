@@ -40,8 +40,17 @@ from .._kernels import spectral as _spec
 from .._kernels import subset_search as _swap
 from .._kernels.ranking import RANK_REL_TOL
 from .._selection import Selection, check_informative, rank_by_weight
-from .._validation import (check_n_genes, check_random_state, describe_indices, memory_guard, numeric_params,
-                           validate_random_state)
+from .._validation import (
+    Interval,
+    Options,
+    check_n_genes,
+    check_random_state,
+    describe_indices,
+    memory_guard,
+    output_guard,
+    parameter_constraints,
+    validate_random_state,
+)
 from ._common import info_table, prepare, warn_constant
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
@@ -182,9 +191,11 @@ def _prepare(X, y, n_genes, feature_names):
     return X, y_codes, classes, constant, keep, n_genes
 
 
-@numeric_params("nystrom_rate", integers=("n_bins", "n_error_rows"))
+@parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right", none=True),
+                       n_error_rows=Interval("integer", 0, None),
+                       discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
 def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretization="mean_sd", n_bins=3, base=2,
-             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, random_state=None, feature_names=None):
+             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, random_state=0, feature_names=None):
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
 
     Parameters
@@ -228,7 +239,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         Eigensolver tolerance (0: machine precision).
     n_error_rows : int
         Nystrom only: rows of Q computed exactly to estimate ||Q - Q_hat||_F.
-    random_state : int or Generator, optional
+    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Nystrom row sampling; exact SPEC_CMI is deterministic.
     feature_names : sequence of str, optional
 
@@ -276,7 +287,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         raise TypeError(f"dtype must be None, 'float32' or 'float64', got {dtype!r}") from None
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    measures._output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
+    output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
                            ["genes"] + (["float32"] if dtype != np.float32 else []) + ["nystrom"])
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins, class_weight)
@@ -320,9 +331,11 @@ def _check_polish(polish, n_genes):
         raise ValueError("polish=True improves the top-n_genes panel; pass n_genes=k")
 
 
-@numeric_params("rank_tol", integers=("n_bins", "n_error_rows"))
+@parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right"), n_error_rows=Interval("integer", 0, None),
+                       rank_tol=Interval("real", 0, None, none=True),
+                       discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
 def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, discretization="mean_sd", n_bins=3,
-                     base=2, tol=0.0, n_error_rows=50, rank_tol=None, class_weight=None, random_state=None,
+                     base=2, tol=0.0, n_error_rows=50, rank_tol=None, class_weight=None, random_state=0,
                      feature_names=None):
     """SPEC_CMI from ``r = ceil(gamma M)`` sampled rows of Q (Nystrom approximation, section 3.4).
 
@@ -354,7 +367,7 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, disc
         (None): ``|lambda_min(A)| / lambda_max(A)`` (:func:`bioqpfs._kernels.spectral.nystrom_leading`)
         -- A is indefinite like Q, and eigenvalues at the level of its negative part would be
         amplified by the inverse; on real data this keeps the few leading eigenpairs.
-    random_state : int or Generator
+    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Row sampling (and the choice of error rows).
     polish : bool
         As in :func:`spec_cmi`: swaps on the exact x^T Q x, whose rows are computed on demand
@@ -375,18 +388,12 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
                       random_state, feature_names, method, polish=False, class_weight=None):
     t0 = time.perf_counter()
     _check_polish(polish, n_genes)
-    if nystrom_rate is None or not (0.0 < float(nystrom_rate) <= 1.0):
-        raise ValueError(f"nystrom_rate must lie in (0, 1], got {nystrom_rate!r}")
-    if n_error_rows < 0:
-        raise ValueError(f"n_error_rows must be >= 0 (0: no error estimate), got {n_error_rows}")
-    if rank_tol is not None and not rank_tol >= 0:
-        raise ValueError(f"rank_tol must be None or >= 0, got {rank_tol}")
     rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
     m = keep.size
     rows = _nys.sample_rows(m, float(nystrom_rate), rng)
     r = rows.size
-    measures._output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
+    output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
     memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", ["lower_nystrom"])
     rest = np.setdiff1d(np.arange(m), rows)
     n_err = min(int(n_error_rows), rest.size)
@@ -459,9 +466,11 @@ def _nystrom_error(Qr, rows, Qe, err_rows, U, lam):
                 n_error_rows=int(err_rows.size))
 
 
-@numeric_params(integers=("n_bins", "n_projections"))
+@parameter_constraints(n_projections=Interval("integer", 1, None),
+                       max_seconds=Interval("real", 0, None, closed="neither"),
+                       discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
 def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polish=True, solver="SCS",
-            max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, class_weight=None, random_state=None,
+            max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, class_weight=None, random_state=0,
             feature_names=None):
     """Select a k-gene panel with SDP_CMI: semidefinite relaxation + Goemans--Williamson rounding.
 
@@ -503,7 +512,7 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
         it ran 3-7x faster), times 2.5 for the lifted relaxation: ~27 s at M = 300 for the paper's
         relaxation, and the default 300 s admits M <= 668 for it (about where the paper's CVX/SDPT3
         ran out of 16 GB, M ~ 700) and M <= 492 for the lifted one.
-    random_state : int or Generator
+    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         The random projections.
 
     Returns
@@ -552,14 +561,10 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
     t0 = time.perf_counter()
     if n_genes is None:
         raise ValueError("sdp_cmi needs n_genes (the panel size k enters the relaxation); pass n_genes=k")
-    if isinstance(n_projections, bool) or not isinstance(n_projections, (int, np.integer)) or n_projections < 1:
-        raise ValueError(f"n_projections must be a positive integer, got {n_projections!r}")
     if relaxation not in ("lifted", "paper"):
         raise ValueError(f"relaxation must be 'lifted' (default) or 'paper' (eq. 26 as published), got {relaxation!r}")
     if not isinstance(polish, (bool, np.bool_)):
         raise TypeError(f"polish must be True or False, got {polish!r}")
-    if not max_seconds > 0:
-        raise ValueError(f"max_seconds must be > 0, got {max_seconds!r}")
     if not isinstance(solver, str):
         raise TypeError(f"solver must be the name of a cvxpy solver (e.g. 'SCS'), got {solver!r}")
     rng = check_random_state(random_state)

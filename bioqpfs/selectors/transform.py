@@ -85,7 +85,7 @@ from threadpoolctl import threadpool_limits
 from .._kernels import correlation as _corr
 from .._kernels.ranking import rank_descending
 from .._selection import Selection, check_informative
-from .._validation import check_n_genes, check_random_state, memory_guard, numeric_params
+from .._validation import Interval, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import prepare, warn_constant
 
 __all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", "DEFAULT_N_GENES",
@@ -134,6 +134,7 @@ class LDAObjective:
         return out
 
     def __call__(self, W):
+        """Objective value and gradient with respect to ``W`` (genes x components)."""
         P = self.X @ W
         MW = self.M @ W
         q = W.shape[1]
@@ -171,6 +172,7 @@ class HSICObjective:
         return out
 
     def hsic(self, W):
+        """The Gaussian kernel matrix of ``X W`` and ``X W`` itself."""
         Z = self.X @ W
         sq = np.sum(Z * Z, axis=1)
         D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * Z @ Z.T, 0.0)
@@ -178,6 +180,7 @@ class HSICObjective:
         return K, Z
 
     def __call__(self, W):
+        """Objective value and gradient with respect to ``W`` (genes x components)."""
         K, Z = self.hsic(W)
         P = K * self.HLH
         f = -float(np.sum(P)) / self.norm
@@ -402,7 +405,7 @@ _DOC_COMMON = """
         L-BFGS-B iterations per lambda.
     max_bisect : int
         Bisection steps on lambda to hit ``n_genes`` exactly.
-    random_state : int or Generator, optional
+    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Seeds the random start U ~ U(-1, 1).
     feature_names : sequence of str, optional
 
@@ -414,9 +417,10 @@ _DOC_COMMON = """
 """
 
 
-@numeric_params("n_components", integers=("n_components", "maxiter", "max_bisect"))
+@parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
+                       max_bisect=Interval("integer"))
 def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
-         random_state=None, feature_names=None):
+         random_state=0, feature_names=None):
     """Linear Discriminant Feature Selection (Masaeli et al. 2010, section 4, eq. 4-7).
 
     min_W -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) + lambda sum_j ||w_j||_inf; see the module
@@ -430,9 +434,10 @@ def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, max
         zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(gamma=float(gamma)))
 
 
-@numeric_params("n_components", integers=("n_components", "maxiter", "max_bisect"))
+@parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
+                       max_bisect=Interval("integer"))
 def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
-         random_state=None, feature_names=None):
+         random_state=0, feature_names=None):
     """Hilbert-Schmidt Feature Selection (Masaeli et al. 2010, section 5, eq. 8-11).
 
     min_W -HSIC(XW, Y) / HSIC(Y, Y) + lambda sum_j ||w_j||_inf, Gaussian kernel of bandwidth

@@ -6,124 +6,11 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .._anndata import check_mask, check_use_raw, get_obs_rep, is_record, key_columns, obs_labels, source_params
 from .._io import to_storable
 from .._jit import announce_compilation
 from .._registry import method_function, resolve_method, select
-from .._validation import check_labels, describe_indices, one_labels_warning
-
-
-def _in_memory(X):
-    """Backed (on-disk) matrices are read once: the selectors need random access to all of it."""
-    if hasattr(X, "to_memory"):
-        return X.to_memory()
-    if type(X).__module__.startswith("h5py"):
-        return X[()]
-    return X
-
-
-def _use_raw(adata, layer, use_raw):
-    """Resolve ``use_raw`` as scanpy does (``scanpy._utils._check_use_raw``, ``tl.rank_genes_groups``).
-
-    ``None``: ``adata.raw`` when it is set and no ``layer`` is given, else ``.X``/the layer.
-    Returns ``(use_raw, what)``: the bool and the matrix's name for messages.
-    """
-    if use_raw is not None and not isinstance(use_raw, (bool, np.bool_)):
-        raise TypeError(f"use_raw must be None, True or False, got {use_raw!r}")
-    resolved = (layer is None and adata.raw is not None) if use_raw is None else bool(use_raw)
-    what = f"adata.layers[{layer!r}]" if layer is not None else "adata.raw.X" if resolved else "adata.X"
-    if use_raw is None and resolved:
-        what += " (use_raw=None and adata.raw is set, as in scanpy's rank_genes_groups; use_raw=False for adata.X)"
-    return resolved, what
-
-
-def _expression(adata, layer, use_raw):
-    """The matrix to select from, aligned with ``adata.var_names`` (``use_raw`` resolved by :func:`_use_raw`)."""
-    implicit = use_raw is None
-    use_raw, _ = _use_raw(adata, layer, use_raw)
-    if layer is not None and use_raw:
-        raise ValueError("pass either layer= or use_raw=True, not both")
-    if layer is not None:
-        if layer not in adata.layers:
-            raise KeyError(f"layer {layer!r} not found; available layers: {list(adata.layers.keys()) or 'none'}")
-        return _in_memory(adata.layers[layer])
-    if use_raw:
-        if adata.raw is None:
-            raise ValueError("use_raw=True but adata.raw is not set")
-        missing = adata.var_names.difference(adata.raw.var_names)
-        if len(missing):
-            raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})"
-                             + ("; use_raw=None selects on adata.raw when it is set (as scanpy's rank_genes_groups "
-                                "does): pass use_raw=False to use adata.X" if implicit else ""))
-        return _in_memory(adata.raw[:, adata.var_names].X)
-    return _in_memory(adata.X)
-
-
-def _mask(adata, mask_var):
-    if mask_var is None:
-        return np.ones(adata.n_vars, dtype=bool)
-    if isinstance(mask_var, str):
-        if mask_var not in adata.var.columns:
-            raise KeyError(f"mask_var={mask_var!r} is not a column of adata.var (e.g. run sc.pp.highly_variable_genes first)")
-        mask = adata.var[mask_var].to_numpy()
-    else:
-        mask = np.asarray(mask_var)
-    if mask.dtype != bool or mask.shape != (adata.n_vars,):
-        raise ValueError(f"mask_var must be a boolean column or array with one entry per gene ({adata.n_vars})")
-    if not mask.any():
-        raise ValueError("mask_var selects no gene")
-    return mask
-
-
-def _labels(adata, groupby):
-    if pd.api.types.is_list_like(groupby) or groupby is None:
-        shown = repr(groupby) if groupby is None or len(groupby) <= 5 else f"a {type(groupby).__name__} of {len(groupby)}"
-        raise TypeError(f"groupby must be the name of one .obs column, got {shown}; to use labels that are not "
-                        "in .obs, add them first: adata.obs['labels'] = labels")
-    if groupby not in adata.obs.columns:
-        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(map(str, adata.obs.columns)) or 'none'}")
-    labels = adata.obs[groupby]
-    missing = np.flatnonzero(labels.isna().to_numpy())
-    if missing.size:
-        raise ValueError(
-            f"adata.obs[{groupby!r}] has {missing.size} missing value(s) (cells {describe_indices(missing, adata.obs_names)}); "
-            "remove those cells (adata = adata[adata.obs[groupby].notna()].copy()) or give them a label"
-        )
-    # one class, continuous values...: reported here with the column's name
-    check_labels(labels.array, adata.n_obs, name=f"adata.obs[{groupby!r}]")
-    return labels
-
-
-def _is_record(value):
-    """Whether an ``.uns`` entry is a selection written by :func:`select_genes`.
-
-    Recognised by its layout: a mapping with ``"params"`` (holding ``"method"``), ``"diagnostics"``
-    and ``"selected"``.
-    """
-    try:
-        return {"params", "diagnostics", "selected"} <= set(value.keys()) and "method" in value["params"]
-    except (AttributeError, TypeError):
-        return False
-
-
-#: the ``.var`` columns (after ``<key>_``) that versions without a ``"var_columns"`` record could write
-_LEGACY_COLUMNS = ("weight", "rank", "selected", "greedy_score", "cluster", "representative", "cluster_level")
-
-
-def _key_columns(adata, key):
-    """The ``.var`` columns an earlier bioqpfs run wrote under ``key`` (present ones, in ``.var`` order).
-
-    ``.uns[key]["var_columns"]`` lists them; a record of an earlier version without that list owns
-    only the columns those versions could write (``<key>_weight`` ... see ``_LEGACY_COLUMNS``).  A
-    user's column that merely starts with ``<key>_`` (e.g. ``qpfs_validated``) is never one of them.
-    """
-    record = adata.uns.get(key) if isinstance(key, str) else None
-    if not _is_record(record):
-        return []
-    if "var_columns" in record:
-        owned = {str(c) for c in np.atleast_1d(record["var_columns"])}
-    else:
-        owned = {f"{key}_{c}" for c in _LEGACY_COLUMNS}
-    return [c for c in adata.var.columns if c in owned]
+from .._validation import describe_indices, one_labels_warning
 
 
 def _check_key(adata, key):
@@ -135,10 +22,10 @@ def _check_key(adata, key):
     """
     if not isinstance(key, str) or not key or "/" in key:
         raise ValueError(f"key_added must be a non-empty string without '/', got {key!r}")
-    if key in adata.uns and not _is_record(adata.uns[key]):
+    if key in adata.uns and not is_record(adata.uns[key]):
         raise ValueError(f"adata.uns[{key!r}] exists and was not written by bioqpfs; choose another key_added "
                          "so that it is not overwritten")
-    columns = _key_columns(adata, key)
+    columns = key_columns(adata, key)
     _check_foreign(adata, key, [f"{key}_{c}" for c in ("weight", "rank", "selected")], columns)
     return columns
 
@@ -199,7 +86,8 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
     use_raw : bool, optional
         Use ``adata.raw`` (restricted to ``adata.var_names``).  Default ``None`` follows scanpy's
         ``rank_genes_groups``: ``.raw`` when it is set and no ``layer`` is given, else ``.X``.  The
-        matrix used is logged and its ``use_raw`` recorded in ``.uns[key]["params"]``.  (Earlier
+        matrix used is logged and recorded in ``.uns[key]["params"]`` (``layer``, ``use_raw``;
+        ``None`` where not given, see :func:`bioqpfs._anndata.source_params`).  (Earlier
         versions used ``.X`` by default: e.g. scanpy's ``pbmc68k_reduced`` is now selected on its
         log-normalised ``.raw`` rather than its scaled ``.X``.)
     mask_var : str or bool array, optional
@@ -258,10 +146,10 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         params["similarity"] = similarity
     elif similarity != "mi":
         raise TypeError(f"method {method!r} does not take a similarity")
-    X = _expression(adata, layer, use_raw)
-    use_raw, source = _use_raw(adata, layer, use_raw)
-    mask = _mask(adata, mask_var)
-    labels = _labels(adata, groupby)
+    X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
+    source = check_use_raw(adata, layer, use_raw)[1]
+    mask = check_mask(adata, mask_var)
+    labels = obs_labels(adata, groupby)
     key = key_added if key_added is not None else (method if named is not None else "bioqpfs")
     stale = _check_key(adata, key)
     duplicated = _warn_duplicated_names(adata)
@@ -308,9 +196,9 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         full[idx] = values
         adata.var[f"{key}_{col}"] = full
         written.append(f"{key}_{col}")
-    record = dict(method=method, preset=preset or "paper", groupby=groupby, n_genes=n_genes, layer=layer, use_raw=bool(use_raw),
-                  mask_var=mask_var if isinstance(mask_var, str) or mask_var is None else "array",
-                  random_state=random_state)
+    record = dict(method=method, preset=preset or "paper",
+                  **source_params(adata, groupby=groupby, layer=layer, use_raw=use_raw, mask_var=mask_var),
+                  n_genes=n_genes, random_state=random_state)
     record.update(params)  # what the user asked for ...
     record.update(sel.params)  # ... and what the method resolved (defaults, estimated alpha)
     adata.uns[key] = to_storable({

@@ -48,6 +48,10 @@ test_that("metadata() records the labels column and the assay; ranks are integer
     params <- metadata(out)$qpfs$params
     expect_identical(params$groupby, "type")
     expect_identical(params$assay, "counts")
+    ## what was not given is absent (NULL), never the string "None"
+    expect_null(params$layer)
+    expect_null(params$mask_var)
+    expect_false("None" %in% unlist(params))
     expect_identical(metadata(selectGenes(toySCE(), "type", nGenes = 5))$qpfs$params$assay, "logcounts")
     expect_identical(notes(selectGenes(toyESet(), "type", nGenes = 5))$qpfs$params[c("groupby", "assay")],
                      list(groupby = "type", assay = "exprs"))

@@ -1,0 +1,161 @@
+"""The one AnnData accessor every face uses (tl, evaluate, pl, get, the R faces).
+
+Modelled on scanpy's ``scanpy/get/get.py`` (``_get_obs_rep``, ``_check_mask``) and
+``scanpy._utils._check_use_raw``: which matrix (``layer`` / ``use_raw`` / ``.X``), which genes
+(``mask_var``) and which labels (``groupby``) a call reads are resolved here, once, with one set of
+error messages.  :func:`source_params` records what was used for ``.uns[key]["params"]``; a value
+that was not given is stored as a real ``None`` (anndata >= 0.12 writes it to h5ad, earlier versions
+leave the key out; reticulate and rpy2 turn it into R's ``NULL``), never as the string ``"None"``.
+Readers therefore use ``params.get(name)``.
+
+Also here: which ``.uns`` entries and ``.var`` columns are a bioqpfs selection
+(:func:`is_record`, :func:`key_columns`), read by ``tl`` (re-runs), ``get`` and the R faces.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ._validation import check_labels, describe_indices
+
+__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "check_mask", "obs_labels", "source_params",
+           "is_record", "key_columns"]
+
+
+def in_memory(X):
+    """Backed (on-disk) matrices are read once: the selectors need random access to all of it."""
+    if hasattr(X, "to_memory"):
+        return X.to_memory()
+    if type(X).__module__.startswith("h5py"):
+        return X[()]
+    return X
+
+
+def check_use_raw(adata, layer, use_raw):
+    """Resolve ``use_raw`` as scanpy does (``scanpy._utils._check_use_raw``, ``tl.rank_genes_groups``).
+
+    ``None``: ``adata.raw`` when it is set and no ``layer`` is given, else ``.X``/the layer.
+
+    Returns
+    -------
+    (bool, str)
+        Whether ``.raw`` is read, and the matrix's name for messages and logs.
+    """
+    if use_raw is not None and not isinstance(use_raw, (bool, np.bool_)):
+        raise TypeError(f"use_raw must be None, True or False, got {use_raw!r}")
+    resolved = (layer is None and adata.raw is not None) if use_raw is None else bool(use_raw)
+    what = f"adata.layers[{layer!r}]" if layer is not None else "adata.raw.X" if resolved else "adata.X"
+    if use_raw is None and resolved:
+        what += " (use_raw=None and adata.raw is set, as in scanpy's rank_genes_groups; use_raw=False for adata.X)"
+    return resolved, what
+
+
+def get_obs_rep(adata, *, layer=None, use_raw=None):
+    """The samples x genes matrix to read, aligned with ``adata.var_names`` (scanpy's ``_get_obs_rep``).
+
+    ``layer``: ``adata.layers[layer]``; ``use_raw`` as in :func:`check_use_raw` (``.raw`` restricted
+    to ``adata.var_names``); else ``adata.X``.  Backed matrices are read into memory.  Array support:
+    whatever the AnnData holds (numpy, scipy.sparse).
+    """
+    implicit = use_raw is None
+    use_raw, _ = check_use_raw(adata, layer, use_raw)
+    if layer is not None and use_raw:
+        raise ValueError("pass either layer= or use_raw=True, not both")
+    if layer is not None:
+        if layer not in adata.layers:
+            raise KeyError(f"layer {layer!r} not found; available layers: {list(adata.layers.keys()) or 'none'}")
+        return in_memory(adata.layers[layer])
+    if use_raw:
+        if adata.raw is None:
+            raise ValueError("use_raw=True but adata.raw is not set")
+        missing = adata.var_names.difference(adata.raw.var_names)
+        if len(missing):
+            raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})"
+                             + ("; use_raw=None selects on adata.raw when it is set (as scanpy's rank_genes_groups "
+                                "does): pass use_raw=False to use adata.X" if implicit else ""))
+        return in_memory(adata.raw[:, adata.var_names].X)
+    return in_memory(adata.X)
+
+
+def check_mask(adata, mask_var):
+    """Boolean gene mask from ``mask_var`` (``None``, a ``.var`` column name or a bool array; scanpy's ``_check_mask``)."""
+    if mask_var is None:
+        return np.ones(adata.n_vars, dtype=bool)
+    if isinstance(mask_var, str):
+        if mask_var not in adata.var.columns:
+            raise KeyError(f"mask_var={mask_var!r} is not a column of adata.var (e.g. run sc.pp.highly_variable_genes first)")
+        mask = adata.var[mask_var].to_numpy()
+    else:
+        mask = np.asarray(mask_var)
+    if mask.dtype != bool or mask.shape != (adata.n_vars,):
+        raise ValueError(f"mask_var must be a boolean column or array with one entry per gene ({adata.n_vars})")
+    if not mask.any():
+        raise ValueError("mask_var selects no gene")
+    return mask
+
+
+def obs_labels(adata, groupby):
+    """The class labels ``adata.obs[groupby]`` (a Series), checked and named by their column."""
+    if pd.api.types.is_list_like(groupby) or groupby is None:
+        shown = repr(groupby) if groupby is None or len(groupby) <= 5 else f"a {type(groupby).__name__} of {len(groupby)}"
+        raise TypeError(f"groupby must be the name of one .obs column, got {shown}; to use labels that are not "
+                        "in .obs, add them first: adata.obs['labels'] = labels")
+    if groupby not in adata.obs.columns:
+        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(map(str, adata.obs.columns)) or 'none'}")
+    labels = adata.obs[groupby]
+    missing = np.flatnonzero(labels.isna().to_numpy())
+    if missing.size:
+        raise ValueError(
+            f"adata.obs[{groupby!r}] has {missing.size} missing value(s) (cells {describe_indices(missing, adata.obs_names)}); "
+            "remove those cells (adata = adata[adata.obs[groupby].notna()].copy()) or give them a label"
+        )
+    # one class, continuous values...: reported here with the column's name
+    check_labels(labels.array, adata.n_obs, name=f"adata.obs[{groupby!r}]")
+    return labels
+
+
+def source_params(adata, *, groupby, layer, use_raw, mask_var, assay=None):
+    """What a call read, for ``.uns[key]["params"]``: ``groupby``, ``layer``, ``use_raw`` (resolved), ``mask_var``.
+
+    ``layer`` is ``None`` when ``.X``/``.raw`` was read; ``mask_var`` is the column name, ``"array"``
+    for a boolean array, or ``None``; ``assay`` (the R assay or ExpressionSet element the matrix came
+    from) is added when given.  Absent values are real ``None``, never the string ``"None"``.
+    """
+    record = {"groupby": str(groupby), "layer": layer, "use_raw": check_use_raw(adata, layer, use_raw)[0],
+              "mask_var": mask_var if isinstance(mask_var, str) or mask_var is None else "array"}
+    if assay is not None:
+        record["assay"] = str(assay)
+    return record
+
+
+def is_record(value):
+    """Whether an ``.uns`` entry is a selection written by :func:`bioqpfs.tl.select_genes`.
+
+    Recognised by its layout: a mapping with ``"params"`` (holding ``"method"``), ``"diagnostics"``
+    and ``"selected"``.
+    """
+    try:
+        return {"params", "diagnostics", "selected"} <= set(value.keys()) and "method" in value["params"]
+    except (AttributeError, TypeError):
+        return False
+
+
+#: the ``.var`` columns (after ``<key>_``) that versions without a ``"var_columns"`` record could write
+_LEGACY_COLUMNS = ("weight", "rank", "selected", "greedy_score", "cluster", "representative", "cluster_level")
+
+
+def key_columns(adata, key):
+    """The ``.var`` columns an earlier bioqpfs run wrote under ``key`` (present ones, in ``.var`` order).
+
+    ``.uns[key]["var_columns"]`` lists them; a record of an earlier version without that list owns
+    only the columns those versions could write (``<key>_weight`` ... see ``_LEGACY_COLUMNS``).  A
+    user's column that merely starts with ``<key>_`` (e.g. ``qpfs_validated``) is never one of them.
+    """
+    record = adata.uns.get(key) if isinstance(key, str) else None
+    if not is_record(record):
+        return []
+    if "var_columns" in record:
+        owned = {str(c) for c in np.atleast_1d(record["var_columns"])}
+    else:
+        owned = {f"{key}_{c}" for c in _LEGACY_COLUMNS}
+    return [c for c in adata.var.columns if c in owned]
