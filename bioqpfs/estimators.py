@@ -237,7 +237,7 @@ class QPFSSelector(BioQPFSSelector):
     n_bins : int, default=3
     base : float, default=2
     solver : str, default="auto"
-        QP solver (``"quadprog"`` exact; ``"auto"`` picks by size).
+        QP solver (``"quadprog"``, ``"active_set"``, ``"spg"``, all exact; ``"auto"`` picks by size).
     psd_fix : str, default="shift"
         How an indefinite Q is made convex (recorded in ``selection_.diagnostics``).
     nystrom_rate : float in (0, 1], default=None
