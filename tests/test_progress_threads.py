@@ -161,3 +161,41 @@ def test_faces_pass_n_jobs_to_the_counting_pool(data, monkeypatch, sc_jobs):
     seen.clear()
     bioqpfs.evaluate.error_curve(X, y, ["qpfs"], n_genes=[3], cv=3, n_jobs=1)
     assert seen and set(seen) == {1}
+
+
+# ----------------------------------------------------------------------------------------------
+# the hint for long exact runs
+# ----------------------------------------------------------------------------------------------
+
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, msg, **kw):
+        self.lines.append(msg)
+
+
+def test_long_exact_run_hint_names_nystrom():
+    import bioqpfs.tl._select_genes as tlmod
+
+    log = _Log()
+    tlmod._hint_long_exact_run("qpfs", {}, (2000, 20000), log)  # the 2,000 x 20,000 shape: minutes
+    assert len(log.lines) == 1 and "nystrom_rate=0.05" in log.lines[0] and "2000 x 20000" in log.lines[0]
+    for method, params, shape in [("qpfs", {}, (20000, 2000)), ("qpfs", {"nystrom_rate": 0.05}, (2000, 20000)),
+                                  ("maxrel", {}, (2000, 20000))]:
+        tlmod._hint_long_exact_run(method, params, shape, log)
+    assert len(log.lines) == 1
+
+
+def test_select_genes_checks_the_shape_it_runs(data, monkeypatch):
+    import anndata as ad
+    import bioqpfs.tl._select_genes as tlmod
+
+    seen = []
+    monkeypatch.setattr(tlmod, "_hint_long_exact_run", lambda method, params, shape, logg: seen.append((method, shape)))
+    X, y = data
+    a = ad.AnnData(X.astype(np.float32))
+    a.obs["c"] = y.astype(str)
+    a.var["hv"] = np.arange(40) < 30
+    bioqpfs.tl.select_genes(a, "c", n_genes=5, mask_var="hv")
+    assert seen == [("qpfs", (60, 30))]

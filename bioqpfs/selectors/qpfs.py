@@ -33,7 +33,7 @@ from .._selection import Selection
 from .._validation import check_n_genes, check_random_state, describe_indices, memory_guard, numeric_params
 from ._common import RELEVANCES, prepare, similarity_and_relevance, warn_constant, weights_and_ranking
 
-__all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES"]
+__all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES", "predicted_seconds"]
 
 #: weights below this (the solution sums to 1) are exact zeros of the optimum up to solver round-off
 WEIGHT_TOL = 1e-10
@@ -51,6 +51,23 @@ NYSTROM_QPS = ("auto", "subspace", "lowrank")
 #: low-rank x-space QP beyond: quadprog measured 2.3 s at k~=100 and 15 s at k~=300 with all
 #: M=20,000 constraints, and its cost grows ~k~^3 (5.7 s at k~=700 with only 800 constraints)
 NYSTROM_SUBSPACE_MAX = 300
+
+
+#: cost model of exact QPFS end to end, seconds ~ M^2 (A + B N): the MI matrix (M^2 entries, N samples
+#: counted for each) dominates, the eigenvalue of the psd fix and the active-set solve add ~M^2.
+#: Fitted to benchmarks/bench_qpfs.py on 2 shared cores (README "Speed, memory and threads").
+PREDICT_PER_PAIR = 7e-8
+PREDICT_PER_PAIR_SAMPLE = 1e-10
+
+
+def predicted_seconds(n_samples, n_genes):
+    """Rough end-to-end seconds of exact QPFS on ``n_samples`` x ``n_genes`` (within ~3x on the benchmark shapes).
+
+    ``n_genes**2 * (PREDICT_PER_PAIR + PREDICT_PER_PAIR_SAMPLE * n_samples)``: e.g. ~8 s at 20,000 x 2,000,
+    ~30 s at 100 x 20,000, ~110 s at 2,000 x 20,000.  Used for the hint ``tl.select_genes`` logs
+    when an exact run is predicted to take over a minute.
+    """
+    return float(n_genes) ** 2 * (PREDICT_PER_PAIR + PREDICT_PER_PAIR_SAMPLE * float(n_samples))
 
 
 def alpha_hat(Q, F):
@@ -297,7 +314,7 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     if solver == "quadprog" and not convex:
         raise ValueError(f"Q is indefinite (smallest eigenvalue of (1-alpha)Q: {fix.get('min_eigenvalue', float('nan')):.3g}) "
                          "and psd_fix='none' leaves the QP non-convex, which quadprog cannot solve; use solver='spg' or 'auto' "
-                         "(a stationary point), or psd_fix='shift'/'clip' (a convexified problem)")
+                         "(a local minimum), or psd_fix='shift'/'clip' (a convexified problem)")
     z, info = simplex_qp.solve(Gf, a, solver=solver, convex=convex)
     z = _finite_weights(z, info["solver"])
     x = np.zeros(m)
@@ -591,7 +608,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         CV error than shift on all three data sets (none the lowest), shift the most stable
         top-20 on two of three.  "none" is
         also the cheapest (no eigendecomposition beyond one Lanczos run), so it is the default.
-        On a PSD Q it is the exact optimum; on an indefinite Q it is a stationary point of the
+        On a PSD Q it is the exact optimum; on an indefinite Q it is a local minimum (a KKT point whose
+        face Hessian is positive definite, with the default active-set solver) of the
         non-convex QP from a deterministic start (``diagnostics["local"]`` says so).  Pass
         ``psd_fix="shift"`` for the convexified problem (a global optimum of a changed objective). With
         ``nystrom_rate`` the fix is moot: Q_hat is PSD by construction (see ``eig_threshold``).
