@@ -577,9 +577,9 @@ def solve_active_set(G, a, *, x0=None, tol=1e-9, max_iter=2000, max_support=ACTI
     gene that best trades relevance against self-information, near the top of MaxRel), or ``x0``.
     Each step solves a dense KKT system on the working set S (O(|S|^3)) and checks the complement
     with one product ``G[:, S] z`` (O(M |S|), float64 even when Q is float32), so the solve costs
-    about ``steps x (|S|^3 + M |S|)`` against SPG's ``iterations x M |supp|``: measured 0.7 s
-    against 160 s on a 20,000-cell x 2,000-gene MI matrix with 933 non-zero weights
-    (``benchmarks/bench_qpfs.py``).  At termination the KKT conditions hold to round-off, so the
+    about ``steps x (|S|^3 + M |S|)`` against SPG's ``iterations x M |supp|``: measured 0.3 s
+    (21 steps) against 85-160 s (13,920 SPG iterations) on a 20,000-cell x 2,000-gene MI matrix
+    with 933 non-zero weights (``benchmarks/bench_qpfs.py``, shared 2-core machine).  At termination the KKT conditions hold to round-off, so the
     answer is quadprog's (convex G) to 1e-8 in the objective.
 
     When the working set would exceed ``max_support`` genes (the dense solves would cost more than
@@ -620,7 +620,8 @@ def solve(G, a, *, solver="auto", convex=True, **kwargs):
 
     ``"auto"`` takes quadprog when M <= :data:`QUADPROG_AUTO_MAX`, G is convex and can be formed
     densely, and the active-set solver otherwise (:func:`solve_active_set`; it hands over to spg
-    itself when the support exceeds :data:`ACTIVE_SET_MAX_SUPPORT`).  Whatever the solver, a negligible quadratic term (:func:`is_linear`,
+    itself when the support exceeds :data:`ACTIVE_SET_MAX_SUPPORT`).  Whatever the solver, a
+    negligible quadratic term (:func:`is_linear`,
     e.g. QPFS at alpha = 1) is solved exactly as the linear program it is (:func:`solve_linear`):
     quadprog would invert a (near) zero G and return NaN.  Returns ``(x, info)``.
     """
