@@ -58,14 +58,15 @@ NYSTROM_SUBSPACE_MAX = 300
 #: counted for each) dominates, the eigenvalue of the psd fix and the active-set solve add ~M^2.
 #: Fitted to benchmarks/bench_qpfs.py on 2 shared cores (README "Speed, memory and threads").
 PREDICT_PER_PAIR = 7e-8
-PREDICT_PER_PAIR_SAMPLE = 1e-10
+PREDICT_PER_PAIR_SAMPLE = 1.5e-10
 
 
 def predicted_seconds(n_samples, n_genes):
     """Rough end-to-end seconds of exact QPFS on ``n_samples`` x ``n_genes`` (within ~3x on the benchmark shapes).
 
-    ``n_genes**2 * (PREDICT_PER_PAIR + PREDICT_PER_PAIR_SAMPLE * n_samples)``: e.g. ~8 s at 20,000 x 2,000,
-    ~30 s at 100 x 20,000, ~110 s at 2,000 x 20,000.  Used for the hint ``tl.select_genes`` logs
+    ``n_genes**2 * (PREDICT_PER_PAIR + PREDICT_PER_PAIR_SAMPLE * n_samples)``: ~12 s at 20,000 x 2,000
+    (measured 7-28 s with load 2-7), ~34 s at 100 x 20,000 (63 s, load 6), ~60 s at 100,000 x 2,000
+    (75-107 s, load 4), ~150 s at 2,000 x 20,000 (42-138 s, load 3-10).  Used for the hint ``tl.select_genes`` logs
     when an exact run is predicted to take over a minute.
     """
     return float(n_genes) ** 2 * (PREDICT_PER_PAIR + PREDICT_PER_PAIR_SAMPLE * float(n_samples))
