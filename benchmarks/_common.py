@@ -1,6 +1,7 @@
 """Shared pieces of the benchmarks: synthetic data, and the raw-GEMM reference.
 
 :func:`synthetic`: N samples, 3 classes, genes loading on 40 latent factors (5 shifted by the class).
+:func:`poisson_types`, :func:`planted_sparse`: sparse single-cell-like counts (log1p), cell types.
 
 :func:`gemm_seconds`: the counting kernel's cost is compared with the indicator products it needs, measured in the same
 process.  To keep the reference honest it is the faster of two schedules of exactly those GEMMs
@@ -27,6 +28,42 @@ def synthetic(m, n=100, seed=0):
     load = rng.uniform(0.3, 1.0, size=m)
     X = Z[:, factor] * load + rng.standard_normal((n, m)) * np.sqrt(1 - load ** 2)
     return X.astype(np.float32), y
+
+
+def poisson_types(n, m, *, n_types=8, de_fraction=0.1, seed=0, chunk=10000):
+    """Single-cell-like (X CSR float32 log1p counts, y) -- n cells of ``n_types`` types, m genes.
+
+    Counts are Poisson with gene rates ~ Gamma(0.5, 0.6) (mostly zeros, as in droplet data); a
+    ``de_fraction`` of the genes is type-dependent (rate x 3-8 in one random type).  Built in chunks of
+    cells, so 100,000 cells never exist densely.
+    """
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_types, size=n)
+    lam = np.repeat(rng.gamma(0.5, 0.6, size=m)[None, :], n_types, axis=0)
+    for j in np.flatnonzero(rng.random(m) < de_fraction):
+        lam[rng.integers(0, n_types), j] *= rng.uniform(3, 8)
+    blocks = []
+    for s in range(0, n, chunk):
+        B = sp.csr_matrix(rng.poisson(lam[y[s:s + chunk]]).astype(np.float32))
+        B.data = np.log1p(B.data)
+        blocks.append(B)
+    return sp.vstack(blocks, format="csr"), y
+
+
+def planted_sparse(n, m, *, n_planted=50, n_types=5, seed=0):
+    """(X CSR float32 log1p counts, y) -- n cells x m genes; genes 0..n_planted-1 are up in one type each."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_types, size=n)
+    lam = np.tile(rng.gamma(0.5, 0.4, size=m), (n_types, 1))
+    for j in range(n_planted):
+        lam[j % n_types, j] = 6 * lam[j % n_types, j] + 1.0
+    X = sp.csr_matrix(rng.poisson(lam[y]).astype(np.float32))
+    X.data = np.log1p(X.data)
+    return X, y
 
 
 def gemm_seconds(table, *, classes=False, n_bins=None, repeats=3):

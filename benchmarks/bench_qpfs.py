@@ -1,18 +1,27 @@
-"""QPFS at genome scale: seconds, peak memory and objective gap (issue 3).
+"""QPFS at genome and single-cell scale: seconds, peak memory, solver work, objective gap (issues 3, 14).
 
-    python benchmarks/bench_qpfs.py            # full run: M = 2,000 / 10,000 / 20,000 (several minutes)
-    python benchmarks/bench_qpfs.py --quick    # M = 500 / 1,000 / 2,000, a minute
+    python benchmarks/bench_qpfs.py            # full run: N=100 at M = 2,000 / 10,000 / 20,000, then the
+                                               # single-cell shapes 20,000 x 2,000 and 2,000 x 20,000 (~15 min)
+    python benchmarks/bench_qpfs.py --sc100k   # add 100,000 cells x 2,000 genes (long; run it niced)
+    python benchmarks/bench_qpfs.py --quick    # M = 500 / 1,000 / 2,000 and small single-cell shapes, a few minutes
     python benchmarks/bench_qpfs.py --itmo /path/to/venv/bin/python   # add ITMO_FS qpfs_filter at the smallest M
     python benchmarks/bench_qpfs.py --psd-evidence   # CV error / stability of psd_fix on SRBCT, Colon, Leukemia
 
-Synthetic data, N = 100 samples, 3 classes: genes load on 40 latent factors (so Q is redundant as
-in expression data) and the genes of 5 factors shift with the class.  Each configuration runs in a
-fresh subprocess so its peak RSS (``resource.getrusage``, includes the interpreter and libraries;
-the import-only baseline is printed too) is its own.  Timings are end to end: discretisation,
-MI, alpha, psd fix, QP.  The machine is shared, so the reference column gives ratios against
-quadprog measured in the same run.
+N=100 shapes: synthetic data, 100 samples, 3 classes: genes load on 40 latent factors (so Q is
+redundant as in expression data) and the genes of 5 factors shift with the class.
+Single-cell shapes (issue 14): sparse Poisson counts, log1p, 8 cell types with 10% of the genes
+type-dependent (``_common.poisson_types``), and 2,000 cells x 20,000 genes with 50 planted genes
+(``_common.planted_sparse``).
 
-Objective gap: ``g(x) - g(x*)`` relative to ``|g(x*)|`` with ``g`` the exact problem solved at that
+Each configuration runs in a fresh subprocess so its peak RSS (``resource.getrusage``, includes the
+interpreter and libraries; the import-only baseline is printed too) is its own.  Timings are end to
+end (``qpfs(X, y)``: discretisation, MI, alpha, psd fix, QP), split into measures (MI + F) and solve
+(psd fix + QP).  ``old/new``: the same QP, in the same process, solved again by the previous default
+(``solver="spg"``) and by the new default (``"auto"``: quadprog up to 300 genes, the active-set solver
+beyond); the ratio of their solve seconds and the difference of their objectives.  The machine is
+shared: the load average is printed with every row.
+
+Objective gap (Nystrom): ``g(x) - g(x*)`` relative to ``|g(x*)|`` with ``g`` the exact problem solved at that
 M (eq. 2 with the exact alpha_hat and the psd fix of the exact run), ``x*`` the exact optimum.
 """
 from __future__ import annotations
@@ -26,7 +35,7 @@ import tempfile
 import time
 
 import numpy as np
-from _common import synthetic
+from _common import planted_sparse, poisson_types, synthetic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = os.path.join(os.path.dirname(HERE), "..", "shared", "data", "benchmarks")
@@ -38,22 +47,56 @@ def _rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _data(cfg):
+    data = cfg.get("data", "factors")
+    if data == "factors":
+        return synthetic(cfg["m"], seed=cfg.get("seed", 0))
+    if data == "types":
+        return poisson_types(cfg["n"], cfg["m"], seed=cfg.get("seed", 0))
+    return planted_sparse(cfg["n"], cfg["m"], seed=cfg.get("seed", 0))
+
+
+def _compare_solvers(X, y, sel, psd_fix, solvers):
+    """The QP of ``sel`` (same Q, F, alpha) solved by each of ``solvers``, one after the other in this process."""
+    from bioqpfs.selectors import qpfs as Q_
+    from bioqpfs.selectors._common import prepare, similarity_and_relevance
+
+    X, y_codes, _, constant = prepare(X, y)
+    keep = np.flatnonzero(~constant)
+    m = keep.size
+    Q, F, *_ = similarity_and_relevance(X[:, keep], y_codes, similarity="mi", relevance=None, discretization="mean_sd",
+                                        n_bins=3, base=2, dtype=np.float32 if m >= Q_.FLOAT32_FROM else np.float64)
+    res = {}
+    for solver in solvers:
+        t = time.perf_counter()
+        _, d = Q_.solve_qpfs(Q, F, sel.params["alpha"], solver=solver, psd_fix=psd_fix)
+        res[solver] = dict(seconds_solve=time.perf_counter() - t, iterations=d["iterations"], solver_used=d["solver"],
+                           n_nonzero=d["n_nonzero"], kkt=d["kkt_residual"], objective=d["objective_convexified"])
+    return res
+
+
 def run_one(cfg):
     """Child process: one configuration; prints a JSON line."""
     from bioqpfs.selectors import qpfs as Q_
 
-    X, y = synthetic(cfg["m"], seed=cfg.get("seed", 0))
+    X, y = _data(cfg)
     base = _rss_mb()
     out = dict(cfg)
     t = time.perf_counter()
     if cfg["kind"] == "exact":
-        sel = Q_.qpfs(X, y, solver=cfg["solver"], psd_fix=cfg.get("psd_fix", "shift"))
+        sel = Q_.qpfs(X, y, solver=cfg["solver"], psd_fix=cfg.get("psd_fix", "shift"), n_genes=50)
+        out["seconds"] = time.perf_counter() - t
+        out["peak_rss_mb"] = _rss_mb()
         x = sel.weights
         d = sel.diagnostics
         out.update(objective=d["objective"], objective_convexified=d["objective_convexified"],
                    alpha=sel.params["alpha"], psd_shift=d.get("psd_shift"), min_eigenvalue=d.get("min_eigenvalue"),
-                   n_nonzero=d["n_nonzero"], iterations=d["iterations"], kkt=d["kkt_residual"],
+                   n_nonzero=d["n_nonzero"], iterations=d["iterations"], kkt=d["kkt_residual"], solver_used=d["solver"],
                    seconds_measures=d["seconds_measures"], seconds_solve=d["seconds_solve"])
+        if cfg.get("data") == "planted":
+            out["planted_in_top50"] = len(set(sel.ranking[:50].tolist()) & set(range(50)))
+        if cfg.get("compare"):
+            out["compare"] = _compare_solvers(X, y, sel, cfg.get("psd_fix", "shift"), cfg["compare"])
         if cfg.get("gap_files"):
             # objectives of other runs' weights on this exact problem (same alpha, same psd fix)
             from bioqpfs.selectors._common import similarity_and_relevance
@@ -80,14 +123,18 @@ def run_one(cfg):
             out["gaps"] = gaps
     else:
         sel = Q_.qpfs(X, y, nystrom_rate=cfg["p"], random_state=cfg.get("seed", 0), eig_threshold=cfg.get("delta", 0.0),
-                      nystrom_qp=cfg.get("nystrom_qp", "auto"))
+                      nystrom_qp=cfg.get("nystrom_qp", "auto"), n_genes=50)
+        out["seconds"] = time.perf_counter() - t
+        out["peak_rss_mb"] = _rss_mb()
         x = sel.weights
         d = sel.diagnostics
         out.update(alpha=sel.params["alpha"], r=d["r"], k_tilde=d["k_tilde"], n_nonzero=d["n_nonzero"],
                    rel_frob_err=d["relative_frobenius_error_estimate"], nystrom_qp=d["nystrom_qp"],
-                   seconds_rows=d["seconds_rows"], seconds_eigen=d["seconds_eigen"], seconds_qp=d["seconds_qp"])
-    out["seconds"] = time.perf_counter() - t
-    out["peak_rss_mb"] = _rss_mb()
+                   seconds_rows=d["seconds_rows"], seconds_eigen=d["seconds_eigen"], seconds_qp=d["seconds_qp"],
+                   seconds_measures=d["seconds_measures"], seconds_solve=d["seconds_solve"])
+        if cfg.get("data") == "planted":
+            out["planted_in_top50"] = len(set(sel.ranking[:50].tolist()) & set(range(50)))
+    out["load"] = os.getloadavg()[0]
     out["baseline_rss_mb"] = base
     if cfg.get("save"):
         np.save(cfg["save"], x)
@@ -108,7 +155,7 @@ def spawn(cfg, python=sys.executable):
 ITMO_SNIPPET = r"""
 import sys, time, json, resource, numpy as np
 sys.path.insert(0, {here!r})
-from _common import synthetic
+from _common import planted_sparse, poisson_types, synthetic
 X, y = synthetic({m})
 from ITMO_FS.filters.univariate import qpfs_filter
 t = time.perf_counter()
@@ -130,7 +177,27 @@ def run_itmo(python, m):
     return dict(seconds=float("nan"), status="failed: " + p.stderr[-300:].replace("\n", " "))
 
 
-def bench(quick, itmo_python):
+def _show(name, r, notes=""):
+    print(f"{name:38s} {r['seconds']:9.2f} {r.get('peak_rss_mb', float('nan')):9.0f} {r.get('n_nonzero', 0):5d}  {notes}",
+          flush=True)
+
+
+def _solver_notes(r):
+    """measures / solve split, solver work, and the old/new comparison of one exact run."""
+    notes = (f"measures {r['seconds_measures']:.1f}s solve {r['seconds_solve']:.1f}s [{r['solver_used']}, "
+             f"{r['iterations']} it, KKT {r['kkt']:.1e}]")
+    c = r.get("compare")
+    if c and "spg" in c and "auto" in c:
+        o, n = c["spg"], c["auto"]
+        notes += (f"; same QP: spg {o['seconds_solve']:.1f}s ({o['iterations']} it) / auto {n['seconds_solve']:.2f}s "
+                  f"= {o['seconds_solve'] / max(n['seconds_solve'], 1e-9):.0f}x, |obj diff| "
+                  f"{abs(o['objective'] - n['objective']):.1e}")
+    if "planted_in_top50" in r:
+        notes += f"; planted genes in top 50: {r['planted_in_top50']}/50"
+    return notes + f"; load {r['load']:.1f}"
+
+
+def bench(quick, itmo_python, sc100k=False):
     sizes = [500, 1000, 2000] if quick else [2000, 10000, 20000]
     rates = [0.01, 0.05, 0.1] if not quick else [0.05, 0.1, 0.2]
     small, big = sizes[0], sizes[-1]
@@ -138,26 +205,22 @@ def bench(quick, itmo_python):
     print(f"synthetic N=100, 3 classes; sizes {sizes}; Nystrom p {rates} at M={big}; cpus={os.cpu_count()}")
     print(f"{'config':38s} {'seconds':>9s} {'peak MB':>9s} {'nnz':>5s}  notes")
 
-    def show(name, r, notes=""):
-        print(f"{name:38s} {r['seconds']:9.2f} {r.get('peak_rss_mb', float('nan')):9.0f} {r.get('n_nonzero', 0):5d}  {notes}",
-              flush=True)
-
-    # quadprog vs spg at the smallest size, same process family
+    show = _show
+    # quadprog vs the default at the smallest size, same process family
     rq = spawn(dict(kind="exact", m=small, solver="quadprog"))
-    rs = spawn(dict(kind="exact", m=small, solver="spg", save=os.path.join(tmp, "spg_small.npy"),
-                    gap_files={}))
+    rs = spawn(dict(kind="exact", m=small, solver="auto", save=os.path.join(tmp, "auto_small.npy"),
+                    gap_files={}, compare=["spg", "auto"]))
     show(f"exact quadprog M={small}", rq, f"solve {rq['seconds_solve']:.2f}s (baseline RSS {rq['baseline_rss_mb']:.0f} MB)")
-    show(f"exact spg      M={small}", rs,
-         f"solve {rs['seconds_solve']:.2f}s; speed-up vs quadprog end-to-end {rq['seconds'] / rs['seconds']:.1f}x, "
-         f"solve {rq['seconds_solve'] / max(rs['seconds_solve'], 1e-9):.0f}x; "
+    show(f"exact auto     M={small}", rs,
+         _solver_notes(rs) + f"; vs quadprog end-to-end {rq['seconds'] / rs['seconds']:.1f}x, "
+         f"solve {rq['seconds_solve'] / max(rs['seconds_solve'], 1e-9):.0f}x, "
          f"|obj diff|/|obj| {abs(rq['objective_convexified'] - rs['objective_convexified']) / abs(rq['objective_convexified']):.1e}")
     if itmo_python:
         ri = run_itmo(itmo_python, small)
-        show(f"ITMO_FS qpfs_filter M={small}", ri, f"{ri['status']}; spg is {ri['seconds'] / rs['seconds']:.0f}x faster")
+        show(f"ITMO_FS qpfs_filter M={small}", ri, f"{ri['status']}; bioqpfs is {ri['seconds'] / rs['seconds']:.0f}x faster")
     for m in sizes[1:-1]:
-        r = spawn(dict(kind="exact", m=m, solver="spg"))
-        show(f"exact spg      M={m}", r, f"measures {r['seconds_measures']:.1f}s, solve {r['seconds_solve']:.1f}s, "
-                                         f"shift {r['psd_shift']:.3g}")
+        r = spawn(dict(kind="exact", m=m, solver="auto", compare=["spg", "auto"]))
+        show(f"exact auto     M={m}", r, _solver_notes(r) + f", shift {r['psd_shift']:.3g}")
     files = {}
     nys = []
     for p in rates:
@@ -165,16 +228,37 @@ def bench(quick, itmo_python):
         r = spawn(dict(kind="nystrom", m=big, p=p, save=f))
         files[f"nystrom p={p}"] = f
         nys.append(r)
-    re0 = spawn(dict(kind="exact", m=big, solver="spg"))
-    show(f"exact spg      M={big}", re0, f"measures {re0['seconds_measures']:.1f}s, solve {re0['seconds_solve']:.1f}s, "
-                                       f"lambda_min {re0['min_eigenvalue']:.3g}, shift {re0['psd_shift']:.3g}")
-    re_ = spawn(dict(kind="exact", m=big, solver="spg", gap_files=files))  # again, to score the Nystrom weights
+    re_ = spawn(dict(kind="exact", m=big, solver="auto", gap_files=files, compare=["spg", "auto"]))
+    show(f"exact auto     M={big}", re_, _solver_notes(re_) + f", lambda_min {re_['min_eigenvalue']:.3g}, "
+                                        f"shift {re_['psd_shift']:.3g}")
     for p, r in zip(rates, nys):
         g = re_["gaps"][f"nystrom p={p}"]
         show(f"nystrom p={p:<5g} M={big}", r,
              f"r={r['r']} k~={r['k_tilde']} rows {r['seconds_rows']:.1f}s eig {r['seconds_eigen']:.1f}s "
              f"QP {r['seconds_qp']:.1f}s; gap {g['gap']:.3f} (convexified {g['gap_convexified']:.3f}), "
              f"top-50 overlap {g['top50_overlap']:.2f}, ||Q-Qhat||_F/||Q||_F ~ {r['rel_frob_err']:.2f}")
+    bench_single_cell(quick, sc100k, show)
+
+
+def bench_single_cell(quick, sc100k, show):
+    """Issue 14 shapes: exact QPFS (psd_fix 'none', the default, and 'shift') and QPFS+Nystrom on sparse counts."""
+    n_types, n_big, m_planted = (2000, 500, 3000) if quick else (20000, 2000, 20000)
+    print("\nsingle-cell shapes (sparse Poisson log1p; cells x genes); old = spg, auto = the default solver")
+    print(f"{'config':38s} {'seconds':>9s} {'peak MB':>9s} {'nnz':>5s}  notes")
+    shapes = [dict(data="types", n=n_types, m=500 if quick else 2000)]
+    if sc100k:
+        shapes.append(dict(data="types", n=100000, m=2000))
+    shapes.append(dict(data="planted", n=n_big, m=m_planted))
+    for shape in shapes:
+        label = f"{shape['n']} x {shape['m']} {shape['data']}"
+        for fix in ("none", "shift"):
+            compare = ["spg", "auto"] if not (shape["n"] >= 100000 and fix == "shift") else ["auto"]
+            r = spawn(dict(kind="exact", solver="auto", psd_fix=fix, compare=compare, **shape))
+            show(f"{label} {fix}", r, _solver_notes(r))
+        if shape["data"] == "planted":
+            r = spawn(dict(kind="nystrom", p=0.05, **shape))
+            show(f"{label} nystrom p=0.05", r, f"measures {r['seconds_measures']:.1f}s solve {r['seconds_solve']:.1f}s, "
+                                               f"planted genes in top 50: {r['planted_in_top50']}/50; load {r['load']:.1f}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,6 +307,8 @@ def psd_evidence(datasets=("srbct", "colon", "leukemia"), fixes=("shift", "clip"
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes (M up to 2,000)")
+    ap.add_argument("--sc100k", action="store_true", help="add the 100,000 cells x 2,000 genes shape")
+    ap.add_argument("--single-cell", action="store_true", help="only the single-cell shapes")
     ap.add_argument("--itmo", default=None, help="python of a throwaway venv with ITMO_FS installed")
     ap.add_argument("--psd-evidence", action="store_true")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
@@ -231,8 +317,10 @@ def main():
         run_one(json.loads(args.one))
     elif args.psd_evidence:
         psd_evidence()
+    elif args.single_cell:
+        bench_single_cell(args.quick, args.sc100k, _show)
     else:
-        bench(args.quick, args.itmo)
+        bench(args.quick, args.itmo, args.sc100k)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import inspect
 
 import numpy as np
 
+from . import _progress, _threads
 from ._selection import Selection
 from ._validation import validate_random_state
 
@@ -143,7 +144,8 @@ def method_function(method):
     return getattr(importlib.import_module(entry.module), entry.function)
 
 
-def select(X, y, *, method=None, n_genes=None, random_state=0, feature_names=None, **params) -> Selection:
+def select(X, y, *, method=None, n_genes=None, random_state=0, feature_names=None, progress=None, n_jobs=None,
+           **params) -> Selection:
     """Select genes with the named method.
 
     Parameters
@@ -165,6 +167,13 @@ def select(X, y, *, method=None, n_genes=None, random_state=0, feature_names=Non
         seeded default as every face: tl, CLI, R, estimators, evaluate, the selector functions), a
         NumPy Generator/RandomState, or None (unseeded).  Anything else (e.g. ``"abc"``, -1, 1.5) is an error for every method,
         also for the deterministic ones, which ignore a valid seed.
+    progress : bool, optional
+        Progress bars (tqdm, stderr) for steps longer than a second: ``True``, ``False``, or ``None``
+        (default): on when ``scanpy.settings.verbosity`` is info or higher (:mod:`bioqpfs._progress`).
+    n_jobs : int, optional
+        Worker threads for the counting kernels and numba regions: a positive count or -1 (all);
+        ``None`` (default): ``scanpy.settings.n_jobs`` when set, else ``NUMBA_NUM_THREADS`` (the
+        number of cores by default); see :mod:`bioqpfs._threads`.
     **params
         Method parameters (see the method's function, e.g. :func:`bioqpfs.qpfs`).  Unknown
         parameters are an error naming the ones the method accepts.
@@ -181,7 +190,8 @@ def select(X, y, *, method=None, n_genes=None, random_state=0, feature_names=Non
     validate_random_state(random_state)
     if feature_names is None and hasattr(X, "columns") and hasattr(X, "index"):  # a DataFrame names its genes
         feature_names = np.asarray(X.columns).astype(str)
-    sel = func(X, y, n_genes=n_genes, random_state=random_state, feature_names=feature_names, **params)
+    with _progress.requested(progress), _threads.limited(n_jobs):
+        sel = func(X, y, n_genes=n_genes, random_state=random_state, feature_names=feature_names, **params)
     if preset is not None:
         sel.params["preset"] = preset
     return sel

@@ -58,8 +58,8 @@ def _parser():
                         "'all' draws every ranked gene, N the first N")
     s.add_argument("--nystrom-rate", type=float, default=None,
                    help="QPFS+Nystrom: compute only this fraction of the rows of Q (e.g. 0.05 for 20,000 genes)")
-    s.add_argument("--solver", default=None, choices=["auto", "quadprog", "spg"],
-                   help="QP solver (default: auto = quadprog for small problems, the large-scale spg solver beyond)")
+    s.add_argument("--solver", default=None, choices=["auto", "quadprog", "active_set", "spg"],
+                   help="QP solver (default: auto = quadprog for small problems, the active-set solver beyond)")
     s.add_argument("--preselected", default=None,
                    help="comma-separated gene names always kept in the panel and ranked first, in this order")
 

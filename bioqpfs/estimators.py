@@ -235,7 +235,7 @@ class QPFSSelector(BioQPFSSelector):
     n_bins : int, default=3
     base : float, default=2
     solver : str, default="auto"
-        QP solver (``"quadprog"`` exact; ``"auto"`` picks by size).
+        QP solver (``"quadprog"``, ``"active_set"``, ``"spg"``, all exact; ``"auto"`` picks by size).
     psd_fix : str, default="none"
         How an indefinite Q is made convex (recorded in ``selection_.diagnostics``); the default
         of :func:`bioqpfs.qpfs` (the QP as published).

@@ -20,7 +20,6 @@ table's ``refit`` column says which rows were refit).
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from numbers import Integral
 
@@ -28,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from . import _progress
+from . import _progress, _threads
 from ._anndata import check_mask, check_use_raw, get_obs_rep, obs_labels
 from ._jit import announce_compilation
 from ._registry import methods as _methods
@@ -325,7 +324,7 @@ def _dense(block):
 # --------------------------------------------------------------------------------------------
 def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier="linear_svm", cv=None,
                 repeats=1, scoring=None, refit_selection=None, method_params=None, layer=None, use_raw=None,
-                mask_var=None, feature_names=None, random_state=0, return_folds=False, progress=False):
+                mask_var=None, feature_names=None, random_state=0, return_folds=False, progress=None, n_jobs=None):
     """Cross-validated classification error of the top-k genes of one or several selections.
 
     Parameters
@@ -390,9 +389,14 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
         drawn from it; ``None`` only with ``cv="loo"`` or a splitter (k-fold needs a seed).
     return_folds : bool
         Also return the per-fold table (one row per repeat, fold, method, k).
-    progress : bool
-        Show a progress bar over the folds on stderr (tqdm, via :mod:`bioqpfs._progress`; steps under
-        a second show nothing).  Also on inside a ``_progress.enabled()`` block, as the CLI does.
+    progress : bool, optional
+        Progress bars on stderr (tqdm, via :mod:`bioqpfs._progress`): over the folds, and inside each
+        selection; steps under a second show nothing, and the ETA is measured from the second fold on
+        (the first may include numba's one-time compilation).  ``None`` (default): on when
+        ``scanpy.settings.verbosity`` is info or higher, or inside a ``_progress.enabled()`` block (the CLI).
+    n_jobs : int, optional
+        Worker threads of the selections, as in :func:`bioqpfs.tl.select_genes` (``None``:
+        ``scanpy.settings.n_jobs`` when set, else ``NUMBA_NUM_THREADS``).
 
     Returns
     -------
@@ -452,8 +456,8 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     rows = []
     rankings, seconds = {}, {}
     fold_seconds = {lab: [] for lab, _, _ in specs}
-    show = _progress.enabled(True) if progress else contextlib.nullcontext()
-    with show, announce_compilation(logg.info), _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
+    with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info), \
+            _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
         # fixed rankings, and methods fit once on all data when refit is off
         for lab, kind, payload in specs:
             if kind == "fixed":
@@ -523,7 +527,7 @@ def compare(adata, groupby, methods=None, *, n_genes=DEFAULT_N_GENES, method_par
         ``{method: {param: value}}``.
     **kwargs
         Passed to :func:`error_curve` (``cv``, ``repeats``, ``scoring``, ``classifier``, ``refit_selection``,
-        ``layer``, ``use_raw``, ``mask_var``, ``random_state``, ``return_folds``, ``progress``).
+        ``layer``, ``use_raw``, ``mask_var``, ``random_state``, ``return_folds``, ``progress``, ``n_jobs``).
         Every method is refit inside each training fold unless ``refit_selection=False``.
 
     Returns

@@ -110,7 +110,7 @@ def test_auto_solver_picks_quadprog_for_small_problems(srbct_mi):
     Q, F = srbct_mi
     _, d_small = qmod.solve_qpfs(Q[:50, :50], F[:50], 0.3)
     _, d_big = qmod.solve_qpfs(Q[:400, :400], F[:400], 0.3)
-    assert d_small["solver"] == "quadprog" and d_big["solver"] == "spg"
+    assert d_small["solver"] == "quadprog" and d_big["solver"] == "active_set"
     assert d_big["iterations"] >= 1 and d_big["kkt_residual"] < 1e-10 and "objective" in d_big
 
 

@@ -9,8 +9,8 @@ marginals (``n_{a,last} = n_a - sum_b n_ab``...), which cuts the GEMM work by ``
 output with a ``n log n`` lookup table, writing both triangles of symmetric outputs so only
 block pairs ``J >= I`` are computed.
 
-Scheduling: the block pairs are tasks on a pool of worker threads (``n_workers()``, numba's
-thread count).  Each worker runs the GEMM of its pair with one BLAS thread, then the fused pass
+Scheduling: the block pairs are tasks on a pool of worker threads (``n_workers()``: the face's
+``n_jobs``, ``scanpy.settings.n_jobs`` or numba's thread count, see :mod:`bioqpfs._threads`).  Each worker runs the GEMM of its pair with one BLAS thread, then the fused pass
 and the mirrored write while the ~4 MB of counts are still in its cache.  This replaced
 multithreaded BLAS on large blocks followed by a numba-parallel pass: the two thread pools
 spin-waited against each other on the same cores (per block pair, GEMM 14 -> 20 ms and the pass
@@ -34,11 +34,10 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 
-import numba
 import numpy as np
 from numba import njit
 
-from .. import _progress
+from .. import _progress, _threads
 from .._validation import check_base
 
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies", "class_sample_weights",
@@ -438,9 +437,9 @@ def _counts(table_rows: CodeTable, genes_I, table_cols: CodeTable, genes_J, C, b
 
 
 def n_workers():
-    """Worker threads for the blocked kernels: numba's thread count (``NUMBA_NUM_THREADS``,
-    :func:`numba.set_num_threads`)."""
-    return max(1, int(numba.get_num_threads()))
+    """Worker threads for the blocked kernels: the count of the calling face (``n_jobs=``), else
+    ``scanpy.settings.n_jobs``, else numba's thread count (:mod:`bioqpfs._threads`)."""
+    return _threads.current()
 
 
 _EXECUTOR = None

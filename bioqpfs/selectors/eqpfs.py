@@ -72,7 +72,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         is handled by ``psd_fix`` (recorded).
     discretization, n_bins, base
         As in :func:`bioqpfs.qpfs`.
-    solver : {"auto", "quadprog", "spg"}
+    solver : {"auto", "quadprog", "active_set", "spg"}
     psd_fix : {"shift", "clip", "none"}
         Applied only when a user-given ``lam`` leaves the problem indefinite.
     preselected, preselected_share

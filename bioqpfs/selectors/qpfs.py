@@ -9,9 +9,10 @@ broken by F (section 2.3, step 8).
 
 At genome scale (this module, issue 3):
 
-* the QP is solved by quadprog (small M) or by the large-scale solver of
-  :mod:`bioqpfs._kernels.simplex_qp` (``solver="spg"``), which needs only products of Q with sparse
-  vectors, so Q is kept once (float32 beyond :data:`FLOAT32_FROM` genes) and never copied;
+* the QP is solved by quadprog (small M) or by the large-scale solvers of
+  :mod:`bioqpfs._kernels.simplex_qp` (``solver="active_set"``, the default, and ``"spg"``), which
+  need only products of Q with sparse vectors and small principal blocks, so Q is kept once
+  (float32 beyond :data:`FLOAT32_FROM` genes) and never copied;
 * ``nystrom_rate=p`` runs QPFS+Nystrom exactly as published (section 2.2-2.3, steps 1-8) from
   ``ceil(p M)`` sampled rows of Q, never forming the M x M matrix;
 * an indefinite Q (MI matrices are not PSD in general; Nguyen et al. 2014, section 1.2) is handled
@@ -41,7 +42,7 @@ from .._validation import (
 )
 from ._common import RELEVANCES, SIMILARITIES, prepare, similarity_and_relevance, warn_constant, weights_and_ranking
 
-__all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES"]
+__all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES", "predicted_seconds"]
 
 #: weights below this (the solution sums to 1) are exact zeros of the optimum up to solver round-off
 WEIGHT_TOL = 1e-10
@@ -55,11 +56,29 @@ CLIP_DENSE_MAX = 4000
 CLIP_LANCZOS_MAX = 200
 PSD_FIXES = ("shift", "clip", "none")
 NYSTROM_QPS = ("auto", "subspace", "lowrank")
-SOLVERS = ("auto", "quadprog", "spg")
+SOLVERS = simplex_qp.SOLVERS
 #: nystrom_qp="auto" solves the published subspace QP (quadprog in k~ variables) up to this k~ and the
 #: low-rank x-space QP beyond: quadprog measured 2.3 s at k~=100 and 15 s at k~=300 with all
 #: M=20,000 constraints, and its cost grows ~k~^3 (5.7 s at k~=700 with only 800 constraints)
 NYSTROM_SUBSPACE_MAX = 300
+
+
+#: cost model of exact QPFS end to end, seconds ~ M^2 (A + B N): the MI matrix (M^2 entries, N samples
+#: counted for each) dominates, the eigenvalue of the psd fix and the active-set solve add ~M^2.
+#: Fitted to benchmarks/bench_qpfs.py on 2 shared cores (README "Speed, memory and threads").
+PREDICT_PER_PAIR = 7e-8
+PREDICT_PER_PAIR_SAMPLE = 1.5e-10
+
+
+def predicted_seconds(n_samples, n_genes):
+    """Rough end-to-end seconds of exact QPFS on ``n_samples`` x ``n_genes`` (within ~3x on the benchmark shapes).
+
+    ``n_genes**2 * (PREDICT_PER_PAIR + PREDICT_PER_PAIR_SAMPLE * n_samples)``: ~12 s at 20,000 x 2,000
+    (measured 7-28 s with load 2-7), ~34 s at 100 x 20,000 (63 s, load 6), ~60 s at 100,000 x 2,000
+    (75-107 s, load 4), ~150 s at 2,000 x 20,000 (42-138 s, load 3-10).  Used for the hint ``tl.select_genes`` logs
+    when an exact run is predicted to take over a minute.
+    """
+    return float(n_genes) ** 2 * (PREDICT_PER_PAIR + PREDICT_PER_PAIR_SAMPLE * float(n_samples))
 
 
 def alpha_hat(Q, F):
@@ -144,7 +163,10 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9, known_min_eigenvalue=None):
     if known_min_eigenvalue is not None and psd_fix != "clip":
         lam_min, einfo = float(known_min_eigenvalue), dict(method="given", converged=True, tol=0.0, matvecs=0)
     else:
-        lam_min, einfo = simplex_qp.smallest_eigenvalue(G.dense() if small else G, return_info=True)
+        # psd_fix="none" only needs the sign (convex or not) and a reported value: 6 digits are plenty, and
+        # save a third of the Lanczos products below 5,000 genes (1,501 -> ~940 at 20,000 cells x 2,000 genes)
+        tol = 1e-6 if (psd_fix == "none" and m <= 5000) else None
+        lam_min, einfo = simplex_qp.smallest_eigenvalue(G.dense() if small else G, return_info=True, tol=tol)
     safety = 1.0 + 10 * einfo["tol"]
     out.update(min_eigenvalue=lam_min, indefinite=bool(lam_min < 0), eigen_method=einfo["method"],
                eigen_converged=einfo["converged"], eigen_matvecs=einfo["matvecs"])
@@ -250,9 +272,10 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         In [0, 1].  At alpha = 1 (or whenever the quadratic term vanishes, e.g. Q = 0) the problem is
         a linear program, solved exactly whatever ``solver`` says: all weight on the largest entry
         of the linear term, shared equally among ties (:func:`~bioqpfs._kernels.simplex_qp.solve_linear`).
-    solver : {"auto", "quadprog", "spg"}
+    solver : {"auto", "quadprog", "active_set", "spg"}
         ``"auto"``: quadprog up to :data:`~bioqpfs._kernels.simplex_qp.QUADPROG_AUTO_MAX` genes,
-        the large-scale solver beyond; both give the same optimum (1e-6 in the weights).
+        the active-set solver beyond (:func:`~bioqpfs._kernels.simplex_qp.solve_active_set`); all
+        give the same optimum of a convex problem (1e-8 in the objective, 1e-6 in the weights).
     psd_fix : {"shift", "clip", "none"}
         See :func:`apply_psd_fix`.
     preselected : array of int, optional
@@ -301,10 +324,10 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         s, R = 0.0, np.arange(m)
         G = simplex_qp.QPMatrix(Q, scale=c_quad)
         a = c_lin * F
-    if solver not in SOLVERS:
-        raise ValueError(f"unknown solver {solver!r}; choose 'auto', 'quadprog' or 'spg'")
+    if solver not in simplex_qp.SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; choose one of {simplex_qp.SOLVERS}")
     if solver == "quadprog" and R.size > QUADPROG_MAX_GENES:
-        raise ValueError(f"quadprog on {R.size} genes would take very long (O(M^3)); use solver='spg' or 'auto'")
+        raise ValueError(f"quadprog on {R.size} genes would take very long (O(M^3)); use solver='auto' (active set)")
     if solver == "quadprog" or (solver == "auto" and R.size <= simplex_qp.QUADPROG_AUTO_MAX):
         memory_guard(4 * R.size ** 2 * 8, f"quadprog on {R.size} genes", ["spg"])
     if simplex_qp.is_linear(G, a):  # alpha = 1 (or Q = 0): a linear program, no eigenvalues or psd fix needed
@@ -317,7 +340,7 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     if solver == "quadprog" and not convex:
         raise ValueError(f"Q is indefinite (smallest eigenvalue of (1-alpha)Q: {fix.get('min_eigenvalue', float('nan')):.3g}) "
                          "and psd_fix='none' leaves the QP non-convex, which quadprog cannot solve; use solver='spg' or 'auto' "
-                         "(a stationary point), or psd_fix='shift'/'clip' (a convexified problem)")
+                         "(a local minimum), or psd_fix='shift'/'clip' (a convexified problem)")
     z, info = simplex_qp.solve(Gf, a, solver=solver, convex=convex)
     z = _finite_weights(z, info["solver"])
     x = np.zeros(m)
@@ -595,10 +618,13 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         Bins for ``"quantile"`` and ``"zero_quantile"``.
     base : float
         Logarithm base of MI (does not change the ranking).
-    solver : {"auto", "quadprog", "spg"}
-        QP solver of the exact problem: quadprog (Goldfarb--Idnani, O(M^3), up to 6,000 genes) or
-        the large-scale spectral projected gradient + active-set solver (products of Q with sparse
-        vectors only; exact optimum to round-off).  ``"auto"``: quadprog up to 300 genes.
+    solver : {"auto", "quadprog", "active_set", "spg"}
+        QP solver of the exact problem: quadprog (Goldfarb--Idnani, O(M^3), up to 6,000 genes), the
+        working-set solver ``"active_set"`` (grows the support from the best gene, dense solves on it
+        and one product with its rows of Q per step: its cost follows the number of non-zero weights,
+        e.g. 0.5 s instead of 160 s with spg at 20,000 cells x 2,000 genes), or the spectral projected
+        gradient + active-set polish ``"spg"`` (products of Q with sparse vectors only).  All reach the
+        exact optimum to round-off.  ``"auto"``: quadprog up to 300 genes, ``"active_set"`` beyond.
     psd_fix : {"shift", "clip", "none"}
         What to do when (1 - alpha) Q is indefinite (see :func:`apply_psd_fix`); always recorded in
         ``diagnostics`` (``psd_fix_applied``, ``min_eigenvalue``, ``psd_shift``, ``n_clipped``,
@@ -608,7 +634,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         optimum spreads over many genes and the top-10 panel is worse; clip and none stay close to
         the published objective and give a lower CV error than shift on all three data sets (none
         the lowest), shift the most stable top-20 on two of three.  "none" is also the cheapest (no eigendecomposition beyond one Lanczos run), so it is the default.
-        On a PSD Q it is the exact optimum; on an indefinite Q it is a stationary point of the
+        On a PSD Q it is the exact optimum; on an indefinite Q it is a local minimum (a KKT point whose
+        face Hessian is positive definite, with the default active-set solver) of the
         non-convex QP from a deterministic start (``diagnostics["local"]`` says so).  Pass
         ``psd_fix="shift"`` for the convexified problem (a global optimum of a changed objective). With
         ``nystrom_rate`` the fix is moot: Q_hat is PSD by construction (see ``eig_threshold``).
@@ -690,8 +717,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     if nystrom_rate is None:
         if solver == "quadprog" and m > QUADPROG_MAX_GENES:
             raise ValueError(
-                f"exact QPFS with quadprog on {m} genes would take very long (O(M^3)); use solver='spg' "
-                f"(or 'auto'), restrict the genes (e.g. mask_var='highly_variable'), or use nystrom_rate=...")
+                f"exact QPFS with quadprog on {m} genes would take very long (O(M^3)); use solver='auto' "
+                f"(the active-set solver), restrict the genes (e.g. mask_var='highly_variable'), or use nystrom_rate=...")
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64
         Q, F, relevance_used, _ = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                             discretization=discretization, n_bins=n_bins, base=base,

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .. import _progress, _threads
 from .._anndata import check_mask, check_use_raw, get_obs_rep, is_record, key_columns, obs_labels, source_params
 from .._io import to_storable
 from .._jit import announce_compilation
@@ -60,9 +61,28 @@ def _check_panel_names(panel, duplicated, key):
                          "and run again")
 
 
+#: exact runs predicted to take longer than this get a logged hint towards QPFS+Nystrom
+LONG_RUN_SECONDS = 60.0
+
+
+def _hint_long_exact_run(method, params, shape, logg):
+    """Log a hint when exact QPFS on this shape is predicted to take over :data:`LONG_RUN_SECONDS`."""
+    if method != "qpfs" or params.get("nystrom_rate") is not None:
+        return
+    from ..selectors.qpfs import predicted_seconds
+
+    secs = predicted_seconds(*shape)
+    if secs > LONG_RUN_SECONDS:
+        logg.info(f"    exact QPFS on {shape[0]} x {shape[1]} is predicted to take ~{secs / 60:.0f} min here (the "
+                  f"{shape[1]} x {shape[1]} MI matrix); nystrom_rate=0.05 computes 5% of its rows (typically several "
+                  "times faster, a close but not identical panel), or restrict the genes with mask_var="
+                  "'highly_variable' (README 'Speed, memory and threads')")
+
+
 @one_labels_warning()   # labels checked here (named by column) and again by the selector: warn once
 def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", layer=None, use_raw=None,
-                 mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, **method_params):
+                 mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, progress=None,
+                 n_jobs=None, **method_params):
     """Select a gene panel with a global method and store it in ``adata``.
 
     Parameters
@@ -108,6 +128,16 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         ``copy=False`` (or ``adata.to_memory()`` first).
     random_state : int
         Seed for methods with random choices.
+    progress : bool, optional
+        tqdm bars on stderr for steps longer than a second (MI matrix blocks, QP iterations ...):
+        ``True``, ``False``, or ``None`` (default): on when ``scanpy.settings.verbosity`` is info
+        (2) or higher.  Rate and ETA are measured from the second step on (the first may include
+        numba's one-time compilation).
+    n_jobs : int, optional
+        Worker threads: a positive count or -1 (all cores).  ``None`` (default): as scanpy,
+        ``scanpy.settings.n_jobs`` when it is set to something other than its default 1, else
+        ``NUMBA_NUM_THREADS`` (default: the number of cores).  Not recorded in ``.uns`` (it does
+        not change the result).
     **method_params
         Passed to the method and recorded in ``.uns[key]["params"]``.
 
@@ -156,7 +186,8 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
     start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r} on {source}")
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
-    with announce_compilation(logg.info) as jit:
+    _hint_long_exact_run(method, params, Xm.shape, logg)
+    with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info) as jit:
         sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
                      method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
     if jit["compiled"]:

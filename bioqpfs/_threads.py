@@ -1,0 +1,75 @@
+"""Worker-thread count, resolved the scanpy way, for the kernels' thread pool and numba regions.
+
+Order (first that applies):
+
+1. an explicit ``n_jobs=`` of a face (``tl.select_genes``, ``bioqpfs.select``, ``evaluate.error_curve``);
+2. an enclosing face's count (a face calling another keeps the outer count);
+3. ``scanpy.settings.n_jobs`` when scanpy is imported and it is not scanpy's default (1), like
+   scanpy's own tools (``-1``: every core numba may use);
+4. numba's thread count: ``NUMBA_NUM_THREADS`` (default: the number of cores), or
+   :func:`numba.set_num_threads`.
+
+The count is held in a context variable for the duration of the face's call and read by
+:func:`bioqpfs._kernels.information.n_workers` (the block-pair pool); numba parallel regions get it
+through :func:`numba.set_num_threads`, which numba keeps per calling thread, restored afterwards.
+"""
+from __future__ import annotations
+
+import contextvars
+import sys
+from contextlib import contextmanager
+from numbers import Integral
+
+__all__ = ["resolve", "current", "limited"]
+
+_N_JOBS = contextvars.ContextVar("bioqpfs_n_jobs", default=None)
+
+
+def _max_threads():
+    import numba
+
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
+def _check(n_jobs, name="n_jobs"):
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or (n_jobs < 1 and n_jobs != -1):
+        raise ValueError(f"{name} must be a positive integer or -1 (all cores), got {n_jobs!r}")
+    return _max_threads() if n_jobs == -1 else int(n_jobs)
+
+
+def resolve(n_jobs=None):
+    """The worker count for ``n_jobs`` (None: the enclosing face's, scanpy's, then numba's); see the module."""
+    if n_jobs is not None:
+        return _check(n_jobs)
+    outer = _N_JOBS.get()
+    if outer is not None:
+        return outer
+    sc = sys.modules.get("scanpy")
+    settings = getattr(sc, "settings", None)
+    sc_jobs = getattr(settings, "n_jobs", None)
+    if sc_jobs is not None and sc_jobs != 1:
+        return _check(sc_jobs, "scanpy.settings.n_jobs")
+    import numba
+
+    return max(1, int(numba.get_num_threads()))
+
+
+def current():
+    """The count in force here (:func:`resolve` with no explicit value)."""
+    return resolve(None)
+
+
+@contextmanager
+def limited(n_jobs=None):
+    """Run the block with ``resolve(n_jobs)`` workers: the kernels' pool and numba regions of this thread."""
+    import numba
+
+    n = resolve(n_jobs)
+    token = _N_JOBS.set(n)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(n, _max_threads()))
+    try:
+        yield n
+    finally:
+        numba.set_num_threads(before)
+        _N_JOBS.reset(token)

@@ -1,0 +1,217 @@
+"""The working-set (active-set) simplex-QP solver (issue 14) against independent references.
+
+References: quadprog on explicitly formed dense matrices, brute-force enumeration of every support
+(each face's equality-constrained optimum from numpy's dense solver, kept when it is feasible and
+satisfies the KKT conditions), and first/second-order optimality conditions evaluated here.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import bioqpfs
+from bioqpfs import measures
+from bioqpfs._kernels import simplex_qp as sq
+from bioqpfs.selectors import qpfs as qmod
+
+
+def kkt_violation(G, a, x):
+    """Max violation of the simplex-QP KKT conditions of min 1/2 x'Gx - a'x, computed from scratch."""
+    g = G @ x - a
+    S = x > 1e-9
+    nu = g[S].mean()
+    return max(np.abs(g[S] - nu).max(), max(0.0, (nu - g[~S]).max(initial=0.0)), abs(x.sum() - 1), -min(0, x.min()))
+
+
+def scale_of(G, a):
+    return float(np.max(np.abs(a)) + np.max(np.abs(np.diag(G))))
+
+
+def brute_force(G, a):
+    """Global minimum over the simplex by enumerating every support (small M only)."""
+    m = a.size
+    best, best_x = np.inf, None
+    for k in range(1, m + 1):
+        for S in itertools.combinations(range(m), k):
+            S = list(S)
+            K = np.zeros((k + 1, k + 1))
+            K[:k, :k] = G[np.ix_(S, S)]
+            K[:k, k] = K[k, :k] = 1.0
+            sol = np.linalg.lstsq(K, np.r_[a[S], 1.0], rcond=None)[0]
+            if (sol[:k] < -1e-12).any():
+                continue
+            x = np.zeros(m)
+            x[S] = np.maximum(sol[:k], 0)
+            x /= x.sum()
+            f = 0.5 * x @ G @ x - a @ x
+            if f < best:
+                best, best_x = f, x
+    return best, best_x
+
+
+def check_same_as_quadprog(G, a, x, info):
+    """Objective within 1e-8 of quadprog's; where quadprog itself misses its KKT conditions (nearly singular G) the
+    answer must be at least as good, and the KKT conditions (sufficient for a convex G) must hold."""
+    xq = sq.solve_quadprog(G, a)
+    fq, fx = sq.objective(G, a, xq), sq.objective(G, a, x)
+    if kkt_violation(G, a, xq) <= 1e-9 * scale_of(G, a):
+        assert abs(fx - fq) <= 1e-8 * max(abs(fq), 1e-12)
+        np.testing.assert_allclose(x, xq, atol=1e-6)
+    else:
+        assert fx <= fq + 1e-8 * max(abs(fq), 1e-12)
+    assert kkt_violation(G, a, x) <= 1e-9 * scale_of(G, a)
+    assert info["kkt_residual"] <= 1e-9 * scale_of(G, a)
+    assert info["converged"] and not info["local"]
+
+
+@pytest.mark.parametrize("m,rank,shift", [(30, 5, 1e-3), (200, 40, 1e-3), (600, 600, 1e-3), (400, 10, 1e-6)])
+def test_matches_quadprog_on_random_psd(m, rank, shift):
+    rng = np.random.default_rng(m + rank)
+    B = rng.normal(size=(m, rank))
+    G = B @ B.T / rank + shift * np.eye(m)
+    a = rng.uniform(0, 2, size=m)
+    x, info = sq.solve_active_set(G, a)
+    assert info["solver"] == "active_set" and info["iterations"] >= 1
+    check_same_as_quadprog(G, a, x, info)
+
+
+def test_float32_storage_keeps_a_float64_kkt_check():
+    rng = np.random.default_rng(5)
+    m = 300
+    B = rng.normal(size=(m, 20))
+    G = (B @ B.T / 20 + 1e-2 * np.eye(m)).astype(np.float32)
+    a = rng.uniform(0, 1, size=m)
+    x, info = sq.solve_active_set(sq.QPMatrix(G), a)
+    check_same_as_quadprog(G.astype(np.float64), a, x, info)
+
+
+@pytest.fixture(scope="module")
+def srbct_mi():
+    ad = bioqpfs.datasets.srbct()
+    X = np.asarray(ad.X)
+    y = ad.obs["class"].cat.codes.to_numpy()
+    codes = measures.discretize(X)
+    return measures.mutual_information(codes), measures.relevance(codes, y, discretization=None)
+
+
+@pytest.mark.parametrize("m", [150, 1000])
+def test_matches_quadprog_on_real_mi(srbct_mi, m):
+    Q, F = srbct_mi
+    idx = np.sort(np.random.default_rng(m).choice(Q.shape[0], m, replace=False))
+    Qs, Fs = Q[np.ix_(idx, idx)], F[idx]
+    alpha = qmod.alpha_hat(Qs, Fs)[0]
+    xq, dq = qmod.solve_qpfs(Qs, Fs, alpha, solver="quadprog", psd_fix="shift")
+    xa, da = qmod.solve_qpfs(Qs, Fs, alpha, solver="active_set", psd_fix="shift")
+    assert da["solver"] == "active_set"
+    G = (1 - alpha) * Qs + da["psd_shift"] * np.eye(m)
+    fq, fa = sq.objective(G, alpha * Fs, xq), sq.objective(G, alpha * Fs, xa)
+    assert abs(fa - fq) <= 1e-8 * abs(fq)
+    np.testing.assert_allclose(xa, xq, atol=1e-6)
+    assert kkt_violation(G, alpha * Fs, xa) <= 1e-9 * scale_of(G, alpha * Fs)
+
+
+def test_auto_uses_active_set_beyond_quadprog_range_and_agrees_with_spg_on_real_mi(srbct_mi):
+    """psd_fix='none' on the indefinite full SRBCT matrix: the default solver reaches the same local optimum as
+    spg did before it (same objective, same support), and that point is a local minimum."""
+    Q, F = srbct_mi
+    alpha = qmod.alpha_hat(Q, F)[0]
+    xa, da = qmod.solve_qpfs(Q, F, alpha, solver="auto", psd_fix="none")
+    xs, ds = qmod.solve_qpfs(Q, F, alpha, solver="spg", psd_fix="none")
+    assert da["solver"] == "active_set" and da["indefinite"] and da["local"]
+    assert da["objective"] == pytest.approx(ds["objective"], rel=1e-9)
+    np.testing.assert_array_equal(np.flatnonzero(xa), np.flatnonzero(xs))
+    G = (1 - alpha) * Q
+    assert kkt_violation(G, alpha * F, xa) <= 1e-9 * scale_of(G, alpha * F)
+    S = np.flatnonzero(xa)
+    B = G[np.ix_(S, S)]
+    Z = np.vstack([np.eye(S.size - 1), -np.ones((1, S.size - 1))])
+    assert np.linalg.eigvalsh(Z.T @ B @ Z).min() > 0  # second-order condition on the face
+
+
+# ----------------------------------------------------------------------------------------------
+# degenerate cases
+# ----------------------------------------------------------------------------------------------
+
+def test_single_gene():
+    x, info = sq.solve_active_set(np.array([[2.0]]), np.array([0.3]))
+    assert x.tolist() == [1.0] and info["kkt_residual"] == 0.0
+
+
+def test_zero_relevance_minimises_redundancy_only():
+    rng = np.random.default_rng(1)
+    B = rng.normal(size=(80, 80))
+    G = B @ B.T / 80 + 1e-2 * np.eye(80)
+    a = np.zeros(80)
+    x, info = sq.solve_active_set(G, a)
+    check_same_as_quadprog(G, a, x, info)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ties_and_duplicate_genes_match_brute_force(seed):
+    """Identical genes (singular G) and tied relevance: the objective equals the enumerated global minimum."""
+    rng = np.random.default_rng(seed)
+    B = rng.normal(size=(6, 4))
+    B = np.vstack([B, B[[0, 2]]])  # genes 6, 7 copy genes 0, 2: G is singular, the optimum is not unique
+    G = B @ B.T / 4
+    a = rng.uniform(0, 1, size=8)
+    a[6], a[7] = a[0], a[2]
+    a[3] = a[1]  # a tie in relevance between distinct genes
+    f_best, _ = brute_force(G, a)
+    x, info = sq.solve_active_set(G, a)
+    assert sq.objective(G, a, x) == pytest.approx(f_best, abs=1e-10 * scale_of(G, a))
+    assert kkt_violation(G, a, x) <= 1e-9 * scale_of(G, a)
+
+
+def test_huge_support_and_handover_to_spg():
+    """A dominant ridge spreads the weight over every gene; with a working-set cap below the support the solver
+    hands its point to spg, and both paths give quadprog's optimum."""
+    rng = np.random.default_rng(3)
+    m = 400
+    B = rng.normal(size=(m, 30))
+    G = B @ B.T / 300 + np.eye(m)
+    a = rng.uniform(0, 0.01, size=m)
+    x, info = sq.solve_active_set(G, a)
+    assert info["solver"] == "active_set" and info["n_nonzero"] > m // 2
+    check_same_as_quadprog(G, a, x, info)
+    x2, info2 = sq.solve_active_set(G, a, max_support=100)
+    assert info2["solver"] == "active_set+spg"
+    check_same_as_quadprog(G, a, x2, info2)
+
+
+def test_negative_curvature_face_is_left_to_a_local_minimum():
+    """On an indefinite G the stationary point of a concave face is a maximum along it; the solver must leave it.
+
+    G = [[1, 2], [2, 1]], a = 0: on x1 + x2 = 1 the objective is concave, with its stationary point at (1/2, 1/2)
+    (objective 0.75) and its minima at the vertices (0.5).  Started from (1/2, 1/2), a solver that only solves
+    the face KKT system stops there."""
+    G = np.array([[1.0, 2.0], [2.0, 1.0]])
+    a = np.zeros(2)
+    x, info = sq.solve_active_set(G, a, x0=np.array([0.5, 0.5]), convex=False)
+    assert sorted(x.tolist()) == [0.0, 1.0]
+    assert info["objective"] == pytest.approx(0.5) and info["local"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_indefinite_random_result_is_a_local_minimum(seed):
+    """First- and second-order conditions checked here; the enumerated global minimum bounds it from below."""
+    rng = np.random.default_rng(seed)
+    m = 10
+    B = rng.normal(size=(m, m))
+    G = (B + B.T) / 2 + 1.5 * np.eye(m)  # indefinite
+    assert np.linalg.eigvalsh(G)[0] < 0
+    a = rng.uniform(0, 1, size=m)
+    x, info = sq.solve_active_set(G, a, convex=False)
+    f_best, _ = brute_force(G, a)
+    f = sq.objective(G, a, x)
+    assert f >= f_best - 1e-12  # sanity of the reference
+    assert kkt_violation(G, a, x) <= 1e-9 * scale_of(G, a)
+    S = np.flatnonzero(x > 1e-12)
+    if S.size > 1:
+        Z = np.vstack([np.eye(S.size - 1), -np.ones((1, S.size - 1))])
+        assert np.linalg.eigvalsh(Z.T @ G[np.ix_(S, S)] @ Z).min() >= -1e-10
+    assert info["local"] and info["converged"]
+
+
+def test_unknown_solver_names_the_choices():
+    with pytest.raises(ValueError, match="active_set"):
+        sq.solve(np.eye(3), np.ones(3), solver="newton")

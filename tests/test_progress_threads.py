@@ -1,0 +1,202 @@
+"""Progress bars and worker threads of the Python faces (issue 14): progress=None / n_jobs=None the scanpy way."""
+import time
+
+import numba
+import numpy as np
+import pytest
+import scanpy as sc
+
+import bioqpfs
+from bioqpfs import _progress, _threads
+from bioqpfs._kernels import information as info
+
+
+@pytest.fixture
+def verbosity():
+    old = sc.settings.verbosity
+    yield
+    sc.settings.verbosity = old
+
+
+@pytest.fixture
+def sc_jobs():
+    old = sc.settings.n_jobs
+    yield
+    sc.settings.n_jobs = old
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 20)
+    X = rng.normal(size=(60, 40))
+    X[:, :3] += y[:, None]
+    return X, y
+
+
+# ----------------------------------------------------------------------------------------------
+# progress
+# ----------------------------------------------------------------------------------------------
+
+def test_progress_none_follows_scanpy_verbosity(verbosity):
+    sc.settings.verbosity = 1  # warning: scanpy's default
+    assert _progress.wanted(None) is False
+    sc.settings.verbosity = 2  # info
+    assert _progress.wanted(None) is True
+    assert _progress.wanted(False) is False
+    with _progress.enabled(False):  # an enclosing explicit choice wins over the verbosity
+        assert _progress.wanted(None) is False
+    sc.settings.verbosity = 0
+    assert _progress.wanted(True) is True
+    with pytest.raises(TypeError, match="progress must be True, False or None"):
+        _progress.wanted("yes")
+
+
+def _spy_tqdm(monkeypatch):
+    import tqdm.auto
+
+    made = []
+    real = tqdm.auto.tqdm
+
+    class Spy(real):
+        def __init__(self, *a, **kw):
+            made.append(kw["desc"])
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Spy)
+    return made
+
+
+@pytest.mark.parametrize("face", ["select", "tl"])
+def test_faces_show_bars_when_asked_or_verbose(face, data, monkeypatch, verbosity):
+    X, y = data
+    made = _spy_tqdm(monkeypatch)
+
+    def run(**kw):
+        if face == "select":
+            return bioqpfs.select(X, y, method="qpfs", n_genes=5, solver="spg", **kw).ranking
+        import anndata as ad
+
+        a = ad.AnnData(X.astype(np.float32))
+        a.obs["c"] = y.astype(str)
+        bioqpfs.tl.select_genes(a, "c", method="qpfs", n_genes=5, solver="spg", **kw)
+        return a.var["qpfs_rank"].to_numpy()
+
+    sc.settings.verbosity = 1
+    quiet = run()
+    assert made == []
+    loud = run(progress=True)
+    assert "QP (spg)" in made and "mi matrix" in " ".join(made).lower()
+    made.clear()
+    sc.settings.verbosity = 2
+    run()
+    assert "QP (spg)" in made
+    made.clear()
+    run(progress=False)
+    assert made == []
+    np.testing.assert_array_equal(quiet, loud)
+
+
+def test_first_eta_ignores_the_warm_up_step():
+    """A slow first step (JIT compilation) must not set the rate: after it, 5 fast steps set the ETA."""
+    with _progress.enabled(True):
+        b = _progress.bar(100, "test")
+    b.mininterval = 0
+    time.sleep(0.6)  # the first step: compilation
+    b.update(1)
+    for _ in range(5):
+        time.sleep(0.02)
+        b.update(1)
+    fd = b.format_dict
+    rate = fd["rate"] or (fd["n"] - fd["initial"]) / fd["elapsed"]
+    b.close()
+    # steps of ~0.02 s: about 50/s; counting the first step it would be 6 / 0.7 s, under 10/s
+    assert rate > 20
+    assert (100 - 6) / rate < 5  # ETA a few seconds, not ~11 s
+
+
+# ----------------------------------------------------------------------------------------------
+# threads
+# ----------------------------------------------------------------------------------------------
+
+def test_worker_count_order(sc_jobs):
+    sc.settings.n_jobs = 1  # scanpy's default: not a choice, numba's count applies
+    assert _threads.resolve(None) == numba.get_num_threads()
+    sc.settings.n_jobs = 2
+    assert _threads.resolve(None) == 2
+    assert _threads.resolve(1) == 1
+    sc.settings.n_jobs = -1
+    assert _threads.resolve(None) == numba.config.NUMBA_NUM_THREADS
+    with _threads.limited(1):
+        assert _threads.current() == 1 and info.n_workers() == 1 and numba.get_num_threads() == 1
+        with _threads.limited(None):  # an inner face keeps the outer count
+            assert info.n_workers() == 1
+    assert _threads.current() == numba.config.NUMBA_NUM_THREADS
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, "2", True])
+def test_bad_n_jobs_is_a_clear_error(bad, data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"n_jobs must be a positive integer or -1"):
+        bioqpfs.select(X, y, method="qpfs", n_genes=5, n_jobs=bad)
+
+
+def test_faces_pass_n_jobs_to_the_counting_pool(data, monkeypatch, sc_jobs):
+    X, y = data
+    seen = []
+    real = info.n_workers
+
+    def spy():
+        seen.append(real())
+        return seen[-1]
+
+    monkeypatch.setattr(info, "n_workers", spy)
+    sc.settings.n_jobs = 2
+    r1 = bioqpfs.select(X, y, method="qpfs", n_genes=5, n_jobs=1).ranking
+    assert seen and set(seen) == {1}
+    seen.clear()
+    r2 = bioqpfs.select(X, y, method="qpfs", n_genes=5).ranking
+    assert seen and set(seen) == {2}
+    np.testing.assert_array_equal(r1, r2)
+    seen.clear()
+    bioqpfs.evaluate.error_curve(X, y, ["qpfs"], n_genes=[3], cv=3, n_jobs=1)
+    assert seen and set(seen) == {1}
+
+
+# ----------------------------------------------------------------------------------------------
+# the hint for long exact runs
+# ----------------------------------------------------------------------------------------------
+
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, msg, **kw):
+        self.lines.append(msg)
+
+
+def test_long_exact_run_hint_names_nystrom():
+    import bioqpfs.tl._select_genes as tlmod
+
+    log = _Log()
+    tlmod._hint_long_exact_run("qpfs", {}, (2000, 20000), log)  # the issue's 2,000 x 20,000 shape: minutes
+    assert len(log.lines) == 1 and "nystrom_rate=0.05" in log.lines[0] and "2000 x 20000" in log.lines[0]
+    for method, params, shape in [("qpfs", {}, (20000, 2000)), ("qpfs", {"nystrom_rate": 0.05}, (2000, 20000)),
+                                  ("maxrel", {}, (2000, 20000))]:
+        tlmod._hint_long_exact_run(method, params, shape, log)
+    assert len(log.lines) == 1
+
+
+def test_select_genes_checks_the_shape_it_runs(data, monkeypatch):
+    import anndata as ad
+
+    import bioqpfs.tl._select_genes as tlmod
+
+    seen = []
+    monkeypatch.setattr(tlmod, "_hint_long_exact_run", lambda method, params, shape, logg: seen.append((method, shape)))
+    X, y = data
+    a = ad.AnnData(X.astype(np.float32))
+    a.obs["c"] = y.astype(str)
+    a.var["hv"] = np.arange(40) < 30
+    bioqpfs.tl.select_genes(a, "c", n_genes=5, mask_var="hv")
+    assert seen == [("qpfs", (60, 30))]
