@@ -6,19 +6,16 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .._io import to_storable
+from .._io import read_backed, to_storable
 from .._jit import announce_compilation
 from .._registry import method_function, resolve_method, select
 from .._validation import check_labels, describe_indices, one_labels_warning
 
 
-def _in_memory(X):
-    """Backed (on-disk) matrices are read once: the selectors need random access to all of it."""
-    if hasattr(X, "to_memory"):
-        return X.to_memory()
-    if type(X).__module__.startswith("h5py"):
-        return X[()]
-    return X
+def _in_memory(adata, get):
+    """The matrix ``get()`` of ``adata``; a backed (on-disk) one is read once, as the selectors need random
+    access to all of it (a file damaged or truncated while open is an error, :func:`bioqpfs._io.read_backed`)."""
+    return read_backed(get, adata.filename) if adata.isbacked else get()
 
 
 def _use_raw(adata, layer, use_raw):
@@ -45,7 +42,7 @@ def _expression(adata, layer, use_raw):
     if layer is not None:
         if layer not in adata.layers:
             raise KeyError(f"layer {layer!r} not found; available layers: {list(adata.layers.keys()) or 'none'}")
-        return _in_memory(adata.layers[layer])
+        return _in_memory(adata, lambda: adata.layers[layer])
     if use_raw:
         if adata.raw is None:
             raise ValueError("use_raw=True but adata.raw is not set")
@@ -54,8 +51,8 @@ def _expression(adata, layer, use_raw):
             raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})"
                              + ("; use_raw=None selects on adata.raw when it is set (as scanpy's rank_genes_groups "
                                 "does): pass use_raw=False to use adata.X" if implicit else ""))
-        return _in_memory(adata.raw[:, adata.var_names].X)
-    return _in_memory(adata.X)
+        return _in_memory(adata, lambda: adata.raw[:, adata.var_names].X)
+    return _in_memory(adata, lambda: adata.X)
 
 
 def _mask(adata, mask_var):
