@@ -165,6 +165,11 @@ def _read_table(args):
         labels = df.pop(args.groupby)
     if args.orientation == "genes-by-samples":
         df = df.T
+    if 0 in df.shape:  # a header without lines, or lines without values: nothing to select from
+        lines, columns = rows_cols
+        raise ValueError(f"{args.input} has no {'samples' if df.shape[0] == 0 else 'genes'}: read as "
+                         f"{args.orientation}, it has {df.shape[0]} sample(s) and {df.shape[1]} gene(s); the table "
+                         f"needs a header line naming the {columns} and one line per {lines[:-1]}")
     non_numeric = [str(c) for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
     if non_numeric:
         raise ValueError(f"non-numeric gene column(s) in {args.input}: {', '.join(non_numeric[:5])}; "
