@@ -177,10 +177,10 @@ def assert_same_values(a, b):
         np.testing.assert_array_equal(a, b)
 
 
-def assert_clean_error(err, *, non_finite=False, missing=False, one_class=False, words=INPUT_WORDS):
+def assert_clean_error(err, *, non_finite=False, missing=False, one_class=False, other=(), words=INPUT_WORDS):
     """A ValueError/TypeError/MemoryError raised in bioqpfs's own code, with a message naming the input.
 
-    When the input has known faults (NaN/Inf in X, a missing label, a single class), the message must
+    When the input has known faults (NaN/Inf in X, a missing label, a single class, ``other``), the message must
     name one of them; otherwise it must name the input or quantity at fault (one of ``words``)."""
     assert isinstance(err, (ValueError, TypeError, MemoryError)), repr(err)
     tb = err.__traceback__
@@ -191,8 +191,9 @@ def assert_clean_error(err, *, non_finite=False, missing=False, one_class=False,
     msg = str(err)
     assert msg.strip(), repr(err)
     faults = [("NaN", "infinite")] * non_finite + [("missing", "NaN", "NA")] * missing + [("class",)] * one_class
-    if faults:
-        assert any(w in msg for fault in faults for w in fault), msg
+    faults += list(other)
+    if faults:  # one of the known faults, or a condition of the data the strategies do not predict
+        assert any(w in msg for fault in faults + [("no gene carries information", "constant")] for w in fault), msg
     else:
         assert any(w in msg for w in words), msg
 
@@ -224,8 +225,11 @@ def assert_ranking(sel, m):
 def test_select_fuzz(method, data):
     X, values, non_finite = data.draw(matrices())
     n, m = values.shape
-    y, n_classes, missing = data.draw(labels(n))
-    n_genes = data.draw(st.integers(1, m + 1))
+    n_labels = n + data.draw(st.sampled_from([0] * 8 + [-1, 1]))   # at times one label too few or too many
+    y, n_classes, missing = data.draw(labels(max(n_labels, 1)))
+    n_genes = data.draw(st.one_of(st.integers(1, m + 1), st.sampled_from([None, 0, -1, 2.0, 2.5, True, "3"])))
+    bad_n_genes = n_genes is not None and not (isinstance(n_genes, int) and not isinstance(n_genes, bool)
+                                               and n_genes >= 1)
     X0, y0 = snapshot(X), snapshot(y)
 
     def run():
@@ -236,13 +240,16 @@ def test_select_fuzz(method, data):
     assert_unchanged(y0, y)
     second = outcome(run)
     if first[0] == "error":
-        assert_clean_error(first[1], non_finite=non_finite, missing=missing, one_class=n_classes < 2)
+        assert_clean_error(first[1], non_finite=non_finite, missing=missing, one_class=n_classes < 2,
+                           other=[("n_genes",)] * bad_n_genes + [("sample", "length", "rows")] * (n_labels != n))
         assert second[0] == "error" and str(second[1]) == str(first[1])
         return
-    assert not non_finite and not missing and n_classes >= 2, "bad input was accepted"
+    assert not non_finite and not missing and n_classes >= 2 and n_labels == n, "bad input was accepted"
+    assert not bad_n_genes or n_genes == 2.0, f"n_genes={n_genes!r} was accepted"
     sel = first[1]
     assert_ranking(sel, m)
-    assert len(sel.selected) == min(n_genes, m)
+    if n_genes is not None:
+        assert len(sel.selected) == min(int(n_genes), m)
     w = np.asarray(sel.weights, dtype=np.float64)
     assert w.shape == (m,) and np.isfinite(w).all() and (w >= 0).all(), w
     if method in SIMPLEX:
