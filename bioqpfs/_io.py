@@ -186,11 +186,11 @@ def _stored_end(ds):
                default=0)
 
 
-def read_backed(get, filename):
+def read_backed(get, filename=None):
     """Read a matrix of a backed (on-disk) AnnData into memory; refuse it when its file was cut short meanwhile.
 
     ``get`` returns the matrix (``lambda: adata.X``: opening it reads the file too); ``filename`` names
-    the file in messages.  HDF5 reads the bytes past the end of a file that was truncated while it was
+    the file in messages (default: the file of its HDF5 datasets).  HDF5 reads the bytes past the end of a file that was truncated while it was
     open (a copy overwritten in place, another program) as zeros, without an error: the selection
     would be computed from values that are not the stored ones.  After the read, the size of the
     open file is compared with the end of the matrix's stored bytes.  A file that was removed (not
@@ -199,15 +199,17 @@ def read_backed(get, filename):
     """
     try:
         matrix = get()
+        datasets = _h5_datasets(matrix)
+        filename = filename or (datasets[0].file.filename if datasets else "its file")
         if hasattr(matrix, "to_memory"):
             values = matrix.to_memory()
         else:
-            values = matrix[()] if _h5_datasets(matrix) else matrix
+            values = matrix[()] if datasets else matrix
     except (OSError, RuntimeError, KeyError, ValueError) as e:  # h5py on objects whose bytes are gone
         text = str(e).strip("'\" ").splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"cannot read the expression matrix from {filename}: {text}; the file is damaged or was "
-                         "changed while it was open -- restore or copy it again") from None
-    for ds in _h5_datasets(matrix):
+        raise ValueError(f"cannot read the expression matrix from {filename or 'its file'}: {text}; the file is "
+                         "damaged or was changed while it was open -- restore or copy it again") from None
+    for ds in datasets:
         try:
             size = os.fstat(ds.file.id.get_vfd_handle()).st_size
         except (AttributeError, TypeError, ValueError, OSError):  # a driver without a POSIX file descriptor

@@ -228,8 +228,8 @@ def test_select_fuzz(method, data):
     n_labels = n + data.draw(st.sampled_from([0] * 8 + [-1, 1]))   # at times one label too few or too many
     y, n_classes, missing = data.draw(labels(max(n_labels, 1)))
     n_genes = data.draw(st.one_of(st.integers(1, m + 1), st.sampled_from([None, 0, -1, 2.0, 2.5, True, "3"])))
-    bad_n_genes = n_genes is not None and not (isinstance(n_genes, int) and not isinstance(n_genes, bool)
-                                               and n_genes >= 1)
+    bad_n_genes = (n_genes is None and method == "sdp_cmi") or (  # the SDP relaxation needs k
+        n_genes is not None and not (isinstance(n_genes, int) and not isinstance(n_genes, bool) and n_genes >= 1))
     X0, y0 = snapshot(X), snapshot(y)
 
     def run():

@@ -13,9 +13,13 @@ from .._validation import check_labels, describe_indices, one_labels_warning
 
 
 def _in_memory(adata, get):
-    """The matrix ``get()`` of ``adata``; a backed (on-disk) one is read once, as the selectors need random
-    access to all of it (a file damaged or truncated while open is an error, :func:`bioqpfs._io.read_backed`)."""
-    return read_backed(get, adata.filename) if adata.isbacked else get()
+    """The matrix ``get()`` of ``adata``; a backed (on-disk) one, or an on-disk element of an in-memory AnnData,
+    is read once, as the selectors need random access to all of it (a file damaged or truncated while open
+    is an error, :func:`bioqpfs._io.read_backed`)."""
+    if adata.isbacked:
+        return read_backed(get, adata.filename)
+    X = get()
+    return read_backed(lambda: X) if hasattr(X, "to_memory") or type(X).__module__.startswith("h5py") else X
 
 
 def _use_raw(adata, layer, use_raw):
