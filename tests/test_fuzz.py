@@ -458,3 +458,26 @@ def test_table_without_genes_or_samples_is_refused_naming_the_file(tmp_path, tex
                               orientation=orientation, groupby="cls")
     with pytest.raises(ValueError, match=rf"t\.csv has no {missing}: read as {orientation}"):
         _read_table(args)
+
+
+def test_spec_cmi_is_the_same_in_every_call_when_q_is_a_multiple_of_the_identity():
+    """Found by the long profile: one sample per class makes every I(X_i; C | X_j) 0, so Q = H(C) I and every
+    vector is a dominant eigenvector.  ARPACK's Lanczos broke down on the all-ones start vector and restarted
+    from its own random generator, whose state moves from call to call: the same seeded call returned other
+    weights and rankings ([0 2 1], [2 0 1], [0 1 2], [1 0 2] ... in one process).  Now the start vector is
+    returned: every gene alike (uniform weights), ranked by index."""
+    from bioqpfs._kernels import spectral
+
+    X = np.array([[0, 0, 2], [0, -2, 1], [4, 3, -2]], dtype=np.int8)
+    y = np.array(["b", "a", "c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = [bioqpfs.select(X, y, method="spec_cmi", n_genes=1, random_state=0) for _ in range(4)]
+    for run in runs:
+        np.testing.assert_array_equal(run.ranking, [0, 1, 2])
+        np.testing.assert_allclose(run.weights, np.full(3, 1 / np.sqrt(3)), rtol=1e-12)
+    for n in (3, 12, 40):   # the kernel on c I (independent reference: every unit vector is dominant, lambda = c)
+        results = [spectral.dominant_eigenvector(2.5 * np.eye(n)) for _ in range(3)]
+        for lam, x, _ in results:
+            assert lam == pytest.approx(2.5, rel=1e-12)
+            np.testing.assert_array_equal(x, results[0][1])
