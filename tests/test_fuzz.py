@@ -254,7 +254,10 @@ def test_select_fuzz(method, data):
     if n_genes is not None:
         assert len(sel.selected) == min(int(n_genes), m)
     w = np.asarray(sel.weights, dtype=np.float64)
-    assert w.shape == (m,) and np.isfinite(w).all() and (w >= 0).all(), w
+    assert w.shape == (m,) and np.isfinite(w).all(), w
+    # the one exception to w >= 0: SPEC_CMI + Nystrom with a mixed-sign eigenvector of the approximated Q
+    # ranks by the section 3.4 dummy-variable weights, which may be negative (found by the long profile)
+    assert (w >= 0).all() or sel.diagnostics.get("ranking_rule") == "dummy_variable", w
     if method in SIMPLEX:
         assert abs(w.sum() - 1.0) <= 1e-9, w.sum()
     assert second[0] == "ok", second[1]
