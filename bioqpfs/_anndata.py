@@ -16,19 +16,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ._io import read_backed
 from ._validation import check_labels, describe_indices
 
 __all__ = ["in_memory", "check_use_raw", "get_obs_rep", "check_mask", "obs_labels", "source_params",
            "is_record", "key_columns"]
 
 
-def in_memory(X):
-    """Backed (on-disk) matrices are read once: the selectors need random access to all of it."""
-    if hasattr(X, "to_memory"):
-        return X.to_memory()
-    if type(X).__module__.startswith("h5py"):
-        return X[()]
-    return X
+def in_memory(adata, get):
+    """The matrix ``get()`` of ``adata``; a backed (on-disk) one, or an on-disk element of an in-memory AnnData,
+    is read once, as the selectors need random access to all of it (a file damaged or truncated while open
+    is an error, :func:`bioqpfs._io.read_backed`)."""
+    if adata.isbacked:
+        return read_backed(get, adata.filename)
+    X = get()
+    return read_backed(lambda: X) if hasattr(X, "to_memory") or type(X).__module__.startswith("h5py") else X
 
 
 def check_use_raw(adata, layer, use_raw):
@@ -64,7 +66,7 @@ def get_obs_rep(adata, *, layer=None, use_raw=None):
     if layer is not None:
         if layer not in adata.layers:
             raise KeyError(f"layer {layer!r} not found; available layers: {list(adata.layers.keys()) or 'none'}")
-        return in_memory(adata.layers[layer])
+        return in_memory(adata, lambda: adata.layers[layer])
     if use_raw:
         if adata.raw is None:
             raise ValueError("use_raw=True but adata.raw is not set")
@@ -73,8 +75,8 @@ def get_obs_rep(adata, *, layer=None, use_raw=None):
             raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})"
                              + ("; use_raw=None selects on adata.raw when it is set (as scanpy's rank_genes_groups "
                                 "does): pass use_raw=False to use adata.X" if implicit else ""))
-        return in_memory(adata.raw[:, adata.var_names].X)
-    return in_memory(adata.X)
+        return in_memory(adata, lambda: adata.raw[:, adata.var_names].X)
+    return in_memory(adata, lambda: adata.X)
 
 
 def check_mask(adata, mask_var):

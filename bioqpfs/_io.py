@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["atomic_path", "to_storable"]
+__all__ = ["atomic_path", "read_backed", "to_storable"]
 
 
 def _umask():
@@ -164,6 +164,62 @@ def atomic_path(path):
     finally:
         if received:  # also when the block failed: the signal is what the user asked for
             _deliver(received[0])
+
+
+def _h5_datasets(matrix):
+    """The HDF5 datasets holding a backed matrix: an h5py ``Dataset``, or the ``data``/``indices``/``indptr``
+    of anndata's backed sparse matrix (its ``.group``); none for anything else."""
+    import h5py  # a dependency of anndata
+
+    if isinstance(matrix, h5py.Dataset):
+        return [matrix]
+    group = getattr(matrix, "group", None)
+    return [v for v in group.values() if isinstance(v, h5py.Dataset)] if isinstance(group, h5py.Group) else []
+
+
+def _stored_end(ds):
+    """The offset just past the last byte of the file that dataset ``ds`` keeps its values in (0: none)."""
+    if ds.chunks is None:  # contiguous (None when nothing was written) or compact (in the header)
+        offset = ds.id.get_offset()
+        return 0 if offset is None else offset + ds.id.get_storage_size()
+    return max((info.byte_offset + info.size for info in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))),
+               default=0)
+
+
+def read_backed(get, filename=None):
+    """Read a matrix of a backed (on-disk) AnnData into memory; refuse it when its file was cut short meanwhile.
+
+    ``get`` returns the matrix (``lambda: adata.X``: opening it reads the file too); ``filename`` names
+    the file in messages (default: the file of its HDF5 datasets).  HDF5 reads the bytes past the end of a file that was truncated while it was
+    open (a copy overwritten in place, another program) as zeros, without an error: the selection
+    would be computed from values that are not the stored ones.  After the read, the size of the
+    open file is compared with the end of the matrix's stored bytes.  A file that was removed (not
+    truncated) is still read whole through the open handle, so it gives the correct values.  A
+    matrix that is already in memory is returned as it is.
+    """
+    try:
+        matrix = get()
+        datasets = _h5_datasets(matrix)
+        filename = filename or (datasets[0].file.filename if datasets else "its file")
+        if hasattr(matrix, "to_memory"):
+            values = matrix.to_memory()
+        else:
+            values = matrix[()] if datasets else matrix
+    except (OSError, RuntimeError, KeyError, ValueError) as e:  # h5py on objects whose bytes are gone
+        text = str(e).strip("'\" ").splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"cannot read the expression matrix from {filename or 'its file'}: {text}; the file is "
+                         "damaged or was changed while it was open -- restore or copy it again") from None
+    for ds in datasets:
+        try:
+            size = os.fstat(ds.file.id.get_vfd_handle()).st_size
+        except (AttributeError, TypeError, ValueError, OSError):  # a driver without a POSIX file descriptor
+            continue
+        end = _stored_end(ds)
+        if end > size:
+            raise ValueError(f"{ds.file.filename} was truncated while it was read: {size:,} bytes are left but the "
+                             f"values of {ds.name} reach byte {end:,}, so the values read past the end are not the "
+                             "stored ones; restore or copy the file again and rerun")
+    return values
 
 
 def to_storable(value):

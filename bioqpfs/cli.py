@@ -163,6 +163,11 @@ def _read_table(args):
         labels = df.pop(args.groupby)
     if args.orientation == "genes-by-samples":
         df = df.T
+    if 0 in df.shape:  # a header without lines, or lines without values: nothing to select from
+        lines, columns = rows_cols
+        raise ValueError(f"{args.input} has no {'samples' if df.shape[0] == 0 else 'genes'}: read as "
+                         f"{args.orientation}, it has {df.shape[0]} sample(s) and {df.shape[1]} gene(s); the table "
+                         f"needs a header line naming the {columns} and one line per {lines[:-1]}")
     non_numeric = [str(c) for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
     if non_numeric:
         raise ValueError(f"non-numeric gene column(s) in {args.input}: {', '.join(non_numeric[:5])}; "
@@ -221,7 +226,12 @@ def _load_input(args):
 
 
 def _read_h5ad(path):
-    """``anndata.read_h5ad`` with one message per cause that names the file (not h5py's text)."""
+    """``anndata.read_h5ad`` with one message per cause that names the file (not h5py's text).
+
+    A file cut short while it is read (another program rewriting it) is refused: HDF5 reads the
+    bytes past the new end as zeros, without an error.  The size is taken through a handle opened
+    before the read; a file removed meanwhile is still read whole through it.
+    """
     import anndata as ad
 
     if os.path.exists(path) and not os.path.isfile(path):
@@ -229,19 +239,36 @@ def _read_h5ad(path):
     if os.path.isfile(path) and os.path.getsize(path) == 0:
         raise ValueError(f"{path} is empty (0 bytes); it was not written completely -- write or copy it again")
     try:
-        return ad.read_h5ad(path)
-    except OSError as e:
-        text = str(e)
-        if "truncated file" in text:
-            raise ValueError(f"{path} is truncated ({os.path.getsize(path):,} bytes, shorter than the file says): "
-                             "it was not written or copied completely -- write or copy it again") from None
-        if "signature not found" in text:
-            raise ValueError(f"{path} is not an HDF5/.h5ad file; if it is a table, name it .csv/.tsv and give "
-                             "--orientation") from None
-        if isinstance(e, FileNotFoundError) or not os.path.exists(path):
-            raise ValueError(f"{path} does not exist") from None
-        raise ValueError(f"cannot read {path} as .h5ad: {text.splitlines()[0] if text else type(e).__name__}") \
-            from None
+        handle = open(path, "rb")
+    except OSError:  # read_h5ad names the cause below
+        handle = None
+    size = (lambda: os.fstat(handle.fileno()).st_size) if handle is not None else (lambda: 0)
+    before = size()
+    try:
+        adata = ad.read_h5ad(path)
+        error = None
+    except (OSError, KeyError, RuntimeError) as e:  # KeyError/RuntimeError: h5py on a damaged object
+        adata, error = None, e
+    finally:
+        after = size()
+        if handle is not None:
+            handle.close()
+    if after < before:
+        raise ValueError(f"{path} was truncated while it was read ({before:,} bytes before, {after:,} after): "
+                         "another program changed it; read it again once it is complete")
+    if error is None:
+        return adata
+    text = str(error).strip("'\" ")
+    if "truncated file" in text:
+        raise ValueError(f"{path} is truncated ({os.path.getsize(path):,} bytes, shorter than the file says): "
+                         "it was not written or copied completely -- write or copy it again")
+    if "signature not found" in text:
+        raise ValueError(f"{path} is not an HDF5/.h5ad file; if it is a table, name it .csv/.tsv and give "
+                         "--orientation")
+    if isinstance(error, FileNotFoundError) or not os.path.exists(path):
+        raise ValueError(f"{path} does not exist")
+    raise ValueError(f"cannot read {path} as .h5ad: {text.splitlines()[0] if text else type(error).__name__}"
+                     f"{'' if isinstance(error, OSError) else '; the file is damaged -- write or copy it again'}")
 
 
 def _add_input_args(p, datasets):

@@ -4,6 +4,7 @@ writes, and faults on the output side (a full disk, a file-size limit, an unwrit
 Faults run in subprocesses, each bounded by a timeout; the data are small so each test takes seconds.
 """
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -309,3 +310,178 @@ def test_unwritable_output_directory(tmp_path, unwritable_dir):
     assert f"cannot write {unwritable_dir}/o.txt: " in r.stderr and "choose a writable directory" in r.stderr, \
         r.stderr
     assert os.listdir(unwritable_dir) == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# item 3: signals at real times, concurrent writers, an input cut short or removed while it is read
+# ---------------------------------------------------------------------------------------------------
+def _slow_write_h5ad(path, n_columns=400):
+    """A small h5ad that takes ~0.7 s to write and ~0.4 s to read: anndata writes each of its many .obs
+    columns as its own HDF5 object (the matrix itself is 60 x 300), so a signal can land mid-write."""
+    n, m = 60, 300
+    rng = np.random.default_rng(1)
+    y = np.arange(n) % 2
+    X = rng.normal(size=(n, m)) + 2.0 * y[:, None] * (np.arange(m) < 3)
+    index = [f"c{i}" for i in range(n)]
+    obs = pd.concat([pd.DataFrame({"cls": pd.Categorical(np.array(["a", "b"])[y])}, index=index),
+                     pd.DataFrame({f"x{j}": np.arange(n) for j in range(n_columns)}, index=index)], axis=1)
+    ad.AnnData(X, obs=obs, var=pd.DataFrame(index=[f"g{j}" for j in range(m)])).write_h5ad(path)
+    return path
+
+
+def _wait_for(condition, proc, what, timeout=120):
+    """Poll ``condition()`` every 5 ms until it holds; fail (after killing ``proc``) if ``proc`` ends first."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"the run ended (rc {proc.returncode}) or timed out before {what}")
+        time.sleep(0.005)
+
+
+_CAUGHT = {signal.SIGINT: (130, "bioqpfs: interrupted"), signal.SIGTERM: (143, "bioqpfs: terminated"),
+           signal.SIGKILL: (-signal.SIGKILL, None)}
+
+
+@pytest.mark.parametrize("phase, sig", [(phase, sig) for phase in ("computation", "write")
+                                        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+                                        if (phase, sig) != ("computation", signal.SIGKILL)],
+                         ids=lambda v: getattr(v, "name", v))
+def test_signal_mid_run_leaves_no_output_and_no_temporary(tmp_path, sig, phase):
+    """Real signals at real times in a ``bioqpfs select`` process.  Mid-computation: QPFS on 100 x 3,000
+    (seconds), signalled once it has logged the start of the selection.  Mid-write: signalled as soon as
+    the temporary output appears (the write takes ~0.7 s), over an older output that must be left as it
+    was.  SIGINT/SIGTERM exit 130/143 with nothing new on disk; SIGKILL cannot clean up, but leaves at
+    most a hidden temporary file, never a partial output (killed mid-computation, nothing is written yet:
+    not a separate case)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    if phase == "computation":
+        _h5ad(work / "in.h5ad", n=100, m=3000)
+        method, old = "qpfs", None
+    else:
+        _slow_write_h5ad(work / "in.h5ad")
+        method, old = "maxrel", b"an earlier result"
+        (work / "out.h5ad").write_bytes(old)
+    log = tmp_path / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", _CLI, "select", "in.h5ad", "--groupby", "cls", "--method",
+                                 method, "--n-genes", "5", "-o", "out.h5ad"], cwd=work, stdout=subprocess.DEVNULL,
+                                stderr=err)
+    try:
+        if phase == "computation":
+            _wait_for(lambda: "selecting 5 genes" in log.read_text(), proc, "the selection started")
+        else:
+            _wait_for(lambda: any(_io.TMP_MARK in p for p in os.listdir(work)), proc, "the output was being written")
+        proc.send_signal(sig)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = log.read_text()
+    code, message = _CAUGHT[sig]
+    assert rc == code, stderr
+    if message is not None:
+        assert message in stderr and "Traceback" not in stderr, stderr
+    left = sorted(os.listdir(work))
+    if sig == signal.SIGKILL:  # at most the hidden temporary file that no cleanup could remove
+        left = [p for p in left if not (p.startswith(".out.h5ad" + _io.TMP_MARK))]
+    assert left == (["in.h5ad"] if old is None else ["in.h5ad", "out.h5ad"]), left
+    if old is not None:
+        assert (work / "out.h5ad").read_bytes() == old
+
+
+def test_two_concurrent_writers_leave_one_whole_result(tmp_path):
+    """Two ``bioqpfs select`` runs (different methods) write the same -o at the same time: both succeed,
+    and the file is a valid h5ad holding exactly one of the two selections, equal to that run's own TSV."""
+    import anndata as ad
+
+    _slow_write_h5ad(tmp_path / "in.h5ad", n_columns=200)
+    procs = {m: subprocess.Popen([sys.executable, "-c", _CLI, "select", "in.h5ad", "--groupby", "cls", "--method", m,
+                                  "--n-genes", "5", "-o", "out.h5ad", "--tsv", f"{m}.tsv", "--quiet"], cwd=tmp_path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for m in ("maxrel", "mrmr_mid")}
+    for m, p in procs.items():
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+    result = ad.read_h5ad(tmp_path / "out.h5ad")
+    keys = [m for m in procs if m in result.uns]
+    assert len(keys) == 1, list(result.uns)
+    (m,) = keys
+    table = pd.read_csv(tmp_path / f"{m}.tsv", sep="\t")
+    assert list(result.uns[m]["selected"]) == list(table.loc[table["selected"], "gene"])
+    assert result.var[f"{m}_selected"].sum() == 5 and f"{m}_weight" in result.var
+    assert not [p for p in os.listdir(tmp_path) if _io.TMP_MARK in p]
+
+
+def test_input_truncated_while_the_cli_reads_it_is_a_clear_error(tmp_path):
+    """The input is cut to half its size while ``bioqpfs select`` reads it (once HDF5 has it open).
+    Before: h5py's 'Unable to synchronously open object (bad symbol table node signature)', naming no file
+    (or, when the cut came before the matrix was read, a selection from zeros)."""
+    _slow_write_h5ad(tmp_path / "in.h5ad", n_columns=600)
+    proc = subprocess.Popen([sys.executable, "-c", _CLI, "select", "in.h5ad", "--groupby", "cls", "--method",
+                             "maxrel", "--n-genes", "3", "-o", "out.h5ad", "--quiet"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def reading():  # two handles on the input: bioqpfs's own (for its size) and HDF5's, i.e. read_h5ad has begun
+        fds = f"/proc/{proc.pid}/fd"
+        try:
+            return sum(os.readlink(f"{fds}/{fd}").endswith("in.h5ad") for fd in os.listdir(fds)) >= 2
+        except OSError:
+            return False
+
+    try:
+        _wait_for(reading, proc, "the input was being read")
+        os.truncate(tmp_path / "in.h5ad", os.path.getsize(tmp_path / "in.h5ad") // 2)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, stderr
+    assert "bioqpfs: error: in.h5ad " in stderr and "truncated" in stderr and "Traceback" not in stderr, stderr
+    assert sorted(os.listdir(tmp_path)) == ["in.h5ad"]
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_backed_input_truncated_or_removed_while_open(tmp_path, sparse):
+    """A backed AnnData (``read_h5ad(backed='r')``) whose file is truncated, or removed, after it was opened
+    and before ``tl.select_genes`` reads the matrix.  Removed: the open handle still reads it whole, so
+    the result is the one of the intact data (independent reference: ``bioqpfs.select`` on the arrays).
+    Truncated: an error naming the file.  Before: HDF5 read the missing bytes of the dense matrix as zeros
+    and the selection was silently computed from them (a different panel, no error); the sparse one failed
+    with h5py's KeyError 'Unable to synchronously open object (unable to determine object type)'."""
+    import scipy.sparse as sps
+
+    import bioqpfs
+
+    rng = np.random.default_rng(3)
+    n, m = 60, 400
+    y = np.arange(n) % 3
+    X = rng.gamma(1.0, size=(n, m)) * (rng.random((n, m)) < 0.5) + 3.0 * (y[:, None] == np.arange(m) % 3) * (
+        np.arange(m) >= m - 6)   # the informative genes are the last columns: the part a truncation cuts off
+    obs = pd.DataFrame({"cls": pd.Categorical(np.array(list("abc"))[y])}, index=[f"c{i}" for i in range(n)])
+    var = pd.DataFrame(index=[f"g{j}" for j in range(m)])
+    expected = bioqpfs.select(X, y, method="maxrel", n_genes=4, feature_names=var.index).genes
+    for fault in ("removed", "truncated"):
+        path = tmp_path / f"{fault}.h5ad"
+        ad.AnnData(sps.csr_matrix(X) if sparse else X, obs=obs, var=var).write_h5ad(path)
+        backed = ad.read_h5ad(path, backed="r")
+        try:
+            if fault == "removed":
+                os.remove(path)
+                bioqpfs.tl.select_genes(backed, "cls", method="maxrel", n_genes=4, use_raw=False)
+                assert list(backed.uns["maxrel"]["selected"]) == list(expected)
+            else:
+                os.truncate(path, os.path.getsize(path) // 2)
+                # dense: the values read, checked against the file's size; sparse: opening its group fails
+                with pytest.raises(ValueError, match=rf"{path.name}(:| was truncated while it was read).*(stored ones|"
+                                                     r"damaged or was changed while it was open)"):
+                    bioqpfs.tl.select_genes(backed, "cls", method="maxrel", n_genes=4, use_raw=False)
+                assert "maxrel" not in backed.uns
+        finally:
+            backed.file.close()

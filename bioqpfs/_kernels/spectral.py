@@ -92,8 +92,9 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None, ncv=8):
     lam : float
     x : ndarray (n,), float64, unit norm (sign as returned by the solver; see :func:`sign_consistent`)
     info : dict
-        ``method`` ("lanczos", "dense" for n <= 2, where ARPACK cannot run, or "zero matrix": Q = 0,
-        every vector is dominant, the uniform one is returned), ``n_matvec``,
+        ``method`` ("lanczos", "dense" for n <= 2, where ARPACK cannot run, "zero matrix": Q = 0,
+        every vector is dominant, the uniform one is returned, or "start vector": the start vector is
+        itself a dominant eigenvector, e.g. of Q = c I, and is returned), ``n_matvec``,
         ``residual`` = ||Q x - lam x|| / max(|lam|, tiny).
     """
     op = Q if isinstance(Q, LinearOperator) else None
@@ -138,10 +139,12 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None, ncv=8):
         lam, x, method = float(w[-1]), V[:, -1].copy(), "dense"
     else:
         start = np.ones(n) if v0 is None else np.asarray(v0, dtype=np.float64)
-        if not np.any(op.matvec(start)):
+        q = np.asarray(op.matvec(start), dtype=np.float64)
+        if not np.any(q):
             # Q 1 = 0: for a non-negative Q that means Q = 0 (every vector is an eigenvector)
             start = np.random.default_rng(0).standard_normal(n)
-        if not np.any(op.matvec(start)):  # Q = 0 (ARPACK would fail: "starting vector is zero")
+            q = np.asarray(op.matvec(start), dtype=np.float64)
+        if not np.any(q):  # Q = 0 (ARPACK would fail: "starting vector is zero")
             x = np.ones(n) / np.sqrt(n)
             return 0.0, x, dict(method="zero matrix", n_matvec=int(count[0]), residual=0.0)
         try:
@@ -153,6 +156,13 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None, ncv=8):
                 f"({count[0]} products); pass a larger maxiter or tol"
             ) from exc
         lam, x, method = float(w[0]), np.asarray(V[:, 0], dtype=np.float64), "lanczos"
+        # A start vector that is itself a dominant eigenvector (Q = c I, e.g. one sample per class makes every
+        # CMI 0 and Q = H(C) I): Lanczos breaks down on it and ARPACK restarts from a vector of its own random
+        # generator, whose state moves from call to call, so the same call returned different vectors of the
+        # dominant eigenspace (rankings too).  The start vector (all ones by default) is returned instead.
+        lam0 = float(start @ q) / float(start @ start)
+        if np.linalg.norm(q - lam0 * start) <= 1e-12 * np.linalg.norm(q) and lam0 >= lam - 1e-12 * abs(lam):
+            lam, x, method = lam0, start.copy(), "start vector"
     x /= np.linalg.norm(x)
     n_matvec = int(count[0])
     r = np.asarray(op.matvec(x.astype(op.dtype)), dtype=np.float64) - lam * x
