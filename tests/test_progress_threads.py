@@ -185,6 +185,8 @@ def test_long_exact_run_hint_names_nystrom():
                                   ("maxrel", {}, (2000, 20000))]:
         tlmod._hint_long_exact_run(method, params, shape, log)
     assert len(log.lines) == 1
+    tlmod._hint_long_exact_run("qpfs_cover", {}, (2000, 20000), log)  # the default: no Nystrom, mask_var only
+    assert len(log.lines) == 2 and "nystrom" not in log.lines[1] and "mask_var" in log.lines[1]
 
 
 def test_select_genes_checks_the_shape_it_runs(data, monkeypatch):
@@ -199,4 +201,4 @@ def test_select_genes_checks_the_shape_it_runs(data, monkeypatch):
     a.obs["c"] = y.astype(str)
     a.var["hv"] = np.arange(40) < 30
     bioqpfs.tl.select_genes(a, "c", n_genes=5, mask_var="hv")
-    assert seen == [("qpfs", (60, 30))]
+    assert seen == [("qpfs_cover", (60, 30))]   # the default recipe builds the same MI matrix

@@ -66,16 +66,18 @@ LONG_RUN_SECONDS = 60.0
 
 
 def _hint_long_exact_run(method, params, shape, logg):
-    """Log a hint when exact QPFS on this shape is predicted to take over :data:`LONG_RUN_SECONDS`."""
-    if method != "qpfs" or params.get("nystrom_rate") is not None:
+    """Log a hint when exact QPFS (or the default class-covering QPFS, which builds the same MI matrix) on
+    this shape is predicted to take over :data:`LONG_RUN_SECONDS`."""
+    if method not in ("qpfs", "qpfs_cover") or params.get("nystrom_rate") is not None:
         return
     from ..selectors.qpfs import predicted_seconds
 
     secs = predicted_seconds(*shape)
     if secs > LONG_RUN_SECONDS:
-        logg.info(f"    exact QPFS on {shape[0]} x {shape[1]} is predicted to take ~{secs / 60:.0f} min here (the "
-                  f"{shape[1]} x {shape[1]} MI matrix); nystrom_rate=0.05 computes 5% of its rows (typically several "
-                  "times faster, a close but not identical panel), or restrict the genes with mask_var="
+        faster = ("nystrom_rate=0.05 computes 5% of its rows (typically several times faster, a close but not "
+                  "identical panel), or " if method == "qpfs" else "")
+        logg.info(f"    exact {method} on {shape[0]} x {shape[1]} is predicted to take ~{secs / 60:.0f} min here (the "
+                  f"{shape[1]} x {shape[1]} MI matrix); {faster}restrict the genes with mask_var="
                   "'highly_variable' (README 'Speed, memory and threads')")
 
 
