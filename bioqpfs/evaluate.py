@@ -35,7 +35,7 @@ from ._registry import select
 from ._selection import Selection
 from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
 
-__all__ = ["error_curve", "compare", "make_classifier", "DEFAULT_N_GENES", "DEFAULT_METRICS"]
+__all__ = ["error_curve", "compare", "suggest_n_genes", "make_classifier", "DEFAULT_N_GENES", "DEFAULT_METRICS"]
 
 DEFAULT_N_GENES = (5, 10, 20, 50)
 
@@ -507,6 +507,99 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     summary = summary[["method", "n_genes", *(c for c, _ in stats), "scoring", "n_folds", "refit", "cv",
                        "repeats", "classifier", "seconds_select"]]
     return (summary, folds) if return_folds else summary
+
+
+def suggest_n_genes(table, *, score=None):
+    """The panel size the one-standard-error rule picks from an :func:`error_curve` table.
+
+    The one-SE rule (Breiman et al., *Classification and Regression Trees*, 1984, chapter 3;
+    Hastie, Tibshirani & Friedman, *The Elements of Statistical Learning*, 2nd ed., section 7.10):
+    take the size with the best mean cross-validated score, then return the **smallest** size whose
+    mean is within one standard error of that best mean -- the most parsimonious panel that is not
+    clearly worse than the best one.  The standard error is the best size's ``se_<score>``
+    (``sd_<score> / sqrt(n_folds)``: the sample standard deviation over the fold scores divided by the
+    square root of the number of fold fits, repeats included), read from ``sd_<score>`` and
+    ``n_folds`` when the table has no ``se_`` column.
+
+    Parameters
+    ----------
+    table : DataFrame
+        From :func:`error_curve` or :func:`compare`: columns ``method``, ``n_genes``,
+        ``mean_<score>`` and ``se_<score>`` (or ``sd_<score>`` and ``n_folds``).
+    score : str, optional
+        The score to apply the rule to; default the table's ``scoring`` column (``"error"`` when it
+        has none).  ``"error"`` is a loss (lower is better: best = smallest mean, sizes within
+        best + SE qualify); every other score -- ``balanced_accuracy``, ``f1_macro`` and scikit-learn
+        scorers, which are all "higher is better" by scikit-learn's convention -- is a gain (best =
+        largest mean, sizes within best - SE qualify).
+
+    Returns
+    -------
+    int or Series
+        An ``int`` when the table holds one method; with several, a ``Series`` of ints indexed by
+        method (in table order, name ``"n_genes"``).  Ties for the best mean take the smallest of the
+        tied sizes as "the best" (its SE sets the margin); a size exactly at the margin qualifies.
+
+    Raises
+    ------
+    ValueError
+        When the table lacks these columns, is empty, has a method with one size only (nothing to
+        choose), a repeated ``(method, n_genes)`` row, or a NaN mean or standard error (e.g. one
+        fold: no spread to measure).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"method": "qpfs", "n_genes": [5, 10, 20], "mean_error": [0.30, 0.12, 0.10],
+    ...                   "se_error": [0.03, 0.02, 0.03], "scoring": "error"})
+    >>> suggest_n_genes(t)   # best 0.10 at 20 genes, 0.12 <= 0.10 + 0.03
+    10
+    """
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"table must be the DataFrame of bioqpfs.evaluate.error_curve, got {type(table).__name__}")
+    if score is None:
+        score = str(table["scoring"].iloc[0]) if "scoring" in table.columns and len(table) else "error"
+    mean_col, se_col, sd_col = f"mean_{score}", f"se_{score}", f"sd_{score}"
+    need = {"method", "n_genes", mean_col}
+    if not need <= set(table.columns) or not ({se_col} <= set(table.columns) or {sd_col, "n_folds"} <= set(table.columns)):
+        have = [c[5:] for c in table.columns if isinstance(c, str) and c.startswith("mean_")]
+        raise ValueError(f"table needs columns method, n_genes, {mean_col} and {se_col} (or {sd_col} and n_folds), "
+                         f"as bioqpfs.evaluate.error_curve returns; got {list(table.columns)}"
+                         + (f"; scores in this table: {', '.join(have)}" if have else ""))
+    if table.empty:
+        raise ValueError("table has no rows: no panel size to choose from")
+    dup = table.duplicated(["method", "n_genes"])
+    if dup.any():
+        row = table[dup].iloc[0]
+        raise ValueError(f"table has several rows for method {row['method']!r} at n_genes={row['n_genes']}; "
+                         "pass one error_curve table (not several concatenated)")
+    se = (table[se_col] if se_col in table.columns
+          else table[sd_col] / np.sqrt(table["n_folds"].to_numpy(dtype=float))).to_numpy(dtype=float)
+    mean = table[mean_col].to_numpy(dtype=float)
+    for what, values in ((mean_col, mean), ("standard error" if se_col in table.columns else sd_col, se)):
+        bad = ~np.isfinite(values)
+        if bad.any():
+            row = table[bad].iloc[0]
+            raise ValueError(f"{what} is NaN for method {row['method']!r} at n_genes={row['n_genes']} "
+                             "(a single fold has no spread; use k-fold CV or repeats); the one-SE rule needs every "
+                             "size's mean and standard error")
+    sign = 1.0 if score == "error" else -1.0        # as a loss: lower is better
+    methods = list(dict.fromkeys(table["method"]))
+    chosen = {}
+    for m in methods:
+        rows = np.flatnonzero((table["method"] == m).to_numpy())
+        rows = rows[np.argsort(table["n_genes"].to_numpy()[rows], kind="stable")]
+        if rows.size < 2:
+            raise ValueError(f"method {m!r} has a single panel size (n_genes={table['n_genes'].iloc[rows[0]]}): "
+                             "nothing to choose; run error_curve with several n_genes")
+        loss = sign * mean[rows]
+        best = int(np.argmin(loss))                  # the smallest of tied best sizes
+        margin = loss[best] + se[rows][best]
+        ok = loss <= margin + 1e-12 * max(1.0, abs(margin))   # a size exactly at the margin qualifies
+        chosen[m] = int(table["n_genes"].to_numpy()[rows][np.flatnonzero(ok)[0]])
+    if len(methods) == 1:
+        return chosen[methods[0]]
+    return pd.Series(chosen, name="n_genes")
 
 
 def compare(adata, groupby, methods=None, *, n_genes=DEFAULT_N_GENES, method_params=None, **kwargs):

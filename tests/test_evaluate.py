@@ -259,3 +259,89 @@ def test_default_cv_follows_the_smallest_class(srbct_small):
     assert evaluate._auto_cv(y1)[0] == "loo"
     loo = evaluate.error_curve(Xr, y1, {"p": [0, 1]}, n_genes=2, classifier="knn3")
     assert loo.cv.iloc[0] == "loo" and loo.n_folds.iloc[0] == 41
+
+
+# --------------------------------------------------------------------------------------------
+# suggest_n_genes: the one-standard-error rule (ESL section 7.10) on hand-made tables
+# --------------------------------------------------------------------------------------------
+def _table(sizes, means, ses, score="error", method="qpfs"):
+    return pd.DataFrame({"method": method, "n_genes": sizes, f"mean_{score}": means, f"se_{score}": ses,
+                         "scoring": score})
+
+
+def test_suggest_n_genes_one_se_differs_from_best():
+    # best 0.10 at 50; 0.12 at 10 is within 0.10 + 0.025; 0.30 at 5 is not
+    t = _table([5, 10, 20, 50], [0.30, 0.12, 0.11, 0.10], [0.02, 0.02, 0.02, 0.025])
+    assert evaluate.suggest_n_genes(t) == 10
+    assert isinstance(evaluate.suggest_n_genes(t), int)
+    # a smaller standard error at the best size: 10 no longer qualifies, 20 does (0.11 <= 0.115)
+    t.loc[3, "se_error"] = 0.015
+    assert evaluate.suggest_n_genes(t) == 20
+    # the best size itself when nothing smaller is close
+    assert evaluate.suggest_n_genes(_table([5, 10], [0.4, 0.1], [0.01, 0.01])) == 10
+    # row order does not matter
+    assert evaluate.suggest_n_genes(t.iloc[::-1]) == 20
+
+
+def test_suggest_n_genes_margin_and_ties():
+    # exactly at the margin qualifies: 0.125 == 0.1 + 0.025
+    assert evaluate.suggest_n_genes(_table([5, 10, 20], [0.3, 0.125, 0.1], [0.01, 0.01, 0.025])) == 10
+    # tied best means at 10 and 20: the smaller one's SE (0.03) sets the margin, so 5 (0.2) is out;
+    # with the larger one's SE (0.2) 5 would qualify
+    assert evaluate.suggest_n_genes(_table([5, 10, 20, 40], [0.2, 0.1, 0.1, 0.15], [0.01, 0.03, 0.2, 0.01])) == 10
+
+
+def test_suggest_n_genes_score_direction():
+    # balanced accuracy is higher-is-better: best 0.91 at 50, 0.90 >= 0.91 - 0.02 qualifies, 0.88 does not
+    t = _table([5, 10, 20, 50], [0.70, 0.88, 0.90, 0.91], [0.02] * 4, score="balanced_accuracy")
+    assert evaluate.suggest_n_genes(t) == 20
+    # the same numbers as an error (a loss) put the best at 5
+    t2 = t.rename(columns={"mean_balanced_accuracy": "mean_error", "se_balanced_accuracy": "se_error"})
+    assert evaluate.suggest_n_genes(t2, score="error") == 5
+    # score= overrides the scoring column; a scikit-learn scorer (higher is better) follows the gain rule
+    t3 = t.rename(columns={"mean_balanced_accuracy": "mean_roc_auc_ovr", "se_balanced_accuracy": "se_roc_auc_ovr"})
+    assert evaluate.suggest_n_genes(t3, score="roc_auc_ovr") == 20
+
+
+def test_suggest_n_genes_per_method_and_sd_columns():
+    a = _table([5, 10, 20], [0.3, 0.12, 0.1], [0.01, 0.01, 0.03], method="qpfs")
+    b = _table([5, 10, 20], [0.2, 0.19, 0.1], [0.01, 0.01, 0.02], method="random")
+    out = evaluate.suggest_n_genes(pd.concat([b, a], ignore_index=True))
+    assert isinstance(out, pd.Series) and out.name == "n_genes"
+    assert list(out.index) == ["random", "qpfs"] and out.to_dict() == {"random": 20, "qpfs": 10}
+    # no se_ column: sd / sqrt(n_folds) (0.04 / 2 = 0.02 here)
+    t = pd.DataFrame({"method": "m", "n_genes": [5, 10, 20], "mean_error": [0.3, 0.115, 0.1],
+                      "sd_error": [0.04] * 3, "n_folds": 4})
+    assert evaluate.suggest_n_genes(t) == 10
+    t["sd_error"] = 0.02     # se 0.01: 0.115 > 0.11
+    assert evaluate.suggest_n_genes(t) == 20
+
+
+def test_suggest_n_genes_matches_plain_loop_on_error_curve(srbct_small):
+    adata = srbct_small
+    df, folds = evaluate.error_curve(adata.X, adata.obs["class"].to_numpy(), {"fixed": list(range(30))},
+                                     n_genes=[1, 2, 4, 8, 16, 30], cv=4, repeats=2, random_state=1, return_folds=True)
+    # reference: the rule written out on the per-fold errors
+    per_k = {k: folds.loc[folds.n_genes == k, "error"].to_numpy() for k in sorted(set(folds.n_genes))}
+    mean = {k: v.mean() for k, v in per_k.items()}
+    best = min(per_k, key=lambda k: (mean[k], k))
+    se = np.std(per_k[best], ddof=1) / np.sqrt(per_k[best].size)
+    expected = min(k for k in per_k if mean[k] <= mean[best] + se + 1e-12)
+    assert evaluate.suggest_n_genes(df) == expected
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda t: t.drop(columns="se_error"), "needs columns"),
+    (lambda t: t.drop(columns="mean_error"), "needs columns"),
+    (lambda t: t.assign(mean_error=[0.3, np.nan, 0.1]), "NaN for method 'qpfs' at n_genes=10"),
+    (lambda t: t.assign(se_error=[0.01, 0.01, np.nan]), "NaN for method 'qpfs' at n_genes=20"),
+    (lambda t: t.iloc[:1], "single panel size"),
+    (lambda t: t.iloc[:0], "no rows"),
+    (lambda t: pd.concat([t, t.iloc[:1]]), "several rows for method 'qpfs' at n_genes=5"),
+])
+def test_suggest_n_genes_bad_tables(change, match):
+    t = _table([5, 10, 20], [0.3, 0.12, 0.1], [0.01, 0.01, 0.03])
+    with pytest.raises(ValueError, match=match):
+        evaluate.suggest_n_genes(change(t))
+    with pytest.raises(TypeError, match="DataFrame"):
+        evaluate.suggest_n_genes(t.to_dict())

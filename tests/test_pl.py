@@ -85,7 +85,7 @@ def test_error_curve_lines_and_bands():
     df = pd.DataFrame({"method": ["qpfs"] * 3 + ["random"] * 3, "n_genes": [5, 10, 50] * 2,
                        "mean_error": [0.3, 0.2, 0.1, 0.6, 0.5, 0.45], "sd_error": [0.1, 0.05, 0.2, 0.1, 0.1, 0.1],
                        "se_error": [0.03] * 6, "cv": "10", "classifier": "linear_svm"})
-    ax = pl.error_curve(df, show=False)
+    ax = pl.error_curve(df, suggest=False, show=False)
     assert [ln.get_label() for ln in ax.lines] == ["qpfs", "random"]
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [0.3, 0.2, 0.1])
     np.testing.assert_allclose(ax.lines[1].get_xdata(), [5, 10, 50])
@@ -96,7 +96,7 @@ def test_error_curve_lines_and_bands():
     assert ax.get_xscale() == "log"                      # 5..50 spans a factor 10
     assert ax.get_ylabel() == "10-fold CV error (linear_svm)" and ax.get_xlabel() == "number of genes"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["qpfs", "random"]
-    ax2 = pl.error_curve(df, band=None, methods=["random"], logx=False, show=False)
+    ax2 = pl.error_curve(df, band=None, methods=["random"], logx=False, suggest=False, show=False)
     assert len(ax2.lines) == 1 and not ax2.collections and ax2.get_xscale() == "linear"
     with pytest.raises(ValueError, match="not in df"):
         pl.error_curve(df, methods=["mrmr"], show=False)
@@ -215,3 +215,33 @@ def test_panel_use_raw_without_raw_is_a_clear_error(adata):
     assert adata.raw is None
     with pytest.raises(ValueError, match=r"adata.raw is not set"):
         pl.panel(adata, "qpfs", use_raw=True, show=False)
+
+
+def _one_se_lines(ax):
+    return {ln.get_label(): ln for ln in ax.lines if "one-SE size" in ln.get_label()}
+
+
+def test_error_curve_marks_the_one_se_size():
+    # qpfs: best 0.10 at 50, 0.12 at 10 within 0.10 + 0.03 -> 10; random: best 0.45 at 50 (+0.01) -> 50
+    df = pd.DataFrame({"method": ["qpfs"] * 3 + ["random"] * 3, "n_genes": [5, 10, 50] * 2,
+                       "mean_error": [0.3, 0.12, 0.1, 0.6, 0.5, 0.45], "sd_error": [0.1] * 6,
+                       "se_error": [0.03, 0.03, 0.03, 0.01, 0.01, 0.01], "scoring": "error"})
+    ax = pl.error_curve(df, show=False)
+    marks = _one_se_lines(ax)
+    assert set(marks) == {"qpfs: one-SE size 10", "random: one-SE size 50"}
+    np.testing.assert_allclose(marks["qpfs: one-SE size 10"].get_xdata(), [10, 10])
+    assert marks["qpfs: one-SE size 10"].get_color() == ax.lines[0].get_color()   # the method's colour
+    assert "qpfs: one-SE size 10" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not _one_se_lines(pl.error_curve(df, suggest=False, show=False))
+    # the drawn score decides: balanced accuracy is higher-is-better
+    acc = df.assign(mean_balanced_accuracy=[0.7, 0.88, 0.9, 0.5, 0.6, 0.9], se_balanced_accuracy=0.02)
+    assert set(_one_se_lines(pl.error_curve(acc, score="balanced_accuracy", show=False))) == {
+        "qpfs: one-SE size 10", "random: one-SE size 50"}
+    # a method with one size: skipped by default, an error with suggest=True
+    one = pd.concat([df, pd.DataFrame({"method": ["solo"], "n_genes": [5], "mean_error": [0.2], "sd_error": [0.1],
+                                       "se_error": [0.03], "scoring": "error"})], ignore_index=True)
+    assert len(_one_se_lines(pl.error_curve(one, show=False))) == 2
+    with pytest.raises(ValueError, match="single panel size"):
+        pl.error_curve(one, suggest=True, show=False)
+    with pytest.raises(ValueError, match="suggest must be"):
+        pl.error_curve(df, suggest="yes", show=False)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..evaluate import suggest_n_genes
 from ._utils import finish, new_axes
 
 #: how the scores of :func:`bioqpfs.evaluate.error_curve` are named on the y axis
@@ -9,8 +10,8 @@ _SCORE_LABELS = {"error": "error", "balanced_accuracy": "balanced accuracy", "f1
                  "accuracy": "accuracy"}
 
 
-def error_curve(df, *, score=None, band="sd", methods=None, logx=None, ax=None, show=None, save=None, title=None,
-                figsize=(5, 3.5)):
+def error_curve(df, *, score=None, band="sd", methods=None, suggest=None, logx=None, ax=None, show=None, save=None,
+                title=None, figsize=(5, 3.5)):
     """Cross-validated score (by default the error) against panel size, one line per method with a shaded band.
 
     Parameters
@@ -27,6 +28,13 @@ def error_curve(df, *, score=None, band="sd", methods=None, logx=None, ax=None, 
         The band is clipped to [0, 1] when the score lies in [0, 1].
     methods : list of str, optional
         Which methods to draw, in this order (default all, in table order).
+    suggest : bool, optional
+        Mark each method's size chosen by the one-standard-error rule
+        (:func:`bioqpfs.evaluate.suggest_n_genes` on the drawn ``score``) with a dashed vertical line in
+        the method's colour, labelled ``"<method>: one-SE size <k>"`` in the legend.  ``None``
+        (default): mark every method the rule applies to (at least two sizes, finite standard
+        errors) and skip the others silently; ``True``: mark every drawn method, raising the rule's
+        error where it does not apply; ``False``: no marks.
     logx : bool, optional
         Log-scale panel size; default when the sizes span a factor of 10 or more.
     ax, show, save, title, figsize
@@ -35,7 +43,8 @@ def error_curve(df, *, score=None, band="sd", methods=None, logx=None, ax=None, 
     Returns
     -------
     Axes or None
-        One ``Line2D`` per method (label = method), one filled band per method.
+        One ``Line2D`` per method (label = method), one filled band per method, then (with
+        ``suggest``) one vertical ``Line2D`` per marked method.
     """
     if score is None:
         score = str(df["scoring"].iloc[0]) if "scoring" in df.columns and len(df) else "error"
@@ -46,6 +55,8 @@ def error_curve(df, *, score=None, band="sd", methods=None, logx=None, ax=None, 
                          + (f"; scores in this table: {', '.join(have)}" if have else ""))
     if df.empty:
         raise ValueError("df has no rows: nothing to plot (did every panel size exceed the genes the methods ranked?)")
+    if suggest not in (None, True, False):
+        raise ValueError(f"suggest must be None, True or False, got {suggest!r}")
     if band not in ("sd", "se", None):
         raise ValueError(f"band must be 'sd', 'se' or None, got {band!r}")
     present = list(dict.fromkeys(df["method"]))
@@ -66,6 +77,15 @@ def error_curve(df, *, score=None, band="sd", methods=None, logx=None, ax=None, 
             s = np.nan_to_num(d[f"{band}_{score}"].to_numpy(dtype=float))
             ax.fill_between(x, np.clip(y - s, lo, hi), np.clip(y + s, lo, hi), color=line.get_color(), alpha=0.15,
                             lw=0)
+    if suggest is not False:
+        for i, m in enumerate(methods):
+            try:
+                k = suggest_n_genes(df[df["method"] == m], score=score)
+            except ValueError:
+                if suggest:
+                    raise
+                continue
+            ax.axvline(k, color=f"C{i}", ls="--", lw=1, label=f"{m}: one-SE size {k}")
     sizes = df["n_genes"].to_numpy(dtype=float)
     if logx is None:
         logx = sizes.max() / max(sizes.min(), 1) >= 10
