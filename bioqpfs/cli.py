@@ -44,7 +44,10 @@ def _parser():
     s.add_argument("--method", default=None, type=_method_arg, choices=sorted(methods()),
                    help="selection method with its published settings (default: the benchmarked default panel "
                         "recipe, see README 'Panel quality')")
-    s.add_argument("--n-genes", type=int, default=50, help="panel size (default: 50)")
+    s.add_argument("--n-genes", type=_n_genes_arg, default=50, metavar="N|auto",
+                   help="panel size (default: 50), or 'auto': chosen by 5-fold cross-validated error over sizes "
+                        "5..100 with the one-standard-error rule (about 6x the time; README 'Choosing the panel "
+                        "size')")
     s.add_argument("--similarity", default="mi", choices=["mi", "correlation"], help="redundancy measure (default: mi)")
     s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "zero_quantile", "mdl", "auto", "none"],
                    help="discretisation for MI (default: the method's, mean_sd for QPFS; 'none' = data are codes)")
@@ -315,6 +318,19 @@ def _ranks_arg(text):
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected 'auto', 'all' or a positive integer, got {text!r}")
+    return value
+
+
+def _n_genes_arg(text):
+    """``select --n-genes``: a positive integer or ``auto`` (tl.select_genes' ``n_genes="auto"``)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}")
     return value
 
 

@@ -156,3 +156,17 @@ def test_use_raw_auto_yes_no(tmp_path):
         top[mode] = b.uns["qpfs"]["selected"][0]
         assert bool(b.uns["qpfs"]["params"]["use_raw"]) == (mode != "no")
     assert top == {"auto": "g4", "yes": "g4", "no": "g0"}
+
+
+def test_select_n_genes_auto(h5ad, tmp_path):
+    out = tmp_path / "auto.h5ad"
+    r = run("select", str(h5ad), "--groupby", "cls", "--method", "mrmr_mid", "--n-genes", "auto", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "n_genes='auto'" in r.stderr and "one-SE rule" in r.stderr     # the choice is logged
+    b = ad.read_h5ad(out)
+    auto = b.uns["mrmr_mid"]["n_genes_auto"]
+    assert list(auto["grid"]) == [5, 10]                                  # capped by the 10 genes
+    assert b.var["mrmr_mid_selected"].sum() == auto["n_genes"] == b.uns["mrmr_mid"]["params"]["n_genes"]
+    for bad in ("0", "-1", "five"):
+        r = run("select", str(h5ad), "--groupby", "cls", "--n-genes", bad, "-o", str(tmp_path / "o.h5ad"))
+        assert r.returncode == 2 and "expected a positive integer or 'auto'" in r.stderr, (bad, r.stderr)

@@ -361,3 +361,72 @@ def test_one_accessor_serves_every_face():
         names = {m.module for m in ast.walk(tree) if isinstance(m, ast.ImportFrom) and m.module}
         assert not any(n.endswith("_select_genes") for n in names), rel
         assert any(n.endswith("_anndata") for n in names), rel
+
+
+# --------------------------------------------------------------------------------------------
+# n_genes="auto": the one-SE size of a cross-validated error curve
+# --------------------------------------------------------------------------------------------
+def _planted(seed, n=300, m=150, k=15, shift=0.8):
+    """Two classes; genes 0..k-1 each shifted by ``shift`` in class 1 with independent noise, so every
+    informative gene adds to the separation and the rest add only noise: the error falls until ~k genes."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1], n // 2)
+    X = rng.normal(size=(n, m))
+    X[:, :k] += shift * y[:, None]
+    return ad.AnnData(X, obs=pd.DataFrame({"c": pd.Categorical(np.array(["a", "b"])[y])},
+                                          index=[f"c{i}" for i in range(n)]),
+                      var=pd.DataFrame(index=[f"g{j}" for j in range(m)]))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_auto_n_genes_finds_the_planted_size_and_survives_h5ad(seed, tmp_path):
+    from bioqpfs import evaluate
+
+    a = _planted(seed)
+    bioqpfs.tl.select_genes(a, "c", method="mrmr_mid", n_genes="auto")
+    auto = a.uns["mrmr_mid"]["n_genes_auto"]
+    assert 10 <= auto["n_genes"] <= 20        # 15 planted informative genes (grid 5, 10, 15, 20, 30 ...)
+    assert a.uns["mrmr_mid"]["params"]["n_genes"] == auto["n_genes"] == a.var["mrmr_mid_selected"].sum()
+    assert list(auto["grid"]) == [5, 10, 15, 20, 30, 40, 50, 75, 100]
+    curve = pd.DataFrame(auto["curve"])
+    # the stored curve is error_curve's, 5-fold with the same seed
+    ref = evaluate.error_curve(a, "c", ["mrmr_mid"], n_genes=[5, 10, 15, 20, 30, 40, 50, 75, 100], cv=5,
+                               random_state=0)
+    np.testing.assert_allclose(curve["mean_error"], ref["mean_error"])
+    assert evaluate.suggest_n_genes(curve) == auto["n_genes"]
+    # the panel is the method's top n_genes="chosen" panel
+    b = _planted(seed)
+    bioqpfs.tl.select_genes(b, "c", method="mrmr_mid", n_genes=int(auto["n_genes"]))
+    assert list(a.uns["mrmr_mid"]["selected"]) == list(b.uns["mrmr_mid"]["selected"])
+    path = tmp_path / "auto.h5ad"
+    a.write_h5ad(path)
+    back = ad.read_h5ad(path).uns["mrmr_mid"]["n_genes_auto"]
+    assert int(back["n_genes"]) == auto["n_genes"]
+    pd.testing.assert_frame_equal(pd.DataFrame(back["curve"]), curve, check_dtype=False, check_like=True)  # h5ad sorts keys
+    bioqpfs.pl.error_curve(pd.DataFrame(back["curve"]), show=False)   # plots straight from the stored curve
+
+
+def test_auto_n_genes_caps_the_grid_and_respects_preselected(rng):
+    a = make_adata(rng, n=60, m=12)
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes="auto", preselected=["g7", "g8", "g9", "g10",
+                                                                                     "g11", "g5"])
+    auto = a.uns["qpfs"]["n_genes_auto"]
+    assert list(auto["grid"]) == [6, 10, 12]          # 5 -> 6 preselected genes; 15.. capped at 12 genes
+    assert auto["n_genes"] in (6, 10, 12)
+    assert list(a.uns["qpfs"]["selected"][:6]) == ["g7", "g8", "g9", "g10", "g11", "g5"]
+    few = make_adata(rng, n=60, m=5)
+    with pytest.raises(ValueError, match="single size 5: nothing to choose"):
+        bioqpfs.tl.select_genes(few, "group", method="qpfs", n_genes="auto")
+    assert "qpfs" not in few.uns
+
+
+@pytest.mark.parametrize("bad, match", [("Auto", r"positive integer or 'auto' \(lower case\)"),
+                                        (0, "positive integer or 'auto', got 0"),
+                                        (-1, "positive integer or 'auto', got -1"),
+                                        (2.5, "positive integer or 'auto', got 2.5"),
+                                        ("all", "positive integer or 'auto', got 'all'")])
+def test_auto_n_genes_bad_values(rng, bad, match):
+    a = make_adata(rng)
+    with pytest.raises(ValueError, match=match):
+        bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=bad)
+    assert "qpfs" not in a.uns and "qpfs_rank" not in a.var

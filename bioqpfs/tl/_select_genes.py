@@ -11,7 +11,7 @@ from .._anndata import check_mask, check_use_raw, get_obs_rep, is_record, key_co
 from .._io import to_storable
 from .._jit import announce_compilation
 from .._registry import method_function, resolve_method, select
-from .._validation import describe_indices, one_labels_warning
+from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
 
 
 def _check_key(adata, key):
@@ -81,6 +81,52 @@ def _hint_long_exact_run(method, params, shape, logg):
                   "'highly_variable' (README 'Speed, memory and threads')")
 
 
+#: panel sizes ``n_genes="auto"`` cross-validates (capped by the number of candidate genes)
+AUTO_N_GENES = (5, 10, 15, 20, 30, 40, 50, 75, 100)
+#: folds of ``n_genes="auto"``'s cross-validation (fewer when a class has fewer samples)
+AUTO_FOLDS = 5
+
+
+def _check_n_genes(n_genes):
+    """``"auto"`` or a positive int, checked before any work; a clear error for anything else."""
+    if isinstance(n_genes, str) and n_genes == "auto":
+        return n_genes
+    try:
+        return check_positive_int(n_genes, "n_genes")
+    except InvalidParameterError:
+        hint = " (lower case)" if isinstance(n_genes, str) and n_genes.strip().lower() == "auto" else ""
+        raise InvalidParameterError(f"n_genes must be a positive integer or 'auto'{hint}, got {n_genes!r}") from None
+
+
+def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer, use_raw, mask_var, random_state,
+                  progress, n_jobs, logg):
+    """``n_genes="auto"``: the one-SE size of a cross-validated error curve of ``method`` on ``adata``.
+
+    Returns ``(n_genes, record)`` with ``record`` the h5ad-storable ``.uns[key]["n_genes_auto"]``.
+    """
+    from .. import evaluate
+
+    n_forced = len(params.get("preselected") or ())
+    sizes = sorted({min(max(k, n_forced), n_candidates) for k in AUTO_N_GENES})
+    if len(sizes) < 2:
+        raise ValueError(f"n_genes='auto' compares panel sizes {list(AUTO_N_GENES)} (capped by the {n_candidates} "
+                         f"candidate genes{f' and the {n_forced} preselected ones' if n_forced else ''}), which "
+                         f"leaves the single size {sizes[0]}: nothing to choose; pass an integer n_genes")
+    smallest = int(pd.Series(np.asarray(labels, dtype=object)).value_counts().min())
+    cv = AUTO_FOLDS if smallest >= AUTO_FOLDS else None   # None: error_curve's choice from the class sizes
+    curve = evaluate.error_curve(adata, groupby, [(method, dict(params))], n_genes=sizes, cv=cv,
+                                 random_state=random_state, layer=layer, use_raw=use_raw, mask_var=mask_var,
+                                 progress=progress, n_jobs=n_jobs)
+    chosen = evaluate.suggest_n_genes(curve)
+    row = curve[curve["n_genes"] == chosen].iloc[0]
+    logg.info(f"    n_genes='auto': CV error (cv={curve['cv'].iloc[0]}) over sizes {sizes} -> {chosen} genes "
+              f"(one-SE rule: error {row['mean_error']:.3f}, best {curve['mean_error'].min():.3f} "
+              f"at {int(curve.loc[curve['mean_error'].idxmin(), 'n_genes'])})")
+    record = {"n_genes": chosen, "rule": "one standard error (bioqpfs.evaluate.suggest_n_genes)",
+              "grid": sizes, "curve": {c: curve[c].to_numpy() for c in curve.columns}}
+    return chosen, record
+
+
 @one_labels_warning()   # labels checked here (named by column) and again by the selector: warn once
 def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", layer=None, use_raw=None,
                  mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, progress=None,
@@ -99,8 +145,21 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         ``None`` (default): the benchmarked default panel recipe, :data:`bioqpfs.DEFAULT_PANEL` (README
         "Panel quality"); its parameters can be overridden through ``**method_params``.  A method name
         from :func:`bioqpfs.methods` (``"qpfs"`` ...) runs that method with its published settings.
-    n_genes : int
-        Panel size: the top ``n_genes`` ranked genes get ``<key>_selected = True``.
+    n_genes : int or "auto"
+        Panel size: the top ``n_genes`` ranked genes get ``<key>_selected = True``.  ``"auto"``:
+        choose it by cross-validation first -- :func:`bioqpfs.evaluate.error_curve` of this method
+        with these parameters on this AnnData (the selection refit inside every training fold) over
+        the sizes :data:`AUTO_N_GENES` = 5, 10, 15, 20, 30, 40, 50, 75, 100 (capped by the number of
+        candidate genes, and raised to the number of ``preselected`` genes), 5-fold stratified
+        (:data:`AUTO_FOLDS`; error_curve's automatic choice when a class has fewer than 5 samples),
+        linear SVM error, seeded by ``random_state``; then the smallest size within one standard
+        error of the best (:func:`bioqpfs.evaluate.suggest_n_genes`).  Cost: one selection per fold
+        (of the largest size) plus one classifier fit per fold and size, then the final selection
+        -- about 6x the time of a fixed ``n_genes``.  The choice is logged, and
+        ``.uns[key]["n_genes_auto"]`` holds ``n_genes`` (the choice), ``rule``, ``grid`` and
+        ``curve`` (the error_curve table as a dict of columns: ``pd.DataFrame(...)`` gives it back,
+        e.g. for :func:`bioqpfs.pl.error_curve`).  For another grid, classifier or CV scheme, run
+        ``error_curve`` and ``suggest_n_genes`` yourself and pass the integer.
     similarity : {"mi", "correlation"}
         Redundancy measure, for the methods that take one.
     layer : str, optional
@@ -155,7 +214,8 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         - ``.var[f"{key}_rank"]``: 1-based rank (float; NaN for unranked genes);
         - ``.var[f"{key}_selected"]``: in the panel (bool);
         - ``.uns[key]``: ``{"params": ..., "diagnostics": ..., "selected": [genes in rank order],
-          "var_columns": [the .var columns written]}``.
+          "var_columns": [the .var columns written]}``, plus ``"n_genes_auto"`` with ``n_genes="auto"``
+          (``params["n_genes"]`` is then the chosen size).
     """
     import anndata as ad
     from scanpy import logging as logg
@@ -165,6 +225,7 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
     if adata.isbacked and copy:
         raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
                          "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
+    n_genes = _check_n_genes(n_genes)
     named = method
     method, params, preset = resolve_method(method, method_params)
     func = method_function(method)
@@ -185,10 +246,15 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
     key = key_added if key_added is not None else (method if named is not None else "bioqpfs")
     stale = _check_key(adata, key)
     duplicated = _warn_duplicated_names(adata)
-    start = logg.info(f"selecting {n_genes} genes with {method!r} by {groupby!r} on {source}")
+    start = logg.info(f"selecting {n_genes if n_genes != 'auto' else 'n_genes=auto'} genes with {method!r} by {groupby!r} on {source}")
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
     _hint_long_exact_run(method, params, Xm.shape, logg)
+    auto = None
+    if n_genes == "auto":
+        n_genes, auto = _auto_n_genes(adata, groupby, labels, method, params, n_candidates=Xm.shape[1], layer=layer,
+                                      use_raw=use_raw, mask_var=mask_var, random_state=random_state,
+                                      progress=progress, n_jobs=n_jobs, logg=logg)
     with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info) as jit:
         sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
                      method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
@@ -239,7 +305,8 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         "diagnostics": sel.diagnostics,
         "selected": [str(g) for g in genes[idx[sel.selected]]],
         "var_columns": written,  # what a re-run under this key may drop: only bioqpfs's own columns
+        **({"n_genes_auto": auto} if auto is not None else {}),
     })
     logg.info("    finished", time=start,
-              deep="added\n" + "\n".join(f"    '{c}', .var" for c in written) + f"\n    '{key}', .uns (params, diagnostics, selected)")
+              deep="added\n" + "\n".join(f"    '{c}', .var" for c in written) + f"\n    '{key}', .uns (params, diagnostics, selected{', n_genes_auto' if auto else ''})")
     return adata if copy else None
