@@ -46,8 +46,8 @@ def _parser():
                         "recipe, see README 'Panel quality')")
     s.add_argument("--n-genes", type=_n_genes_arg, default=50, metavar="N|auto",
                    help="panel size (default: 50), or 'auto': chosen by 5-fold cross-validated error over sizes "
-                        "5..100 with the one-standard-error rule (about 6x the time; README 'Choosing the panel "
-                        "size')")
+                        "5..100 with the one-standard-error rule (several times the time; README 'Choosing the "
+                        "panel size')")
     s.add_argument("--similarity", default="mi", choices=["mi", "correlation"], help="redundancy measure (default: mi)")
     s.add_argument("--discretization", default=None, choices=["mean_sd", "quantile", "zero_quantile", "mdl", "auto", "none"],
                    help="discretisation for MI (default: the method's, mean_sd for QPFS; 'none' = data are codes)")

@@ -155,7 +155,9 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
         linear SVM error, seeded by ``random_state``; then the smallest size within one standard
         error of the best (:func:`bioqpfs.evaluate.suggest_n_genes`).  Cost: one selection per fold
         (of the largest size) plus one classifier fit per fold and size, then the final selection
-        -- about 6x the time of a fixed ``n_genes``.  The choice is logged, and
+        -- several times a fixed ``n_genes`` (SRBCT, this machine: 3x for ``mrmr_mid``, 8x for
+        ``qpfs``; README "Choosing the panel size").  When several sizes reach the best error with no
+        spread (e.g. 0 in every fold), the rule returns the smallest of them.  The choice is logged, and
         ``.uns[key]["n_genes_auto"]`` holds ``n_genes`` (the choice), ``rule``, ``grid`` and
         ``curve`` (the error_curve table as a dict of columns: ``pd.DataFrame(...)`` gives it back,
         e.g. for :func:`bioqpfs.pl.error_curve`).  For another grid, classifier or CV scheme, run
