@@ -11,7 +11,7 @@ from ._selection import Selection
 from ._validation import validate_random_state
 
 __all__ = ["select", "methods", "register", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
-           "resolve_method"]
+           "DEFAULT_KEY", "resolve_method", "result_key"]
 
 from typing import NamedTuple
 
@@ -106,6 +106,31 @@ def resolve_method(method, params):
     if method is None:
         return DEFAULT_PANEL["method"], {**DEFAULT_PANEL["params"], **params}, "default"
     return method, dict(params), None
+
+
+#: The key (``.var`` column prefix, ``.uns`` / R ``metadata()`` entry) of a run of :data:`DEFAULT_PANEL`
+#: when no ``key_added`` is given; a named method is stored under its own name.
+DEFAULT_KEY = "bioqpfs"
+
+
+def result_key(method, key_added=None):
+    """The key a selection is stored under, the same on every face (tl, CLI, R, rpy2).
+
+    Parameters
+    ----------
+    method : str or None
+        The method as the user named it, before :func:`resolve_method` (``None``: the default recipe).
+    key_added : str, optional
+        The user's key; wins when given.
+
+    Returns
+    -------
+    str
+        ``key_added``, else the named method, else :data:`DEFAULT_KEY` (``"bioqpfs"``).
+    """
+    if key_added is not None:
+        return key_added
+    return method if method is not None else DEFAULT_KEY
 
 
 def methods() -> dict[str, str]:
