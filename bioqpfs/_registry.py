@@ -87,8 +87,8 @@ register("ikma_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikma_qpfs", "IKM-QPFS dropp
          family="clustering")
 
 
-#: The panel recipe used when no method is named (``method=None``) by :func:`select`, ``tl.select_genes`` and the
-#: CLI: a method and its parameters.  Chosen by the panel benchmark (``benchmarks/bench_panels.py``; evidence in
+#: The panel recipe used when no method is named (``method=None``) by :func:`select`, ``tl.select_genes``, the
+#: CLI, rpy2's ``bioqpfs.r.select_genes`` and R's ``selectGenes(method = NULL)``: a method and its parameters.  Chosen by the panel benchmark (``benchmarks/bench_panels.py``; evidence in
 #: README "Panel quality").  Naming a method (``method="qpfs"``) gives that method with its published settings.
 #:
 #: Class-covering QPFS (:func:`bioqpfs.selectors.qpfs_cover.qpfs_cover`): one QPFS problem (eq. 2, alpha_hat)
