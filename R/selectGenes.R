@@ -1,11 +1,16 @@
 #' Select a small, non-redundant, class-relevant gene panel
 #'
 #' Ranks the genes (rows) of `x` by a global selection method of the bioqpfs
-#' engine -- by default exact QPFS, quadratic programming feature selection
-#' (Rodriguez-Lujan et al., JMLR 2010) -- and marks the top `nGenes` as the
-#' panel.  The computation is done by the Python package `bioqpfs`
-#' (`bioqpfs.tl.select_genes`), the same engine as its AnnData interface, so
-#' both give identical results on the same data.
+#' engine and marks the top `nGenes` as the panel.  By default (`method =
+#' NULL`) it runs the package's benchmarked panel recipe, the same on every
+#' face (Python `bioqpfs.DEFAULT_PANEL`): class-covering QPFS (`"qpfs_cover"`:
+#' one QPFS problem, Rodriguez-Lujan et al., JMLR 2010, eq. 2 and 9, per class
+#' on its one-vs-rest relevance, panel taken round-robin over the classes) with
+#' `class_weight = "balanced"` and `discretization = "auto"`, stored under the
+#' key `"bioqpfs"`.  Naming a method (e.g. `method = "qpfs"`, exact QPFS) runs
+#' it with its published settings.  The computation is done by the Python
+#' package `bioqpfs` (`bioqpfs.tl.select_genes`), the same engine as its
+#' AnnData interface, so both give identical results on the same data.
 #'
 #' As in scran, the work is done by one worker registered as the `ANY`
 #' method, for any matrix-like object with genes in rows and samples in
@@ -28,7 +33,10 @@
 #' @param labels The classes the panel must separate: the name of a
 #'   `colData(x)` (`pData(x)`) column, or a vector or factor with one label per
 #'   sample (the only choice for a matrix).  Missing labels are an error.
-#' @param method A method name from [bioqpfsMethods()], e.g. `"qpfs"`.
+#' @param method `NULL` (default) for the default panel recipe (`"qpfs_cover"`
+#'   with `class_weight = "balanced"`, `discretization = "auto"`; parameters in
+#'   `...` override the recipe's), or a method name from [bioqpfsMethods()],
+#'   e.g. `"qpfs"`, run with its published settings.
 #' @param nGenes Panel size: the `nGenes` best-ranked genes get
 #'   `<key>_selected = TRUE`.
 #' @param assay.type The assay to select from: a name or index of
@@ -40,7 +48,7 @@
 #'   `NA` weight and rank and `<key>_selected = FALSE`; only the subset is sent
 #'   to the engine.
 #' @param keyAdded Prefix of the result columns and name of the metadata
-#'   entry; default the method name.
+#'   entry; default the method name, `"bioqpfs"` for the default recipe.
 #' @param randomState Integer seed for methods that make random choices.
 #' @param ... Named parameters of the method, passed to the engine, e.g.
 #'   `similarity = "correlation"`, `alpha = 0.5`, `discretization =
@@ -51,9 +59,10 @@
 #'   `<key>_weight` (the method's weight), `<key>_rank` (1-based integer; `NA`
 #'   for genes the method did not rank), `<key>_selected` (logical) and any
 #'   method-specific `<key>_*` columns; `metadata(x)[[key]]` is a list with
-#'   `params` (including `groupby`, the colData column of the labels or
-#'   `"labels"` for a vector, and `assay`, the assay used), `diagnostics` and
-#'   `selected` (the panel's gene names in rank order).
+#'   `params` (including `method`, `preset` -- `"default"` for the default
+#'   recipe, `"paper"` for a named method --, `groupby`, the colData column of
+#'   the labels or `"labels"` for a vector, and `assay`, the assay used),
+#'   `diagnostics` and `selected` (the panel's gene names in rank order).
 #' * ExpressionSet: the same columns in `fData(x)`, the record in
 #'   `notes(x)[[key]]`.
 #' * matrix (any matrix-like object): an [S4Vectors::DataFrame] with those
@@ -67,7 +76,8 @@
 #'     m <- matrix(rnorm(30 * 20), 30, 20, dimnames = list(paste0("g", 1:30), NULL))
 #'     m[1:3, 1:10] <- m[1:3, 1:10] + 3
 #'     res <- selectGenes(m, rep(c("a", "b"), each = 10), nGenes = 5)
-#'     res[res$qpfs_selected, ]
+#'     res[res$bioqpfs_selected, ]                  # the default recipe
+#'     metadata(res)$bioqpfs$params$preset           # "default"
 #' }
 #'
 #' @name selectGenes
@@ -107,8 +117,9 @@ setGeneric("selectGenes", function(x, labels, ...) {
     if (!kind %in% c("double", "integer", "logical")) {
         stop("bioqpfs: the ", what, " must be numeric, not ", kind, call. = FALSE)
     }
-    if (!is.character(method) || length(method) != 1L || is.na(method)) {
-        stop("bioqpfs: 'method' must be one method name, e.g. \"qpfs\" (see bioqpfsMethods())", call. = FALSE)
+    if (!is.null(method) && (!is.character(method) || length(method) != 1L || is.na(method))) {
+        stop("bioqpfs: 'method' must be NULL (the default recipe) or one method name, e.g. \"qpfs\" ",
+             "(see bioqpfsMethods())", call. = FALSE)
     }
     if (!is.numeric(nGenes) || length(nGenes) != 1L || is.na(nGenes) || nGenes < 1 || nGenes != round(nGenes)) {
         stop("bioqpfs: 'nGenes' must be one positive whole number, not ", deparse(nGenes), call. = FALSE)
@@ -122,12 +133,12 @@ setGeneric("selectGenes", function(x, labels, ...) {
     if (is.null(genes)) genes <- as.character(seq_len(nrow(mat)))
     keep <- .subsetRows(subset.row, genes)
     if (!is.null(keep)) mat <- mat[keep, , drop = FALSE]
-    key <- if (is.null(keyAdded)) method else as.character(keyAdded)
     engine <- .engine()
     res <- tryCatch({
         data <- .sendMatrix(engine, mat)
         engine$`_reticulate_select`(data, ncol(mat), nrow(mat), as.character(genes[if (is.null(keep)) TRUE else keep]),
-                                    labels, method = method, n_genes = as.integer(nGenes), key_added = key,
+                                    labels, method = method, n_genes = as.integer(nGenes),
+                                    key_added = if (is.null(keyAdded)) NULL else as.character(keyAdded),
                                     random_state = if (is.null(randomState)) NULL else as.integer(randomState),
                                     params = params, groupby = groupby, assay = assay)
     }, error = function(e) {
@@ -144,7 +155,7 @@ setGeneric("selectGenes", function(x, labels, ...) {
         full[keep] <- v
         full
     })
-    list(columns = columns, record = .simplifyRecord(res$record), key = key, genes = genes)
+    list(columns = columns, record = .simplifyRecord(res$record), key = res$key, genes = genes)
 }
 
 ## subset.row (scran's name): NULL, or a logical / integer / character selection of rows -> sorted indices.
@@ -276,7 +287,7 @@ setGeneric("selectGenes", function(x, labels, ...) {
 
 #' @rdname selectGenes
 #' @export
-setMethod("selectGenes", "ANY", function(x, labels, method = "qpfs", nGenes = 50, keyAdded = NULL,
+setMethod("selectGenes", "ANY", function(x, labels, method = NULL, nGenes = 50, keyAdded = NULL,
                                          randomState = 0, ..., subset.row = NULL) {
     res <- .selectGenesWorker(x, labels, method, nGenes, keyAdded, randomState, list(...), "matrix",
                               subset.row = subset.row)
@@ -287,7 +298,7 @@ setMethod("selectGenes", "ANY", function(x, labels, method = "qpfs", nGenes = 50
 
 #' @rdname selectGenes
 #' @export
-setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = "qpfs", nGenes = 50,
+setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = NULL, nGenes = 50,
                                                           assay.type = 1L, keyAdded = NULL, randomState = 0,
                                                           ..., subset.row = NULL) {
     available <- assayNames(x)
@@ -307,7 +318,7 @@ setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = "q
 
 #' @rdname selectGenes
 #' @export
-setMethod("selectGenes", "SingleCellExperiment", function(x, labels, method = "qpfs", nGenes = 50,
+setMethod("selectGenes", "SingleCellExperiment", function(x, labels, method = NULL, nGenes = 50,
                                                           assay.type = "logcounts", keyAdded = NULL,
                                                           randomState = 0, ..., subset.row = NULL) {
     callNextMethod(x, labels, method = method, nGenes = nGenes, assay.type = assay.type, subset.row = subset.row,
@@ -316,7 +327,7 @@ setMethod("selectGenes", "SingleCellExperiment", function(x, labels, method = "q
 
 #' @rdname selectGenes
 #' @export
-setMethod("selectGenes", "ExpressionSet", function(x, labels, method = "qpfs", nGenes = 50,
+setMethod("selectGenes", "ExpressionSet", function(x, labels, method = NULL, nGenes = 50,
                                                    assay.type = "exprs", keyAdded = NULL, randomState = 0,
                                                    ..., subset.row = NULL) {
     name <- .checkAssay(assay.type, assayDataElementNames(x), "an assayData element of x")

@@ -11,7 +11,7 @@ from ._selection import Selection
 from ._validation import validate_random_state
 
 __all__ = ["select", "methods", "register", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
-           "resolve_method"]
+           "DEFAULT_KEY", "resolve_method", "result_key"]
 
 from typing import NamedTuple
 
@@ -87,8 +87,8 @@ register("ikma_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikma_qpfs", "IKM-QPFS dropp
          family="clustering")
 
 
-#: The panel recipe used when no method is named (``method=None``) by :func:`select`, ``tl.select_genes`` and the
-#: CLI: a method and its parameters.  Chosen by the panel benchmark (``benchmarks/bench_panels.py``; evidence in
+#: The panel recipe used when no method is named (``method=None``) by :func:`select`, ``tl.select_genes``, the
+#: CLI, rpy2's ``bioqpfs.r.select_genes`` and R's ``selectGenes(method = NULL)``: a method and its parameters.  Chosen by the panel benchmark (``benchmarks/bench_panels.py``; evidence in
 #: README "Panel quality").  Naming a method (``method="qpfs"``) gives that method with its published settings.
 #:
 #: Class-covering QPFS (:func:`bioqpfs.selectors.qpfs_cover.qpfs_cover`): one QPFS problem (eq. 2, alpha_hat)
@@ -106,6 +106,31 @@ def resolve_method(method, params):
     if method is None:
         return DEFAULT_PANEL["method"], {**DEFAULT_PANEL["params"], **params}, "default"
     return method, dict(params), None
+
+
+#: The key (``.var`` column prefix, ``.uns`` / R ``metadata()`` entry) of a run of :data:`DEFAULT_PANEL`
+#: when no ``key_added`` is given; a named method is stored under its own name.
+DEFAULT_KEY = "bioqpfs"
+
+
+def result_key(method, key_added=None):
+    """The key a selection is stored under, the same on every face (tl, CLI, R, rpy2).
+
+    Parameters
+    ----------
+    method : str or None
+        The method as the user named it, before :func:`resolve_method` (``None``: the default recipe).
+    key_added : str, optional
+        The user's key; wins when given.
+
+    Returns
+    -------
+    str
+        ``key_added``, else the named method, else :data:`DEFAULT_KEY` (``"bioqpfs"``).
+    """
+    if key_added is not None:
+        return key_added
+    return method if method is not None else DEFAULT_KEY
 
 
 def methods() -> dict[str, str]:

@@ -450,7 +450,7 @@ def _cmd_evaluate(args):
 def _cmd_select(args):
     import scanpy as sc
 
-    from . import _progress, get, tl
+    from . import _progress, _registry, get, tl
     from ._io import atomic_path
 
     sc.settings.verbosity = 0 if args.quiet else 3
@@ -470,7 +470,7 @@ def _cmd_select(args):
                         layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                         key_added=args.key_added,
                         random_state=args.random_state, **params)
-    key = args.key_added or args.method or "bioqpfs"
+    key = _registry.result_key(args.method, args.key_added)
     with atomic_path(args.output) as tmp:
         adata.write_h5ad(tmp)
     if args.tsv:

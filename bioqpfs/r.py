@@ -39,6 +39,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ._registry import resolve_method, result_key
+
 __all__ = ["to_anndata", "from_anndata", "select_genes", "result_columns"]
 
 _CLASSES = ("SingleCellExperiment", "SummarizedExperiment", "ExpressionSet", "matrix")
@@ -554,7 +556,7 @@ def _labels_to_obs(adata, labels, where):
     return "labels"
 
 
-def select_genes(robj, labels, *, method="qpfs", n_genes=50, assay=None, key_added=None, random_state=0,
+def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added=None, random_state=0,
                  **params):
     """Select a gene panel on a Bioconductor object with :func:`bioqpfs.tl.select_genes`.
 
@@ -564,7 +566,11 @@ def select_genes(robj, labels, *, method="qpfs", n_genes=50, assay=None, key_add
         SummarizedExperiment, SingleCellExperiment, ExpressionSet or matrix (genes x samples).
     labels : str or sequence or R vector
         A colData (pData) column name, or one class label per sample.
-    method, n_genes, key_added, random_state, **params
+    method : str, optional
+        ``None`` (default): the default panel recipe :data:`bioqpfs.DEFAULT_PANEL`, stored under the key
+        ``"bioqpfs"`` with ``params$preset = "default"``; a method name (``"qpfs"`` ...) runs that method
+        with its published settings, stored under its name.  As in :func:`bioqpfs.tl.select_genes`.
+    n_genes, key_added, random_state, **params
         As in :func:`bioqpfs.tl.select_genes`.
     assay : str, optional
         The assay to select from (default the first; ``exprs`` for an ExpressionSet).
@@ -585,7 +591,7 @@ def select_genes(robj, labels, *, method="qpfs", n_genes=50, assay=None, key_add
     where = "the pData of the ExpressionSet" if cls == "ExpressionSet" else (
         "colData(x)" if cls != "matrix" else "a matrix (pass a vector of labels)")
     groupby = _labels_to_obs(adata, labels, where)
-    key = key_added or method
+    key = result_key(method, key_added)
     tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, random_state=random_state,
                     **params)
     if cls != "matrix":
@@ -688,7 +694,7 @@ def _take_incoming(token):
     return X, {"format": fmt, "blocks": state["blocks"]}
 
 
-def _reticulate_select(data, n_samples, n_features, genes, labels, method="qpfs", n_genes=50, key_added=None,
+def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, n_genes=50, key_added=None,
                        random_state=0, params=None, groupby="labels", assay=None):
     """Entry point of the R package: select genes on a matrix sent from R without NumPy crossing reticulate.
 
@@ -698,10 +704,12 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method="qpfs"
     matrix, i.e. sample after sample: the buffer read as C-order (n_samples, n_features) *is* the
     samples x genes matrix AnnData wants.  ``groupby`` is the colData column the labels came from (or
     ``"labels"`` for a vector) and ``assay`` the assay used; both are recorded in the parameters.
+    ``method=None`` (R's ``method = NULL``) is the default recipe, as in :func:`bioqpfs.tl.select_genes`.
 
-    Returns plain lists/dicts: ``columns`` (name -> list), ``kinds`` (name -> "double"/"integer"/
-    "logical"/"character"; ranks are "integer", NaN for unranked genes), ``record`` (params,
-    diagnostics, selected) and ``transfer`` (format "dense"/"csr" and number of blocks received).
+    Returns plain lists/dicts: ``key`` (where the result is stored: ``key_added``, else the method, else
+    ``"bioqpfs"``), ``columns`` (name -> list), ``kinds`` (name -> "double"/"integer"/"logical"/"character";
+    ranks are "integer", NaN for unranked genes), ``record`` (params, diagnostics, selected) and
+    ``transfer`` (format "dense"/"csr" and number of blocks received).
     """
     import anndata as ad
 
@@ -723,8 +731,8 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method="qpfs"
     adata = ad.AnnData(X=X, var=pd.DataFrame(index=pd.Index([str(g) for g in genes])),
                        obs=pd.DataFrame({groupby: pd.Categorical([str(v) for v in labels])},
                                         index=pd.Index([str(i) for i in range(n_samples)])))
-    key = key_added or method
-    params = _coerce_params(method, dict(params or {}))
+    key = result_key(method, key_added)
+    params = _coerce_params(resolve_method(method, {})[0], dict(params or {}))
     tl_select_genes(adata, groupby, method=method, n_genes=int(n_genes), key_added=key,
                     random_state=None if random_state is None else int(random_state), **params)
     _record_assay(adata, key, assay)
@@ -737,7 +745,7 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method="qpfs"
             [float(x) for x in a] if kinds[c] in ("double", "integer") else ["" if x is None else str(x) for x in a])
     # the R record keeps its documented fields; "var_columns" only serves tl re-runs on the AnnData
     record = {k: v for k, v in adata.uns[key].items() if k != "var_columns"}
-    return {"columns": columns, "kinds": kinds, "record": _plain(record), "transfer": transfer}
+    return {"key": key, "columns": columns, "kinds": kinds, "record": _plain(record), "transfer": transfer}
 
 
 def _record_assay(adata, key, assay):

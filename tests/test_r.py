@@ -204,6 +204,65 @@ def test_select_genes_on_r_objects_equals_tl_select_genes(container):
         assert rvalue("ncol(x)", out) == [y.size]
 
 
+@pytest.mark.parametrize("container", ["SummarizedExperiment", "ExpressionSet", "matrix"])
+def test_select_genes_default_is_the_default_recipe_of_every_face(container):
+    """method=None runs bioqpfs.DEFAULT_PANEL under the key "bioqpfs", recorded as preset "default"."""
+    import anndata as ad
+
+    X, y = toy_expression()
+    adata = ad.AnnData(X=X, obs=pd.DataFrame({"type": pd.Categorical(y)}, index=[f"s{i}" for i in range(y.size)]),
+                       var=pd.DataFrame(index=[f"g{i}" for i in range(X.shape[1])]))
+    robj = br.from_anndata(adata, to=container)
+    labels = "type" if container != "matrix" else ro.StrVector(list(y))
+    out = br.select_genes(robj, labels, n_genes=5)
+    named = br.select_genes(robj, labels, method="qpfs_cover", class_weight="balanced", discretization="auto",
+                            n_genes=5, key_added="bioqpfs")
+    # independent reference: the recipe written out by hand on the arrays, through bioqpfs.select
+    ref = bioqpfs.select(X, y, method="qpfs_cover", class_weight="balanced", discretization="auto", n_genes=5)
+
+    getter = {"ExpressionSet": "fData(x)", "matrix": "x"}.get(container, "rowData(x)")
+    record = {"ExpressionSet": "notes(x)", "matrix": "metadata(x)"}.get(container, "metadata(x)")
+    np.testing.assert_allclose(rvalue(f"{getter}$bioqpfs_weight", out), ref.weights, rtol=0, atol=1e-12)
+    assert rvalue(f"{getter}$bioqpfs_selected", out) == ref.selected_mask.tolist()
+    for col in ("weight", "rank", "selected", "class"):
+        assert rvalue(f"{getter}$bioqpfs_{col}", out) == rvalue(f"{getter}$bioqpfs_{col}", named), col
+    assert rvalue(f"{record}$bioqpfs$params$method", out) == ["qpfs_cover"]
+    assert rvalue(f"{record}$bioqpfs$params$preset", out) == ["default"]
+    assert rvalue(f"{record}$bioqpfs$params$preset", named) == ["paper"]
+    assert rvalue(f"{record}$bioqpfs$params$class_weight", out) == ["balanced"]
+    assert rvalue(f"{record}$bioqpfs$params$discretization", out) == ["auto"]
+    assert rvalue(f"{record}$bioqpfs$selected", out) == rvalue(f"{record}$bioqpfs$selected", named)
+    # a parameter given with the default overrides the recipe's, still recorded as the default preset
+    quantile = br.select_genes(robj, labels, n_genes=5, discretization="quantile")
+    assert rvalue(f"{record}$bioqpfs$params$discretization", quantile) == ["quantile"]
+    assert rvalue(f"{record}$bioqpfs$params$preset", quantile) == ["default"]
+
+
+def test_reticulate_default_is_the_default_recipe():
+    """The R package's route with method = NULL: same key, preset and numbers as tl.select_genes(method=None)."""
+    import anndata as ad
+
+    X, y = toy_expression(seed=11)
+    data = np.asfortranarray(X.T).astype("<f8").tobytes(order="F")
+    genes = [f"g{i}" for i in range(X.shape[1])]
+    res = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method=None, n_genes=4.0,
+                                params={"n_bins": 3.0})
+    assert res["key"] == "bioqpfs"
+    adata = ad.AnnData(X=X.copy(), obs=pd.DataFrame({"labels": pd.Categorical(y)}, index=[str(i) for i in range(y.size)]),
+                       var=pd.DataFrame(index=genes))
+    bioqpfs.tl.select_genes(adata, "labels", n_genes=4, n_bins=3)
+    assert res["columns"]["bioqpfs_weight"] == adata.var["bioqpfs_weight"].tolist()
+    assert res["columns"]["bioqpfs_class"] == adata.var["bioqpfs_class"].tolist()
+    params = res["record"]["params"]
+    assert params["method"] == "qpfs_cover" and params["preset"] == "default"
+    assert params["class_weight"] == "balanced" and params["discretization"] == "auto"
+    assert isinstance(params["n_bins"], int)   # whole R numbers coerced for the resolved method
+    ref = bioqpfs.select(X, y, method="qpfs_cover", class_weight="balanced", discretization="auto", n_bins=3,
+                         n_genes=4)
+    np.testing.assert_allclose(res["columns"]["bioqpfs_weight"], ref.weights, rtol=0, atol=1e-12)
+    assert res["record"]["selected"] == [genes[i] for i in ref.selected]
+
+
 def test_select_genes_label_errors():
     X, y = toy_expression()
     se = R("function(m, y) SummarizedExperiment(assays = list(logcounts = t(m)), colData = DataFrame(type = y))")(
@@ -225,8 +284,9 @@ def test_reticulate_entry_point_matches_tl_on_raw_bytes():
     X, y = toy_expression(seed=11)
     data = np.asfortranarray(X.T).astype("<f8").tobytes(order="F")   # what writeBin(as.double(m)) sends
     genes = [f"g{i}" for i in range(X.shape[1])]
-    res = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), n_genes=4.0,
+    res = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="qpfs", n_genes=4.0,
                                 params={"n_bins": 3.0})
+    assert res["key"] == "qpfs"
     adata = ad.AnnData(X=X.copy(), obs=pd.DataFrame({"c": pd.Categorical(y)}, index=[str(i) for i in range(y.size)]),
                        var=pd.DataFrame(index=genes))
     bioqpfs.tl.select_genes(adata, "c", method="qpfs", n_genes=4, n_bins=3)

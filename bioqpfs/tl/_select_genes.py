@@ -10,7 +10,7 @@ from .. import _progress, _threads
 from .._anndata import check_mask, check_use_raw, get_obs_rep, is_record, key_columns, obs_labels, source_params
 from .._io import to_storable
 from .._jit import announce_compilation
-from .._registry import method_function, resolve_method, select
+from .._registry import method_function, resolve_method, result_key, select
 from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
 
 
@@ -245,7 +245,7 @@ def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", la
     source = check_use_raw(adata, layer, use_raw)[1]
     mask = check_mask(adata, mask_var)
     labels = obs_labels(adata, groupby)
-    key = key_added if key_added is not None else (method if named is not None else "bioqpfs")
+    key = result_key(named, key_added)
     stale = _check_key(adata, key)
     duplicated = _warn_duplicated_names(adata)
     start = logg.info(f"selecting {n_genes if n_genes != 'auto' else 'n_genes=auto'} genes with {method!r} by {groupby!r} on {source}")

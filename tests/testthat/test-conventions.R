@@ -44,7 +44,7 @@ test_that("an interpreter chosen with reticulate::use_python() is honoured", {
 
 test_that("metadata() records the labels column and the assay; ranks are integers", {
     skipIfNoEngine()
-    out <- selectGenes(toySE(), "type", nGenes = 5, assay.type = "counts")
+    out <- selectGenes(toySE(), "type", method = "qpfs", nGenes = 5, assay.type = "counts")
     params <- metadata(out)$qpfs$params
     expect_identical(params$groupby, "type")
     expect_identical(params$assay, "counts")
@@ -52,14 +52,14 @@ test_that("metadata() records the labels column and the assay; ranks are integer
     expect_null(params$layer)
     expect_null(params$mask_var)
     expect_false("None" %in% unlist(params))
-    expect_identical(metadata(selectGenes(toySCE(), "type", nGenes = 5))$qpfs$params$assay, "logcounts")
-    expect_identical(notes(selectGenes(toyESet(), "type", nGenes = 5))$qpfs$params[c("groupby", "assay")],
+    expect_identical(metadata(selectGenes(toySCE(), "type", method = "qpfs", nGenes = 5))$qpfs$params$assay, "logcounts")
+    expect_identical(notes(selectGenes(toyESet(), "type", method = "qpfs", nGenes = 5))$qpfs$params[c("groupby", "assay")],
                      list(groupby = "type", assay = "exprs"))
     expect_type(rowData(out)$qpfs_rank, "integer")
     expect_setequal(rowData(out)$qpfs_rank, 1:40)
     ## a vector of labels is recorded as such; a matrix has no assay
     t <- toyMatrix()
-    res <- selectGenes(t$m, t$cls, nGenes = 5)
+    res <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5)
     expect_identical(metadata(res)$qpfs$params$groupby, "labels")
     expect_null(metadata(res)$qpfs$params$assay)
     ## a method that ranks only its picks: unranked genes are NA, still integer
@@ -75,14 +75,14 @@ test_that("subset.row restricts the candidates (logical, indices or names) like 
     keep <- c(2:4, 10:30)
     ref <- pythonReference(t$m[keep, ], t$cls, nGenes = 5)        # the subset alone, selected in Python
     for (subset in list(keep, seq_len(40) %in% keep, rownames(t$m)[rev(keep)])) {
-        res <- selectGenes(t$m, t$cls, nGenes = 5, subset.row = subset)
+        res <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5, subset.row = subset)
         expect_equal(res$qpfs_weight[keep], ref$weight, tolerance = 1e-12)
         expect_identical(res$qpfs_rank[keep], as.integer(ref$rank))
         expect_true(all(is.na(res$qpfs_weight[-keep])) && all(is.na(res$qpfs_rank[-keep])))
         expect_false(any(res$qpfs_selected[-keep]))
         expect_identical(sum(res$qpfs_selected), 5L)
     }
-    se <- selectGenes(toySE(), "type", nGenes = 5, subset.row = keep)
+    se <- selectGenes(toySE(), "type", method = "qpfs", nGenes = 5, subset.row = keep)
     expect_identical(rowData(se)$qpfs_rank, res$qpfs_rank)
     expect_error(selectGenes(t$m, t$cls, subset.row = c("gene1", "nosuch")), "1 gene\\(s\\) not in the row names \\(nosuch\\)")
     expect_error(selectGenes(t$m, t$cls, subset.row = c(TRUE, FALSE)), "one TRUE/FALSE per gene \\(40\\)")
@@ -96,12 +96,12 @@ test_that("a dgCMatrix goes through the ANY method and stays sparse across the b
     sparse <- Matrix::Matrix(m, sparse = TRUE)
     expect_s4_class(sparse, "dgCMatrix")
     ref <- pythonReference(m, t$cls, nGenes = 5)
-    res <- selectGenes(sparse, t$cls, nGenes = 5)
+    res <- selectGenes(sparse, t$cls, method = "qpfs", nGenes = 5)
     expect_identical(bioqpfs:::.bioqpfsState$lastTransfer, list(format = "csr", blocks = 1L))
     expect_equal(res$qpfs_weight, ref$weight, tolerance = 1e-12)
     expect_identical(res$qpfs_rank, as.integer(ref$rank))
     se <- SummarizedExperiment::SummarizedExperiment(list(counts = sparse), colData = S4Vectors::DataFrame(type = t$cls))
-    expect_identical(rowData(selectGenes(se, "type", nGenes = 5))$qpfs_rank, res$qpfs_rank)
+    expect_identical(rowData(selectGenes(se, "type", method = "qpfs", nGenes = 5))$qpfs_rank, res$qpfs_rank)
     expect_identical(bioqpfs:::.bioqpfsState$lastTransfer$format, "csr")
 })
 
@@ -115,7 +115,7 @@ test_that("a DelayedMatrix is sent block by block, sparse when its seed is spars
     suppressMessages(DelayedArray::setAutoBlockSize(40 * 8 * 8))                  # 8 samples of doubles per block: 5 blocks
     for (seed in list(m, Matrix::Matrix(m, sparse = TRUE))) {
         delayed <- DelayedArray::DelayedArray(seed)
-        res <- selectGenes(delayed, t$cls, nGenes = 5)
+        res <- selectGenes(delayed, t$cls, method = "qpfs", nGenes = 5)
         transfer <- bioqpfs:::.bioqpfsState$lastTransfer
         expect_identical(transfer$blocks, 5L)
         expect_identical(transfer$format, if (is.matrix(seed)) "dense" else "csr")
@@ -123,7 +123,7 @@ test_that("a DelayedMatrix is sent block by block, sparse when its seed is spars
         expect_identical(res$qpfs_rank, as.integer(ref$rank))
     }
     ## a delayed operation on top (log1p) is realised block by block too
-    res <- selectGenes(log1p(DelayedArray::DelayedArray(m)), t$cls, nGenes = 5)
+    res <- selectGenes(log1p(DelayedArray::DelayedArray(m)), t$cls, method = "qpfs", nGenes = 5)
     expect_identical(bioqpfs:::.bioqpfsState$lastTransfer$blocks, 5L)
     expect_equal(res$qpfs_weight, pythonReference(log1p(m), t$cls, nGenes = 5)$weight, tolerance = 1e-12)
 })

@@ -16,7 +16,7 @@ expectPanel <- function(cols, nGenes, genes, key = "qpfs") {
 test_that("matrix method returns a DataFrame with the result columns and the record in metadata()", {
     skipIfNoEngine()
     t <- toyMatrix()
-    res <- selectGenes(t$m, t$cls, nGenes = 4)
+    res <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 4)
     expect_s4_class(res, "DataFrame")
     expect_identical(rownames(res), rownames(t$m))
     expect_identical(colnames(res), c("qpfs_weight", "qpfs_rank", "qpfs_selected"))
@@ -35,16 +35,16 @@ test_that("matrix method returns a DataFrame with the result columns and the rec
 test_that("SummarizedExperiment method writes rowData and metadata; labels by column or vector agree", {
     skipIfNoEngine()
     se <- toySE()
-    out <- selectGenes(se, "type", nGenes = 5)
+    out <- selectGenes(se, "type", method = "qpfs", nGenes = 5)
     expect_s4_class(out, "SummarizedExperiment")
     rd <- rowData(out)
     expect_identical(rd$symbol, rowData(se)$symbol)        # existing columns are kept
     expectPanel(rd, 5, rownames(se))
     expect_identical(metadata(out)$qpfs$params$groupby, "type")
-    byVector <- selectGenes(se, as.character(se$type), nGenes = 5)
+    byVector <- selectGenes(se, as.character(se$type), method = "qpfs", nGenes = 5)
     expect_identical(rowData(byVector), rd)
     ## another assay, key and method parameter
-    out2 <- selectGenes(se, "type", nGenes = 3, assay.type = "counts", keyAdded = "corr",
+    out2 <- selectGenes(se, "type", method = "qpfs", nGenes = 3, assay.type = "counts", keyAdded = "corr",
                         similarity = "correlation")
     expectPanel(rowData(out2), 3, rownames(se), key = "corr")
     expect_identical(metadata(out2)$corr$params$similarity, "correlation")
@@ -54,23 +54,23 @@ test_that("SummarizedExperiment method writes rowData and metadata; labels by co
 test_that("SingleCellExperiment method defaults to logcounts", {
     skipIfNoEngine()
     sce <- toySCE()
-    out <- selectGenes(sce, "type", nGenes = 5)
+    out <- selectGenes(sce, "type", method = "qpfs", nGenes = 5)
     expect_s4_class(out, "SingleCellExperiment")
-    ref <- selectGenes(toySE(), "type", nGenes = 5, assay.type = "logcounts")
+    ref <- selectGenes(toySE(), "type", method = "qpfs", nGenes = 5, assay.type = "logcounts")
     for (col in c("qpfs_weight", "qpfs_rank", "qpfs_selected")) {
         expect_identical(rowData(out)[[col]], rowData(ref)[[col]])
     }
-    counts <- selectGenes(sce, "type", nGenes = 5, assay.type = "counts")
+    counts <- selectGenes(sce, "type", method = "qpfs", nGenes = 5, assay.type = "counts")
     expect_false(identical(rowData(counts)$qpfs_weight, rowData(out)$qpfs_weight))
 })
 
 test_that("ExpressionSet method writes fData and notes", {
     skipIfNoEngine()
     es <- toyESet()
-    out <- selectGenes(es, "type", nGenes = 5)
+    out <- selectGenes(es, "type", method = "qpfs", nGenes = 5)
     expect_s4_class(out, "ExpressionSet")
     expectPanel(fData(out), 5, Biobase::featureNames(es))
-    expect_identical(notes(out)$qpfs$selected, metadata(selectGenes(toySE(), "type", nGenes = 5))$qpfs$selected)
+    expect_identical(notes(out)$qpfs$selected, metadata(selectGenes(toySE(), "type", method = "qpfs", nGenes = 5))$qpfs$selected)
 })
 
 test_that("every method gives the same numbers as bioqpfs.select called directly in Python", {
@@ -79,10 +79,10 @@ test_that("every method gives the same numbers as bioqpfs.select called directly
     for (params in list(list(), list(similarity = "correlation"))) {
         ref <- pythonReference(t$m, t$cls, nGenes = 5, params = params)
         results <- list(
-            matrix = do.call(selectGenes, c(list(t$m, t$cls, nGenes = 5), params)),
-            SummarizedExperiment = rowData(do.call(selectGenes, c(list(toySE(), "type", nGenes = 5), params))),
-            SingleCellExperiment = rowData(do.call(selectGenes, c(list(toySCE(), "type", nGenes = 5), params))),
-            ExpressionSet = fData(do.call(selectGenes, c(list(toyESet(), "type", nGenes = 5), params))))
+            matrix = do.call(selectGenes, c(list(t$m, t$cls, method = "qpfs", nGenes = 5), params)),
+            SummarizedExperiment = rowData(do.call(selectGenes, c(list(toySE(), "type", method = "qpfs", nGenes = 5), params))),
+            SingleCellExperiment = rowData(do.call(selectGenes, c(list(toySCE(), "type", method = "qpfs", nGenes = 5), params))),
+            ExpressionSet = fData(do.call(selectGenes, c(list(toyESet(), "type", method = "qpfs", nGenes = 5), params))))
         for (cls in names(results)) {
             r <- results[[cls]]
             expect_equal(r$qpfs_weight, ref$weight, tolerance = 1e-12, label = paste(cls, "weights"))
@@ -90,6 +90,51 @@ test_that("every method gives the same numbers as bioqpfs.select called directly
             expect_identical(r$qpfs_selected, ref$selected, label = paste(cls, "panel"))
         }
     }
+})
+
+test_that("method = NULL (the default) runs the default recipe of every face, stored under 'bioqpfs'", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    ## the recipe named explicitly (Python bioqpfs.DEFAULT_PANEL), in a separate Python process
+    recipe <- list(class_weight = "balanced", discretization = "auto")
+    ref <- pythonReference(t$m, t$cls, method = "qpfs_cover", nGenes = 5, params = recipe)
+    named <- function(x, labels) do.call(selectGenes, c(list(x, labels, method = "qpfs_cover", nGenes = 5,
+                                                             keyAdded = "bioqpfs"), recipe))
+    runs <- list(
+        matrix = list(selectGenes(t$m, t$cls, nGenes = 5), named(t$m, t$cls), identity, metadata),
+        SummarizedExperiment = list(selectGenes(toySE(), "type", nGenes = 5), named(toySE(), "type"),
+                                    rowData, metadata),
+        SingleCellExperiment = list(selectGenes(toySCE(), "type", nGenes = 5), named(toySCE(), "type"),
+                                    rowData, metadata),
+        ExpressionSet = list(selectGenes(toyESet(), "type", nGenes = 5), named(toyESet(), "type"), fData, notes))
+    for (cls in names(runs)) {
+        r <- runs[[cls]]
+        cols <- r[[3]](r[[1]])
+        expect_identical(grep("^bioqpfs_", colnames(cols), value = TRUE),
+                         c("bioqpfs_weight", "bioqpfs_rank", "bioqpfs_selected", "bioqpfs_class"), label = cls)
+        expect_equal(cols$bioqpfs_weight, ref$weight, tolerance = 1e-12, label = paste(cls, "weights"))
+        expect_identical(cols$bioqpfs_rank, as.integer(ref$rank), label = paste(cls, "ranks"))
+        expect_identical(cols$bioqpfs_selected, ref$selected, label = paste(cls, "panel"))
+        expect_identical(as.data.frame(cols)[grep("^bioqpfs_", colnames(cols))],
+                         as.data.frame(r[[3]](r[[2]]))[grep("^bioqpfs_", colnames(cols))], label = cls)
+        rec <- r[[4]](r[[1]])$bioqpfs
+        explicit <- r[[4]](r[[2]])$bioqpfs
+        expect_identical(rec$params[c("method", "preset", "class_weight", "discretization")],
+                         list(method = "qpfs_cover", preset = "default", class_weight = "balanced",
+                              discretization = "auto"), label = cls)
+        expect_identical(explicit$params$preset, "paper", label = cls)     # a named method: its paper settings
+        expect_identical(rec$params[setdiff(names(rec$params), "preset")],
+                         explicit$params[setdiff(names(explicit$params), "preset")], label = cls)
+        expect_identical(rec$selected, explicit$selected, label = cls)
+    }
+    ## a parameter given with the default overrides the recipe's
+    quantile <- selectGenes(t$m, t$cls, nGenes = 5, discretization = "quantile")
+    expect_identical(metadata(quantile)$bioqpfs$params[c("preset", "discretization")],
+                     list(preset = "default", discretization = "quantile"))
+    qref <- pythonReference(t$m, t$cls, method = "qpfs_cover", nGenes = 5,
+                            params = list(class_weight = "balanced", discretization = "quantile"))
+    expect_equal(quantile$bioqpfs_weight, qref$weight, tolerance = 1e-12)
+    expect_false(isTRUE(all.equal(quantile$bioqpfs_weight, ref$weight)))
 })
 
 test_that("bioqpfsMethods lists the registered methods", {
