@@ -308,30 +308,27 @@ def _method_arg(text):
     return text
 
 
-def _ranks_arg(text):
-    """``--plot-ranks``: 'auto', 'all' or a positive integer (pl.weights' ``n_ranks``)."""
-    if text.strip().lower() in ("auto", "all"):
+def _positive_int_or(text, words, expected):
+    """A positive integer, or one of ``words`` (any case): the shared type of the options below."""
+    if text.strip().lower() in words:
         return text.strip().lower()
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 'auto', 'all' or a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def _ranks_arg(text):
+    """``--plot-ranks``: 'auto', 'all' or a positive integer (pl.weights' ``n_ranks``)."""
+    return _positive_int_or(text, ("auto", "all"), "'auto', 'all' or a positive integer")
 
 
 def _n_genes_arg(text):
     """``select --n-genes``: a positive integer or ``auto`` (tl.select_genes' ``n_genes="auto"``)."""
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}")
-    return value
+    return _positive_int_or(text, ("auto",), "a positive integer or 'auto'")
 
 
 def _int_list(text):

@@ -112,6 +112,15 @@ def mdl_cuts(values, labels):
     return sorted(cuts)
 
 
+def simplex_kkt_violation(G, a, x):
+    """Max violation of the KKT conditions of min 1/2 x'Gx - a'x on the simplex, from scratch: gradient equal
+    on the support, not below it off the support, sum 1, x >= 0."""
+    g = G @ x - a
+    S = x > 1e-9
+    nu = g[S].mean()
+    return max(np.abs(g[S] - nu).max(), max(0.0, (nu - g[~S]).max(initial=0.0)), abs(x.sum() - 1), -min(0, x.min()))
+
+
 def simplex_qp_bruteforce(G, a):
     """Exact minimiser of 1/2 x'Gx - a'x on the simplex by enumerating supports (small M, G PD).
 

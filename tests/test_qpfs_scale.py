@@ -17,13 +17,7 @@ from bioqpfs._kernels import simplex_qp as sq
 from bioqpfs.selectors import qpfs as qmod
 from bioqpfs.selectors.eqpfs import eqpfs
 
-
-def kkt_violation(G, a, x):
-    """Independent KKT check of min 1/2 x'Gx - a'x on the simplex: returns the max violation."""
-    g = G @ x - a
-    S = x > 1e-9
-    nu = g[S].mean()
-    return max(np.abs(g[S] - nu).max(), max(0.0, (nu - g[~S]).max(initial=0.0)), abs(x.sum() - 1), -min(0, x.min()))
+kkt_violation = ref.simplex_kkt_violation
 
 
 def quadprog_dense(G, a):
