@@ -36,7 +36,7 @@ def srbct():
 def srbct_mi(srbct):
     X, y, _ = srbct
     codes = measures.discretize(X)
-    return measures.mutual_information(codes), measures.relevance(codes, y, discretization=None)
+    return measures.mutual_information(codes, discretization=None), measures.relevance(codes, y, discretization=None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -401,3 +401,29 @@ def test_registry_tl_and_cli_reach_the_new_options(tmp_path):
     assert list(res.uns["qpfs"]["selected"][:2]) == genes
     assert res.uns["qpfs"]["params"]["nystrom_rate"] == 0.5
     assert res.uns["qpfs"]["diagnostics"]["n_preselected"] == 2
+
+
+def test_psd_fix_none_sign_by_a_loose_lanczos_run(srbct_mi, monkeypatch):
+    """psd_fix="none" needs only the sign of lambda_min: a loose Lanczos run whose Ritz value (never below
+    lambda_min) is negative settles it; a non-negative one is confirmed at full precision (issue 14)."""
+    Q, F = srbct_mi
+    m = 600                                   # above the dense-LAPACK size: the Lanczos path
+    Q, F = Q[:m, :m], F[:m]
+    alpha = 0.5
+    exact = float(np.linalg.eigvalsh((1 - alpha) * Q)[0])   # the independent reference
+    assert exact < 0                          # real MI matrices are indefinite
+    calls = []
+    real = qmod.simplex_qp.smallest_eigenvalue
+    monkeypatch.setattr(qmod.simplex_qp, "smallest_eigenvalue",
+                        lambda G, **kw: calls.append(kw.get("tol")) or real(G, **kw))
+    x, d = qmod.solve_qpfs(Q, F, alpha, psd_fix="none")
+    assert calls == [qmod.NONE_SIGN_TOL] and d["indefinite"] and d["psd_fix_applied"] == "none"
+    assert exact <= d["min_eigenvalue"] <= 0.95 * exact   # an upper bound, within 5% of the value
+    G0 = (1 - alpha) * Q
+    assert d["local"] and kkt_violation(G0, alpha * F, x) < 1e-8
+    # a PSD Q: the loose run is not trusted, the full run confirms "none needed" and a convex problem
+    calls.clear()
+    P = Q - exact / (1 - alpha) * np.eye(m) + 1e-3 * np.eye(m)
+    x, d = qmod.solve_qpfs(P, F, alpha, psd_fix="none")
+    assert calls == [qmod.NONE_SIGN_TOL, None] and d["psd_fix_applied"] == "none needed" and not d["local"]
+    assert d["min_eigenvalue"] == pytest.approx(float(np.linalg.eigvalsh((1 - alpha) * P)[0]), rel=1e-6)
