@@ -27,13 +27,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, assume, event, given, settings  # the dev extra installs it
+from hypothesis import strategies as st
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, assume, event, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-import bioqpfs  # noqa: E402
-from bioqpfs import measures  # noqa: E402
+import bioqpfs
+from bioqpfs import measures
 
 _SCALE = {"ci": 1, "long": 50}
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True,
