@@ -110,7 +110,7 @@ def _write_error(e, path):
 def atomic_path(path):
     """Yield a temporary path next to ``path``; move it into place only if the block succeeds.
 
-    The temporary file ``.<name>.bioqpfs-tmp-XXXX<suffix>`` (:data:`TMP_MARK`) is in the output's
+    The temporary file ``.<name>.bioqpfs-tmp-<random><suffix>`` (:data:`TMP_MARK`) is in the output's
     directory (so the final ``os.replace`` is atomic), flushed to the disk (``fsync``) before the
     replace and the directory after it, so a crash of the machine right after leaves the old file
     or the whole new one, never an empty one.  The result gets the mode a plain ``open()`` would
