@@ -169,3 +169,23 @@ def test_the_private_name_check_finds_what_it_should(tmp_path):
     found = sorted((f, a) for f, _, a in private_name_accesses(pkg))
     assert found == [("bioqpfs/evaluate.py", "from bioqpfs.tl._select_genes import _expression"),
                      ("bioqpfs/selectors/x.py", "measures._codes")]
+
+
+def test_every_shipped_data_file_is_package_data():
+    """A non-Python file inside ``bioqpfs/`` (the bundled datasets, ``r/helpers.R``) reaches the wheel only when
+    pyproject.toml's ``[tool.setuptools.package-data]`` names it: an editable install finds it anyway, so
+    without this check a missing pattern shows only on a user's machine."""
+    import fnmatch
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(bioqpfs.__file__).parent
+    patterns = tomllib.loads((root.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    unshipped = []
+    for path in sorted(root.rglob("*")):
+        if path.is_dir() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
+            continue
+        package = ".".join(path.parent.relative_to(root.parent).parts)
+        if not any(fnmatch.fnmatch(path.name, p) for p in patterns.get(package, [])):
+            unshipped.append(path.relative_to(root.parent).as_posix())
+    assert not unshipped, f"not in [tool.setuptools.package-data]: {unshipped}"
