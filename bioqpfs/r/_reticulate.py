@@ -115,11 +115,13 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
     matrix, i.e. sample after sample: the buffer read as C-order (n_samples, n_features) *is* the
     samples x genes matrix AnnData wants.  ``groupby`` is the colData column the labels came from (or
     ``"labels"`` for a vector) and ``assay`` the assay used; both are recorded in the parameters.
-    ``method=None`` (R's ``method = NULL``) is the default recipe, as in :func:`bioqpfs.tl.select_genes`.
+    ``method=None`` (R's ``method = NULL``) is the default recipe and ``n_genes="auto"`` the one-SE size of a
+    cross-validated error curve, both as in :func:`bioqpfs.tl.select_genes`.
 
     Returns plain lists/dicts: ``key`` (where the result is stored: ``key_added``, else the method, else
     ``"bioqpfs"``), ``columns`` (name -> list), ``kinds`` (name -> "double"/"integer"/"logical"/"character";
-    ranks are "integer", NaN for unranked genes), ``record`` (params, diagnostics, selected) and
+    ranks are "integer", NaN for unranked genes), ``record`` (params, diagnostics, selected, and
+    ``n_genes_auto`` with ``n_genes="auto"``) and
     ``transfer`` (format "dense"/"csr" and number of blocks received).
     """
     import anndata as ad
@@ -144,7 +146,9 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
                                         index=pd.Index([str(i) for i in range(n_samples)])))
     key = result_key(method, key_added)
     params = _coerce_params(resolve_method(method, {})[0], dict(params or {}))
-    tl_select_genes(adata, groupby, method=method, n_genes=int(n_genes), key_added=key,
+    if isinstance(n_genes, float) and n_genes.is_integer():   # R numbers arrive as floats; "auto" stays a str
+        n_genes = int(n_genes)
+    tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key,
                     random_state=None if random_state is None else int(random_state), **params)
     record_assay(adata, key, assay)
     columns, kinds = {}, {}

@@ -67,7 +67,10 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
         ``None`` (default): the default panel recipe :data:`bioqpfs.DEFAULT_PANEL`, stored under the key
         ``"bioqpfs"`` with ``params$preset = "default"``; a method name (``"qpfs"`` ...) runs that method
         with its published settings, stored under its name.  As in :func:`bioqpfs.tl.select_genes`.
-    n_genes, key_added, random_state, **params
+    n_genes : int or "auto"
+        Panel size, or ``"auto"``: the one-SE size of a cross-validated error curve of the method, as in
+        :func:`bioqpfs.tl.select_genes` (the choice and the curve go to the record's ``n_genes_auto``).
+    key_added, random_state, **params
         As in :func:`bioqpfs.tl.select_genes`.
     assay : str, optional
         The assay to select from (default the first; ``exprs`` for an ExpressionSet).
@@ -78,7 +81,8 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
         A modified copy of ``robj`` (R objects are values) with rowData (fData) columns
         ``<key>_weight``, ``<key>_rank``, ``<key>_selected`` (+ method-specific ``<key>_*``) and
         ``metadata(x)[[key]]`` (``notes(x)[[key]]`` for an ExpressionSet) = list(params,
-        diagnostics, selected).  A matrix gives an S4Vectors DataFrame of those columns, with the
+        diagnostics, selected), plus ``n_genes_auto`` (``n_genes``, ``rule``, ``grid``, ``curve``: a
+        named list of columns) with ``n_genes="auto"``.  A matrix gives an S4Vectors DataFrame of those columns, with the
         record in its ``metadata()``.
     """
     from ..tl import select_genes as tl_select_genes
