@@ -179,7 +179,7 @@ def test_every_shipped_data_file_is_package_data():
     import pathlib
     import tomllib
 
-    root = pathlib.Path(bioqpfs.__file__).parent
+    root = pathlib.Path(__file__).parents[1] / "bioqpfs"      # the source tree, whatever install is imported
     patterns = tomllib.loads((root.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     unshipped = []
     for path in sorted(root.rglob("*")):
