@@ -38,7 +38,15 @@
 #'   `...` override the recipe's), or a method name from [bioqpfsMethods()],
 #'   e.g. `"qpfs"`, run with its published settings.
 #' @param nGenes Panel size: the `nGenes` best-ranked genes get
-#'   `<key>_selected = TRUE`.
+#'   `<key>_selected = TRUE`.  `"auto"` chooses it as Python's
+#'   `tl.select_genes(n_genes = "auto")` does: a cross-validated error curve
+#'   of the same method and parameters (selection refit in every training
+#'   fold; 5-fold stratified, fewer folds when a class has fewer than 5
+#'   samples; linear SVM; seeded by `randomState`) over 5, 10, 15, 20, 30, 40,
+#'   50, 75 and 100 genes (capped by the number of genes), then the smallest
+#'   size within one standard error of the best (the one-SE rule,
+#'   `bioqpfs.evaluate.suggest_n_genes`).  It costs several fixed-size runs.
+#'   The choice and the curve are recorded in `metadata()` (see Value).
 #' @param assay.type The assay to select from: a name or index of
 #'   `assays(x)` (default the first assay; `"logcounts"` for a
 #'   SingleCellExperiment), or an `assayData` element of an ExpressionSet
@@ -63,6 +71,12 @@
 #'   recipe, `"paper"` for a named method --, `groupby`, the colData column of
 #'   the labels or `"labels"` for a vector, and `assay`, the assay used),
 #'   `diagnostics` and `selected` (the panel's gene names in rank order).
+#'   With `nGenes = "auto"` it also holds `n_genes_auto`: `n_genes` (the
+#'   chosen size, also in `params$n_genes`), `rule`, `grid` (the sizes
+#'   compared) and `curve` (a named list of equal-length columns, one row per
+#'   size: `n_genes`, `mean_error`, `sd_error`, `se_error`, ...;
+#'   `as.data.frame()` gives the table), as Python's `tl.select_genes` stores
+#'   them in `.uns`.
 #' * ExpressionSet: the same columns in `fData(x)`, the record in
 #'   `notes(x)[[key]]`.
 #' * matrix (any matrix-like object): an [S4Vectors::DataFrame] with those
@@ -121,8 +135,10 @@ setGeneric("selectGenes", function(x, labels, ...) {
         stop("bioqpfs: 'method' must be NULL (the default recipe) or one method name, e.g. \"qpfs\" ",
              "(see bioqpfsMethods())", call. = FALSE)
     }
-    if (!is.numeric(nGenes) || length(nGenes) != 1L || is.na(nGenes) || nGenes < 1 || nGenes != round(nGenes)) {
-        stop("bioqpfs: 'nGenes' must be one positive whole number, not ", deparse(nGenes), call. = FALSE)
+    if (!identical(nGenes, "auto") && (!is.numeric(nGenes) || length(nGenes) != 1L || is.na(nGenes) ||
+                                        nGenes < 1 || nGenes != round(nGenes))) {
+        stop("bioqpfs: 'nGenes' must be one positive whole number or \"auto\", not ", deparse(nGenes),
+             call. = FALSE)
     }
     if (length(params) && (is.null(names(params)) || any(!nzchar(names(params))))) {
         stop("bioqpfs: extra arguments must be named method parameters, e.g. similarity = \"correlation\"",
@@ -137,7 +153,8 @@ setGeneric("selectGenes", function(x, labels, ...) {
     res <- tryCatch({
         data <- .sendMatrix(engine, mat)
         engine$`_reticulate_select`(data, ncol(mat), nrow(mat), as.character(genes[if (is.null(keep)) TRUE else keep]),
-                                    labels, method = method, n_genes = as.integer(nGenes),
+                                    labels, method = method,
+                                    n_genes = if (identical(nGenes, "auto")) nGenes else as.integer(nGenes),
                                     key_added = if (is.null(keyAdded)) NULL else as.character(keyAdded),
                                     random_state = if (is.null(randomState)) NULL else as.integer(randomState),
                                     params = params, groupby = groupby, assay = assay)

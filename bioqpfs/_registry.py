@@ -3,12 +3,20 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import _progress, _threads
 from ._selection import Selection
 from ._validation import validate_random_state
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from ._typing import MatrixLike, SeedLike
 
 __all__ = ["select", "methods", "register", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
            "DEFAULT_KEY", "resolve_method", "result_key"]
@@ -169,8 +177,9 @@ def method_function(method):
     return getattr(importlib.import_module(entry.module), entry.function)
 
 
-def select(X, y, *, method=None, n_genes=None, random_state=0, feature_names=None, progress=None, n_jobs=None,
-           **params) -> Selection:
+def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: int | None = None,
+           random_state: SeedLike = 0, feature_names: Sequence[str] | None = None, progress: bool | None = None,
+           n_jobs: int | None = None, **params) -> Selection:
     """Select genes with the named method.
 
     Parameters

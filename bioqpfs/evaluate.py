@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -35,12 +36,23 @@ from ._registry import select
 from ._selection import Selection
 from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any, Literal
+
+    from anndata import AnnData
+    from numpy.typing import ArrayLike
+    from sklearn.base import BaseEstimator
+    from sklearn.model_selection import BaseCrossValidator
+
+    from ._typing import MaskLike, MatrixLike, SeedLike
+
 __all__ = ["error_curve", "compare", "suggest_n_genes", "make_classifier", "DEFAULT_N_GENES", "DEFAULT_METRICS"]
 
 DEFAULT_N_GENES = (5, 10, 20, 50)
 
 
-def make_classifier(classifier="linear_svm"):
+def make_classifier(classifier: str | BaseEstimator = "linear_svm") -> BaseEstimator:
     """The classifier of the protocol, by name, or a clone of a given scikit-learn classifier.
 
     ``"linear_svm"``: ``SVC(kernel="linear", C=1)`` -- LIBSVM's linear SVM as in the QPFS and SPEC_CMI
@@ -322,9 +334,15 @@ def _dense(block):
 # --------------------------------------------------------------------------------------------
 # the curve
 # --------------------------------------------------------------------------------------------
-def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier="linear_svm", cv=None,
-                repeats=1, scoring=None, refit_selection=None, method_params=None, layer=None, use_raw=None,
-                mask_var=None, feature_names=None, random_state=0, return_folds=False, progress=None, n_jobs=None):
+def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
+                selections: str | Selection | pd.DataFrame | Sequence[Any] | Mapping[str, Any], *,
+                n_genes: int | Sequence[int] = DEFAULT_N_GENES, classifier: str | BaseEstimator = "linear_svm",
+                cv: int | Literal["loo"] | BaseCrossValidator | None = None, repeats: int = 1,
+                scoring: str | Callable | None = None, refit_selection: bool | None = None,
+                method_params: Mapping[str, Mapping[str, Any]] | None = None, layer: str | None = None,
+                use_raw: bool | None = None, mask_var: MaskLike = None, feature_names: Sequence[str] | None = None,
+                random_state: SeedLike = 0, return_folds: bool = False, progress: bool | None = None,
+                n_jobs: int | None = None) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
     """Cross-validated classification error of the top-k genes of one or several selections.
 
     Parameters
@@ -509,7 +527,7 @@ def error_curve(data, labels, selections, *, n_genes=DEFAULT_N_GENES, classifier
     return (summary, folds) if return_folds else summary
 
 
-def suggest_n_genes(table, *, score=None):
+def suggest_n_genes(table: pd.DataFrame, *, score: str | None = None) -> int | pd.Series:
     """The panel size the one-standard-error rule picks from an :func:`error_curve` table.
 
     The one-SE rule (Breiman et al., *Classification and Regression Trees*, 1984, chapter 3;
@@ -602,7 +620,10 @@ def suggest_n_genes(table, *, score=None):
     return pd.Series(chosen, name="n_genes")
 
 
-def compare(adata, groupby, methods=None, *, n_genes=DEFAULT_N_GENES, method_params=None, **kwargs):
+def compare(adata: AnnData, groupby: str, methods: str | Sequence[str] | Mapping[str, Any] | None = None, *,
+            n_genes: int | Sequence[int] = DEFAULT_N_GENES,
+            method_params: Mapping[str, Mapping[str, Any]] | None = None,
+            **kwargs) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
     """Run several selectors side by side and return their error curves (one tidy DataFrame).
 
     Parameters

@@ -1,14 +1,20 @@
 """Read results that :mod:`bioqpfs.tl` stored in an AnnData back as tidy tables."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._anndata import key_columns
 
+if TYPE_CHECKING:
+    import pandas as pd
+    from anndata import AnnData
+
 __all__ = ["selection_df"]
 
 
-def selection_df(adata, key="qpfs", *, ranked_only=True):
+def selection_df(adata: AnnData, key: str = "qpfs", *, ranked_only: bool = True) -> pd.DataFrame:
     """Tidy DataFrame of a stored selection: gene, rank, weight, selected (+ method-specific columns).
 
     Rows are in rank order; genes without a rank are dropped unless ``ranked_only=False``.

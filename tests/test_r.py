@@ -411,3 +411,64 @@ def test_select_genes_on_r_objects_records_assay_and_integer_ranks():
     ranks = rvalue("rowData(x)$mrmr_mid_rank", out)
     assert sorted(r for r in ranks if r != ro.NA_Integer) == [1, 2, 3]
     assert sum(r == ro.NA_Integer for r in ranks) == X.shape[1] - 3
+
+
+# --------------------------------------------------------------------------------------------
+# n_genes="auto" on the R faces (issue 15 item 4): the choice and the curve go to metadata()
+# --------------------------------------------------------------------------------------------
+def planted_weak(seed=1, n=80, m=60, k=12):
+    """Two classes, genes 0..k-1 each shifted by 0.8 in class B: the CV error falls with panel size for a while."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(["A", "B"], n // 2)
+    X = rng.normal(size=(n, m))
+    X[y == "B", :k] += 0.8
+    return X, y
+
+
+def one_se_size(sizes, mean, se):
+    """The one-SE rule written out: the best mean (smallest size among ties), then the smallest size within its SE."""
+    sizes, mean, se = (np.asarray(v, dtype=float) for v in (sizes, mean, se))
+    order = np.argsort(sizes, kind="stable")
+    sizes, mean, se = sizes[order], mean[order], se[order]
+    best = int(np.flatnonzero(mean == mean.min())[0])
+    return int(sizes[np.flatnonzero(mean <= mean[best] + se[best])[0]])
+
+
+def test_n_genes_auto_on_both_r_routes_records_the_choice_and_the_curve():
+    """rpy2's select_genes and the R package's entry point take n_genes="auto": the curve they record is the
+    error_curve of the method run directly on the data (default grid capped at 60 genes, 5-fold, seed 0), the
+    choice is the one-SE size of that curve, and exactly that many genes are selected."""
+    X, y = planted_weak()
+    genes = [f"g{i}" for i in range(X.shape[1])]
+    grid = [5, 10, 15, 20, 30, 40, 50, 60]
+    ref = bioqpfs.evaluate.error_curve(X, y, [("mrmr_mid", {})], n_genes=grid, cv=5, random_state=0)
+    chosen = one_se_size(ref["n_genes"], ref["mean_error"], ref["se_error"])
+    assert 5 < chosen < 60                     # a curve with something to choose
+
+    import anndata as ad
+
+    se = br.from_anndata(ad.AnnData(X=X, obs=pd.DataFrame({"type": y}, index=[f"s{i}" for i in range(y.size)]),
+                                    var=pd.DataFrame(index=genes)), to="SummarizedExperiment", assay="logcounts")
+    out = br.select_genes(se, "type", method="mrmr_mid", n_genes="auto")
+    auto = "metadata(x)$mrmr_mid$n_genes_auto"
+    assert rvalue(f"{auto}$n_genes", out) == [chosen]
+    assert rvalue("metadata(x)$mrmr_mid$params$n_genes", out) == [chosen]
+    assert rvalue(f"{auto}$grid", out) == grid
+    assert rvalue(f"{auto}$curve$n_genes", out) == grid
+    np.testing.assert_allclose(rvalue(f"{auto}$curve$mean_error", out), ref["mean_error"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rvalue(f"{auto}$curve$se_error", out), ref["se_error"], rtol=0, atol=1e-12)
+    rtrue("is.data.frame(as.data.frame(metadata(x)$mrmr_mid$n_genes_auto$curve))", out)
+    assert sum(rvalue("rowData(x)$mrmr_mid_selected", out)) == chosen
+
+    data = np.asfortranarray(X.T).astype("<f8").tobytes(order="F")
+    res = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="mrmr_mid",
+                                n_genes="auto")
+    rec = res["record"]["n_genes_auto"]
+    assert rec["n_genes"] == chosen and res["record"]["params"]["n_genes"] == chosen and rec["grid"] == grid
+    np.testing.assert_allclose(rec["curve"]["mean_error"], ref["mean_error"], rtol=0, atol=1e-12)
+    assert all(type(v) is list for v in rec["curve"].values())      # plain lists: no NumPy crosses reticulate
+    assert sum(res["columns"]["mrmr_mid_selected"]) == chosen
+    assert res["columns"]["mrmr_mid_selected"] == rvalue("rowData(x)$mrmr_mid_selected", out)
+    with pytest.raises(ValueError, match="n_genes must be a positive integer or 'auto' \\(lower case\\)"):
+        br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="mrmr_mid",
+                              n_genes="Auto")

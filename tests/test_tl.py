@@ -356,7 +356,7 @@ def test_one_accessor_serves_every_face():
     import pathlib
 
     root = pathlib.Path(bioqpfs.__file__).parent
-    for rel in ("evaluate.py", "get.py", "r.py", "pl/_redundancy.py", "pl/_panel.py", "tl/_select_genes.py"):
+    for rel in ("evaluate.py", "get.py", "r/_select.py", "pl/_redundancy.py", "pl/_panel.py", "tl/_select_genes.py"):
         tree = ast.parse((root / rel).read_text())
         names = {m.module for m in ast.walk(tree) if isinstance(m, ast.ImportFrom) and m.module}
         assert not any(n.endswith("_select_genes") for n in names), rel

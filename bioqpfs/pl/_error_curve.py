@@ -1,17 +1,30 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..evaluate import suggest_n_genes
 from ._utils import finish, new_axes
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Literal
+
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+    from .._typing import PathLike
 
 #: how the scores of :func:`bioqpfs.evaluate.error_curve` are named on the y axis
 _SCORE_LABELS = {"error": "error", "balanced_accuracy": "balanced accuracy", "f1_macro": "macro-F1",
                  "accuracy": "accuracy"}
 
 
-def error_curve(df, *, score=None, band="sd", methods=None, suggest=None, logx=None, ax=None, show=None, save=None,
-                title=None, figsize=(5, 3.5)):
+def error_curve(df: pd.DataFrame, *, score: str | None = None, band: Literal["sd", "se"] | None = "sd",
+                methods: Sequence[str] | None = None, suggest: bool | None = None, logx: bool | None = None,
+                ax: Axes | None = None, show: bool | None = None, save: PathLike | None = None,
+                title: str | None = None, figsize: tuple[float, float] = (5, 3.5)) -> Axes | None:
     """Cross-validated score (by default the error) against panel size, one line per method with a shaded band.
 
     Parameters

@@ -1,12 +1,25 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._anndata import check_use_raw
 from ._utils import finish, panel_genes
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from anndata import AnnData
+    from matplotlib.axes import Axes
+
+    from .._typing import PathLike
+
 
 _KINDS = ("dotplot", "heatmap", "matrixplot")
 
 
-def panel(adata, key="qpfs", groupby=None, *, kind="dotplot", n_genes=None, show=None, save=None, **kwargs):
+def panel(adata: AnnData, key: str = "qpfs", groupby: str | None = None, *,
+          kind: Literal["dotplot", "heatmap", "matrixplot"] = "dotplot", n_genes: int | None = None,
+          show: bool | None = None, save: PathLike | None = None, **kwargs) -> dict[str, Axes] | None:
     """The panel's expression by group, through scanpy's dot plot / heat map / matrix plot.
 
     Parameters

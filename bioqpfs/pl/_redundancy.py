@@ -1,8 +1,18 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._utils import finish, new_axes, panel_genes, stored
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from anndata import AnnData
+    from matplotlib.axes import Axes
+
+    from .._typing import PathLike
 
 
 def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=None, use_raw=None):
@@ -45,8 +55,11 @@ def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=No
     return np.asarray(Q, dtype=float), genes, measure, unit
 
 
-def redundancy(adata, key="qpfs", *, n_genes=None, measure=None, diagonal=False, annotate=None, layer=None,
-               use_raw=None, cmap="viridis", ax=None, show=None, save=None, figsize=None):
+def redundancy(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
+               measure: Literal["mi", "correlation"] | None = None, diagonal: bool = False,
+               annotate: bool | None = None, layer: str | None = None, use_raw: bool | None = None,
+               cmap: str = "viridis", ax: Axes | None = None, show: bool | None = None,
+               save: PathLike | None = None, figsize: tuple[float, float] | None = None) -> Axes | None:
     """Heat map of the redundancy Q among the genes of a stored panel (rank order).
 
     Parameters

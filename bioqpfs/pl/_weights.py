@@ -1,13 +1,25 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .._validation import check_positive_int
 from ._utils import finish, new_axes, stored
 
+if TYPE_CHECKING:
+    from typing import Literal
 
-def weights(adata, key="qpfs", *, n_genes=None, n_ranks="auto", label_top=0, yscale="linear", ax=None,
-            show=None, save=None, figsize=(5, 3.5)):
+    from anndata import AnnData
+    from matplotlib.axes import Axes
+
+    from .._typing import PathLike
+
+
+def weights(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
+            n_ranks: int | Literal["auto", "all"] = "auto", label_top: int = 0, yscale: str = "linear",
+            ax: Axes | None = None, show: bool | None = None, save: PathLike | None = None,
+            figsize: tuple[float, float] = (5, 3.5)) -> Axes | None:
     """Ranked weight curve of a stored selection with the panel cut.
 
     Parameters

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,14 @@ from .._io import to_storable
 from .._jit import announce_compilation
 from .._registry import method_function, resolve_method, result_key, select
 from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Literal
+
+    from anndata import AnnData
+
+    from .._typing import MaskLike, SeedLike
 
 
 def _check_key(adata, key):
@@ -128,9 +137,11 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
 
 
 @one_labels_warning()   # labels checked here (named by column) and again by the selector: warn once
-def select_genes(adata, groupby, *, method=None, n_genes=50, similarity="mi", layer=None, use_raw=None,
-                 mask_var=None, preselected=None, key_added=None, copy=False, random_state=0, progress=None,
-                 n_jobs=None, **method_params):
+def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_genes: int | Literal["auto"] = 50,
+                 similarity: Literal["mi", "correlation"] = "mi", layer: str | None = None,
+                 use_raw: bool | None = None, mask_var: MaskLike = None, preselected: Sequence[str] | None = None,
+                 key_added: str | None = None, copy: bool = False, random_state: SeedLike = 0,
+                 progress: bool | None = None, n_jobs: int | None = None, **method_params) -> AnnData | None:
     """Select a gene panel with a global method and store it in ``adata``.
 
     Parameters

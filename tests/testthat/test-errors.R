@@ -38,7 +38,7 @@ test_that("bad method, nGenes or parameters give the engine's message", {
     expect_error(selectGenes(t$m, t$cls, method = "nosuch"), "unknown method 'nosuch'")
     expect_error(selectGenes(t$m, t$cls, method = c("qpfs", "maxrel")),
                  "'method' must be NULL \\(the default recipe\\) or one method name")
-    expect_error(selectGenes(t$m, t$cls, nGenes = 0), "'nGenes' must be one positive whole number")
+    expect_error(selectGenes(t$m, t$cls, nGenes = 0), "'nGenes' must be one positive whole number or \"auto\"")
     expect_error(selectGenes(t$m, t$cls, bogus = 1), "does not take parameter\\(s\\) bogus")
     expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5, keyAdded = NULL, randomState = 0, 1),
                  "must be named method parameters")

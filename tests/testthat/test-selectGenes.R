@@ -159,3 +159,49 @@ test_that("every registered method runs through selectGenes and stores a panel o
         expect_identical(rec$selected, rownames(t$m)[order(ranked)][seq_len(4)], label = method)
     }
 })
+
+test_that("nGenes = \"auto\" picks the one-SE size of the recorded CV curve, on every class", {
+    skipIfNoEngine()
+    ## 80 samples x 60 genes, two classes; genes 1-12 each shifted by 0.8: the CV error falls for a while
+    set.seed(2)
+    m <- matrix(rnorm(60 * 80), 60, 80, dimnames = list(paste0("g", 1:60), paste0("s", 1:80)))
+    cls <- rep(c("A", "B"), each = 40)
+    m[1:12, cls == "B"] <- m[1:12, cls == "B"] + 0.8
+    se <- SummarizedExperiment::SummarizedExperiment(assays = list(logcounts = m),
+                                                     colData = S4Vectors::DataFrame(type = cls))
+    sce <- as(se, "SingleCellExperiment")
+    eset <- Biobase::ExpressionSet(m, phenoData = Biobase::AnnotatedDataFrame(
+        data.frame(type = cls, row.names = colnames(m))))
+    outs <- list(matrix = selectGenes(m, cls, method = "mrmr_mid", nGenes = "auto"),
+                 SummarizedExperiment = selectGenes(se, "type", method = "mrmr_mid", nGenes = "auto"),
+                 SingleCellExperiment = selectGenes(sce, "type", method = "mrmr_mid", nGenes = "auto"),
+                 ExpressionSet = selectGenes(eset, "type", method = "mrmr_mid", nGenes = "auto"))
+    records <- list(matrix = metadata(outs$matrix)$mrmr_mid, SummarizedExperiment = metadata(outs[[2]])$mrmr_mid,
+                    SingleCellExperiment = metadata(outs[[3]])$mrmr_mid, ExpressionSet = notes(outs[[4]])$mrmr_mid)
+    columns <- list(outs$matrix, rowData(outs[[2]]), rowData(outs[[3]]), fData(outs[[4]]))
+    auto <- records$matrix$n_genes_auto
+    expect_named(auto, c("n_genes", "rule", "grid", "curve"))
+    grid <- c(5L, 10L, 15L, 20L, 30L, 40L, 50L, 60L)                 # the default grid, capped at 60 genes
+    expect_identical(auto$grid, grid)
+    curve <- as.data.frame(auto$curve)
+    expect_identical(curve$n_genes, grid)
+    ## the one-SE rule written out: best mean error (smallest size among ties), then the smallest size within its SE
+    best <- which(curve$mean_error == min(curve$mean_error))[1]
+    oneSE <- curve$n_genes[which(curve$mean_error <= curve$mean_error[best] + curve$se_error[best])[1]]
+    ## on this data the best mean error is at 30 genes and the one-SE size is 15: the rule, not the argmin
+    expect_true(oneSE > 5 && oneSE < 60)
+    expect_identical(auto$n_genes, oneSE)
+    for (i in seq_along(records)) {
+        timeless <- function(a) { a$curve$seconds_select <- NULL; a }   # the selection's run time differs
+        expect_identical(timeless(records[[i]]$n_genes_auto), timeless(auto), label = names(records)[i])
+        expect_identical(records[[i]]$params$n_genes, oneSE, label = names(records)[i])
+        expect_equal(sum(columns[[i]]$mrmr_mid_selected), oneSE, label = names(records)[i])
+        expect_identical(columns[[i]]$mrmr_mid_rank, outs$matrix$mrmr_mid_rank, label = names(records)[i])
+    }
+    ## the panel is the fixed-size run at the chosen size
+    fixed <- selectGenes(m, cls, method = "mrmr_mid", nGenes = oneSE)
+    expect_identical(as.data.frame(fixed), as.data.frame(outs$matrix))
+    expect_null(metadata(fixed)$mrmr_mid$n_genes_auto)
+    expect_error(selectGenes(m, cls, nGenes = "Auto"), "'nGenes' must be one positive whole number or \"auto\"")
+    expect_error(selectGenes(m, cls, nGenes = c("auto", "auto")), "'nGenes' must be one positive whole number")
+})

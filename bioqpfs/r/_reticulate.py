@@ -1,0 +1,165 @@
+"""Entry points of the R package (``selectGenes()`` through reticulate): plain values in, plain values out.
+
+The R side sends the expression matrix as raw little-endian float64 bytes plus its dimensions (whole,
+or block by block with :func:`_reticulate_receive`), and :func:`_reticulate_select` answers with plain
+Python lists and dicts.  No NumPy array ever crosses reticulate, so the route works with NumPy 2 even
+though Debian's reticulate 1.28 was compiled against the NumPy 1 C API.  These names stay private:
+only ``R/selectGenes.R`` calls them (as ``engine$`_reticulate_select`(...)`` on ``bioqpfs.r``).
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pandas as pd
+
+from .._registry import resolve_method, result_key
+from ._select import record_assay, result_columns
+
+
+def _plain(v):
+    """Python/numpy value -> lists, dicts and scalars only (what reticulate converts without NumPy)."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return [_plain(x) for x in v.tolist()]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _coerce_params(method, params):
+    """R numbers arrive as floats: turn whole floats into ints where the method's default is an int."""
+    from .._registry import method_function
+
+    sig = inspect.signature(method_function(method)).parameters
+    out = {}
+    for k, v in params.items():
+        default = sig[k].default if k in sig else None
+        if isinstance(v, float) and v.is_integer() and isinstance(default, int) and not isinstance(default, bool):
+            v = int(v)
+        out[k] = v
+    return out
+
+
+# Matrices arriving from R in blocks of samples (a sparse dgCMatrix, or a DelayedMatrix read block by block),
+# keyed by a token the R side picks; taken (and forgotten) by _reticulate_select.
+_INCOMING: dict = {}
+
+
+def _reticulate_receive(token, n_samples, n_features, start, n_rows, data, indices=None, indptr=None):
+    """Receive rows ``start:start+n_rows`` (samples) of a samples x genes matrix from R, without NumPy crossing.
+
+    Dense: ``data`` = little-endian float64 bytes of the genes x block R matrix (column-major, i.e. sample
+    after sample).  Sparse: the block's dgCMatrix slots ``x`` (float64 bytes), ``i`` and ``p`` (int32
+    bytes) -- a genes x samples CSC matrix is the samples x genes CSR matrix, so it stays sparse.
+    """
+    import scipy.sparse as sp
+
+    n_samples, n_features, start, n_rows = int(n_samples), int(n_features), int(start), int(n_rows)
+    state = _INCOMING.setdefault(str(token), {"shape": (n_samples, n_features), "dense": None, "sparse": [],
+                                              "blocks": 0, "rows": 0})
+    if state["shape"] != (n_samples, n_features) or start < 0 or start + n_rows > n_samples:
+        _INCOMING.pop(str(token), None)
+        raise ValueError(f"block rows {start}:{start + n_rows} do not fit a {n_features} x {n_samples} matrix")
+    values = np.frombuffer(bytes(data), dtype="<f8")
+    if indices is None:
+        if values.size != n_rows * n_features:
+            _INCOMING.pop(str(token), None)
+            raise ValueError(f"received {values.size} values for a {n_features} x {n_rows} block")
+        if state["dense"] is None:
+            state["dense"] = np.empty((n_samples, n_features))
+        state["dense"][start:start + n_rows] = values.reshape(n_rows, n_features)
+    else:
+        block = sp.csr_matrix((values.copy(), np.frombuffer(bytes(indices), dtype="<i4").copy(),
+                               np.frombuffer(bytes(indptr), dtype="<i4").copy()), shape=(n_rows, n_features))
+        state["sparse"].append((start, block))
+    state["blocks"] += 1
+    state["rows"] += n_rows
+    return state["blocks"]
+
+
+def _reticulate_discard():
+    """Forget every partly received matrix (the R side calls this when a transfer or selection failed)."""
+    _INCOMING.clear()
+
+
+def _take_incoming(token):
+    """The matrix assembled from the blocks received under ``token`` (ndarray or CSR), and its transfer record."""
+    import scipy.sparse as sp
+
+    state = _INCOMING.pop(str(token), None)
+    if state is None:
+        raise ValueError(f"no matrix was received under {token!r}")
+    n_samples, n_features = state["shape"]
+    if state["rows"] != n_samples or (state["dense"] is not None and state["sparse"]):
+        raise ValueError(f"received {state['rows']} of {n_samples} samples in mixed or overlapping blocks")
+    if state["dense"] is not None:
+        X, fmt = state["dense"], "dense"
+    else:
+        X = sp.vstack([b for _, b in sorted(state["sparse"], key=lambda sb: sb[0])], format="csr")
+        X.sort_indices()
+        fmt = "csr"
+    return X, {"format": fmt, "blocks": state["blocks"]}
+
+
+def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, n_genes=50, key_added=None,
+                       random_state=0, params=None, groupby="labels", assay=None):
+    """Entry point of the R package: select genes on a matrix sent from R without NumPy crossing reticulate.
+
+    ``data`` is either raw float64 bytes of the whole matrix (R column-major genes x samples), or the
+    token of a matrix sent block by block with :func:`_reticulate_receive` (sparse or DelayedMatrix
+    assays).  R's ``writeBin(as.double(m), raw())`` writes column after column of the genes x samples
+    matrix, i.e. sample after sample: the buffer read as C-order (n_samples, n_features) *is* the
+    samples x genes matrix AnnData wants.  ``groupby`` is the colData column the labels came from (or
+    ``"labels"`` for a vector) and ``assay`` the assay used; both are recorded in the parameters.
+    ``method=None`` (R's ``method = NULL``) is the default recipe and ``n_genes="auto"`` the one-SE size of a
+    cross-validated error curve, both as in :func:`bioqpfs.tl.select_genes`.
+
+    Returns plain lists/dicts: ``key`` (where the result is stored: ``key_added``, else the method, else
+    ``"bioqpfs"``), ``columns`` (name -> list), ``kinds`` (name -> "double"/"integer"/"logical"/"character";
+    ranks are "integer", NaN for unranked genes), ``record`` (params, diagnostics, selected, and
+    ``n_genes_auto`` with ``n_genes="auto"``) and
+    ``transfer`` (format "dense"/"csr" and number of blocks received).
+    """
+    import anndata as ad
+
+    from ..tl import select_genes as tl_select_genes
+
+    n_samples, n_features = int(n_samples), int(n_features)
+    if isinstance(data, str):
+        X, transfer = _take_incoming(data)
+    else:
+        X = np.frombuffer(bytes(data), dtype="<f8")
+        if X.size != n_samples * n_features:
+            raise ValueError(f"received {X.size} values for a {n_features} x {n_samples} matrix")
+        X, transfer = X.reshape(n_samples, n_features).copy(), {"format": "dense", "blocks": 1}
+    if X.shape != (n_samples, n_features):
+        raise ValueError(f"received a {X.shape[1]} x {X.shape[0]} matrix, expected {n_features} x {n_samples}")
+    genes = [genes] if isinstance(genes, str) else list(genes)
+    labels = [labels] if isinstance(labels, (str, int, float)) else list(labels)
+    groupby = str(groupby) if groupby else "labels"
+    adata = ad.AnnData(X=X, var=pd.DataFrame(index=pd.Index([str(g) for g in genes])),
+                       obs=pd.DataFrame({groupby: pd.Categorical([str(v) for v in labels])},
+                                        index=pd.Index([str(i) for i in range(n_samples)])))
+    key = result_key(method, key_added)
+    params = _coerce_params(resolve_method(method, {})[0], dict(params or {}))
+    if isinstance(n_genes, float) and n_genes.is_integer():   # R numbers arrive as floats; "auto" stays a str
+        n_genes = int(n_genes)
+    tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key,
+                    random_state=None if random_state is None else int(random_state), **params)
+    record_assay(adata, key, assay)
+    columns, kinds = {}, {}
+    for c in result_columns(adata, key):
+        a = adata.var[c].to_numpy()
+        kinds[c] = "integer" if c == f"{key}_rank" else "logical" if a.dtype.kind == "b" else (
+            "double" if a.dtype.kind in "iuf" else "character")
+        columns[c] = [bool(x) for x in a] if kinds[c] == "logical" else (
+            [float(x) for x in a] if kinds[c] in ("double", "integer") else ["" if x is None else str(x) for x in a])
+    # the R record keeps its documented fields; "var_columns" only serves tl re-runs on the AnnData
+    record = {k: v for k, v in adata.uns[key].items() if k != "var_columns"}
+    return {"key": key, "columns": columns, "kinds": kinds, "record": _plain(record), "transfer": transfer}
+
+

@@ -1,0 +1,112 @@
+"""Gene selection on an R object through rpy2: convert, run :func:`bioqpfs.tl.select_genes`, write back.
+
+The result goes to rowData (fData) columns named as the ``.var`` columns and to ``metadata(x)[[key]]``
+(``notes(x)`` for an ExpressionSet), written on the R side by ``write_result`` in ``helpers.R``.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .._registry import result_key
+from ._from_anndata import array_to_r, value_to_r
+from ._session import call, r_class, rpy2_modules
+from ._to_anndata import column_to_py, r_to_anndata
+
+__all__ = ["select_genes", "result_columns"]
+
+
+def result_columns(adata, key):
+    """The ``.var`` columns a selection stored under ``key`` (weight, rank, selected, then method-specific)."""
+    first = [f"{key}_weight", f"{key}_rank", f"{key}_selected"]
+    missing = [c for c in first if c not in adata.var.columns]
+    if missing:
+        raise KeyError(f"no selection stored under key {key!r} (missing .var columns {missing})")
+    from .._anndata import key_columns
+
+    return first + [c for c in key_columns(adata, key) if c not in first]   # never a user's <key>_* column
+
+
+def _labels_to_obs(adata, labels, where):
+    """Put the class labels into ``adata.obs``; return the groupby column name."""
+    if isinstance(labels, str):
+        if labels not in adata.obs.columns:
+            raise KeyError(f"labels={labels!r} is not a column of {where}; available: "
+                           f"{', '.join(map(str, adata.obs.columns)) or 'none'}")
+        return labels
+    try:
+        from rpy2.rinterface import Sexp
+
+        if isinstance(labels, Sexp):
+            ro, default_converter, _, localconverter = rpy2_modules()
+            with localconverter(default_converter):
+                kind = str(call("column_kind", labels)[0])
+            labels = column_to_py(labels) if kind != "other" else None
+            if labels is None:
+                raise TypeError("labels must be a colData column name or an atomic R vector/factor")
+    except ImportError:  # pragma: no cover
+        pass
+    values = labels.to_numpy() if isinstance(labels, pd.Series) else labels
+    if len(values) != adata.n_obs:
+        raise ValueError(f"labels has {len(values)} values but the object has {adata.n_obs} samples")
+    values = pd.Series(values, index=adata.obs_names)
+    adata.obs["labels"] = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.array
+    return "labels"
+
+
+def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added=None, random_state=0,
+                 **params):
+    """Select a gene panel on a Bioconductor object with :func:`bioqpfs.tl.select_genes`.
+
+    Parameters
+    ----------
+    robj : rpy2 R object
+        SummarizedExperiment, SingleCellExperiment, ExpressionSet or matrix (genes x samples).
+    labels : str or sequence or R vector
+        A colData (pData) column name, or one class label per sample.
+    method : str, optional
+        ``None`` (default): the default panel recipe :data:`bioqpfs.DEFAULT_PANEL`, stored under the key
+        ``"bioqpfs"`` with ``params$preset = "default"``; a method name (``"qpfs"`` ...) runs that method
+        with its published settings, stored under its name.  As in :func:`bioqpfs.tl.select_genes`.
+    n_genes : int or "auto"
+        Panel size, or ``"auto"``: the one-SE size of a cross-validated error curve of the method, as in
+        :func:`bioqpfs.tl.select_genes` (the choice and the curve go to the record's ``n_genes_auto``).
+    key_added, random_state, **params
+        As in :func:`bioqpfs.tl.select_genes`.
+    assay : str, optional
+        The assay to select from (default the first; ``exprs`` for an ExpressionSet).
+
+    Returns
+    -------
+    rpy2 R object
+        A modified copy of ``robj`` (R objects are values) with rowData (fData) columns
+        ``<key>_weight``, ``<key>_rank``, ``<key>_selected`` (+ method-specific ``<key>_*``) and
+        ``metadata(x)[[key]]`` (``notes(x)[[key]]`` for an ExpressionSet) = list(params,
+        diagnostics, selected), plus ``n_genes_auto`` (``n_genes``, ``rule``, ``grid``, ``curve``: a
+        named list of columns) with ``n_genes="auto"``.  A matrix gives an S4Vectors DataFrame of those columns, with the
+        record in its ``metadata()``.
+    """
+    from ..tl import select_genes as tl_select_genes
+
+    cls = r_class(robj)
+    adata = r_to_anndata(robj, assay=assay, only_x=True)
+    where = "the pData of the ExpressionSet" if cls == "ExpressionSet" else (
+        "colData(x)" if cls != "matrix" else "a matrix (pass a vector of labels)")
+    groupby = _labels_to_obs(adata, labels, where)
+    key = result_key(method, key_added)
+    tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, random_state=random_state,
+                    **params)
+    if cls != "matrix":
+        record_assay(adata, key, adata.uns["bioqpfs_r"]["assay"])
+    ro, default_converter, _, localconverter = rpy2_modules()
+    # ranks go back as R integers (NA for genes the method did not rank), as the reticulate route gives them
+    cols = {c: array_to_r(pd.array(adata.var[c].to_numpy(), dtype="Int64") if c == f"{key}_rank" else adata.var[c])
+            for c in result_columns(adata, key)}
+    record = value_to_r(adata.uns[key])
+    with localconverter(default_converter):
+        return call("write_result", robj, ro.StrVector([cls]), ro.ListVector(cols), ro.StrVector([key]), record)
+
+
+def record_assay(adata, key, assay):
+    """Record the assay the selection read (R's ``assay.type``) in ``.uns[key]["params"]["assay"]``."""
+    if assay is not None:
+        adata.uns[key]["params"]["assay"] = str(assay)
