@@ -48,7 +48,7 @@ from .._kernels.correlation import scaled_column_moments
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import prepare, warn_constant
-from .qpfs import alpha_hat, solve_qpfs
+from ._qp import alpha_hat, solve_qpfs
 
 __all__ = ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"]
 

@@ -27,19 +27,12 @@ import numpy as np
 
 from .. import measures
 from .._kernels import information as _info
+from .._kernels.psd import PSD_FIXES, min_eigenvalue_with_safety
 from .._kernels.ranking import round_robin
 from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
 from .._validation import Interval, Options, check_n_genes, parameter_constraints
 from ._common import higher_in_class, one_vs_rest_relevance, prepare, similarity_and_relevance, warn_constant
-from .qpfs import (
-    FLOAT32_FROM,
-    PSD_FIXES,
-    SOLVERS,
-    alpha_hat,
-    min_eigenvalue_with_safety,
-    solve_qpfs,
-    solver_working_bytes,
-)
+from ._qp import FLOAT32_FROM, SOLVERS, alpha_hat, solve_qpfs, solver_working_bytes
 
 __all__ = ["qpfs_cover", "DIRECTIONS"]
 
@@ -83,7 +76,7 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     solver : {"auto", "quadprog", "spg"}
         QP solver of each per-class problem (see :func:`bioqpfs.qpfs`).
     psd_fix : {"shift", "clip", "none"}
-        Convexification of an indefinite Q (see :func:`bioqpfs.selectors.qpfs.apply_psd_fix`).  Default
+        Convexification of an indefinite Q (see :func:`bioqpfs._kernels.psd.apply_psd_fix`).  Default
         ``"shift"``: its per-class solutions spread over more genes, so every class ranks a longer list by the
         QP; against ``"none"`` the panels score the same within noise (LR balanced accuracy at k = 10 / 20 / 30,
         ``bench_panels.py``: PBMC 0.592 / 0.617 / 0.619 against 0.597 / 0.614 / 0.614, Colon 0.856 / 0.819 /

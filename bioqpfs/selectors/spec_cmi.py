@@ -395,9 +395,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     r = rows.size
     output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
     memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", ["lower_nystrom"])
-    rest = np.setdiff1d(np.arange(m), rows)
-    n_err = min(int(n_error_rows), rest.size)
-    err_rows = np.sort(rng.choice(rest, size=n_err, replace=False)) if n_err else rest[:0]
+    err_rows = _nys.error_rows(m, rows, n_error_rows, rng)
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins, class_weight)
     # the landmark rows and the few exact rows of the error estimate in one pass over the genes
@@ -418,7 +416,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
         x, dummy_info = _spec.dummy_variable_weights(_spec.lowrank_operator(U, lam), tol=tol)
         rule = "dummy_variable"
     t2 = time.perf_counter()
-    err = _nystrom_error(Qr, rows, Qe, err_rows, U, lam)
+    err = _nys.error_estimate(Qr, rows, Qe, err_rows, U, lam)
     panel, polish_info = None, {}
     if polish and n_genes <= m:
         panel, polish_info = _polished_top_k(_CMIRows(table, base), x, F, n_genes, diag=F)
@@ -440,30 +438,6 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     return _finish(method if method == "spec_cmi_nystrom" else "spec_cmi", X, y_codes, classes, constant, keep, x, F,
                    n_genes, params, diagnostics, t0, discretization, n_bins, base, feature_names, panel=panel,
                    class_weight=class_weight)
-
-
-def _nystrom_error(Qr, rows, Qe, err_rows, U, lam):
-    """Estimate ||Q - Q_hat||_F (named as in QPFS + Nystrom).
-
-    The r sampled rows ``Qr`` are exact (their error is computed in full, block by block); the
-    unsampled rows' share is estimated from the exact rows ``Qe`` of ``err_rows``, drawn uniformly
-    from the unsampled genes, scaled by (M - r) / len(err_rows).
-    """
-    m = U.shape[0]
-    Ul = U * lam
-    e_s = q_s = 0.0
-    for b in range(0, rows.size, _ROW_BLOCK):
-        blk = Qr[b:b + _ROW_BLOCK]
-        e_s += float(np.sum((blk - Ul[rows[b:b + _ROW_BLOCK]] @ U.T) ** 2))
-        q_s += float(np.sum(blk ** 2))
-    n_rest = m - rows.size
-    e_u = q_u = 0.0
-    if err_rows.size:
-        e_u = float(np.sum((Qe - Ul[err_rows] @ U.T) ** 2)) * n_rest / err_rows.size
-        q_u = float(np.sum(Qe ** 2)) * n_rest / err_rows.size
-    return dict(frobenius_error_estimate=math.sqrt(e_s + e_u),
-                relative_frobenius_error_estimate=math.sqrt((e_s + e_u) / max(q_s + q_u, 1e-300)),
-                n_error_rows=int(err_rows.size))
 
 
 @parameter_constraints(n_projections=Interval("integer", 1, None),
