@@ -15,6 +15,7 @@ import numpy as np
 from .._kernels import simplex_qp
 from .._kernels.psd import CLIP_DENSE_MAX, CLIP_LANCZOS_MAX, apply_psd_fix
 from .._validation import memory_guard
+from ._common import preselected_record
 
 __all__ = ["WEIGHT_TOL", "QUADPROG_MAX_GENES", "FLOAT32_FROM", "SOLVERS", "alpha_hat", "alpha_from_means", "solve_qpfs",
            "solver_working_bytes", "finite_weights", "forced_in_qp", "preselected_params"]
@@ -85,9 +86,7 @@ def preselected_params(P_all, feature_names, share=None):
     """``params`` entries recording the forced genes (names when known) and their share; ``{}`` without any."""
     if not P_all.size:
         return {}
-    return dict(preselected=[int(i) for i in P_all] if feature_names is None
-                else [str(feature_names[i]) for i in P_all],
-                preselected_share=None if share is None else float(share))
+    return dict(**preselected_record(P_all, feature_names), preselected_share=None if share is None else float(share))
 
 
 def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None, preselected_share=None,

@@ -91,7 +91,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
-    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes)
+    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)
     keep = np.flatnonzero(~constant)
     if keep.size < 2:
         raise ValueError("fewer than 2 non-constant genes; there is nothing to select")

@@ -99,7 +99,7 @@ def nystrom_qpfs(X, y_codes, F, table, *, similarity, base, rate, eig_threshold,
     P : ndarray of int
         Forced genes (positions in X); ``share`` their total weight (as :func:`bioqpfs.selectors._qp.solve_qpfs`).
     psd_fix : str
-        Ignored (Q_hat is PSD by construction); kept for the caller's uniform call.
+        The requested fix, only recorded (``psd_fix_requested`` unless "shift"): Q_hat is PSD by construction.
     n_error_rows : int
         Unsampled rows computed exactly for :func:`bioqpfs._kernels.nystrom.error_estimate`.
 
