@@ -203,3 +203,21 @@ def test_faces_tl_estimator_and_cli(tmp_path):
     rc = cli.main(["select", str(path), "--groupby", "class", "--method", "maxrel", "--preselected",
                    str(tmp_path / "missing.txt"), "-o", str(tmp_path / "o2.h5ad"), "--quiet"])
     assert rc != 0
+
+
+def test_eqpfs_rest_satisfies_the_kkt_conditions_of_its_reduced_qp():
+    """EQPFS (eq. 13) given forced genes, rebuilt from plain-loop MI/CMI: the remaining weights are a KKT point
+    (= the optimum: H1 - beta H2 + lambda I is PSD) of the reduced problem of the shared forced-gene QP."""
+    codes, y = _codes(4, m=10)
+    P = np.array([8, 1])
+    sel = bioqpfs.select(codes, y, method="eqpfs", n_genes=5, preselected=P, discretization=None)
+    H = ref.mi_matrix(codes) - ref.mi_given_class_matrix(codes, y)
+    H[np.diag_indices_from(H)] = sel.params["lam"]
+    f = np.array([ref.mutual_info(codes[:, j], y) for j in range(10)])
+    alpha, s = sel.params["alpha"], sel.params["preselected_share"]
+    assert s == pytest.approx(2 / 5)
+    R = np.setdiff1d(np.arange(10), P)
+    G = 2 * alpha * (1 - s) * H[np.ix_(R, R)] + sel.diagnostics["psd_shift"] * np.eye(R.size)
+    a = f[R] - 2 * alpha * s * H[np.ix_(R, P)].mean(axis=1)
+    assert ref.simplex_kkt_violation(G, a, sel.weights[R] / (1 - s)) < 1e-7
+    assert list(sel.ranking[:2]) == [8, 1]
