@@ -63,8 +63,10 @@ def _parser():
                    help="QPFS+Nystrom: compute only this fraction of the rows of Q (e.g. 0.05 for 20,000 genes)")
     s.add_argument("--solver", default=None, choices=["auto", "quadprog", "active_set", "spg"],
                    help="QP solver (default: auto = quadprog for small problems, the active-set solver beyond)")
-    s.add_argument("--preselected", default=None,
-                   help="comma-separated gene names always kept in the panel and ranked first, in this order")
+    s.add_argument("--preselected", default=None, metavar="GENES_OR_FILE",
+                   help="genes always kept in the panel and ranked first, in this order (every method): "
+                        "comma-separated names, or the path of a text file with one name per line (blank lines "
+                        "and lines starting with # ignored); the value is read as a file when such a file exists")
 
     e = sub.add_parser("evaluate", help="cross-validated error of panels chosen by several methods (TSV)")
     _add_input_args(e, datasets)
@@ -366,6 +368,25 @@ def _random_state_arg(text):
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
 
 
+def _preselected_arg(text):
+    """``--preselected``: the names in the file ``text`` when it exists (one per line; blank lines and ``#``
+    comments ignored), else ``text`` split at commas.  A value that looks like a path (a path separator, or a
+    .txt/.tsv/.csv/.list suffix) but names no file is an error, not a gene name."""
+    if os.path.isfile(text):
+        try:
+            with open(text, encoding="utf-8") as fh:
+                names = [line.strip() for line in fh if line.strip() and not line.lstrip().startswith("#")]
+        except UnicodeDecodeError:
+            raise ValueError(f"--preselected file {text} is not UTF-8 text; re-save it as UTF-8") from None
+        if not names:
+            raise ValueError(f"--preselected file {text} lists no gene names (one name per line)")
+        return names
+    if os.sep in text or (os.altsep and os.altsep in text) or text.lower().endswith((".txt", ".tsv", ".csv", ".list")):
+        raise ValueError(f"--preselected {text}: no such file; give an existing file of gene names (one per line) "
+                         "or comma-separated gene names")
+    return [g.strip() for g in text.split(",") if g.strip()]
+
+
 def _same_file(a, b):
     """Whether two paths name the same file (hard/symbolic links included); a missing path is compared by name."""
     if os.path.exists(a) and os.path.exists(b):
@@ -461,7 +482,7 @@ def _cmd_select(args):
     if args.solver is not None:
         params["solver"] = args.solver
     if args.preselected is not None:
-        params["preselected"] = [g.strip() for g in args.preselected.split(",") if g.strip()]
+        params["preselected"] = _preselected_arg(args.preselected)
     with _progress.enabled(not args.quiet):
         tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
                         layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,

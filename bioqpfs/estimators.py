@@ -58,7 +58,11 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         Registered method name (``bioqpfs.methods()`` lists them).
     method_params : dict, default=None
         Further keyword arguments of the method (e.g. ``{"alpha": 0.3}`` for ``"qpfs"``).  Unknown
-        names raise a ``TypeError`` listing the accepted ones.
+        names raise a ``TypeError`` listing the accepted ones.  Forced genes (extending a fixed panel) go
+        here for every method: ``method_params={"preselected": ["CD3E", "MS4A1"]}`` (names need a DataFrame
+        X, whose columns become ``feature_names_in_``; integer column indices always work); they rank
+        first and count towards ``n_features_to_select``.  :class:`QPFSSelector` also has it as a
+        first-class parameter.
     random_state : int, RandomState instance or None, default=0
         Seed for the method's random choices (Nystrom rows, k-means seeds, rounding, the random
         baseline); seeded by default as in every bioqpfs face.  A ``RandomState``

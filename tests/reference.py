@@ -211,3 +211,38 @@ def best_subset_bruteforce(Q, a, k, quad=1.0, lin=1.0, fixed=(), candidates=None
         if v > best_val:
             best, best_val = sorted(S), v
     return best, best_val
+
+
+def greedy_mi_bruteforce(codes, y, criterion, k, start=(), base=2.0):
+    """Greedy forward selection with the published MI criteria by plain loops, S starting at ``start``.
+
+    mRMR MID: F_j - mean_s I(X_j; X_s); MIQ: F_j / mean_s I(X_j; X_s) (inf for zero redundancy); JMI:
+    sum_s I((X_j, X_s); C); CIFE: F_j - sum_s [I(X_j; X_s) - I(X_j; X_s | C)]; F_j = I(X_j; C).  The first pick
+    of an empty S is the most relevant gene.  Ties within 1e-9 * max(1, |best|): higher F, then lower index.
+    """
+    m = codes.shape[1]
+    F = [mutual_info(codes[:, j], y, base) for j in range(m)]
+    sel = [int(s) for s in start]
+    while len(sel) < k:
+        scores = {}
+        for j in range(m):
+            if j in sel:
+                continue
+            if not sel:
+                s = F[j]
+            elif criterion == "mrmr_mid":
+                s = F[j] - sum(mutual_info(codes[:, j], codes[:, t], base) for t in sel) / len(sel)
+            elif criterion == "mrmr_miq":
+                red = sum(mutual_info(codes[:, j], codes[:, t], base) for t in sel) / len(sel)
+                s = math.inf if red <= 1e-14 else F[j] / red
+            elif criterion == "jmi":
+                s = sum(mutual_info(codes[:, j].astype(np.int64) * 1000 + codes[:, t], y, base) for t in sel)
+            else:  # cife
+                s = F[j] - sum(mutual_info(codes[:, j], codes[:, t], base) - cmi(codes[:, j], codes[:, t], y, base)
+                               for t in sel)
+            scores[j] = s
+        best = max(scores.values())
+        tol = 0.0 if math.isinf(best) else 1e-9 * max(1.0, abs(best))
+        tied = [j for j, s in scores.items() if s >= best - tol]
+        sel.append(min(tied, key=lambda j: (-F[j], j)))
+    return sel

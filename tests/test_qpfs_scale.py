@@ -13,8 +13,10 @@ import reference as ref
 import bioqpfs
 from bioqpfs import measures
 from bioqpfs._kernels import nystrom as nys
+from bioqpfs._kernels import psd
 from bioqpfs._kernels import simplex_qp as sq
 from bioqpfs.selectors import qpfs as qmod
+from bioqpfs.selectors import qpfs_nystrom as qnys
 from bioqpfs.selectors.eqpfs import eqpfs
 
 kkt_violation = ref.simplex_kkt_violation
@@ -157,13 +159,13 @@ def test_clip_by_lanczos_equals_dense_clip_and_falls_back_to_shift(monkeypatch):
     lam, V = np.linalg.eigh((1 - alpha) * Q)
     n_neg = int((lam < 0).sum())
     assert 0 < n_neg < 20
-    monkeypatch.setattr(qmod, "CLIP_DENSE_MAX", 10)  # force the Lanczos path
+    monkeypatch.setattr(psd, "CLIP_DENSE_MAX", 10)  # force the Lanczos path
     x, d = qmod.solve_qpfs(Q, F, alpha, solver="spg", psd_fix="clip")
     assert d["psd_fix_applied"] == "clip" and d["n_clipped"] == n_neg
     Gc = (V * np.maximum(lam, 0)) @ V.T
     assert kkt_violation(Gc + d["psd_shift"] * np.eye(80), alpha * F, x) < 1e-8
     # more negative eigenvalues than Lanczos may clip: clip the most negative, shift the rest
-    monkeypatch.setattr(qmod, "CLIP_LANCZOS_MAX", 2)
+    monkeypatch.setattr(psd, "CLIP_LANCZOS_MAX", 2)
     x, d = qmod.solve_qpfs(Q, F, alpha, solver="spg", psd_fix="clip")
     assert d["psd_fix_applied"] == "clip+shift" and d["n_clipped"] == 2
     assert d["psd_shift"] == pytest.approx(-lam[1], rel=1e-5)
@@ -214,7 +216,7 @@ def test_subspace_qp_full_rank_equals_exact_qp():
     rows = np.arange(m)
     lam, U, _ = nys.nystrom_eigh(Q, rows)
     assert lam.size == m
-    y, _ = qmod._solve_subspace(lam, U, F, alpha, np.zeros(0, dtype=int), None)
+    y, _ = qnys._solve_subspace(lam, U, F, alpha, np.zeros(0, dtype=int), None)
     x_exact = quadprog_dense((1 - alpha) * Q, alpha * F)
     np.testing.assert_allclose(U @ y, x_exact, atol=1e-6)
 
@@ -257,6 +259,46 @@ def test_nystrom_diagnostics_reproducibility_and_error_estimate(srbct):
     lam, U, _ = nys.nystrom_eigh(Q[rows], rows, eig_threshold=0.5)
     true = np.linalg.norm(Q - (U * lam) @ U.T)
     assert d["frobenius_error_estimate"] == pytest.approx(true, rel=0.3)
+
+
+def test_one_nystrom_error_estimate_for_qpfs_and_spec_cmi_against_brute_force(monkeypatch):
+    """The ||Q - Q_hat||_F estimate is one kernel function: with every unsampled row as an error row it equals
+    the brute-force Frobenius norm of Q - U diag(lam) U^T on a small matrix (blocks of ROW_BLOCK rows too), and
+    both QPFS + Nystrom and SPEC_CMI + Nystrom report what it returns."""
+    rng = np.random.default_rng(3)
+    m = 40
+    B = rng.normal(size=(m, 6))
+    Q = B @ B.T + 0.3 * rng.normal(size=(m, m))
+    Q = 0.5 * (Q + Q.T)                                 # symmetric, indefinite, not low rank
+    rows = nys.sample_rows(m, 0.3, rng)
+    lam, U, _ = nys.nystrom_eigh(Q[rows], rows)
+    rest = np.setdiff1d(np.arange(m), rows)
+    diff = Q - (U * lam) @ U.T                          # the M x M matrices, formed only here
+    true = math.sqrt(sum(diff[i, j] ** 2 for i in range(m) for j in range(m)))
+    norm_q = math.sqrt(sum(Q[i, j] ** 2 for i in range(m) for j in range(m)))
+    monkeypatch.setattr(nys, "ROW_BLOCK", 5)            # several blocks of sampled rows
+    est = nys.error_estimate(Q[rows], rows, Q[rest], rest, U, lam)
+    assert est["frobenius_error_estimate"] == pytest.approx(true, rel=1e-12)
+    assert est["relative_frobenius_error_estimate"] == pytest.approx(true / norm_q, rel=1e-12)
+    assert est["n_error_rows"] == rest.size
+    # a subset of the unsampled rows: their squared error scaled by (M - r) / e, plus the sampled rows exactly
+    sub = nys.error_rows(m, rows, 7, np.random.default_rng(0))
+    assert sub.size == 7 and not np.isin(sub, rows).any() and (np.diff(sub) > 0).all()
+    part = nys.error_estimate(Q[rows], rows, Q[sub], sub, U, lam)["frobenius_error_estimate"]
+    expect = math.sqrt((diff[rows] ** 2).sum() + (diff[sub] ** 2).sum() * rest.size / 7)
+    assert part == pytest.approx(expect, rel=1e-12)
+    # both Nystrom methods report the shared function's result
+    seen = []
+    real = nys.error_estimate
+    monkeypatch.setattr(nys, "error_estimate", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    X = rng.normal(size=(40, 30))
+    y = np.arange(40) % 2
+    X[:, :3] += y[:, None]
+    for method in ("qpfs", "spec_cmi_nystrom"):
+        kw = dict(nystrom_rate=0.3) if method == "qpfs" else {}
+        sel = bioqpfs.select(X, y, method=method, n_genes=3, **kw)
+        assert sel.diagnostics["frobenius_error_estimate"] == seen[-1]["frobenius_error_estimate"], method
+    assert len(seen) == 2
 
 
 def test_nystrom_lowrank_and_subspace_differ_as_documented(srbct):
@@ -413,11 +455,11 @@ def test_psd_fix_none_sign_by_a_loose_lanczos_run(srbct_mi, monkeypatch):
     exact = float(np.linalg.eigvalsh((1 - alpha) * Q)[0])   # the independent reference
     assert exact < 0                          # real MI matrices are indefinite
     calls = []
-    real = qmod.simplex_qp.smallest_eigenvalue
-    monkeypatch.setattr(qmod.simplex_qp, "smallest_eigenvalue",
+    real = sq.smallest_eigenvalue
+    monkeypatch.setattr(sq, "smallest_eigenvalue",
                         lambda G, **kw: calls.append(kw.get("tol")) or real(G, **kw))
     x, d = qmod.solve_qpfs(Q, F, alpha, psd_fix="none")
-    assert calls == [qmod.NONE_SIGN_TOL] and d["indefinite"] and d["psd_fix_applied"] == "none"
+    assert calls == [psd.NONE_SIGN_TOL] and d["indefinite"] and d["psd_fix_applied"] == "none"
     assert exact <= d["min_eigenvalue"] <= 0.95 * exact   # an upper bound, within 5% of the value
     G0 = (1 - alpha) * Q
     assert d["local"] and kkt_violation(G0, alpha * F, x) < 1e-8
@@ -425,5 +467,5 @@ def test_psd_fix_none_sign_by_a_loose_lanczos_run(srbct_mi, monkeypatch):
     calls.clear()
     P = Q - exact / (1 - alpha) * np.eye(m) + 1e-3 * np.eye(m)
     x, d = qmod.solve_qpfs(P, F, alpha, psd_fix="none")
-    assert calls == [qmod.NONE_SIGN_TOL, None] and d["psd_fix_applied"] == "none needed" and not d["local"]
+    assert calls == [psd.NONE_SIGN_TOL, None] and d["psd_fix_applied"] == "none needed" and not d["local"]
     assert d["min_eigenvalue"] == pytest.approx(float(np.linalg.eigvalsh((1 - alpha) * P)[0]), rel=1e-6)

@@ -13,7 +13,10 @@ import math
 
 import numpy as np
 
-__all__ = ["sample_rows", "nystrom_eigh"]
+__all__ = ["sample_rows", "nystrom_eigh", "error_rows", "error_estimate"]
+
+#: rows of Q - Q_hat formed at once by :func:`error_estimate` (bounds the temporary to ``ROW_BLOCK x M``)
+ROW_BLOCK = 512
 
 
 def sample_rows(n, rate, rng):
@@ -82,3 +85,58 @@ def nystrom_eigh(C, rows, *, eig_threshold=0.0, rank_tol=1e-10, negative_floor=F
     info = dict(r=int(len(rows)), rank_A=int(keep.sum()), dropped_A_negative=int((s < 0).sum()),
                 sum_Q_hat=float(c1 @ c1))
     return sig, U, info
+
+
+def error_rows(n, rows, n_error_rows, rng):
+    """``min(n_error_rows, n - r)`` distinct indices drawn uniformly without replacement from the indices not
+    in ``rows``, sorted: the unsampled rows of Q computed exactly for :func:`error_estimate`."""
+    rest = np.setdiff1d(np.arange(n), rows)
+    n_err = min(int(n_error_rows), rest.size)
+    return np.sort(rng.choice(rest, size=n_err, replace=False)) if n_err else rest[:0]
+
+
+def error_estimate(Qr, rows, Qe, err_rows, U, lam):
+    """Estimate ``||Q - Q_hat||_F`` and ``||Q - Q_hat||_F / ||Q||_F`` for ``Q_hat = U diag(lam) U^T``.
+
+    The error of the Nystrom approximation (QPFS paper section 2.2; SPEC_CMI paper section 3.4) without
+    forming the ``M x M`` matrices: the sampled rows ``Qr = Q[rows, :]`` contribute exactly (computed in blocks
+    of :data:`ROW_BLOCK` rows); the unsampled rows' share is estimated from the exact rows ``Qe = Q[err_rows, :]``
+    of ``err_rows``, drawn uniformly from the unsampled genes (:func:`error_rows`), scaled by
+    ``(M - r) / len(err_rows)`` (unbiased; exact when ``err_rows`` holds every unsampled row).
+
+    Parameters
+    ----------
+    Qr : ndarray, shape (r, M)
+        The sampled rows of Q.
+    rows : ndarray of int, shape (r,)
+        Their indices.
+    Qe : ndarray, shape (e, M)
+        Exact rows of Q at ``err_rows`` (``e`` may be 0).
+    err_rows : ndarray of int, shape (e,)
+        Indices of unsampled rows.
+    U : ndarray, shape (M, k)
+    lam : ndarray, shape (k,)
+        Low-rank factors of ``Q_hat`` (e.g. from :func:`nystrom_eigh`).
+
+    Returns
+    -------
+    dict
+        ``frobenius_error_estimate``, ``relative_frobenius_error_estimate``, ``n_error_rows``.
+    """
+    rows = np.asarray(rows)
+    err_rows = np.asarray(err_rows)
+    m = U.shape[0]
+    Ul = U * lam
+    e_s = q_s = 0.0
+    for b in range(0, rows.size, ROW_BLOCK):
+        blk = Qr[b:b + ROW_BLOCK]
+        e_s += float(np.sum((blk - Ul[rows[b:b + ROW_BLOCK]] @ U.T) ** 2))
+        q_s += float(np.sum(blk ** 2))
+    n_rest = m - rows.size
+    e_u = q_u = 0.0
+    if err_rows.size:
+        e_u = float(np.sum((Qe - Ul[err_rows] @ U.T) ** 2)) * n_rest / err_rows.size
+        q_u = float(np.sum(Qe ** 2)) * n_rest / err_rows.size
+    return dict(frobenius_error_estimate=math.sqrt(e_s + e_u),
+                relative_frobenius_error_estimate=math.sqrt((e_s + e_u) / max(q_s + q_u, 1e-300)),
+                n_error_rows=int(err_rows.size))

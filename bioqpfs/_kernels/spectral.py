@@ -292,12 +292,17 @@ def nystrom_leading(C, rows, *, rank_tol=None, floor=1e-10, full_below=200):
     return lam, U, dict(base, rank_A=info["rank_A"], method="full")
 
 
-def lowrank_operator(U, lam):
-    """``LinearOperator`` of ``U diag(lam) U^T`` (n x n) without forming it: O(n k) per product."""
+def lowrank_operator(U, lam, diag=None):
+    """``LinearOperator`` of ``U diag(lam) U^T`` (n x n), plus ``diag(diag)`` when given, without forming it:
+    O(n k) per product."""
     U = np.asarray(U, dtype=np.float64)
     lam = np.asarray(lam, dtype=np.float64)
     n = U.shape[0]
-    return LinearOperator((n, n), matvec=lambda v: U @ (lam * (U.T @ np.ravel(v))), dtype=np.float64)
+    if diag is None:
+        return LinearOperator((n, n), matvec=lambda v: U @ (lam * (U.T @ np.ravel(v))), dtype=np.float64)
+    d = np.asarray(diag, dtype=np.float64)
+    return LinearOperator((n, n), matvec=lambda v: U @ (lam * (U.T @ np.ravel(v))) + d * np.ravel(v),
+                          dtype=np.float64)
 
 
 def dummy_variable_operator(op):

@@ -19,7 +19,9 @@ the name).  The function
    ranges), so that a bad value fails before any work on every face and every path;
 3. starts with :func:`prepare` (validated X: dense float or canonical CSR/CSC, never modified; the
    class codes; the constant genes), checks ``n_genes`` with ``check_n_genes``, warns about the
-   constant genes with :func:`warn_constant` and leaves them out of the optimisation;
+   constant genes with :func:`warn_constant` and leaves them out of the optimisation; resolves
+   ``preselected=`` (forced genes: names or indices) with :func:`resolve_preselected`, ranks them first in
+   the given order and chooses the rest given them (its docstring says how: the conditioned problem);
 4. gets its measures here -- :func:`info_table` (the codes, discretised once, with class weights),
    :func:`information_relevance` (F = I(X; C)), :func:`similarity_and_relevance` (Q and F) -- and
    never from a private name of :mod:`bioqpfs.measures` elsewhere; refuses uninformative labels with
@@ -84,6 +86,86 @@ def warn_constant(constant, feature_names):
         )
 
 
+def resolve_preselected(preselected, m, feature_names=None, n_genes=None, constant=None):
+    """The one validation of ``preselected=`` (every method): forced genes as an int array, in the given order.
+
+    Parameters
+    ----------
+    preselected : None, str, int or sequence of str / int
+        Gene names (looked up in ``feature_names``, case-sensitive) or integer indices; one name or index
+        alone is a list of one.  Mixed names and indices are read as names.
+    m : int
+        The number of genes of X.
+    feature_names : sequence of str, optional
+    n_genes : int, optional
+        The panel size: it must hold every forced gene (``n_genes < len(preselected)`` is an error, never a
+        silent drop of forced genes).
+    constant : bool array, optional
+        The constant genes: a forced constant gene is kept (ranked where the user put it) with a warning that
+        it carries no information and so cannot steer the rest of the panel.
+
+    Returns
+    -------
+    ndarray of int
+        Indices into X; empty for ``None`` or ``[]`` (the method then runs exactly as without the option).
+
+    Raises
+    ------
+    ValueError
+        A name not among the genes (named), a name occurring more than once in ``feature_names``
+        (ambiguous: make the names unique, e.g. ``adata.var_names_make_unique()``, or pass integer indices),
+        an index out of range, a gene listed twice, all genes forced, or more forced genes than ``n_genes``.
+    TypeError
+        ``preselected`` is not a list of names or indices.
+    """
+    if preselected is None:
+        return np.zeros(0, dtype=np.int64)
+    if isinstance(preselected, (str, int, np.integer)):
+        preselected = [preselected]
+    try:
+        items = list(preselected)
+    except TypeError:
+        raise TypeError(f"preselected must be a list of gene names or indices, got {preselected!r}") from None
+    if not items:
+        return np.zeros(0, dtype=np.int64)
+    if all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in items):
+        idx = np.asarray(items, dtype=np.int64)
+        bad = idx[(idx < 0) | (idx >= m)]
+        if bad.size:
+            raise ValueError(f"preselected gene index(es) {describe_indices(bad)} out of range 0..{m - 1}")
+    else:
+        if feature_names is None:
+            raise ValueError("preselected gene names given but no feature_names to look them up in; "
+                             "pass feature_names=... or integer indices")
+        lookup = {str(n): i for i, n in enumerate(feature_names)}
+        missing = [str(p) for p in items if str(p) not in lookup]
+        if missing:
+            raise ValueError(f"preselected gene(s) not found among the genes: {', '.join(missing[:5])}"
+                             f"{' ...' if len(missing) > 5 else ''}; check the names (case-sensitive)")
+        wanted = {str(p) for p in items}
+        names, counts = np.unique(np.asarray([str(n) for n in feature_names if str(n) in wanted]), return_counts=True)
+        ambiguous = names[counts > 1]
+        if ambiguous.size:
+            raise ValueError(
+                f"preselected gene name(s) {', '.join(ambiguous[:5])}{' ...' if ambiguous.size > 5 else ''} occur "
+                "more than once among the gene names, so it is ambiguous which gene is meant; make the names unique "
+                "(e.g. adata.var_names_make_unique()) or pass integer indices")
+        idx = np.asarray([lookup[str(p)] for p in items], dtype=np.int64)
+    uniq, counts = np.unique(idx, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"preselected lists gene(s) {describe_indices(uniq[counts > 1], feature_names)} more than once")
+    if idx.size >= m:
+        raise ValueError(f"all {m} genes are preselected; nothing is left to optimise")
+    if n_genes is not None and n_genes < idx.size:
+        raise ValueError(f"n_genes={n_genes} but {idx.size} genes are preselected, and every preselected gene must "
+                         f"be in the panel; ask for n_genes >= {idx.size} or preselect fewer genes")
+    if constant is not None and np.asarray(constant)[idx].any():
+        warnings.warn(f"preselected gene(s) {describe_indices(idx[np.asarray(constant)[idx]], feature_names)} are "
+                      "constant across samples: they stay in the panel where you put them but carry no information, "
+                      "so they do not steer the choice of the other genes", UserWarning, stacklevel=3)
+    return idx
+
+
 def weights_and_ranking(m_total, keep, x, F, constant, preselected):
     """Scatter solver weights ``x`` and relevance ``F`` (over the kept genes) back to all genes and rank.
 
@@ -99,6 +181,24 @@ def weights_and_ranking(m_total, keep, x, F, constant, preselected):
     const_rest = np.setdiff1d(np.flatnonzero(constant), preselected)
     ranking = np.concatenate([preselected, rank_by_weight(weights, F_all, candidates=rest), const_rest])
     return weights, F_all, ranking.astype(np.int64)
+
+
+def preselected_record(preselected, feature_names):
+    """``params`` entry recording the forced genes (names when known, else indices); ``{}`` without any."""
+    if not len(preselected):
+        return {}
+    return dict(preselected=[int(i) for i in preselected] if feature_names is None
+                else [str(feature_names[i]) for i in preselected])
+
+
+def forced_first(ranking, preselected):
+    """``ranking`` with the forced genes moved to the front, in their given order (the rest keep their order):
+    what every method that ranks by a score unaffected by the forced set (MaxRel, random) returns."""
+    preselected = np.asarray(preselected, dtype=np.int64)
+    if not preselected.size:
+        return np.asarray(ranking, dtype=np.int64)
+    rest = np.asarray(ranking, dtype=np.int64)
+    return np.concatenate([preselected, rest[~np.isin(rest, preselected)]])
 
 
 def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped=False):

@@ -59,7 +59,14 @@ from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, Options, check_base, check_n_genes, check_random_state, parameter_constraints
-from ._common import information_relevance, prepare, warn_constant
+from ._common import (
+    forced_first,
+    information_relevance,
+    prepare,
+    preselected_record,
+    resolve_preselected,
+    warn_constant,
+)
 
 __all__ = ["maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife", "random_genes", "greedy_mi", "DEFAULT_N_RANKED"]
 
@@ -102,7 +109,7 @@ def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None)
 
 
 def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidates=None, F=None, table=None,
-              by_class=None, weights=None):
+              by_class=None, weights=None, start=None):
     """Greedy forward selection with an MI criterion on integer codes (the kernel behind the baselines).
 
     Parameters
@@ -116,11 +123,15 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
         Genes allowed to be picked (default all).
     weights : ndarray, optional
         Sample weights of the counts (e.g. class-balanced); ignored when the tables are given.
+    start : sequence of int, optional
+        Forced genes: S starts as this set (in this order) and the search adds genes given them, every
+        criterion's sums over S running over the forced genes too (issue 15: extending a fixed panel).
+        ``n_select`` counts them.
 
     Returns
     -------
-    order : ndarray of int, the selected genes in selection order
-    scores : ndarray, the criterion value of each when it was picked
+    order : ndarray of int, the selected genes in selection order (the forced genes first)
+    scores : ndarray, the criterion value of each when it was picked (NaN for the forced genes)
     F : ndarray, I(X_j; C) for every gene
     """
     if criterion not in _CRITERIA:
@@ -139,6 +150,15 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
         table = _info.CodeTable(codes, levels, weights=weights)
     acc = np.zeros(m)
     order, picked_scores = [], []
+    start = np.zeros(0, dtype=np.int64) if start is None else np.asarray(start, dtype=np.int64)
+    if start.size:  # S = the forced genes: their rows enter the running sums at once
+        order, picked_scores = [int(j) for j in start], [np.nan] * start.size
+        available[start] = False
+        if uses_mi:
+            acc += _info.pairwise_information(table, None, "mi", rows=start, base=base).sum(axis=0)
+        else:
+            c_rows = _info.pairwise_information(by_class, None, "cmi", rows=start, base=base).sum(axis=0)
+            acc += c_rows if criterion == "jmi" else c_rows - F[start].sum()
     # one row per step is a thin sliver of work: a parallel numba region costs more to start than it
     # saves (measured 0.57 s vs 0.04 s per 10,000-gene row on a loaded 2-core machine), so the
     # greedy loop runs the kernel on one thread
@@ -152,7 +172,7 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
 
 
 def _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, uses_mi, table, by_class, base):
-    for step in range(n_select):
+    while len(order) < n_select:
         k = len(order)
         if k == 0:
             scores = F
@@ -172,7 +192,7 @@ def _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, u
         order.append(j)
         picked_scores.append(float(scores[j]))
         available[j] = False
-        if step == n_select - 1 or not available.any():
+        if len(order) == n_select or not available.any():
             continue
         rows = np.array([j], dtype=np.int64)
         if uses_mi:
@@ -182,17 +202,19 @@ def _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, u
             acc += c_row if criterion == "jmi" else c_row - F[j]
 
 
-def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, feature_names, class_weight=None):
+def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, feature_names, class_weight=None,
+                     preselected=None):
     t0 = time.perf_counter()
     X, y_codes, classes, constant, codes, levels, weights, by_class, F = _setup(X, y, feature_names, discretization,
                                                                                n_bins, base, class_weight)
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
-    n_rank = n_genes if n_genes is not None else min(m, DEFAULT_N_RANKED)
+    P = resolve_preselected(preselected, m, feature_names, n_genes, constant)
+    n_rank = n_genes if n_genes is not None else max(min(m, DEFAULT_N_RANKED), P.size)
     order, scores, _ = greedy_mi(codes, levels, y_codes, method, n_rank, base=base, candidates=~constant, F=F,
-                                 by_class=by_class, weights=weights)
+                                 by_class=by_class, weights=weights, start=P)
     if order.size < n_rank:  # only constant genes left: they rank last, by index
-        rest = np.flatnonzero(constant)[: n_rank - order.size]
+        rest = np.setdiff1d(np.flatnonzero(constant), order)[: n_rank - order.size]
         scores = np.concatenate([scores, np.full(rest.size, np.nan)])
         order = np.concatenate([order, rest])
     weights = np.zeros(m)
@@ -200,7 +222,7 @@ def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, featur
     greedy_score = np.full(m, np.nan)
     greedy_score[order] = scores
     params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, n_ranked=int(n_rank),
-                  class_weight=class_weight)
+                  class_weight=class_weight, **preselected_record(P, feature_names))
     diagnostics = dict(n_classes=int(classes.size), n_constant=int(constant.sum()),
                        seconds_total=time.perf_counter() - t0)
     return Selection(method, weights, order, n_genes=n_genes, params=params, diagnostics=diagnostics, relevance=F,
@@ -225,6 +247,10 @@ _PARAMS_DOC = """
         As in :func:`bioqpfs.qpfs`: ``"balanced"`` weighs every class equally in every MI term.
     base : float
         Logarithm base of MI (does not change the selection).
+    preselected : sequence of str or int, optional
+        Forced genes (names need ``feature_names``): the greedy search starts from S = these genes, in the
+        given order, and adds the rest given them -- every sum over S in the criterion includes them, exactly
+        as if the search had picked them first.  They count towards ``n_genes``.
     random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
         (an invalid value such as -1 or "abc" is an error, as for the random methods).
     feature_names : sequence of str, optional
@@ -239,30 +265,34 @@ _PARAMS_DOC = """
 
 @parameter_constraints(**_CONSTRAINTS)
 def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-             random_state=0, feature_names=None):
+             preselected=None, random_state=0, feature_names=None):
     """mRMR, difference form (MID): max I(X_j; C) - mean_{s in S} I(X_j; X_s) (Peng, Long & Ding 2005, eq. 7)."""
-    return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
+    return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
+                            preselected)
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-             random_state=0, feature_names=None):
+             preselected=None, random_state=0, feature_names=None):
     """mRMR, quotient form (MIQ): max I(X_j; C) / mean_{s in S} I(X_j; X_s) (Ding & Peng 2005)."""
-    return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
+    return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
+                            preselected)
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-        random_state=0, feature_names=None):
+        preselected=None, random_state=0, feature_names=None):
     """Joint mutual information: max sum_{s in S} I(X_j, X_s; C) (Yang & Moody 1999; the EMRMR of SPEC_CMI section 4.3)."""
-    return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
+    return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
+                            preselected)
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-         random_state=0, feature_names=None):
+         preselected=None, random_state=0, feature_names=None):
     """Conditional infomax feature extraction: max I(X_j; C) - sum_s [I(X_j; X_s) - I(X_j; X_s | C)] (Lin & Tang 2006)."""
-    return _greedy_selector("cife", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight)
+    return _greedy_selector("cife", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
+                            preselected)
 
 
 for _f in (mrmr_mid, mrmr_miq, jmi, cife):
@@ -271,19 +301,24 @@ for _f in (mrmr_mid, mrmr_miq, jmi, cife):
 
 @parameter_constraints(**_CONSTRAINTS)
 def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-           random_state=0, feature_names=None):
+           preselected=None, random_state=0, feature_names=None):
     """Max-relevance: rank every gene by I(X_j; C) (Peng, Long & Ding 2005, eq. 4).
 
     ``weights`` = I(X_j; C) in bits; ties by index; constant genes rank last.  Parameters as in
-    :func:`mrmr_mid`, except that the ranking covers every gene.
+    :func:`mrmr_mid`, except that the ranking covers every gene.  ``preselected`` genes rank first in the
+    given order; the rest keep their MaxRel order, because the criterion has no term in the selected set
+    S (I(X_j; C) is the same given any S), so ranking the rest given the forced genes changes nothing.
     """
     t0 = time.perf_counter()
     X, y_codes, classes, constant, _, _, _, _, F = _setup(X, y, feature_names, discretization, n_bins, base,
                                                           class_weight)
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
+    P = resolve_preselected(preselected, m, feature_names, n_genes, constant)
     ranking = np.concatenate([rank_by_weight(F, F, candidates=np.flatnonzero(~constant)), np.flatnonzero(constant)])
-    params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, class_weight=class_weight)
+    ranking = forced_first(ranking, P)
+    params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, class_weight=class_weight,
+                  **preselected_record(P, feature_names))
     diagnostics = dict(n_classes=int(classes.size), n_constant=int(constant.sum()),
                        seconds_total=time.perf_counter() - t0)
     return Selection("maxrel", F.copy(), ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
@@ -291,22 +326,25 @@ def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, cl
 
 
 @parameter_constraints()
-def random_genes(X, y, *, n_genes=None, random_state=0, feature_names=None):
+def random_genes(X, y, *, n_genes=None, preselected=None, random_state=0, feature_names=None):
     """Seeded random baseline: a uniform random permutation of all genes.
 
     ``random_state`` (int or Generator) seeds ``numpy.random.default_rng``; ``weights`` are rank
-    based, (M - r + 1) / M for the gene at rank r.  ``y`` is validated but not used.
+    based, (M - r + 1) / M for the gene at rank r.  ``y`` is validated but not used.  ``preselected``
+    genes (names or indices) rank first in the given order, the rest in the order of the same seeded
+    permutation (a uniform random order of the remaining genes).
     """
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
+    P = resolve_preselected(preselected, m, feature_names, n_genes)
     rng = check_random_state(random_state)
-    ranking = rng.permutation(m)
+    ranking = forced_first(rng.permutation(m), P)
     weights = np.zeros(m)
     weights[ranking] = (m - np.arange(m)) / m
     seed = random_state if isinstance(random_state, (int, np.integer)) or random_state is None else "generator"
     return Selection("random", weights, ranking, n_genes=n_genes,
                      params=dict(n_genes=n_genes, random_state=seed if seed is None or isinstance(seed, str)
-                                 else int(seed)),
+                                 else int(seed), **preselected_record(P, feature_names)),
                      diagnostics=dict(n_classes=int(classes.size)),
                      feature_names=None if feature_names is None else np.asarray(feature_names))

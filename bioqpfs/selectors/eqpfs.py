@@ -17,10 +17,11 @@ import numpy as np
 from .. import measures
 from .._kernels import information as _info
 from .._kernels import simplex_qp
+from .._kernels.psd import PSD_FIXES
 from .._selection import Selection, check_informative
 from .._validation import Interval, Options, check_n_genes, memory_guard, parameter_constraints
-from ._common import prepare, warn_constant, weights_and_ranking
-from .qpfs import PSD_FIXES, SOLVERS, resolve_preselected, solve_qpfs
+from ._common import prepare, resolve_preselected, warn_constant, weights_and_ranking
+from ._qp import SOLVERS, forced_in_qp, preselected_params, solve_qpfs
 
 __all__ = ["eqpfs", "eqpfs_matrix"]
 
@@ -90,18 +91,13 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
-    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes)
+    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)
     keep = np.flatnonzero(~constant)
     if keep.size < 2:
         raise ValueError("fewer than 2 non-constant genes; there is nothing to select")
     warn_constant(constant, feature_names)
     m = keep.size
-    pos = np.full(m_total, -1)
-    pos[keep] = np.arange(m)
-    P = pos[P_all][pos[P_all] >= 0]
-    share = preselected_share
-    if P_all.size and share is None:
-        share = P_all.size / n_genes if (n_genes is not None and n_genes > P_all.size) else 0.5
+    P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
 
     codes, levels = measures.codes_and_levels(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
     H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base)
@@ -127,7 +123,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     t1 = time.perf_counter()
     # alpha x^T H x - f^T x  ==  1/2 (2 alpha) x^T H x - 1 * f^T x
     x, solve_diag = solve_qpfs(H, f, alpha_used, solver=solver, psd_fix=psd_fix, preselected=P,
-                               preselected_share=share if P.size else None, quad_scale=2.0 * alpha_used,
+                               preselected_share=share, quad_scale=2.0 * alpha_used,
                                lin_scale=1.0)
     t_solve = time.perf_counter() - t1
 
@@ -135,9 +131,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     params = dict(alpha=alpha_used, alpha_given=alpha is not None, beta=float(beta), lam=lam_used,
                   lam_given=lam is not None, discretization=discretization, n_bins=n_bins, base=base,
                   solver=solve_diag["solver"], psd_fix=psd_fix, n_genes=n_genes)
-    if P_all.size:
-        params.update(preselected=[int(i) for i in P_all] if feature_names is None
-                      else [str(feature_names[i]) for i in P_all], preselected_share=float(share))
+    params.update(preselected_params(P_all, feature_names, share))
     diagnostics = dict(h_bar=h_bar, f_bar=f_bar, redundancy_min_eigenvalue=H_min, **solve_diag,
                        n_constant=int(constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(constant)],
                        n_classes=int(classes.size), seconds_measures=t_measures, seconds_solve=t_solve,

@@ -47,8 +47,8 @@ from .._kernels import kmeans as _km
 from .._kernels.correlation import scaled_column_moments
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
-from ._common import prepare, warn_constant
-from .qpfs import alpha_hat, solve_qpfs
+from ._common import forced_first, prepare, resolve_preselected, warn_constant
+from ._qp import alpha_hat, forced_in_qp, preselected_params, solve_qpfs
 
 __all__ = ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"]
 
@@ -150,8 +150,16 @@ class _Context:
                                alpha_exact=bool(rows.size == m))
         return a
 
-    def qpfs(self, reps):
-        """QPFS weights of the genes ``reps`` (local indices): Q = their MI matrix, F their relevance."""
+    def forced(self, preselected, n_genes):
+        """``(P_all, P, share)``: the forced genes (indices into X), their local indices among the non-constant
+        genes, and their total weight in the final QPFS (:func:`bioqpfs.selectors._qp.forced_in_qp`)."""
+        P_all = resolve_preselected(preselected, self.m_total, self.feature_names, n_genes, self.constant)
+        P, share = forced_in_qp(P_all, self.keep, self.m_total, n_genes, None)
+        return P_all, P, share
+
+    def qpfs(self, reps, forced=0, share=None):
+        """QPFS weights of the genes ``reps`` (local indices): Q = their MI matrix, F their relevance; the first
+        ``forced`` of them are forced genes of total weight ``share`` (:func:`bioqpfs.selectors._qp.solve_qpfs`)."""
         t = time.perf_counter()
         reps = np.asarray(reps, dtype=np.int64)
         self.n_qpfs += 1
@@ -170,12 +178,15 @@ class _Context:
         self.alphas.append(float(a))
         if reps.size == 1:
             x, diag = np.ones(1), {}
+        elif forced and forced == reps.size:  # nothing left to weigh beyond the forced genes
+            x, diag = np.full(reps.size, 1.0 / reps.size), {}
         else:
-            x, diag = solve_qpfs(Q, F, a)
+            x, diag = solve_qpfs(Q, F, a, preselected=np.arange(forced) if forced else None,
+                                 preselected_share=share)
         self.t_qpfs += time.perf_counter() - t
         return x, a, diag
 
-    def finish(self, method, local_ranked, local_weights, n_genes, params, diagnostics, leaves):
+    def finish(self, method, local_ranked, local_weights, n_genes, params, diagnostics, leaves, forced=None):
         """Build the Selection: weights and ranking over all input genes, cluster columns, diagnostics.
 
         Every gene is ranked: first the genes of the final QPFS (``local_ranked``, by weight, ties by
@@ -191,6 +202,8 @@ class _Context:
         by_qpfs = rank_by_weight(weights, F_all, candidates=keep[np.asarray(local_ranked, dtype=np.int64)])
         rest = rank_by_weight(np.zeros(self.m_total), F_all, candidates=np.setdiff1d(keep, by_qpfs))
         ranking = np.concatenate([by_qpfs, rest, np.flatnonzero(self.constant)])
+        if forced is not None:
+            ranking = forced_first(ranking, forced)
         cluster = np.full(self.m_total, -1, dtype=np.int64)
         level = np.zeros(self.m_total, dtype=np.int64)
         # int8 0/1 rather than bool: the tl face stores non-numeric extra columns as strings in .var, and
@@ -214,6 +227,11 @@ class _Context:
         return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
                          relevance=F_all, feature_names=self.feature_names,
                          extra_columns={"cluster": cluster, "representative": representative, "cluster_level": level})
+
+
+def _with_forced(P, reps):
+    """The genes of the final QPFS: the forced genes first, then the representatives that are not forced."""
+    return np.concatenate([P, reps[~np.isin(reps, P)]]).astype(np.int64) if P.size else reps
 
 
 def _check_int(name, value, minimum):
@@ -260,6 +278,13 @@ _COMMON_DOC = """
         Permute the genes with ``random_state`` before clustering (MacQueen takes the first k genes as
         initial centres, so without it the result depends on the input gene order); ``False`` is the
         paper's literal rule.
+    preselected : sequence of str or int, optional
+        Forced genes (names need ``feature_names``), ranked first in the given order.  The clustering and its
+        intermediate QPFS calls run as published; the final QPFS (the one that weighs and ranks the kept
+        representatives) runs on the forced genes plus the representatives with the shared forced-gene QP
+        (:func:`bioqpfs.selectors._qp.solve_qpfs`: the forced genes hold the total weight ``|P| / n_genes``,
+        the representatives are weighed given them, their relevance shifted by their redundancy with the
+        forced panel), so a representative redundant with a forced gene loses weight.  ``n_genes`` counts them.
     random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Seed of the shuffle.
     feature_names : sequence of str, optional
@@ -347,7 +372,8 @@ def _doc(func):
 @parameter_constraints(n_clusters=Interval("integer", none=True), max_split=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
 def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=None, tau=0.9, max_split=10, alpha=None, alpha_rows=64,
-              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=0, feature_names=None):
+              discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
+              feature_names=None):
     """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
 
     The genes are clustered with the variant two-level k-means (section 3.2): level 1 makes ``n_clusters``
@@ -396,26 +422,28 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=None, tau=0.9, max_split=10, alp
                    shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows)
     n_clusters = _resolve_clusters(n_clusters, ctx.keep.size)
     n_genes = check_n_genes(n_genes, ctx.m_total)
+    P_all, P, share = ctx.forced(preselected, n_genes)
     t = time.perf_counter()
     leaves, info = _km.two_level(ctx.space, ctx.order, n_clusters, tau, max_split)
     t_cluster = time.perf_counter() - t
-    reps = np.array([leaf[1] for leaf in leaves], dtype=np.int64)
-    x, a, solve_diag = ctx.qpfs(reps)
+    reps = _with_forced(P, np.array([leaf[1] for leaf in leaves], dtype=np.int64))
+    x, a, solve_diag = ctx.qpfs(reps, P.size, share)
     local_w = np.zeros(ctx.keep.size)
     local_w[reps] = x
     leaf_dicts = [dict(members=mem, rep=rep, level=lev) for mem, rep, lev, _ in leaves]
     params = dict(n_clusters=n_clusters, tau=tau, max_split=max_split,
                   alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows, discretization=discretization,
-                  n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes, similarity="mi", relevance="mi")
+                  n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes, similarity="mi", relevance="mi",
+                  **preselected_params(P_all, feature_names, share))
     diagnostics = dict(levels_reached=int(max(leaf[2] for leaf in leaves)), n_representatives=int(reps.size),
                        alpha_used=float(a), level1_radii=[float(r) for r in info["level1_radii"]],
                        level1_split=[int(s) for s in info["level1_split"]], seconds_clustering=t_cluster,
                        **{f"qpfs_{k}": v for k, v in solve_diag.items()})
-    return ctx.finish("tlkm_qpfs", reps, local_w, n_genes, params, diagnostics, leaf_dicts)
+    return ctx.finish("tlkm_qpfs", reps, local_w, n_genes, params, diagnostics, leaf_dicts, P_all)
 
 
 def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau, max_levels, alpha, alpha_rows,
-                 discretization, n_bins, base, shuffle, random_state, feature_names):
+                 discretization, n_bins, base, shuffle, random_state, feature_names, preselected=None):
     """Algorithms IKM-QPFS and IRR (section 4.1); with ``aggressive`` the IKMA-QPFS check (section 4.5)."""
     if n_clusters is not None:
         _check_int("n_clusters", n_clusters, 1)
@@ -427,6 +455,7 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
                    shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows)
     n_clusters = _resolve_clusters(n_clusters, ctx.keep.size)
     n_genes = check_n_genes(n_genes, ctx.m_total)
+    P_all, P, share = ctx.forced(preselected, n_genes)
     sp = ctx.space
     kept = []  # F of Algorithm IRR: representatives (local indices) of relevant terminal clusters
     leaves = []
@@ -473,12 +502,13 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
     irr(first, 1)
     t_cluster = time.perf_counter() - t - ctx.t_qpfs
     kept = np.array(kept, dtype=np.int64)
-    if kept.size == 0:
+    if kept.size == 0 and not P.size:
         raise ValueError(
             f"{method}: every cluster was dropped (no representative got a positive QPFS weight), so no gene is "
             "left to rank; use a smaller alpha, more clusters (n_clusters / n_split) or fewer levels"
             + (", or ikm_qpfs instead of ikma_qpfs" if aggressive else ""))
-    x, a, solve_diag = ctx.qpfs(kept)  # step 5: final QPFS on F
+    kept = _with_forced(P, kept)
+    x, a, solve_diag = ctx.qpfs(kept, P.size, share)  # step 5: final QPFS on F (given the forced genes)
     local_w = np.zeros(ctx.keep.size)
     local_w[kept] = x
     kept_set = set(kept.tolist())
@@ -486,7 +516,7 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
     params = dict(n_clusters=n_clusters, n_split=n_split, tau=tau, max_levels=max_levels,
                   alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows,
                   discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes,
-                  similarity="mi", relevance="mi", aggressive=aggressive)
+                  similarity="mi", relevance="mi", aggressive=aggressive, **preselected_params(P_all, feature_names, share))
     diagnostics = dict(
         levels_reached=int(depth[0]), n_kept=int(kept.size), n_clusters_split=counts["split"],
         n_clusters_dropped=counts["dropped_zero"] + counts["dropped_aggressive"],
@@ -503,7 +533,7 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
             f"than tau={tau:g} (largest: {big[0]} genes, radius {big[1]:.3f}); each keeps one representative, so "
             "distinct class signals inside one of them can be lost. Raise max_levels, n_split or n_clusters "
             "(diagnostics['wide_at_depth_limit_sizes'] lists their sizes)", UserWarning, stacklevel=3)
-    return ctx.finish(method, kept, local_w, n_genes, params, diagnostics, leaves)
+    return ctx.finish(method, kept, local_w, n_genes, params, diagnostics, leaves, P_all)
 
 
 
@@ -511,7 +541,8 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
 @parameter_constraints(n_clusters=Interval("integer", none=True), n_split=Interval("integer"), max_levels=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
 def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
-             discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=0, feature_names=None):
+             discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
+             feature_names=None):
     """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
 
     k-means makes ``n_clusters`` clusters and QPFS weighs their representatives.  A cluster with radius
@@ -538,14 +569,15 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_le
     return _interleaved("ikm_qpfs", X, y, aggressive=False, n_genes=n_genes, n_clusters=n_clusters,
                         n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha, alpha_rows=alpha_rows,
                         discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle,
-                        random_state=random_state, feature_names=feature_names)
+                        random_state=random_state, feature_names=feature_names, preselected=preselected)
 
 
 @_doc
 @parameter_constraints(n_clusters=Interval("integer", none=True), n_split=Interval("integer"), max_levels=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
 def ikma_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
-              discretization="mean_sd", n_bins=3, base=2, shuffle=True, random_state=0, feature_names=None):
+              discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
+              feature_names=None):
     """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).
 
     As :func:`ikm_qpfs`, but every cluster whose representative gets QPFS weight 0 is dropped at once, at
@@ -560,4 +592,4 @@ def ikma_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_l
     return _interleaved("ikma_qpfs", X, y, aggressive=True, n_genes=n_genes, n_clusters=n_clusters,
                         n_split=n_split, tau=tau, max_levels=max_levels, alpha=alpha, alpha_rows=alpha_rows,
                         discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle,
-                        random_state=random_state, feature_names=feature_names)
+                        random_state=random_state, feature_names=feature_names, preselected=preselected)

@@ -27,16 +27,25 @@ import numpy as np
 
 from .. import measures
 from .._kernels import information as _info
+from .._kernels.psd import PSD_FIXES, min_eigenvalue_with_safety
 from .._kernels.ranking import round_robin
 from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
 from .._validation import Interval, Options, check_n_genes, parameter_constraints
-from ._common import higher_in_class, one_vs_rest_relevance, prepare, similarity_and_relevance, warn_constant
-from .qpfs import (
+from ._common import (
+    forced_first,
+    higher_in_class,
+    one_vs_rest_relevance,
+    prepare,
+    resolve_preselected,
+    similarity_and_relevance,
+    warn_constant,
+)
+from ._qp import (
     FLOAT32_FROM,
-    PSD_FIXES,
     SOLVERS,
     alpha_hat,
-    min_eigenvalue_with_safety,
+    forced_in_qp,
+    preselected_params,
     solve_qpfs,
     solver_working_bytes,
 )
@@ -53,7 +62,7 @@ DIRECTIONS = ("up", "both")
     discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
     solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES))
 def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization="auto", n_bins=3,
-               class_weight="balanced", base=2, solver="auto", psd_fix="shift", random_state=0,
+               class_weight="balanced", base=2, solver="auto", psd_fix="shift", preselected=None, random_state=0,
                feature_names=None):
     """Rank genes with class-covering QPFS (one QPFS per class, round-robin over the classes).
 
@@ -83,12 +92,18 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     solver : {"auto", "quadprog", "spg"}
         QP solver of each per-class problem (see :func:`bioqpfs.qpfs`).
     psd_fix : {"shift", "clip", "none"}
-        Convexification of an indefinite Q (see :func:`bioqpfs.selectors.qpfs.apply_psd_fix`).  Default
+        Convexification of an indefinite Q (see :func:`bioqpfs._kernels.psd.apply_psd_fix`).  Default
         ``"shift"``: its per-class solutions spread over more genes, so every class ranks a longer list by the
         QP; against ``"none"`` the panels score the same within noise (LR balanced accuracy at k = 10 / 20 / 30,
         ``bench_panels.py``: PBMC 0.592 / 0.617 / 0.619 against 0.597 / 0.614 / 0.614, Colon 0.856 / 0.819 /
         0.812 against 0.846 / 0.794 / 0.822, Leukemia 0.934 / 0.964 / 0.959 against 0.929 / 0.964 / 0.959).
         The C problems share one eigen-solve (``solve_qpfs(..., q_min_eigenvalue=)``).
+    preselected : sequence of str or int, optional
+        Forced genes (names need ``feature_names``), ranked first in the given order (``.var["bioqpfs_class"]``
+        says ``"preselected"``).  Every per-class problem is solved given them with the shared forced-gene QP
+        (:func:`bioqpfs.selectors._qp.solve_qpfs`: the forced genes hold the total weight ``|P| / n_genes``, and the
+        rest is the QPFS problem over the remaining genes with F_c shifted by their redundancy with the forced
+        panel), and the round-robin runs over the remaining genes.  ``n_genes`` counts the forced genes.
     random_state : ignored
         The method is deterministic (accepted for a uniform interface).
     feature_names : sequence of str, optional
@@ -115,11 +130,13 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
+    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)
     keep = np.flatnonzero(~constant)
     if keep.size == 0:
         raise ValueError("every gene is constant across samples; there is nothing to select")
     warn_constant(constant, feature_names)
     m, C = keep.size, classes.size
+    P, share = forced_in_qp(P_all, keep, m_total, n_genes, None)
     Xk = X[:, keep]
     dtype = np.float32 if m >= FLOAT32_FROM else np.float64
     Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
@@ -143,8 +160,11 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
             empty.append(c)
             continue
         a = alpha_hat(Q, f)[0] if alpha is None else float(alpha)
-        x, _ = solve_qpfs(Q, f, a, solver=solver, psd_fix=psd_fix, q_min_eigenvalue=q_min)
+        x, _ = solve_qpfs(Q, f, a, solver=solver, psd_fix=psd_fix, q_min_eigenvalue=q_min, preselected=P,
+                          preselected_share=share)
         cand = np.flatnonzero((x > 0) | (f > ZERO_RELEVANCE))
+        if P.size:
+            cand = np.setdiff1d(cand, P)
         rankings.append(rank_by_weight(x, f, candidates=cand))
         weights_c[c] = x
         alphas.append(float(a))
@@ -154,9 +174,9 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
                       f"informative about them, so the panel cannot cover them: "
                       f"{', '.join(str(classes[c]) for c in empty[:10])}", UserWarning, stacklevel=2)
     order, owner = round_robin(rankings)
-    rest = np.setdiff1d(np.arange(m), order)
+    rest = np.setdiff1d(np.arange(m), np.concatenate([order, P]))
     tail = rank_by_weight(F, None, candidates=rest)
-    ranking = np.concatenate([keep[order], keep[tail], np.flatnonzero(constant)]).astype(np.int64)
+    ranking = forced_first(np.concatenate([keep[order], keep[tail], np.flatnonzero(constant)]), P_all)
 
     weights = np.zeros(m_total)
     weights[keep[order]] = weights_c[owner, order]
@@ -164,10 +184,14 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     F_all[keep] = F
     taken_for = np.full(m_total, "", dtype=object)
     taken_for[keep[order]] = np.asarray(classes, dtype=str)[owner]
-    added = np.bincount(owner[:n_genes] if n_genes is not None else owner, minlength=C)
+    if P.size:
+        weights[keep[P]] = share / P.size
+    taken_for[P_all] = "preselected"
+    added = np.bincount(owner[:n_genes - P_all.size] if n_genes is not None else owner, minlength=C)
     params = dict(direction=direction, alpha=None if alpha is None else float(alpha), discretization=discretization,
                   discretization_used=measures.resolve_discretization(X, discretization), n_bins=n_bins,
-                  class_weight=class_weight, base=base, solver=solver, psd_fix=psd_fix, n_genes=n_genes)
+                  class_weight=class_weight, base=base, solver=solver, psd_fix=psd_fix, n_genes=n_genes,
+                  **preselected_params(P_all, feature_names, share))
     diagnostics = dict(
         classes=[str(c) for c in classes], alpha=alphas, n_candidates=n_cand,
         n_added=[int(v) for v in added], n_round_robin=int(order.size), n_classes=int(C),

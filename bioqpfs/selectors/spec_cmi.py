@@ -24,6 +24,19 @@ Building Q.  The information kernel returns ``C[i, j] = I(X_i; C | X_j) = H(C|X_
 
 a rank-two correction applied row by row: no transpose of the M x M matrix is needed, and any set
 of sampled rows of C gives the same rows of Q (what Nystrom needs).
+
+Forced genes (``preselected``, issue 15).  With x_P = 1 fixed, for a 0-1 vector x
+
+    x^T Q x = x_R^T Q_RR x_R + 2 x_R^T Q_RP 1 + 1^T Q_PP 1 = x_R^T Q' x_R + const,
+    Q' = Q_RR + 2 diag(Q_RP 1)
+
+because x_i^2 = x_i moves the linear cross term onto the diagonal.  So QIP_CMI given the forced genes is
+again QIP_CMI, on the remaining genes R with Q' and k - |P| genes: a remaining gene's "relevance" Q'_ii
+grows by its conditional relevance with the forced panel, 2 sum_{p in P} Q_ip.  Q' is entrywise
+non-negative like Q (Theorem 2 still holds), and every relaxation of the paper applies to it unchanged:
+SPEC_CMI takes its dominant eigenvector, SDP_CMI relaxes it with k - |P|, SPEC_CMI + Nystrom uses
+``U_R Lambda U_R^T + 2 diag(U_R Lambda U_P^T 1)`` from the same low-rank factors.  The forced genes rank
+first in the given order (their weight: the largest weight of the rest, so weights never contradict ranks).
 """
 from __future__ import annotations
 
@@ -51,7 +64,8 @@ from .._validation import (
     parameter_constraints,
     validate_random_state,
 )
-from ._common import info_table, prepare, warn_constant
+from ._common import forced_first, info_table, prepare, preselected_record, resolve_preselected, warn_constant
+from ._qp import forced_in_qp
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
 
@@ -147,20 +161,23 @@ class _CMIRows:
         return cmi_q_rows(self._table, np.asarray(rows, dtype=np.int64), base=self._base)[0]
 
 
-def _polished_top_k(Q, x, F, n_genes, diag=None):
+def _polished_top_k(Q, x, F, n_genes, diag=None, fixed=None):
     """SPEC_CMI's top k by weight, then improved by swaps on x^T Q x (``polish=True``; beyond the paper).
 
+    ``fixed``: forced genes, first in the start panel and never swapped out.
     Returns the panel (indices, ordered by marginal contribution) and its diagnostics.
     """
-    top = rank_by_weight(_spec.snap_ties(x, TIE_TOL), F)[:n_genes]
-    S, value, n_swaps = _swap.swap_search(Q, None, top, quad=1.0, lin=0.0, diag=diag)
+    fixed = np.zeros(0, dtype=np.int64) if fixed is None else np.asarray(fixed, dtype=np.int64)
+    top = forced_first(rank_by_weight(_spec.snap_ties(x, TIE_TOL), F), fixed)[:n_genes]
+    S, value, n_swaps = _swap.swap_search(Q, None, top, quad=1.0, lin=0.0, diag=diag,
+                                          fixed=fixed if fixed.size else None)
     return S, dict(qip_objective=value, unpolished_qip_objective=_swap.subset_value(Q, None, top, lin=0.0),
                    n_swaps=int(n_swaps))
 
 
 def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n_genes, params, diagnostics, t0,
             discretization, n_bins, base, feature_names, extra_columns=None, tie_tol=TIE_TOL, panel=None,
-            class_weight=None):
+            class_weight=None, forced=None):
     m_total = X.shape[1]
     weights = np.zeros(m_total)
     # identical genes have equal weights only up to round-off: differences below the solver's
@@ -171,6 +188,8 @@ def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n
     first = np.zeros(0, dtype=np.int64) if panel is None else keep[np.asarray(panel, dtype=np.int64)]
     rest = np.setdiff1d(keep, first)  # a polished panel (ordered) goes first, then the rest by weight
     ranking = np.concatenate([first, rank_by_weight(weights, F_all, candidates=rest), np.flatnonzero(constant)])
+    if forced is not None:
+        ranking = forced_first(ranking, forced)
     if n_genes is not None and "qip_objective" not in diagnostics:
         diagnostics["qip_objective"] = _panel_qip(X, y_codes, ranking[:n_genes], discretization, n_bins, base,
                                                   class_weight)
@@ -181,21 +200,25 @@ def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n
                      extra_columns=extra_columns or {})
 
 
-def _prepare(X, y, n_genes, feature_names):
+def _prepare(X, y, n_genes, feature_names, preselected=None):
+    """Validated inputs plus the forced genes: ``P_all`` (indices into X) and ``P`` (among the kept genes)."""
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     n_genes = check_n_genes(n_genes, X.shape[1])
+    P_all = resolve_preselected(preselected, X.shape[1], feature_names, n_genes, constant)
     keep = np.flatnonzero(~constant)
     if keep.size == 0:
         raise ValueError("every gene is constant across samples; there is nothing to select")
     warn_constant(constant, feature_names)
-    return X, y_codes, classes, constant, keep, n_genes
+    P = forced_in_qp(P_all, keep, X.shape[1], n_genes, None)[0]
+    return X, y_codes, classes, constant, keep, n_genes, P_all, P
 
 
 @parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right", none=True),
                        n_error_rows=Interval("integer", 0, None),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
 def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretization="mean_sd", n_bins=3, base=2,
-             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, random_state=0, feature_names=None):
+             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, preselected=None, random_state=0,
+             feature_names=None):
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
 
     Parameters
@@ -239,6 +262,11 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         Eigensolver tolerance (0: machine precision).
     n_error_rows : int
         Nystrom only: rows of Q computed exactly to estimate ||Q - Q_hat||_F.
+    preselected : sequence of str or int, optional
+        Forced genes (names need ``feature_names``), ranked first in the given order; the rest is the
+        dominant eigenvector of QIP_CMI given them, ``Q' = Q_RR + 2 diag(Q_RP 1)`` on the other genes (module
+        docstring: the exact conditioning of the 0-1 problem, then the paper's relaxation).  Each forced gene's
+        weight is the largest weight of the rest.  With ``polish`` the forced genes are never swapped out.
     random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Nystrom row sampling; exact SPEC_CMI is deterministic.
     feature_names : sequence of str, optional
@@ -273,11 +301,11 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
                                  n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=None,
                                  random_state=random_state, feature_names=feature_names, method="spec_cmi",
-                                 polish=polish, class_weight=class_weight)
+                                 polish=polish, class_weight=class_weight, preselected=preselected)
     _check_polish(polish, n_genes)
     t0 = time.perf_counter()
     validate_random_state(random_state)
-    X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
+    X, y_codes, classes, constant, keep, n_genes, P_all, P = _prepare(X, y, n_genes, feature_names, preselected)
     m = keep.size
     if dtype is None:
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64
@@ -295,20 +323,30 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
     _check_informative(Q, discretization, X.shape[0])
     F = np.diag(Q).astype(np.float64)
     t1 = time.perf_counter()
-    lam, x, eig_info = _spec.dominant_eigenvector(Q, tol=tol)
+    if P.size:  # QIP_CMI on the other genes given the forced ones (module docstring)
+        memory_guard(dtype.itemsize * (m - P.size) ** 2, f"the conditioned {m - P.size} x {m - P.size} SPEC_CMI matrix",
+                     ["genes", "nystrom"])
+        R, Qc, _ = _conditioned(Q, P)
+        lam, x, eig_info = _spec.dominant_eigenvector(Qc, tol=tol)
+        del Qc
+    else:
+        lam, x, eig_info = _spec.dominant_eigenvector(Q, tol=tol)
     x, sign_info = _spec.sign_consistent(x, nonnegative_matrix=True)
     x = _spec.snap_ties(x, TIE_TOL)
+    if P.size:
+        x = _with_forced_weights(x, R, P, m)
     t2 = time.perf_counter()
     qip = None
     panel, polish_info = None, {}
     if polish and n_genes <= m:
-        panel, polish_info = _polished_top_k(Q, x, F, n_genes)
+        panel, polish_info = _polished_top_k(Q, x, F, n_genes, fixed=P)
     elif n_genes is not None:
-        top = rank_by_weight(x, F)[:n_genes]
+        top = forced_first(rank_by_weight(x, F), P)[:n_genes]
         qip = _spec.qip_value(Q, top) if n_genes <= m else None
     del Q
     params = dict(discretization=discretization, n_bins=n_bins, base=base, dtype=dtype.name, tol=tol,
-                  nystrom_rate=None, polish=bool(polish), n_genes=n_genes, class_weight=class_weight)
+                  nystrom_rate=None, polish=bool(polish), n_genes=n_genes, class_weight=class_weight,
+                  **preselected_record(P_all, feature_names))
     diagnostics = dict(
         eigenvalue=lam, eigensolver=eig_info["method"], n_matvec=eig_info["n_matvec"],
         eigen_residual=eig_info["residual"], sign_flipped=sign_info["flipped"],
@@ -321,7 +359,26 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         diagnostics["qip_objective"] = qip
     diagnostics.update(polish_info)
     return _finish("spec_cmi", X, y_codes, classes, constant, keep, x, F, n_genes, params, diagnostics, t0,
-                   discretization, n_bins, base, feature_names, panel=panel, class_weight=class_weight)
+                   discretization, n_bins, base, feature_names, panel=panel, class_weight=class_weight,
+                   forced=P_all)
+
+
+def _conditioned(Q, P):
+    """QIP_CMI given the forced genes ``P`` (module docstring): ``(R, Q', const)`` with ``R`` the other genes,
+    ``Q' = Q_RR + 2 diag(Q_RP 1)`` (a new array, Q's dtype) and ``const = 1^T Q_PP 1``, so that
+    ``x^T Q x = x_R^T Q' x_R + const`` for every 0-1 x with x_P = 1."""
+    R = np.setdiff1d(np.arange(Q.shape[0]), P)
+    Qc = np.array(Q[np.ix_(R, R)])
+    Qc[np.diag_indices(R.size)] += 2.0 * np.asarray(Q[np.ix_(R, P)], dtype=np.float64).sum(axis=1)
+    return R, Qc, float(np.asarray(Q[np.ix_(P, P)], dtype=np.float64).sum())
+
+
+def _with_forced_weights(x_rest, R, P, m):
+    """Weights over all m genes from those of the rest: each forced gene gets the largest of them."""
+    x = np.zeros(m)
+    x[R] = x_rest
+    x[P] = x_rest.max(initial=0.0)
+    return x
 
 
 def _check_polish(polish, n_genes):
@@ -335,8 +392,8 @@ def _check_polish(polish, n_genes):
                        rank_tol=Interval("real", 0, None, none=True),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
 def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, discretization="mean_sd", n_bins=3,
-                     base=2, tol=0.0, n_error_rows=50, rank_tol=None, class_weight=None, random_state=0,
-                     feature_names=None):
+                     base=2, tol=0.0, n_error_rows=50, rank_tol=None, class_weight=None, preselected=None,
+                     random_state=0, feature_names=None):
     """SPEC_CMI from ``r = ceil(gamma M)`` sampled rows of Q (Nystrom approximation, section 3.4).
 
     Only the sampled rows ``[A B]`` of Q are computed (cost O(gamma M^2 N) instead of O(M^2 N)).
@@ -367,6 +424,10 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, disc
         (None): ``|lambda_min(A)| / lambda_max(A)`` (:func:`bioqpfs._kernels.spectral.nystrom_leading`)
         -- A is indefinite like Q, and eigenvalues at the level of its negative part would be
         amplified by the inverse; on real data this keeps the few leading eigenpairs.
+    preselected : sequence of str or int, optional
+        Forced genes, ranked first in the given order; the rest is the dominant eigenvector of the
+        conditioned problem on the Nystrom factors, ``U_R Lambda U_R^T + 2 diag(U_R Lambda U_P^T 1)`` (module
+        docstring), with the section 3.4 dummy-variable rule when it mixes signs.
     random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Row sampling (and the choice of error rows).
     polish : bool
@@ -381,23 +442,21 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, disc
     return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
                              n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=rank_tol,
                              random_state=random_state, feature_names=feature_names, method="spec_cmi_nystrom",
-                             polish=polish, class_weight=class_weight)
+                             polish=polish, class_weight=class_weight, preselected=preselected)
 
 
 def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, base, tol, n_error_rows, rank_tol,
-                      random_state, feature_names, method, polish=False, class_weight=None):
+                      random_state, feature_names, method, polish=False, class_weight=None, preselected=None):
     t0 = time.perf_counter()
     _check_polish(polish, n_genes)
     rng = check_random_state(random_state)
-    X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
+    X, y_codes, classes, constant, keep, n_genes, P_all, P = _prepare(X, y, n_genes, feature_names, preselected)
     m = keep.size
     rows = _nys.sample_rows(m, float(nystrom_rate), rng)
     r = rows.size
     output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
     memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", ["lower_nystrom"])
-    rest = np.setdiff1d(np.arange(m), rows)
-    n_err = min(int(n_error_rows), rest.size)
-    err_rows = np.sort(rng.choice(rest, size=n_err, replace=False)) if n_err else rest[:0]
+    err_rows = _nys.error_rows(m, rows, n_error_rows, rng)
     Xk = X[:, keep] if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins, class_weight)
     # the landmark rows and the few exact rows of the error estimate in one pass over the genes
@@ -411,20 +470,28 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     if lam.size == 0:
         raise ValueError("the sampled block A of Q has no positive eigenvalue, so the Nystrom approximation is "
                          "zero; raise nystrom_rate or use exact SPEC_CMI (nystrom_rate=None)")
-    x, sign_info = _spec.sign_consistent(U[:, 0], nonnegative_matrix=False)
+    if P.size:  # QIP_CMI given the forced genes on Q_hat: U_R Lambda U_R^T + 2 diag(U_R Lambda U_P^T 1)
+        R = np.setdiff1d(np.arange(m), P)
+        op = _spec.lowrank_operator(U[R], lam, diag=2.0 * (U[R] @ (lam * U[P].sum(axis=0))))
+        x = _spec.dominant_eigenvector(op, tol=tol)[1]
+    else:
+        op, x = _spec.lowrank_operator(U, lam), U[:, 0]
+    x, sign_info = _spec.sign_consistent(x, nonnegative_matrix=False)
     rule = "eigenvector"
     dummy_info = {}
     if sign_info["mixed_sign"]:
-        x, dummy_info = _spec.dummy_variable_weights(_spec.lowrank_operator(U, lam), tol=tol)
+        x, dummy_info = _spec.dummy_variable_weights(op, tol=tol)
         rule = "dummy_variable"
+    if P.size:
+        x = _with_forced_weights(x, R, P, m)
     t2 = time.perf_counter()
-    err = _nystrom_error(Qr, rows, Qe, err_rows, U, lam)
+    err = _nys.error_estimate(Qr, rows, Qe, err_rows, U, lam)
     panel, polish_info = None, {}
     if polish and n_genes <= m:
-        panel, polish_info = _polished_top_k(_CMIRows(table, base), x, F, n_genes, diag=F)
+        panel, polish_info = _polished_top_k(_CMIRows(table, base), x, F, n_genes, diag=F, fixed=P)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, tol=tol, nystrom_rate=float(nystrom_rate),
                   n_error_rows=int(n_error_rows), rank_tol=rank_tol, polish=bool(polish), n_genes=n_genes,
-                  class_weight=class_weight)
+                  class_weight=class_weight, **preselected_record(P_all, feature_names))
     diagnostics = dict(
         nystrom_rate=float(nystrom_rate), r=int(r), k_tilde=int(lam.size), rank_tol=rank_tol_used,
         nystrom_rank_A=nys_info["rank_A"], nystrom_lambda_min_A=nys_info["lambda_min_A"],
@@ -439,39 +506,15 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     diagnostics.update(polish_info)
     return _finish(method if method == "spec_cmi_nystrom" else "spec_cmi", X, y_codes, classes, constant, keep, x, F,
                    n_genes, params, diagnostics, t0, discretization, n_bins, base, feature_names, panel=panel,
-                   class_weight=class_weight)
-
-
-def _nystrom_error(Qr, rows, Qe, err_rows, U, lam):
-    """Estimate ||Q - Q_hat||_F (named as in QPFS + Nystrom).
-
-    The r sampled rows ``Qr`` are exact (their error is computed in full, block by block); the
-    unsampled rows' share is estimated from the exact rows ``Qe`` of ``err_rows``, drawn uniformly
-    from the unsampled genes, scaled by (M - r) / len(err_rows).
-    """
-    m = U.shape[0]
-    Ul = U * lam
-    e_s = q_s = 0.0
-    for b in range(0, rows.size, _ROW_BLOCK):
-        blk = Qr[b:b + _ROW_BLOCK]
-        e_s += float(np.sum((blk - Ul[rows[b:b + _ROW_BLOCK]] @ U.T) ** 2))
-        q_s += float(np.sum(blk ** 2))
-    n_rest = m - rows.size
-    e_u = q_u = 0.0
-    if err_rows.size:
-        e_u = float(np.sum((Qe - Ul[err_rows] @ U.T) ** 2)) * n_rest / err_rows.size
-        q_u = float(np.sum(Qe ** 2)) * n_rest / err_rows.size
-    return dict(frobenius_error_estimate=math.sqrt(e_s + e_u),
-                relative_frobenius_error_estimate=math.sqrt((e_s + e_u) / max(q_s + q_u, 1e-300)),
-                n_error_rows=int(err_rows.size))
+                   class_weight=class_weight, forced=P_all)
 
 
 @parameter_constraints(n_projections=Interval("integer", 1, None),
                        max_seconds=Interval("real", 0, None, closed="neither"),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
 def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polish=True, solver="SCS",
-            max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, class_weight=None, random_state=0,
-            feature_names=None):
+            max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, class_weight=None, preselected=None,
+            random_state=0, feature_names=None):
     """Select a k-gene panel with SDP_CMI: semidefinite relaxation + Goemans--Williamson rounding.
 
     Section 3.2: with bipolar variables ``y = 2x - 1`` and a dummy ``y_0 = 1`` (variable expansion,
@@ -512,6 +555,11 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
         it ran 3-7x faster), times 2.5 for the lifted relaxation: ~27 s at M = 300 for the paper's
         relaxation, and the default 300 s admits M <= 668 for it (about where the paper's CVX/SDPT3
         ran out of 16 GB, M ~ 700) and M <= 492 for the lifted one.
+    preselected : sequence of str or int, optional
+        Forced genes, ranked first in the given order; the relaxation, rounding, swaps and exhaustive check
+        run on QIP_CMI given them, ``Q' = Q_RR + 2 diag(Q_RP 1)`` with ``k - |P|`` genes (module docstring);
+        the reported objectives, bound and optimum are those of the whole panel (``+ 1^T Q_PP 1``).
+        Needs ``n_genes > len(preselected)``.
     random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         The random projections.
 
@@ -568,10 +616,13 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
     if not isinstance(solver, str):
         raise TypeError(f"solver must be the name of a cvxpy solver (e.g. 'SCS'), got {solver!r}")
     rng = check_random_state(random_state)
-    X, y_codes, classes, constant, keep, n_genes = _prepare(X, y, n_genes, feature_names)
+    X, y_codes, classes, constant, keep, n_genes, P_all, P = _prepare(X, y, n_genes, feature_names, preselected)
     m = keep.size
     if n_genes > m:
         raise ValueError(f"n_genes={n_genes} but only {m} genes are not constant; ask for at most {m}")
+    if P_all.size and n_genes <= P_all.size:
+        raise ValueError(f"n_genes={n_genes} and {P_all.size} genes are preselected: SDP_CMI has no gene left to "
+                         f"choose; ask for n_genes > {P_all.size}")
     est_bytes, est_seconds = _spec.sdp_resource_estimate(m)
     cost = LIFTED_COST_FACTOR if relaxation == "lifted" else 1.0
     est_seconds *= cost
@@ -585,15 +636,23 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
         )
     memory_guard(est_bytes, f"SDP_CMI on {m} genes", ["spec_cmi", "genes"])
     Xk = X[:, keep] if m < X.shape[1] else X
-    Q, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins, class_weight), base=base)
-    _check_informative(Q, discretization, X.shape[0])
-    F = np.diag(Q).copy()
+    Q_full, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins, class_weight), base=base)
+    _check_informative(Q_full, discretization, X.shape[0])
+    F = np.diag(Q_full).copy()
+    # forced genes: QIP_CMI on the other genes with Q' and k - |P| (module docstring); every objective below
+    # is then x_R^T Q' x_R, the panel's x^T Q x minus the constant 1^T Q_PP 1, added back where reported
+    R, const = np.arange(m), 0.0
+    Q, k_panel = Q_full, n_genes
+    if P.size:
+        R, Q, const = _conditioned(Q_full, P)
+        k_panel = n_genes - P.size
+        F = F[R]
     t1 = time.perf_counter()
-    Y, sdp_info = _spec.sdp_relaxation(Q, n_genes, solver=solver, lifted=relaxation == "lifted")
-    panel, round_info = _spec.gw_round(Y, Q, n_genes, n_projections=int(n_projections), rng=rng)
+    Y, sdp_info = _spec.sdp_relaxation(Q, k_panel, solver=solver, lifted=relaxation == "lifted")
+    panel, round_info = _spec.gw_round(Y, Q, k_panel, n_projections=int(n_projections), rng=rng)
     _, x_spec, _ = _spec.dominant_eigenvector(Q)
     x_spec, _ = _spec.sign_consistent(x_spec)
-    spec_panel = rank_by_weight(x_spec, F)[:n_genes]
+    spec_panel = rank_by_weight(x_spec, F)[:k_panel]
     spec_obj = _spec.qip_value(Q, spec_panel)
     weights = 0.5 * (1.0 + np.clip(Y[0, 1:], -1.0, 1.0))
     objective, n_swaps, start = round_info["objective"], 0, None
@@ -604,20 +663,26 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
     else:
         panel_ordered = rank_by_weight(weights, F, candidates=panel)
     t2 = time.perf_counter()
-    exact = _exhaustive_qip(Q, n_genes)
-    rest = np.setdiff1d(np.arange(m), panel_ordered)
-    order = np.concatenate([panel_ordered, rank_by_weight(weights, F, candidates=rest)])
+    exact = _exhaustive_qip(Q, k_panel)
+    rest = np.setdiff1d(np.arange(R.size), panel_ordered)
+    order = R[np.concatenate([panel_ordered, rank_by_weight(weights, F, candidates=rest)])]
     m_total = X.shape[1]
     w_all = np.zeros(m_total)
-    w_all[keep] = weights
+    w_all[keep[R]] = weights
+    w_all[keep[P]] = weights.max(initial=0.0)
     F_all = np.zeros(m_total)
-    F_all[keep] = F
-    ranking = np.concatenate([keep[order], np.flatnonzero(constant)])
+    F_all[keep] = np.diag(Q_full)
+    ranking = forced_first(np.concatenate([keep[order], np.flatnonzero(constant)]), P_all)
+    if P.size:  # back to the whole panel's x^T Q x
+        objective, spec_obj = objective + const, spec_obj + const
+        round_info["objective"] += const
+        sdp_info["bound"] += const
+        exact = None if exact is None else exact + const
     bound = sdp_info["bound"]
     eig_y = np.linalg.eigvalsh(Y)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, n_projections=int(n_projections),
                   relaxation=relaxation, polish=bool(polish), solver=sdp_info["solver"], max_seconds=float(max_seconds),
-                  n_genes=n_genes, class_weight=class_weight)
+                  n_genes=n_genes, class_weight=class_weight, **preselected_record(P_all, feature_names))
     diagnostics = dict(
         sdp_status=sdp_info["status"], sdp_iterations=sdp_info["iterations"], sdp_seconds=sdp_info["seconds"],
         estimated_seconds=est_seconds, estimated_bytes=int(est_bytes), sdp_bound=bound,

@@ -86,7 +86,7 @@ from .._kernels import correlation as _corr
 from .._kernels.ranking import rank_descending
 from .._selection import Selection, check_informative
 from .._validation import Interval, check_n_genes, check_random_state, memory_guard, parameter_constraints
-from ._common import prepare, warn_constant
+from ._common import forced_first, prepare, preselected_record, resolve_preselected, warn_constant
 
 __all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", "DEFAULT_N_GENES",
            "MAX_HSIC_SAMPLES"]
@@ -191,7 +191,9 @@ class HSICObjective:
 
 
 def _penalised(objective, d, q, lam):
-    """Objective and gradient in the box variables v = [U (d*q), s (d)] with W = s o U."""
+    """Objective and gradient in the box variables v = [U (d*q), s (d)] with W = s o U.
+
+    ``lam``: the penalty, a number or one value per row (0 for the unpenalised rows of forced genes)."""
 
     def fun(v):
         U = v[: d * q].reshape(d, q)
@@ -201,7 +203,7 @@ def _penalised(objective, d, q, lam):
         g = np.empty_like(v)
         g[: d * q] = (s[:, None] * G).ravel()
         g[d * q :] = np.sum(U * G, axis=1) + lam
-        return f + lam * s.sum(), g
+        return f + (lam * s.sum() if np.ndim(lam) == 0 else float(lam @ s)), g
 
     return fun
 
@@ -223,7 +225,7 @@ def _solve(objective, U, s, lam, *, maxiter, max_kkt_rounds, tol):
         s = v[d * q :]
         _, G = objective(s[:, None] * U)
         zero = s <= 0
-        viol = zero & (np.abs(G).sum(axis=1) > lam * (1 + 1e-6))
+        viol = zero & (np.abs(G).sum(axis=1) > lam * (1 + 1e-6))  # lam: a number or per row
         if not viol.any():
             break
         U = U.copy()
@@ -235,17 +237,27 @@ def _solve(objective, U, s, lam, *, maxiter, max_kkt_rounds, tol):
                       objective=float(res.fun))
 
 
-def _n_active(s, U, zero_tol):
+def _penalised_top(row, forced):
+    """The largest row norm among the penalised rows (the zero threshold is relative to it)."""
+    return row.max(initial=0.0) if forced is None else row[~forced].max(initial=0.0)
+
+
+def _n_active(s, U, zero_tol, forced=None):
+    """Row norms ||w_j||_inf and the number of non-zero penalised rows (forced rows are not counted)."""
     row = s * np.abs(U).max(axis=1)
-    top = row.max()
+    top = _penalised_top(row, forced)
     if top <= 0:
         return row, 0
-    return row, int(np.count_nonzero(row >= zero_tol * top))
+    counted = row if forced is None else row[~forced]
+    return row, int(np.count_nonzero(counted >= zero_tol * top))
 
 
 def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300, max_bisect=8, max_doublings=40,
-                     max_kkt_rounds=3, tol=1e-9, n_init=3, factor=2.0):
+                     max_kkt_rounds=3, tol=1e-9, n_init=3, factor=2.0, forced=None):
     """Raise lambda until ``target`` rows of W remain (section 6).
+
+    ``forced`` (bool, d): rows of forced genes, left out of the penalty (they are in the panel whatever
+    lambda is), never screened out and not counted in ``target``.
 
     The criteria are non-convex: the first (smallest) lambda is solved from ``n_init`` random
     starts and the lowest penalised objective is kept; every later lambda is warm-started from the
@@ -263,19 +275,22 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
     sensitivity = np.abs(G0).sum(axis=1)
     # a criterion flat in every gene (e.g. classes with identical values): the same refusal as for a zero relevance
     check_informative(objective.name, sensitivity)
-    lam_ref = float(sensitivity.max())
+    lam_ref = float(_penalised_top(sensitivity, forced))
+    pen = np.ones(d) if forced is None else (~forced).astype(np.float64)
     path = []
     last_nonzero = np.full(d, -np.inf)  # largest lambda at which each row was non-zero
 
     def run(obj, cols, lam, U0, s0, record=True):
         # the competing random starts are only compared: no KKT re-entry rounds for them
-        U1, s1, info = _solve(obj, U0, s0, lam, maxiter=maxiter, max_kkt_rounds=max_kkt_rounds if record else 0,
-                              tol=tol)
-        row_sub, k = _n_active(s1, U1, zero_tol)
+        sub = None if forced is None else forced[cols]
+        U1, s1, info = _solve(obj, U0, s0, lam if forced is None else lam * pen[cols], maxiter=maxiter,
+                              max_kkt_rounds=max_kkt_rounds if record else 0, tol=tol)
+        row_sub, k = _n_active(s1, U1, zero_tol, sub)
         row = np.zeros(d)
         row[cols] = row_sub
         if record:
-            active = cols[row_sub >= zero_tol * row_sub.max()] if row_sub.max() > 0 else cols[:0]
+            top = _penalised_top(row_sub, sub)
+            active = cols[row_sub >= zero_tol * top] if top > 0 else cols[:0]
             last_nonzero[active] = np.maximum(last_nonzero[active], lam)
             path.append(dict(lam=float(lam), n_active=k, n_rows_solved=int(cols.size), **info))
         return dict(obj=obj, cols=cols, U=U1, s=s1, row=row, k=k, lam=float(lam), f=info["objective"])
@@ -288,7 +303,9 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
 
     def screened(sol):
         """The solution restricted to its non-zero rows (objective, columns and variables)."""
-        keep = sol["row"][sol["cols"]] >= zero_tol * sol["row"].max()
+        keep = sol["row"][sol["cols"]] >= zero_tol * _penalised_top(sol["row"], forced)
+        if forced is not None:
+            keep |= forced[sol["cols"]]
         if keep.all():
             return sol
         return dict(sol, obj=sol["obj"].restrict(np.flatnonzero(keep)), cols=sol["cols"][keep],
@@ -334,12 +351,13 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
 
 
 def _transform_selector(method, X, y, *, n_genes, n_components, random_state, feature_names, make_objective,
-                        zero_tol, maxiter, max_bisect, extra_params):
+                        zero_tol, maxiter, max_bisect, extra_params, preselected=None):
     t0 = time.perf_counter()
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
     n, m = X.shape
     n_genes = check_n_genes(n_genes, m)
+    P_all = resolve_preselected(preselected, m, feature_names, n_genes, constant)
     keep = np.flatnonzero(~constant)
     if keep.size == 0:
         raise ValueError("every gene is constant across samples; there is nothing to select")
@@ -347,7 +365,12 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     q = min(d, max(2, classes.size - 1)) if n_components is None else int(n_components)
     if not 1 <= q <= d:
         raise ValueError(f"n_components must lie in 1..{d} (the number of non-constant genes), got {n_components}")
-    target = min(d, n_genes if n_genes is not None else DEFAULT_N_GENES)
+    forced = np.isin(keep, P_all) if P_all.size else None
+    n_forced = 0 if forced is None else int(forced.sum())
+    if n_forced >= d:
+        raise ValueError("every non-constant gene is preselected; nothing is left to select")
+    # target counts the penalised rows: the panel minus the forced genes among them
+    target = min(d - n_forced, (n_genes if n_genes is not None else DEFAULT_N_GENES) - P_all.size)
     if not 0 < zero_tol < 1:
         raise ValueError(f"zero_tol must lie in (0, 1), got {zero_tol}")
     memory_guard(8 * (n * d + 12 * d * q), f"{method.upper()} on {n} samples x {d} genes (q = {q})",
@@ -359,7 +382,7 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     # measured on a loaded 2-core machine), so the path runs single-threaded
     with threadpool_limits(limits=1):
         (W, row, k, lam), first_row, last_nonzero, path, lam_ref = transform_select(
-            objective, d, q, target, rng, zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect)
+            objective, d, q, target, rng, zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, forced=forced)
     weights = np.zeros(m)
     weights[keep] = row
     F = np.zeros(m)
@@ -368,14 +391,14 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     dropout[keep] = last_nonzero
     idx = keep
     order = rank_descending([weights[idx], dropout[idx], F[idx]], idx)
-    ranking = np.concatenate([idx[order], np.flatnonzero(constant)])
+    ranking = forced_first(np.concatenate([idx[order], np.flatnonzero(constant)]), P_all)
     f_final, _ = objective(W)
     if k != target:
         warnings.warn(f"{method}: no lambda on the path left exactly {target} non-zero rows of W; "
                       f"using lambda={lam:.3g} with {k} rows and ranking them by ||w_j||_inf", UserWarning,
                       stacklevel=3)
     params = dict(n_genes=n_genes, n_components=q, target_genes=target, zero_tol=zero_tol, lam=float(lam),
-                  maxiter=maxiter, standardize=True, **extra_params)
+                  maxiter=maxiter, standardize=True, **extra_params, **preselected_record(P_all, feature_names))
     diagnostics = dict(
         n_active=int(k), criterion=float(f_final), lam_ref=lam_ref, n_solves=len(path),
         path_lambda=[p["lam"] for p in path], path_n_active=[p["n_active"] for p in path],
@@ -405,6 +428,12 @@ _DOC_COMMON = """
         L-BFGS-B iterations per lambda.
     max_bisect : int
         Bisection steps on lambda to hit ``n_genes`` exactly.
+    preselected : sequence of str or int, optional
+        Forced genes (names need ``feature_names``), ranked first in the given order.  Their rows of W are
+        left out of the penalty, ``min_W J(XW) + lambda sum_{{j not forced}} ||w_j||_inf``: they are in the
+        panel whatever lambda is, so the transformation uses them freely, and lambda is raised until
+        ``n_genes - len(preselected)`` other rows remain -- the genes that add most to the criterion given
+        the forced ones.  Their weight is their own ``||w_j||_inf``.
     random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Seeds the random start U ~ U(-1, 1).
     feature_names : sequence of str, optional
@@ -420,7 +449,7 @@ _DOC_COMMON = """
 @parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
                        max_bisect=Interval("integer"))
 def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
-         random_state=0, feature_names=None):
+         preselected=None, random_state=0, feature_names=None):
     """Linear Discriminant Feature Selection (Masaeli et al. 2010, section 4, eq. 4-7).
 
     min_W -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) + lambda sum_j ||w_j||_inf; see the module
@@ -431,13 +460,14 @@ def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, max
     return _transform_selector(
         "ldfs", X, y, n_genes=n_genes, n_components=n_components, random_state=random_state,
         feature_names=feature_names, make_objective=lambda Xs, yc: LDAObjective(Xs, yc, gamma),
-        zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(gamma=float(gamma)))
+        zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(gamma=float(gamma)),
+        preselected=preselected)
 
 
 @parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
                        max_bisect=Interval("integer"))
 def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
-         random_state=0, feature_names=None):
+         preselected=None, random_state=0, feature_names=None):
     """Hilbert-Schmidt Feature Selection (Masaeli et al. 2010, section 5, eq. 8-11).
 
     min_W -HSIC(XW, Y) / HSIC(Y, Y) + lambda sum_j ||w_j||_inf, Gaussian kernel of bandwidth
@@ -454,7 +484,8 @@ def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, max
     return _transform_selector(
         "hsfs", X, y, n_genes=n_genes, n_components=n_components, random_state=random_state,
         feature_names=feature_names, make_objective=lambda Xs, yc: HSICObjective(Xs, yc, sigma),
-        zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(sigma=float(sigma)))
+        zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(sigma=float(sigma)),
+        preselected=preselected)
 
 
 ldfs.__doc__ += _DOC_COMMON.format(extra="""    gamma : float

@@ -187,8 +187,11 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
     mask_var : str or bool array, optional
         Only consider these genes (e.g. ``"highly_variable"``); genes outside get NaN weight and rank.
     preselected : sequence of str, optional
-        Genes that must be in the panel, ranked first in the given order; the method optimises the
-        rest given them (only for methods that support it, e.g. ``"qpfs"``).
+        Genes that must be in the panel (a commercial panel to extend, say), ranked first in the given order;
+        the method chooses the rest given them (every method; how each conditions on them is in its docstring:
+        greedy methods start from them, the QP methods solve the QP over the remaining genes with the relevance
+        shifted by the forced genes' redundancy, SPEC_CMI conditions its 0-1 problem on them, LDFS/HSFS leave
+        their rows out of the penalty).  ``n_genes`` counts them.
     key_added : str, optional
         Prefix of the written keys; default the method name, ``"bioqpfs"`` for the default recipe.  A non-empty string without ``"/"``.
         Re-running under a key that holds a bioqpfs selection replaces it: the ``.var`` columns the
