@@ -61,6 +61,9 @@
 #' @param ... Named parameters of the method, passed to the engine, e.g.
 #'   `similarity = "correlation"`, `alpha = 0.5`, `discretization =
 #'   "quantile"` for QPFS (see the Python documentation of the method).
+#'   `preselected` (every method) forces genes into the panel, ranked first
+#'   in the given order: gene names, row indices (1-based) or a logical
+#'   vector with one value per row.
 #'
 #' @return The same kind of object as `x` with the selection added:
 #' * SummarizedExperiment / SingleCellExperiment: `rowData(x)` columns
@@ -147,6 +150,7 @@ setGeneric("selectGenes", function(x, labels, ...) {
     labels <- .checkLabels(labels, colnames(mat), ncol(mat))
     genes <- rownames(mat)
     if (is.null(genes)) genes <- as.character(seq_len(nrow(mat)))
+    if (!is.null(params$preselected)) params$preselected <- .preselectedNames(params$preselected, genes)
     keep <- .subsetRows(subset.row, genes)
     if (!is.null(keep)) mat <- mat[keep, , drop = FALSE]
     engine <- .engine()
@@ -176,6 +180,20 @@ setGeneric("selectGenes", function(x, labels, ...) {
 }
 
 ## subset.row (scran's name): NULL, or a logical / integer / character selection of rows -> sorted indices.
+# `preselected = ` (forced genes, every method) as gene names: R row indices (1-based) and a logical vector
+# (one per gene) name their rows, so the engine (0-based indices) never reads an R index as its own.
+.preselectedNames <- function(preselected, genes) {
+    n <- length(genes)
+    if (is.character(preselected)) return(as.list(preselected))
+    if (is.logical(preselected) && length(preselected) == n && !anyNA(preselected)) return(as.list(genes[preselected]))
+    if (is.numeric(preselected) && !anyNA(preselected) && all(preselected == round(preselected)) &&
+        all(preselected >= 1 & preselected <= n)) {
+        return(as.list(genes[as.integer(preselected)]))
+    }
+    stop("bioqpfs: preselected must be gene names, row indices in 1..", n,
+         " or a logical vector (one per gene)", call. = FALSE)
+}
+
 .subsetRows <- function(subset.row, genes) {
     if (is.null(subset.row)) return(NULL)
     n <- length(genes)

@@ -205,3 +205,22 @@ test_that("nGenes = \"auto\" picks the one-SE size of the recorded CV curve, on 
     expect_error(selectGenes(m, cls, nGenes = "Auto"), "'nGenes' must be one positive whole number or \"auto\"")
     expect_error(selectGenes(m, cls, nGenes = c("auto", "auto")), "'nGenes' must be one positive whole number")
 })
+
+test_that("preselected forces genes first, given by name, 1-based row index or logical vector", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    genes <- rownames(t$m)
+    byName <- selectGenes(t$m, t$cls, method = "mrmr_mid", nGenes = 4, preselected = genes[c(6, 4)])
+    rank <- byName$mrmr_mid_rank
+    ## the forced genes come first, in the given order (R row 6 then row 4: not 0-based rows 7 and 5)
+    expect_identical(genes[order(rank)][1:2], genes[c(6, 4)])
+    expect_identical(metadata(byName)$mrmr_mid$params$preselected, genes[c(6, 4)])
+    byIndex <- selectGenes(t$m, t$cls, method = "mrmr_mid", nGenes = 4, preselected = c(6, 4))
+    expect_identical(as.data.frame(byIndex), as.data.frame(byName))
+    ## a logical vector keeps the row order of the matrix
+    byMask <- selectGenes(t$m, t$cls, method = "mrmr_mid", nGenes = 4, preselected = seq_along(genes) %in% c(4, 6))
+    expect_identical(genes[order(byMask$mrmr_mid_rank)][1:2], genes[c(4, 6)])
+    expect_error(selectGenes(t$m, t$cls, nGenes = 4, preselected = 0), "row indices in 1..")
+    expect_error(selectGenes(t$m, t$cls, nGenes = 4, preselected = length(genes) + 1), "row indices in 1..")
+    expect_error(selectGenes(t$m, t$cls, nGenes = 4, preselected = "nosuchgene"), "nosuchgene")
+})
