@@ -41,7 +41,7 @@ from .. import _progress, _threads
 from .._validation import check_base
 
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies", "class_sample_weights",
-           "class_relevance", "CLASS_WEIGHTS"]
+           "class_relevance", "mi_of_joint_counts", "CLASS_WEIGHTS"]
 
 #: values of ``class_weight`` in every information measure and MI-based selector
 CLASS_WEIGHTS = (None, "balanced")
@@ -204,10 +204,31 @@ def _phi_at(phi, x, weighted):
     return phi[np.int32(x)]
 
 
-def class_relevance(table: CodeTable):
-    """I(X_g; C) = H(C) - H(C | X_g) in nats for every gene of a class-grouped table (its weights included)."""
+def class_relevance(table: CodeTable, groups=None):
+    """I(X_g; C) = H(C) - H(C | X_g) in nats for every gene: the one relevance-by-information function.
+
+    ``table`` grouped by class (its weights included); or ungrouped with the class codes ``groups``, in which
+    case its codes are regrouped (same weights).  (QPFS section 2.1, F_i = I(X_i; C); SPEC_CMI eq. 18.)
+    """
+    if table.n_classes < 2 and groups is not None:
+        table = CodeTable(table.codes, None, groups=groups, weights=table.weights)
     _, h_c_given_x, h_c = class_conditional_entropies(table)
     return np.maximum(h_c - h_c_given_x, 0.0)
+
+
+def mi_of_joint_counts(joint):
+    """I(S; X_i) in nats from (weighted) joint counts ``joint[s, i, a]`` of a discrete S and each gene's bins.
+
+    ``sum_{s,a} p(s, a) ln(p(s, a) / (p(s) p(a)))`` per gene i (e.g. S = "class c or not" for the one-vs-rest
+    relevance of :func:`bioqpfs.selectors._common.one_vs_rest_relevance`).
+    """
+    total = joint.sum(axis=(0, 2))[None, :, None]
+    p = joint / total
+    ps = p.sum(axis=2, keepdims=True)
+    pa = p.sum(axis=0, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log(p / (ps * pa)), 0.0)
+    return np.maximum(terms.sum(axis=(0, 2)), 0.0)
 
 
 @njit(nogil=True, cache=True)

@@ -39,6 +39,7 @@ import numpy as np
 
 from .. import measures
 from .._kernels import correlation as _corr
+from .._kernels import discretize as _disc
 from .._kernels import information as _info
 from .._selection import rank_by_weight
 from .._validation import check_base, check_labels, check_matrix, describe_indices, output_guard, sample_names_of
@@ -105,16 +106,14 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
     """The code table every MI-based selector counts from: X discretised once, with the class-weighted
     sample weights of ``class_weight`` (None or "balanced"; :func:`bioqpfs._kernels.information.class_sample_weights`)
     and, when ``grouped``, the samples grouped by class (for the class-conditional kinds)."""
-    codes, levels = measures.codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
     weights = _info.class_sample_weights(y_codes, class_weight)
     return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights)
 
 
 def information_relevance(table, y_codes, base):
     """F_i = I(X_i; C) of the genes of ``table`` (its weights, e.g. class-balanced, included), in ``base``."""
-    by_class = table if table.n_classes > 1 else _info.CodeTable(table.codes, None, groups=y_codes,
-                                                                    weights=table.weights)
-    return _info.class_relevance(by_class) / np.log(base)
+    return _info.class_relevance(table, y_codes) / np.log(base)
 
 
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
@@ -197,19 +196,8 @@ def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
     F = np.empty((n_classes, m))
     for c in range(n_classes):
         w_in, w_out = (1.0, 1.0) if class_weight is None else (n / (2 * sizes[c]), n / (2 * (n - sizes[c])))
-        F[c] = _mi_of_joint(np.stack([counts[c] * w_in, (pooled - counts[c]) * w_out]))
+        F[c] = _info.mi_of_joint_counts(np.stack([counts[c] * w_in, (pooled - counts[c]) * w_out]))
     return F / np.log(base)
-
-
-def _mi_of_joint(joint):
-    """I(S; X_i) in nats from the (weighted) joint counts ``joint[s, i, a]`` of a binary S and each gene's bins."""
-    total = joint.sum(axis=(0, 2))[None, :, None]
-    p = joint / total
-    ps = p.sum(axis=2, keepdims=True)
-    pa = p.sum(axis=0, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(p > 0, p * np.log(p / (ps * pa)), 0.0)
-    return np.maximum(terms.sum(axis=(0, 2)), 0.0)
 
 
 def higher_in_class(X, y_codes, n_classes):

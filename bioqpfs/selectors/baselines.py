@@ -55,6 +55,7 @@ import numba
 import numpy as np
 
 from .. import measures
+from .._kernels import discretize as _disc
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
@@ -93,7 +94,7 @@ def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None)
     base = check_base(base)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
-    codes, levels = measures.codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
     weights = _info.class_sample_weights(y_codes, class_weight)
     by_class = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
     F = information_relevance(by_class, y_codes, base)
@@ -130,8 +131,7 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
     if by_class is None:
         by_class = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
     if F is None:
-        _, h_c_given_x, h_c = _info.class_conditional_entropies(by_class)
-        F = np.maximum(h_c - h_c_given_x, 0.0) / ln_b
+        F = _info.class_relevance(by_class) / ln_b
     available = np.ones(m, dtype=bool) if candidates is None else np.asarray(candidates, dtype=bool).copy()
     uses_mi = criterion in ("mrmr_mid", "mrmr_miq")
     if uses_mi and table is None:
