@@ -9,8 +9,18 @@ marginals (``n_{a,last} = n_a - sum_b n_ab``...), which cuts the GEMM work by ``
 output with a ``n log n`` lookup table, writing both triangles of symmetric outputs so only
 block pairs ``J >= I`` are computed.
 
-Scheduling: the block pairs are tasks on a pool of worker threads (``n_workers()``: the face's
-``n_jobs``, ``scanpy.settings.n_jobs`` or numba's thread count, see :mod:`bioqpfs._threads`).  Each worker runs the GEMM of its pair with one BLAS thread, then the fused pass
+Three parts, each replaceable on its own:
+
+1. **counting backend** (:mod:`bioqpfs._kernels.counting`, the interface and its contract;
+   :mod:`bioqpfs._kernels.counting_numpy`, the default): margins and joint count blocks.  A :class:`CodeTable`
+   holds the bin layout, class sizes and margins of a code matrix and counts through its backend; the
+   samples keep their input order.
+2. **block plan** (:func:`block_plan`): which gene blocks to count, sized from a per-worker memory budget.
+3. **coefficient algebra** (:func:`_coefficients` and the fused numba passes): counts -> entries, below.
+
+Scheduling: the block pairs are tasks on a pool of worker threads (``n_workers=`` of
+:func:`pairwise_information`; default the face's ``n_jobs``, ``scanpy.settings.n_jobs`` or numba's thread
+count, see :mod:`bioqpfs._threads`).  Each worker runs the GEMM of its pair with one BLAS thread, then the fused pass
 and the mirrored write while the ~4 MB of counts are still in its cache.  This replaced
 multithreaded BLAS on large blocks followed by a numba-parallel pass: the two thread pools
 spin-waited against each other on the same cores (per block pair, GEMM 14 -> 20 ms and the pass
@@ -24,8 +34,8 @@ With ``phi(n) = n ln n`` and ``T_ij = sum_ab phi(n_ab)``, ``P_i = sum_a phi(n_a)
   ``H(C | X_i, X_j) = (T_ij - Tc_ij) / N``, so ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
   (SPEC_CMI paper eq. 15), and ``I(X_i; X_j | C) = H(X_i|C) + H(X_j|C) + H(C) - ln N + Tc_ij / N``.
 
-Counts are sufficient statistics: they add over chunks of samples, and every function here
-accumulates them chunk by chunk, so the same code runs on sample-chunked (e.g. Dask) data.
+Counts are sufficient statistics: they add over chunks of samples (the numpy backend accumulates them
+chunk by chunk), so a backend for sample-chunked (e.g. Dask) data only has to sum its chunks' counts.
 Results are in nats inside the kernel and divided by ``ln(base)`` on output.
 """
 from __future__ import annotations
@@ -231,7 +241,7 @@ def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t
     """Turn class-wise count blocks into output entries (any number of bins).
 
     G : (C, nbI*bI, nbJ*bJ) counts of the materialised bins, bin-major: row ``a*bI + i`` is bin
-    ``a`` of gene ``i`` (see :meth:`CodeTable.onehot`).
+    ``a`` of gene ``i`` (the layout of :meth:`bioqpfs._kernels.counting.CountingBackend.joint`).
     value(i, j) = r_up[i] + c_up[j] + s_t*T_ij + s_tc*Tc_ij  -> out_up[i, j]
     ``weighted``: the counts are weighted (non-integer) sums, phi is computed directly (:func:`_phi_at`).
     s_t*T_ij + s_tc*Tc_ij -> scratch[i, j] when ``write_lo`` (:func:`_write_transposed` then fills
