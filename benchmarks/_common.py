@@ -78,11 +78,12 @@ def gemm_seconds(table, *, classes=False, n_bins=None, repeats=3):
 
     nb = table.nb if n_bins is None else n_bins
     m = table.n_genes
-    bounds = table.class_bounds if classes else np.array([0, table.n_samples])
-    C = bounds.size - 1
+    parts = table.backend.class_rows if classes else [slice(0, table.n_samples)]  # the numpy backend's
+    src = table.backend.by_class if classes else table.codes
+    C = len(parts)
 
     def onehot(genes, c):
-        sub = table.codes[bounds[c]:bounds[c + 1], genes]
+        sub = src[parts[c], genes]
         return np.concatenate([sub == a for a in range(nb)], axis=1).astype(np.float32)
 
     def run(bs, pooled):

@@ -39,42 +39,22 @@ __all__ = [
     "DISCRETIZATIONS",
 ]
 
-DISCRETIZATIONS = ("mean_sd", "quantile", "zero_quantile", "mdl", "auto", None)
-
-#: ``discretization="auto"`` uses ``"zero_quantile"`` when at least this fraction of the entries of X is exactly
-#: zero (sparse single-cell data: 67% on pbmc68k_reduced's log-normalised .raw) and ``"mean_sd"`` otherwise
-#: (microarrays: 0% on SRBCT, Colon, Leukemia)
-AUTO_ZERO_FRACTION = 0.25
-
-
-def resolve_discretization(X, discretization):
-    """The concrete rule ``discretization`` stands for on validated X: ``"auto"`` -> ``"zero_quantile"`` for
-    zero-inflated data (at least :data:`AUTO_ZERO_FRACTION` exact zeros), else ``"mean_sd"``; others unchanged."""
-    if not (isinstance(discretization, str) and discretization == "auto"):
-        return discretization
-    n, m = X.shape
-    nonzero = X.count_nonzero() if hasattr(X, "count_nonzero") and not isinstance(X, np.ndarray) else \
-        np.count_nonzero(X)
-    return "zero_quantile" if n * m and 1.0 - nonzero / (n * m) >= AUTO_ZERO_FRACTION else "mean_sd"
+DISCRETIZATIONS = _disc.DISCRETIZATIONS
+AUTO_ZERO_FRACTION = _disc.AUTO_ZERO_FRACTION
+#: the concrete rule of ``"auto"`` on X (:func:`bioqpfs._kernels.discretize.resolve_discretization`)
+resolve_discretization = _disc.resolve_discretization
+#: ``(codes, n_levels)`` of validated X: the one discretisation entry point,
+#: :func:`bioqpfs._kernels.discretize.codes`
+codes_and_levels = _disc.codes
 
 
-def codes_and_levels(X, discretization, *, n_bins=3, y_codes=None, feature_names=None):
-    """``(codes, n_levels)`` of already validated X (:func:`bioqpfs._validation.check_matrix`) by the rule
-    ``discretization`` (see :func:`discretize`); the one dispatch every measure and selector uses."""
-    discretization = resolve_discretization(X, discretization)
-    if discretization is None:
-        return _disc.compact_codes(X, feature_names=feature_names)
-    if discretization == "mean_sd":
-        return _disc.mean_sd_codes(X)
-    if discretization == "quantile":
-        return _disc.quantile_codes(X, n_bins)
-    if discretization == "zero_quantile":
-        return _disc.zero_quantile_codes(X, n_bins)
-    if discretization == "mdl":
-        if y_codes is None:
-            raise ValueError("discretization='mdl' is supervised: pass the class labels y")
-        return _disc.mdl_codes(X, y_codes)
-    raise ValueError(f"unknown discretization {discretization!r}; choose one of {DISCRETIZATIONS}")
+def _matrix(X, discretization):
+    """Validated X (:func:`bioqpfs._validation.check_matrix`); integer codes with ``discretization=None`` stay
+    integers, so codes are never copied to float64 and back."""
+    if discretization is None and isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "iu" \
+            and X.shape[0] >= 2 and X.shape[1]:
+        return X
+    return check_matrix(X)
 
 
 _UNSET = object()
@@ -116,13 +96,13 @@ def discretize(X, discretization="mean_sd", *, n_bins=3, y=None, method=_UNSET):
                       "selector", FutureWarning, stacklevel=2)
         discretization = method
     names = sample_names_of(X)
-    X = check_matrix(X)
+    X = _matrix(X, discretization)
     y_codes = None if y is None else check_labels(y, X.shape[0], name="y", sample_names=names)[0]
     return codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)[0]
 
 
 def _table(X, discretization, n_bins, groups=None, y_codes=None):
-    X = check_matrix(X)
+    X = _matrix(X, discretization)
     codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     return _info.CodeTable(codes, levels, groups=groups)
 
@@ -226,7 +206,7 @@ def conditional_mutual_information(Xd, y, *, discretization="mean_sd", n_bins=3,
     base = check_base(base)
     dtype = _check_dtype(dtype)
     names = sample_names_of(Xd)
-    X = check_matrix(Xd)
+    X = _matrix(Xd, discretization)
     y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
     codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
     table = _info.CodeTable(codes, levels, groups=y_codes, weights=_info.class_sample_weights(y_codes, class_weight))
@@ -263,7 +243,7 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, cl
     """
     base = check_base(base)
     names = sample_names_of(X)
-    X = check_matrix(X)
+    X = _matrix(X, discretization if kind == "mi" else "mean_sd")
     y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
     weights = _info.class_sample_weights(y_codes, class_weight)
     if weights is not None and kind != "mi":

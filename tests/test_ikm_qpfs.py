@@ -14,6 +14,7 @@ import reference as ref
 
 import bioqpfs
 from bioqpfs import measures
+from bioqpfs._kernels import discretize as disc
 from bioqpfs._kernels import kmeans as km
 from bioqpfs._kernels.correlation import _standardised, column_moments
 from bioqpfs.selectors.ikm_qpfs import ikm_qpfs, ikma_qpfs, tlkm_qpfs
@@ -146,15 +147,15 @@ def test_mean_discretisation_is_the_genes_rule(rng):
     V = rng.normal(size=(57, 6)) * rng.uniform(0.1, 5, 6) + rng.normal(size=6)
     out = np.empty(57, dtype=np.uint8)
     for j in range(6):
-        levels = km.discretize_vector(V[:, j].copy(), 0, 3, out)
+        levels = disc.vector_codes(V[:, j].copy(), 0, 3, out)
         np.testing.assert_array_equal(out, ref.mean_sd_codes(V[:, j : j + 1])[:, 0])
         assert levels == 3
-        km.discretize_vector(V[:, j].copy(), 1, 4, out)
+        disc.vector_codes(V[:, j].copy(), 1, 4, out)
         np.testing.assert_array_equal(out, measures.codes_and_levels(V[:, j : j + 1], "quantile", n_bins=4)[0][:, 0])
     # a vector with an empty middle bin gets consecutive codes
     v = np.r_[np.zeros(18), np.full(2, 10.0)]  # mean 1, sd 3.08: bins 1 and 2 used, bin 0 empty
     out = np.empty(20, np.uint8)
-    assert km.discretize_vector(v, 0, 3, out) == 2
+    assert disc.vector_codes(v, 0, 3, out) == 2
     np.testing.assert_array_equal(out, (v > 5).astype(np.uint8))
 
 

@@ -46,16 +46,17 @@ def test_one_vs_rest_relevance_matches_dict_reference():
 
 
 
-def test_one_vs_rest_relevance_in_sample_chunks(monkeypatch):
-    """Counts add over chunks of samples: a 64-byte budget (3 samples per chunk) gives the same relevance."""
+def test_one_vs_rest_relevance_is_the_mi_of_each_class_indicator():
+    """F[c, i] = I(1[C = c]; X_i) by brute force, from an ungrouped or a class-grouped table alike (the counts come
+    from the table's counting backend; the samples are never reordered)."""
     rng = np.random.default_rng(4)
-    y = np.repeat([0, 1, 2, 3], [25, 12, 9, 4])
+    y = rng.permutation(np.repeat([0, 1, 2, 3], [25, 12, 9, 4]))
     codes = rng.integers(0, 4, size=(y.size, 5)).astype(np.uint8)
-    table = _common.info_table(codes, y, discretization=None, n_bins=4)
-    whole = _common.one_vs_rest_relevance(table, y, 4, class_weight="balanced", base=2)
-    monkeypatch.setattr(_common, "ONE_VS_REST_CHUNK_BYTES", 64)      # 3 samples per chunk
-    np.testing.assert_allclose(_common.one_vs_rest_relevance(table, y, 4, class_weight="balanced", base=2), whole,
-                               atol=1e-13)
+    want = np.array([[ref.mutual_info(y == c, codes[:, i]) for i in range(5)] for c in range(4)])
+    for grouped in (False, True):
+        table = _common.info_table(codes, y, discretization=None, n_bins=4, grouped=grouped)
+        np.testing.assert_allclose(_common.one_vs_rest_relevance(table, y, 4, class_weight=None, base=2), want,
+                                   atol=1e-12)
 
 
 @pytest.mark.parametrize("fmt", [np.asarray, sp.csr_matrix, sp.csc_matrix])

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 __all__ = ["abs_pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales"]
 
-_EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
+EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
 
 
 def column_scales(X):
@@ -24,7 +24,7 @@ def column_scales(X):
         Xd = np.asarray(X)
         amax = np.maximum(Xd.max(axis=0), -Xd.min(axis=0)).astype(np.float64)  # no |X| copy
     _, e = np.frexp(amax)
-    return np.where((amax > 0) & (np.abs(e - 1) > _EXTREME_EXP), np.ldexp(1.0, e - 1), 1.0)
+    return np.where((amax > 0) & (np.abs(e - 1) > EXTREME_EXP), np.ldexp(1.0, e - 1), 1.0)
 
 
 def _divide_columns(X, s):

@@ -1,23 +1,89 @@
 """Discretisation of expression matrices into small integer codes (samples x genes, ``uint8``).
 
-Every function returns ``codes`` with values ``0..k_g-1`` for gene ``g`` (empty bins removed,
-so ``k_g`` is the number of distinct levels actually used) -- the form the counting kernels in
+:func:`codes` is the one entry point: every measure (:mod:`bioqpfs.measures`) and every selector
+discretises through it, with one parameter name and one set of rules (:data:`DISCRETIZATIONS`).
+Every rule returns ``codes`` with values ``0..k_g-1`` for gene ``g`` (empty bins removed, so ``k_g``
+is the number of distinct levels actually used) -- the form the counting kernels in
 :mod:`bioqpfs._kernels.information` expect.  Dense and sparse inputs give identical codes.
+
+:func:`vector_codes` is the same mean +- sd / equal-frequency rule for one vector inside a numba
+loop (k-means re-discretises a cluster's running mean after every assignment,
+:mod:`bioqpfs._kernels.kmeans`): a call of :func:`codes` costs ~150 us there against ~3 us.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .correlation import column_scales
+from .correlation import EXTREME_EXP, column_scales
 
-__all__ = ["compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
+__all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
+           "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
            "MDL_MAX_LEVELS"]
 
 MAX_LEVELS = 255  # codes are uint8
+#: the rules of :func:`codes` (``None``: the input already holds integer levels)
+DISCRETIZATIONS = ("mean_sd", "quantile", "zero_quantile", "mdl", "auto", None)
+#: ``discretization="auto"`` uses ``"zero_quantile"`` when at least this fraction of the entries of X is exactly
+#: zero (sparse single-cell data: 67% on pbmc68k_reduced's log-normalised .raw) and ``"mean_sd"`` otherwise
+#: (microarrays: 0% on SRBCT, Colon, Leukemia)
+AUTO_ZERO_FRACTION = 0.25
 #: most levels MDL gives a gene (see :func:`mdl_codes`): the counting cost grows with the square of the levels
 MDL_MAX_LEVELS = 8
+
+
+def resolve_discretization(X, discretization):
+    """The concrete rule ``discretization`` stands for on X: ``"auto"`` -> ``"zero_quantile"`` for zero-inflated
+    data (at least :data:`AUTO_ZERO_FRACTION` exact zeros), else ``"mean_sd"``; other values unchanged."""
+    if not (isinstance(discretization, str) and discretization == "auto"):
+        return discretization
+    n, m = X.shape
+    nonzero = X.count_nonzero() if hasattr(X, "count_nonzero") and not isinstance(X, np.ndarray) else \
+        np.count_nonzero(X)
+    return "zero_quantile" if n * m and 1.0 - nonzero / (n * m) >= AUTO_ZERO_FRACTION else "mean_sd"
+
+
+def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=None):
+    """``(codes, n_levels)`` of X by the rule ``discretization``: the one discretisation entry point.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix, shape (n_samples, n_genes)
+        Validated expression (:func:`bioqpfs._validation.check_matrix`: float32/float64, CSR/CSC), or
+        integer codes (any integer dtype) for ``discretization=None``, which are used as they are.
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
+        ``"mean_sd"``: :func:`mean_sd_codes` (QPFS section 2.5); ``"quantile"``: :func:`quantile_codes`;
+        ``"zero_quantile"``: :func:`zero_quantile_codes`; ``"mdl"``: :func:`mdl_codes` (needs ``y_codes``);
+        ``"auto"``: :func:`resolve_discretization`; ``None``: :func:`compact_codes` (X holds levels).
+    n_bins : int
+        Bins of ``"quantile"`` and ``"zero_quantile"``.
+    y_codes : ndarray of int, optional
+        Class codes ``0..C-1``, for ``"mdl"``.
+    feature_names : sequence of str, optional
+        Gene names for the messages of ``discretization=None``.
+
+    Returns
+    -------
+    codes : ndarray of uint8, shape (n_samples, n_genes)
+    n_levels : ndarray of int64, shape (n_genes,)
+    """
+    discretization = resolve_discretization(X, discretization)
+    if discretization is None:
+        return compact_codes(X, feature_names=feature_names)
+    if discretization == "mean_sd":
+        return mean_sd_codes(X)
+    if discretization == "quantile":
+        return quantile_codes(X, n_bins)
+    if discretization == "zero_quantile":
+        return zero_quantile_codes(X, n_bins)
+    if discretization == "mdl":
+        if y_codes is None:
+            raise ValueError("discretization='mdl' is supervised: pass the class labels y")
+        return mdl_codes(X, y_codes)
+    raise ValueError(f"unknown discretization {discretization!r}; choose one of {DISCRETIZATIONS}")
 
 
 def _dense_columns(X, start, stop):
@@ -40,7 +106,8 @@ def compact_codes(X, *, feature_names=None):
 
     Used for ``discretization=None``: the input already holds discrete levels, coded in any
     integers (``0..k-1``, ``1..4``, ``{-2, 0, 2}``...).  Non-integer values raise ``ValueError``
-    naming the gene.
+    naming the gene.  An integer-typed X (e.g. codes from :func:`codes`) is read as integers, without a
+    float64 copy.
 
     Returns
     -------
@@ -50,9 +117,10 @@ def compact_codes(X, *, feature_names=None):
     n, m = X.shape
     codes = np.empty((n, m), dtype=np.uint8)
     n_levels = np.empty(m, dtype=np.int64)
+    integer = isinstance(X, np.ndarray) and X.dtype.kind in "iub"
     for start, stop in _column_blocks(X):
-        block = _dense_columns(X, start, stop)
-        bad = np.flatnonzero((block != np.round(block)).any(axis=0))
+        block = X[:, start:stop].astype(np.int64) if integer else _dense_columns(X, start, stop)
+        bad = np.zeros(0, np.int64) if integer else np.flatnonzero((block != np.round(block)).any(axis=0))
         if bad.size:
             from .._validation import describe_indices
 
@@ -341,3 +409,62 @@ def mdl_codes(X, y, max_levels=None):
                       f"{most}; typical of repeated samples): kept the {max_levels - 1} first cuts of each, because "
                       "the MI counting cost grows with the square of the number of levels", UserWarning, stacklevel=2)
     return codes, n_levels
+
+
+#: the rules :func:`vector_codes` implements, by the number it takes
+VECTOR_RULES = {"mean_sd": 0, "quantile": 1}
+
+
+@njit(cache=True)
+def vector_codes(v, rule, n_bins, out):
+    """Codes of one vector by the ``"mean_sd"`` (``rule`` 0) or ``"quantile"`` (1) rule of :func:`codes`.
+
+    The form of :func:`mean_sd_codes` / :func:`quantile_codes` that a numba loop can call (k-means,
+    :mod:`bioqpfs._kernels.kmeans`).  ``rule`` 0: edges ``mu -+ sd`` (ddof=1), QPFS section 2.5, with the
+    same extreme-value guard (moments of ``v / s``, ``s`` the power of two of
+    :func:`bioqpfs._kernels.correlation.column_scales`; 1 for ordinary vectors); 1: ``n_bins``
+    equal-frequency bins (edges at the ``j/n_bins`` sample quantiles, linear interpolation).
+    ``code = #{edges e : v > e}`` (right-closed bins); bins left empty are removed so the codes are
+    ``0..levels-1``.  Writes ``out`` (uint8, len(v)) and returns ``levels``.  Sums run in sample order,
+    where the matrix functions use numpy's pairwise sums: the edges can differ in the last bit, so a
+    value within one ulp of an edge may fall on the other side.
+    """
+    n = v.shape[0]
+    if rule == 0:
+        amax = 0.0
+        for s in range(n):
+            amax = max(amax, abs(v[s]))
+        scale = 1.0
+        if amax > 0.0:
+            e = math.frexp(amax)[1]
+            if abs(e - 1) > EXTREME_EXP:
+                scale = math.ldexp(1.0, e - 1)
+        mu = 0.0
+        for s in range(n):
+            mu += v[s] / scale
+        mu /= n
+        ss = 0.0
+        for s in range(n):
+            ss += (v[s] / scale - mu) ** 2
+        sd = np.sqrt(ss / max(1, n - 1))
+        edges = np.array([(mu - sd) * scale, (mu + sd) * scale])
+    else:
+        edges = np.quantile(v, np.arange(1, n_bins) / n_bins)
+    nb = edges.shape[0] + 1
+    present = np.zeros(nb, dtype=np.bool_)
+    for s in range(n):
+        c = 0
+        for e in edges:
+            if v[s] > e:
+                c += 1
+        out[s] = c
+        present[c] = True
+    rank = np.zeros(nb, dtype=np.uint8)
+    levels = 0
+    for b in range(nb):
+        rank[b] = levels
+        if present[b]:
+            levels += 1
+    for s in range(n):
+        out[s] = rank[out[s]]
+    return levels

@@ -9,8 +9,18 @@ marginals (``n_{a,last} = n_a - sum_b n_ab``...), which cuts the GEMM work by ``
 output with a ``n log n`` lookup table, writing both triangles of symmetric outputs so only
 block pairs ``J >= I`` are computed.
 
-Scheduling: the block pairs are tasks on a pool of worker threads (``n_workers()``: the face's
-``n_jobs``, ``scanpy.settings.n_jobs`` or numba's thread count, see :mod:`bioqpfs._threads`).  Each worker runs the GEMM of its pair with one BLAS thread, then the fused pass
+Three parts, each replaceable on its own:
+
+1. **counting backend** (:mod:`bioqpfs._kernels.counting`, the interface and its contract;
+   :mod:`bioqpfs._kernels.counting_numpy`, the default): margins and joint count blocks.  A :class:`CodeTable`
+   holds the bin layout, class sizes and margins of a code matrix and counts through its backend; the
+   samples keep their input order.
+2. **block plan** (:func:`block_plan`): which gene blocks to count, sized from a per-worker memory budget.
+3. **coefficient algebra** (:func:`_coefficients` and the fused numba passes): counts -> entries, below.
+
+Scheduling: the block pairs are tasks on a pool of worker threads (``n_workers=`` of
+:func:`pairwise_information`; default the face's ``n_jobs``, ``scanpy.settings.n_jobs`` or numba's thread
+count, see :mod:`bioqpfs._threads`).  Each worker runs the GEMM of its pair with one BLAS thread, then the fused pass
 and the mirrored write while the ~4 MB of counts are still in its cache.  This replaced
 multithreaded BLAS on large blocks followed by a numba-parallel pass: the two thread pools
 spin-waited against each other on the same cores (per block pair, GEMM 14 -> 20 ms and the pass
@@ -24,8 +34,8 @@ With ``phi(n) = n ln n`` and ``T_ij = sum_ab phi(n_ab)``, ``P_i = sum_a phi(n_a)
   ``H(C | X_i, X_j) = (T_ij - Tc_ij) / N``, so ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
   (SPEC_CMI paper eq. 15), and ``I(X_i; X_j | C) = H(X_i|C) + H(X_j|C) + H(C) - ln N + Tc_ij / N``.
 
-Counts are sufficient statistics: they add over chunks of samples, and every function here
-accumulates them chunk by chunk, so the same code runs on sample-chunked (e.g. Dask) data.
+Counts are sufficient statistics: they add over chunks of samples (the numpy backend accumulates them
+chunk by chunk), so a backend for sample-chunked (e.g. Dask) data only has to sum its chunks' counts.
 Results are in nats inside the kernel and divided by ``ln(base)`` on output.
 """
 from __future__ import annotations
@@ -39,9 +49,10 @@ from numba import njit
 
 from .. import _progress, _threads
 from .._validation import check_base
+from . import counting as _counting
 
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies", "class_sample_weights",
-           "class_relevance", "CLASS_WEIGHTS"]
+           "class_relevance", "mi_of_joint_counts", "CLASS_WEIGHTS"]
 
 #: values of ``class_weight`` in every information measure and MI-based selector
 CLASS_WEIGHTS = (None, "balanced")
@@ -66,15 +77,20 @@ def class_sample_weights(groups, class_weight):
 
 _DUMMY = np.empty((1, 1))
 _GEMM_BUDGET = 4 * 2**20  # bytes of counts (all classes) per worker and block pair: stays in cache
-_ONEHOT_BUDGET = 16 * 2**20  # bytes for one one-hot chunk of samples
 
 
 class CodeTable:
-    """Integer codes (samples x genes) prepared for counting.
+    """Integer codes (samples x genes) prepared for counting: the bin layout, the class sizes, the margins.
+
+    The counts themselves come from a counting backend (:mod:`bioqpfs._kernels.counting`; numpy by default,
+    :mod:`bioqpfs._kernels.counting_numpy`); the samples keep their input order.
 
     Parameters
     ----------
-    codes : ndarray of uint8, shape (n_samples, n_genes), values ``0..n_levels[g]-1``.
+    codes : array of uint8, shape (n_samples, n_genes), values ``0..n_levels[g]-1``
+        numpy, or any container a registered backend accepts.
+    n_levels : ndarray of int, optional
+        Levels of every gene (default: from the codes).
     groups : ndarray of int, optional
         Class codes ``0..C-1`` per sample; when given, counts are also kept per class.
     weights : ndarray of float, optional
@@ -83,53 +99,59 @@ class CodeTable:
         one weighted one-hot GEMM -- and every probability ``n_ab / N`` becomes ``n^w_ab / sum_s w_s``;
         the formulas above are unchanged.  Weighted counts are accumulated in float64 and ``phi`` is
         evaluated directly (``x ln x``) instead of from the integer lookup table.
+    backend : str or CountingBackend subclass, optional
+        The counting backend (a name of :data:`bioqpfs._kernels.counting.BACKENDS` or a class); default:
+        the first that accepts ``codes``.
     """
 
-    def __init__(self, codes, n_levels=None, groups=None, weights=None):
-        codes = np.asarray(codes)
+    def __init__(self, codes, n_levels=None, groups=None, weights=None, backend=None):
+        if not hasattr(codes, "shape"):
+            codes = np.asarray(codes)
         if n_levels is None:
-            n_levels = codes.max(axis=0).astype(np.int64) + 1 if codes.size else np.ones(codes.shape[1], np.int64)
+            n_levels = np.asarray(codes.max(axis=0)).astype(np.int64) + 1 if codes.size else \
+                np.ones(codes.shape[1], np.int64)
         self.n_samples, self.n_genes = codes.shape
         self.n_bins = max(2, int(np.max(n_levels)))  # global bin count k
         self.nb = self.n_bins - 1  # materialised bins per gene
         if groups is None:
-            self.order = None
-            self.class_bounds = np.array([0, self.n_samples])
-            self.codes = codes
+            class_order, sizes = None, np.array([self.n_samples])
         else:
             groups = np.asarray(groups)
-            self.order = np.argsort(groups, kind="stable")
+            class_order = np.argsort(groups, kind="stable")  # weights are summed class by class
             sizes = np.bincount(groups)
-            self.class_bounds = np.concatenate([[0], np.cumsum(sizes)])
-            self.codes = codes[self.order]
-        self.n_classes = self.class_bounds.size - 1
+        self.n_classes = sizes.size
         if weights is None:
             self.weights = None
             self.total = float(self.n_samples)
             # float32 holds every integer count exactly below 2**24 samples; beyond, count in float64
             self.count_dtype = np.float32 if self.n_samples < 2**24 else np.float64
-            self.class_sizes = np.diff(self.class_bounds).astype(np.float64)
+            self.class_sizes = sizes.astype(np.float64)
         else:
             w = np.asarray(weights, dtype=np.float64)
             if w.shape != (self.n_samples,) or not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
                 raise ValueError("sample weights must be finite, non-negative, not all zero, one per sample")
-            self.weights = w if self.order is None else w[self.order]
-            self.total = float(self.weights.sum())
+            self.weights = w
             self.count_dtype = np.float64
-            self.class_sizes = np.add.reduceat(self.weights, self.class_bounds[:-1]) if self.n_samples else \
-                np.zeros(self.n_classes)
-            self.class_sizes[np.diff(self.class_bounds) == 0] = 0.0
+            # sums in class order (the order of the class-wise counts)
+            w_sorted = w if class_order is None else w[class_order]
+            self.total = float(w_sorted.sum())
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            self.class_sizes = np.add.reduceat(w_sorted, bounds[:-1]) if self.n_samples else np.zeros(self.n_classes)
+            self.class_sizes[sizes == 0] = 0.0
+        if isinstance(backend, type) and issubclass(backend, _counting.CountingBackend):
+            cls = backend
+        else:
+            cls = _counting.backend_for(codes, backend)
+        self.backend = cls(codes, n_bins=self.n_bins, groups=groups, weights=self.weights,
+                           count_dtype=self.count_dtype)
         self.phi = _phi_table(self.n_samples)
         # per-class marginal (weighted) counts of every materialised bin: (C, genes, nb)
-        self.marginals = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
-        for c in range(self.n_classes):
-            rows = slice(self.class_bounds[c], self.class_bounds[c + 1])
-            block = self.codes[rows]
-            for a in range(self.nb):
-                if self.weights is None:
-                    self.marginals[c, :, a] = (block == a).sum(axis=0)
-                else:
-                    self.marginals[c, :, a] = self.weights[rows] @ (block == a)
+        self.marginals = self.backend.margins()
+
+    @property
+    def codes(self):
+        """The codes in sample order (numpy)."""
+        return self.backend.codes_of(slice(None))
 
     @property
     def weighted(self):
@@ -142,24 +164,6 @@ class CodeTable:
             return self.phi[np.rint(counts).astype(np.int64)]
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(counts > 0, counts * np.log(np.where(counts > 0, counts, 1.0)), 0.0)
-
-    def onehot(self, genes, rows, weighted=False):
-        """float32 indicators (len(rows) x nb*len(genes)), bin-major: column ``a*len(genes) + g`` = [code == a].
-
-        ``weighted``: each row multiplied by its sample weight (tables with ``weights``), so that
-        ``onehot(I).T @ onehot(J, weighted=True)`` are the weighted joint counts.
-
-        Bin-major columns make every (bin a, bin b) sub-block of the count matrix a contiguous
-        gene x gene tile, so the fused pass reads all its operands with unit stride.
-        """
-        sub = self.codes[rows, genes] if isinstance(genes, slice) else self.codes[rows][:, genes]
-        out = np.empty((sub.shape[0], self.nb * sub.shape[1]), dtype=self.count_dtype)
-        g = sub.shape[1]
-        for a in range(self.nb):
-            np.equal(sub, a, out=out[:, a * g:(a + 1) * g], casting="unsafe")
-        if weighted and self.weights is not None:
-            out *= self.weights[rows][:, None]
-        return out
 
     def phi_marginal(self):
         """P_g = sum_a phi(n_a) over all bins of gene g (pooled over classes), and the same per class."""
@@ -204,10 +208,31 @@ def _phi_at(phi, x, weighted):
     return phi[np.int32(x)]
 
 
-def class_relevance(table: CodeTable):
-    """I(X_g; C) = H(C) - H(C | X_g) in nats for every gene of a class-grouped table (its weights included)."""
+def class_relevance(table: CodeTable, groups=None):
+    """I(X_g; C) = H(C) - H(C | X_g) in nats for every gene: the one relevance-by-information function.
+
+    ``table`` grouped by class (its weights included); or ungrouped with the class codes ``groups``, in which
+    case its codes are regrouped (same weights).  (QPFS section 2.1, F_i = I(X_i; C); SPEC_CMI eq. 18.)
+    """
+    if table.n_classes < 2 and groups is not None:
+        table = CodeTable(table.codes, None, groups=groups, weights=table.weights)
     _, h_c_given_x, h_c = class_conditional_entropies(table)
     return np.maximum(h_c - h_c_given_x, 0.0)
+
+
+def mi_of_joint_counts(joint):
+    """I(S; X_i) in nats from (weighted) joint counts ``joint[s, i, a]`` of a discrete S and each gene's bins.
+
+    ``sum_{s,a} p(s, a) ln(p(s, a) / (p(s) p(a)))`` per gene i (e.g. S = "class c or not" for the one-vs-rest
+    relevance of :func:`bioqpfs.selectors._common.one_vs_rest_relevance`).
+    """
+    total = joint.sum(axis=(0, 2))[None, :, None]
+    p = joint / total
+    ps = p.sum(axis=2, keepdims=True)
+    pa = p.sum(axis=0, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log(p / (ps * pa)), 0.0)
+    return np.maximum(terms.sum(axis=(0, 2)), 0.0)
 
 
 @njit(nogil=True, cache=True)
@@ -216,7 +241,7 @@ def _fused_block(G, margI, margJ, sizes, phi, nbI, nbJ, need_tc, r_up, c_up, s_t
     """Turn class-wise count blocks into output entries (any number of bins).
 
     G : (C, nbI*bI, nbJ*bJ) counts of the materialised bins, bin-major: row ``a*bI + i`` is bin
-    ``a`` of gene ``i`` (see :meth:`CodeTable.onehot`).
+    ``a`` of gene ``i`` (the layout of :meth:`bioqpfs._kernels.counting.CountingBackend.joint`).
     value(i, j) = r_up[i] + c_up[j] + s_t*T_ij + s_tc*Tc_ij  -> out_up[i, j]
     ``weighted``: the counts are weighted (non-integer) sums, phi is computed directly (:func:`_phi_at`).
     s_t*T_ij + s_tc*Tc_ij -> scratch[i, j] when ``write_lo`` (:func:`_write_transposed` then fills
@@ -390,6 +415,7 @@ def _write_transposed(scratch, r_lo, c_lo, out_lo, diagonal_block):
                     out_lo[j, i] = rj + c_lo[i] + scratch[i, j]
 
 
+# ---- block plan ---------------------------------------------------------------------------------------
 def _block_size(table_rows: CodeTable, table_cols: CodeTable, n_classes, n_out=None):
     """Genes per block so one worker's block of class-wise counts stays within ``_GEMM_BUDGET``.
 
@@ -403,41 +429,25 @@ def _block_size(table_rows: CodeTable, table_cols: CodeTable, n_classes, n_out=N
     return max(16, min(b, 4096))
 
 
-def _counts(table_rows: CodeTable, genes_I, table_cols: CodeTable, genes_J, C, buf=None):
-    """Class-wise joint counts (C, nbI*|I|, nbJ*|J|), bin-major, accumulated over sample chunks.
+def block_plan(table_rows: CodeTable, table_cols: CodeTable, n_classes, n_rows, symmetric):
+    """The gene blocks of an ``n_rows x table_cols.n_genes`` information matrix: ``(pairs, bs, bs_cols)``.
 
-    ``buf`` is reused between calls (a fresh array per block costs page faults).
+    ``pairs`` lists the ``(i0, j0)`` corners of the blocks to count -- rows ``i0:i0+bs`` (positions in the
+    requested rows), columns ``j0:j0+bs_cols``; ``symmetric`` (a whole gene x gene matrix): only blocks on
+    or above the diagonal, the others are mirrored.  The block size keeps one worker's class-wise counts
+    within ``_GEMM_BUDGET`` (:func:`_block_size`); with few rows (Nystrom, greedy baselines) the column
+    blocks widen to the same budget.
     """
-    bI = genes_I.stop - genes_I.start if isinstance(genes_I, slice) else len(genes_I)
-    bJ = genes_J.stop - genes_J.start if isinstance(genes_J, slice) else len(genes_J)
-    shape = (C, bI * table_rows.nb, bJ * table_cols.nb)
-    size = int(np.prod(shape))
-    dt = table_rows.count_dtype
-    G = (np.empty(size, dt) if buf is None or buf.size < size or buf.dtype != dt else buf[:size]).reshape(shape)
-    chunk = max(1, _ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
-    # C == 1 pools every sample, also when the table is grouped by class (kind="mi" on a grouped table)
-    bounds = table_rows.class_bounds if C > 1 else np.array([0, table_rows.n_samples])
-    same_block = table_cols is table_rows and isinstance(genes_I, slice) and genes_I == genes_J
-    for c in range(C):
-        first = True
-        for s in range(bounds[c], bounds[c + 1], chunk):
-            rows = slice(s, min(bounds[c + 1], s + chunk))
-            A = table_rows.onehot(genes_I, rows)
-            B = A if same_block else table_cols.onehot(genes_J, rows)
-            if table_rows.weighted:  # weighted counts sum_s w_s [x_si = a][x_sj = b], in float64
-                B = B * table_rows.weights[rows][:, None]
-            if first:
-                np.matmul(A.T, B, out=G[c])
-                first = False
-            else:
-                G[c] += A.T @ B
-        if first:  # empty class
-            G[c] = 0.0
-    return G
+    m_cols = table_cols.n_genes
+    bs = _block_size(table_rows, table_cols, n_classes, n_out=n_rows * m_cols)
+    bs_cols = bs if symmetric else max(bs, min(m_cols, bs * bs // max(1, min(n_rows, bs))))
+    pairs = [(i0, j0) for i0 in range(0, n_rows, bs)
+             for j0 in range(i0 if symmetric else 0, m_cols, bs_cols)]
+    return pairs, bs, bs_cols
 
 
 def n_workers():
-    """Worker threads for the blocked kernels: the count of the calling face (``n_jobs=``), else
+    """The default worker count of the blocked kernels: the count of the calling face (``n_jobs=``), else
     ``scanpy.settings.n_jobs``, else numba's thread count (:mod:`bioqpfs._threads`)."""
     return _threads.current()
 
@@ -467,15 +477,17 @@ def _executor(workers):
         return _EXECUTOR
 
 
-def _run_tasks(task, items, progress):
-    """Run ``task(item)`` for every item on the worker pool (inline with one worker or one item).
+def _run_tasks(task, items, progress, workers=None):
+    """Run ``task(item)`` for every item on ``workers`` pool threads (default :func:`n_workers`; inline with
+    one worker or one item).
 
     Each worker computes whole block pairs -- GEMM (BLAS limited to one thread) then the fused
     pass on the counts it just wrote, still in its cache.  One level of threads only: BLAS threads
     and numba threads alternating on the same cores spin-wait against each other (measured 1.7x
     slower on 2 cores).
     """
-    workers = min(n_workers(), len(items))
+    pool_size = n_workers() if workers is None else int(workers)
+    workers = min(pool_size, len(items))
     if workers <= 1:
         for it in items:
             task(it)
@@ -484,7 +496,7 @@ def _run_tasks(task, items, progress):
     futures = []
     try:
         with _blas_threads(1):
-            pool = _executor(n_workers())
+            pool = _executor(pool_size)
             futures = [pool.submit(task, it) for it in items]
             for f in as_completed(futures):
                 f.result()
@@ -507,9 +519,45 @@ def _blas_threads(n):
     return threadpool_limits(n, user_api="blas")
 
 
+# ---- coefficient algebra ------------------------------------------------------------------------------
+def _coefficients(kind, table_rows: CodeTable, tc: CodeTable, same, ln_b):
+    """The affine map from the phi-sums of a cell's counts to the output (module docstring formulas).
+
+    ``out[i, j] = r_up[i] + c_up[j] + s_t T_ij + s_tc Tc_ij`` above the diagonal and
+    ``out[j, i] = r_lo[j] + c_lo[i] + s_t T_ij + s_tc Tc_ij`` for the mirrored entry, with ``T`` the
+    pooled and ``Tc`` the class-wise phi-sums; returns ``(r_up, c_up, r_lo, c_lo, s_t, s_tc)``.
+    """
+    n = table_rows.total
+    if kind == "mi":  # I = ln N + (T - P_i - P_j)/N
+        pooled, _ = table_rows.phi_marginal()
+        rterm = (0.5 * np.log(n) - pooled / n) / ln_b
+        cterm = rterm if same else (0.5 * np.log(n) - tc.phi_marginal()[0] / n) / ln_b
+        return rterm, cterm, cterm, rterm, 1.0 / (n * ln_b), 0.0
+    if kind not in ("cmi", "cmi_mean", "mi_given_class"):
+        raise ValueError(f"unknown kind {kind!r}")
+    if table_rows.n_classes < 2:
+        raise ValueError("class-conditional information needs class labels with at least 2 classes")
+    if not same:
+        raise ValueError("class-conditional kinds are gene x gene only")
+    h_x_given_c, h_c_given_x, h_c = class_conditional_entropies(table_rows)
+    if kind == "cmi":  # I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)
+        zero = np.zeros(table_rows.n_genes)
+        hc = h_c_given_x / ln_b
+        return zero, hc, zero, hc, -1.0 / (n * ln_b), 1.0 / (n * ln_b)
+    if kind == "cmi_mean":
+        half = 0.5 * h_c_given_x / ln_b
+        return half, half, half, half, -1.0 / (n * ln_b), 1.0 / (n * ln_b)
+    rterm = (h_x_given_c + 0.5 * (h_c - np.log(n))) / ln_b  # mi_given_class
+    return rterm, rterm, rterm, rterm, 0.0, 1.0 / (n * ln_b)
+
+
 def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, kind, *, rows=None,
-                         base=2.0, dtype=np.float64, out=None):
+                         base=2.0, dtype=np.float64, out=None, n_workers=None):
     """Gene x gene (or gene x column) information matrix.
+
+    Three parts: the coefficient algebra (:func:`_coefficients`, counts -> entries, and the fused numba
+    passes), the block plan (:func:`block_plan`) and the counting backend of the tables
+    (:mod:`bioqpfs._kernels.counting`), scheduled as block-pair tasks on ``n_workers`` threads.
 
     Parameters
     ----------
@@ -527,55 +575,25 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
         Compute only these rows (all columns): the ``[A B]`` block Nystrom needs.
     base : float
         Logarithm base of the output, a finite number > 0 and != 1 (2: bits).
+    n_workers : int, optional
+        Worker threads for the block pairs; default :func:`n_workers` (the face's ``n_jobs``).  The
+        result does not depend on it.
     """
     base = check_base(base)
     same = table_cols is None
     tc = table_rows if same else table_cols
-    if not same and not (table_rows.order is None and tc.order is None) and not (
-            table_rows.order is not None and tc.order is not None and np.array_equal(table_rows.order, tc.order)):
-        raise ValueError("the two code tables order their samples differently (one is grouped by class); "
-                         "build both with the same groups")
     if table_rows.weighted and not same and tc.weighted and not np.array_equal(table_rows.weights, tc.weights):
         raise ValueError("the two code tables carry different sample weights")
     n = table_rows.total
     m_cols = tc.n_genes
     row_idx = np.arange(table_rows.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
     r = row_idx.size
+    ln_b = np.log(base)
+    r_up_all, c_up_all, r_lo_all, c_lo_all, s_t, s_tc = _coefficients(kind, table_rows, tc, same, ln_b)
     if out is None:
         out = np.empty((r, m_cols), dtype=dtype)
-    conditional = kind in ("cmi", "cmi_mean", "mi_given_class")
+    conditional = kind != "mi"
     C = table_rows.n_classes if conditional else 1
-    if conditional and table_rows.n_classes < 2:
-        raise ValueError("class-conditional information needs class labels with at least 2 classes")
-    ln_b = np.log(base)
-
-    pooled, per_class = table_rows.phi_marginal()
-    if kind == "mi":
-        # I = ln N + (T - P_i - P_j)/N
-        rterm = (0.5 * np.log(n) - pooled / n) / ln_b
-        cterm = rterm if same else (0.5 * np.log(n) - tc.phi_marginal()[0] / n) / ln_b
-        r_up_all, c_up_all, r_lo_all, c_lo_all = rterm, cterm, cterm, rterm
-        s_t, s_tc = 1.0 / (n * ln_b), 0.0
-    elif kind == "cmi":
-        _, h_c_given_x, _ = class_conditional_entropies(table_rows)
-        zero = np.zeros(table_rows.n_genes)
-        hc = h_c_given_x / ln_b
-        r_up_all, c_up_all, r_lo_all, c_lo_all = zero, hc, zero, hc
-        s_t, s_tc = -1.0 / (n * ln_b), 1.0 / (n * ln_b)
-    elif kind == "cmi_mean":
-        _, h_c_given_x, _ = class_conditional_entropies(table_rows)
-        half = 0.5 * h_c_given_x / ln_b
-        r_up_all = c_up_all = r_lo_all = c_lo_all = half
-        s_t, s_tc = -1.0 / (n * ln_b), 1.0 / (n * ln_b)
-    elif kind == "mi_given_class":
-        h_x_given_c, _, h_c = class_conditional_entropies(table_rows)
-        rterm = (h_x_given_c + 0.5 * (h_c - np.log(n))) / ln_b
-        r_up_all, c_up_all, r_lo_all, c_lo_all = rterm, rterm, rterm, rterm
-        s_t, s_tc = 0.0, 1.0 / (n * ln_b)
-    else:
-        raise ValueError(f"unknown kind {kind!r}")
-    if conditional and not same:
-        raise ValueError("class-conditional kinds are gene x gene only")
 
     sizes = table_rows.class_sizes if conditional else np.array([float(n)])
     cdt = table_rows.count_dtype
@@ -585,12 +603,9 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     pooledR = table_rows.marginals.sum(axis=0)  # (genes, nb) over all classes, float64
     pooledC = tc.marginals.sum(axis=0)
     symmetric_blocks = same and rows is None
-    bs = _block_size(table_rows, tc, C, n_out=r * m_cols)
-    # with few rows (Nystrom, greedy baselines) widen the column blocks to the same budget
-    bs_cols = bs if symmetric_blocks else max(bs, min(m_cols, bs * bs // max(1, min(r, bs))))
-    pairs = [(i0, j0) for i0 in range(0, r, bs)
-             for j0 in range(i0 if symmetric_blocks else 0, m_cols, bs if symmetric_blocks else bs_cols)]
+    pairs, bs, bs_cols = block_plan(table_rows, tc, C, r, symmetric_blocks)
     three_bins = table_rows.nb == 2 and tc.nb == 2
+    other = None if same else tc.backend
     local = threading.local()  # per-worker buffers, freed with this call
 
     def block_pair(pair):
@@ -598,9 +613,9 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
         Ipos = slice(i0, min(r, i0 + bs))
         I = row_idx[Ipos]
         I_arg = slice(int(I[0]), int(I[-1]) + 1) if (I.size and np.all(np.diff(I) == 1)) else I
-        J = slice(j0, min(m_cols, j0 + (bs if symmetric_blocks else bs_cols)))
+        J = slice(j0, min(m_cols, j0 + bs_cols))
         bI, bJ = len(I), J.stop - J.start
-        G = _counts(table_rows, I_arg, tc, J, C, getattr(local, "buf", None))
+        G = table_rows.backend.joint(I_arg, J, per_class=conditional, other=other, out=getattr(local, "buf", None))
         if getattr(local, "buf", None) is None or G.size > local.buf.size:
             local.buf = G.ravel()
         diag = symmetric_blocks and j0 == i0
@@ -623,11 +638,9 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
             _write_transposed(scr, r_lo_all[J], c_lo_all[I], out[J, Ipos], diag)
 
     progress = _progress.bar(len(pairs), f"{kind} matrix", unit="block")
-    _run_tasks(block_pair, pairs, progress)
+    _run_tasks(block_pair, pairs, progress, n_workers)
     progress.close()
-    if same:
-        diag_rows = np.arange(r)
-        if kind in ("cmi", "cmi_mean"):
-            _, hcx, hc_ = class_conditional_entropies(table_rows)
-            out[diag_rows, row_idx] = (hc_ - hcx[row_idx]) / ln_b  # I(X_i; C)
+    if same and kind in ("cmi", "cmi_mean"):
+        _, hcx, hc_ = class_conditional_entropies(table_rows)
+        out[np.arange(r), row_idx] = (hc_ - hcx[row_idx]) / ln_b  # I(X_i; C)
     return out

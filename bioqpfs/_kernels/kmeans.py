@@ -32,7 +32,7 @@ Prasad & Biswas, *Integrating K-means with Quadratic Programming Feature Selecti
   running mean when the gene joins; in pass 2 the representative the gene was assigned to) -- because
   ``d`` treats a gene and its negation as identical, an un-oriented mean of a gene and its anti-correlated
   copy would cancel to noise.  ``m_c`` is then discretised exactly like a gene (the same rule -- mean +- sd
-  or equal-frequency bins -- applied to the vector ``m_c``, :func:`discretize_vector`), and
+  or equal-frequency bins -- applied to the vector ``m_c``, :func:`bioqpfs._kernels.discretize.vector_codes`), and
   ``d(gene, m_c)`` is eq. 4 on those codes.  A one-gene mean is the gene itself (both rules are invariant
   to positive affine maps), so a gene is at distance 0 from its singleton cluster's mean.
 
@@ -56,13 +56,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from .discretize import entropy_of_counts
+from .discretize import VECTOR_RULES, entropy_of_counts, vector_codes
 from .information import CodeTable, pairwise_information
 
 #: gene count from which the QPFS matrix among representatives is computed by the blocked GEMM kernel
 _GEMM_MIN_GENES = 256
 
-__all__ = ["GeneSpace", "KMeansResult", "mi_one_to_many", "distance_from_mi", "discretize_vector",
+__all__ = ["GeneSpace", "KMeansResult", "mi_one_to_many", "distance_from_mi",
            "variant_macqueen", "radius", "two_level", "split_count"]
 
 
@@ -117,7 +117,7 @@ class GeneSpace:
     standardized : callable ``idx -> (n_samples, len(idx))`` float64
         Standardised expression ``z_g`` of the genes ``idx`` (computed on demand, never all at once).
     mean_rule : {"mean_sd", "quantile"}
-        How cluster means are discretised -- the genes' own rule (:func:`discretize_vector`).
+        How cluster means are discretised -- the genes' own rule (:func:`bioqpfs._kernels.discretize.vector_codes`).
     mean_bins : int
         Bins of the ``"quantile"`` rule.
     """
@@ -134,9 +134,9 @@ class GeneSpace:
 
     def __post_init__(self):
         self.codes_t = np.ascontiguousarray(self.codes.T)  # genes x samples, rows contiguous for numba
-        if self.mean_rule not in _RULES:
-            raise ValueError(f"unknown mean_rule {self.mean_rule!r}; choose one of {tuple(_RULES)}")
-        self._rule = _RULES[self.mean_rule]
+        if self.mean_rule not in VECTOR_RULES:
+            raise ValueError(f"unknown mean_rule {self.mean_rule!r}; choose one of {tuple(VECTOR_RULES)}")
+        self._rule = VECTOR_RULES[self.mean_rule]
         mean_levels = 3 if self.mean_rule == "mean_sd" else int(self.mean_bins)
         self.n_bins = max(2, int(np.max(self.n_levels)), mean_levels)  # counting range of genes and means
         self.entropy = _entropies_rows(self.codes_t, self.n_bins)  # H(f_g), nats
@@ -190,52 +190,8 @@ class GeneSpace:
         V = np.asarray(V, dtype=np.float64)
         codes_t = np.empty((V.shape[1], V.shape[0]), dtype=np.uint8)
         for j in range(V.shape[1]):
-            discretize_vector(np.ascontiguousarray(V[:, j]), self._rule, self.mean_bins, codes_t[j])
+            vector_codes(np.ascontiguousarray(V[:, j]), self._rule, self.mean_bins, codes_t[j])
         return codes_t, _entropies_rows(codes_t, self.n_bins)
-
-
-_RULES = {"mean_sd": 0, "quantile": 1}
-
-
-@njit(cache=True)
-def discretize_vector(v, rule, n_bins, out):
-    """Codes of one vector by the genes' rule, empty bins removed (as :mod:`bioqpfs._kernels.discretize`).
-
-    ``rule`` 0: mean +- sd (ddof=1) edges, QPFS section 2.5; 1: ``n_bins`` equal-frequency bins (edges at the
-    ``j/n_bins`` sample quantiles, linear interpolation).  ``code = #{edges e : v > e}`` (right-closed bins);
-    bins left empty are removed so the codes are ``0..levels-1``.  Writes ``out`` and returns ``levels``.
-    """
-    n = v.shape[0]
-    if rule == 0:
-        mu = 0.0
-        for s in range(n):
-            mu += v[s]
-        mu /= n
-        ss = 0.0
-        for s in range(n):
-            ss += (v[s] - mu) ** 2
-        sd = np.sqrt(ss / max(1, n - 1))
-        edges = np.array([mu - sd, mu + sd])
-    else:
-        edges = np.quantile(v, np.arange(1, n_bins) / n_bins)
-    nb = edges.shape[0] + 1
-    present = np.zeros(nb, dtype=np.bool_)
-    for s in range(n):
-        c = 0
-        for e in edges:
-            if v[s] > e:
-                c += 1
-        out[s] = c
-        present[c] = True
-    rank = np.zeros(nb, dtype=np.uint8)
-    levels = 0
-    for b in range(nb):
-        rank[b] = levels
-        if present[b]:
-            levels += 1
-    for s in range(n):
-        out[s] = rank[out[s]]
-    return levels
 
 
 @njit(cache=True)
@@ -280,7 +236,7 @@ def _online_pass(codes_t, Z_t, h, k, n_bins, rule, mean_bins):
         sign = 1.0 if dot >= 0.0 else -1.0
         for s in range(n):
             sums[best, s] += sign * Z_t[i, s]
-        discretize_vector(sums[best], rule, mean_bins, ccodes[best])
+        vector_codes(sums[best], rule, mean_bins, ccodes[best])
         cb[:] = 0.0
         for s in range(n):
             cb[ccodes[best, s]] += 1.0

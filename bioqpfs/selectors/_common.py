@@ -41,6 +41,7 @@ import numpy as np
 
 from .. import measures
 from .._kernels import correlation as _corr
+from .._kernels import discretize as _disc
 from .._kernels import information as _info
 from .._selection import rank_by_weight
 from .._validation import check_base, check_labels, check_matrix, describe_indices, output_guard, sample_names_of
@@ -48,9 +49,6 @@ from .._validation import check_base, check_labels, check_matrix, describe_indic
 SIMILARITIES = ("mi", "correlation")
 RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
 
-
-#: memory for the indicator block of one chunk of samples in :func:`one_vs_rest_relevance`
-ONE_VS_REST_CHUNK_BYTES = 64 * 2**20
 
 #: a gene whose values differ by less than this many units in the last place of its mean is constant
 CONSTANT_ULPS = 64
@@ -205,16 +203,14 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
     """The code table every MI-based selector counts from: X discretised once, with the class-weighted
     sample weights of ``class_weight`` (None or "balanced"; :func:`bioqpfs._kernels.information.class_sample_weights`)
     and, when ``grouped``, the samples grouped by class (for the class-conditional kinds)."""
-    codes, levels = measures.codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
     weights = _info.class_sample_weights(y_codes, class_weight)
     return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights)
 
 
 def information_relevance(table, y_codes, base):
     """F_i = I(X_i; C) of the genes of ``table`` (its weights, e.g. class-balanced, included), in ``base``."""
-    by_class = table if table.n_classes > 1 else _info.CodeTable(table.codes, None, groups=y_codes,
-                                                                    weights=table.weights)
-    return _info.class_relevance(by_class) / np.log(base)
+    return _info.class_relevance(table, y_codes) / np.log(base)
 
 
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
@@ -271,45 +267,29 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
 def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
     """F[c, i] = I(X_i; 1[C = c]): the information of each gene about "class c or not", for every class c.
 
-    From one pass over the codes of ``table``: the count of every (class, gene, bin), ``n_cga`` (one
-    indicator GEMM per bin), gives for class c the 2 x L table of gene i, (n_cia, n_ia - n_cia), and the MI of
+    The count of every (class, gene, bin), ``n_cga`` (the class-wise margins of the codes of ``table``, from its
+    counting backend), gives for class c the 2 x L table of gene i, (n_cia, n_ia - n_cia), and the MI of
     that table.  ``class_weight="balanced"`` weighs the two sides equally (each sample of c by N / (2 n_c), each
     other sample by N / (2 (N - n_c)): the binary-label rule of
     :func:`bioqpfs._kernels.information.class_sample_weights`), so a type of 8 cells is as visible as one of
     240; ``None`` counts every sample once.  Returns ``(C, M)`` in ``base``.
     """
     y_codes = np.asarray(y_codes, dtype=np.int64)
-    if table.order is not None:
-        raise ValueError("one_vs_rest_relevance needs an ungrouped code table (samples in input order)")
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
-    n, m, L = y_codes.size, table.n_genes, table.n_bins
-    counts = np.zeros((n_classes, m, L))
-    step = max(1, ONE_VS_REST_CHUNK_BYTES // max(1, 4 * m))  # float32 indicators of a chunk of samples
-    for lo in range(0, n, step):
-        rows = slice(lo, min(n, lo + step))
-        ind = np.zeros((n_classes, rows.stop - lo), dtype=np.float32)
-        ind[y_codes[rows], np.arange(rows.stop - lo)] = 1.0
-        block = table.codes[rows]
-        for a in range(L):  # exact: float32 holds integer counts below 2**24 samples per chunk
-            counts[:, :, a] += ind @ (block == a).astype(np.float32)
+    n, m = y_codes.size, table.n_genes
+    # the per-class counts of every bin are the margins of the codes grouped by class (its counting backend)
+    by_class = type(table.backend)(table.codes, n_bins=table.n_bins, groups=y_codes)
+    counts = np.zeros((n_classes, m, table.n_bins))
+    marg = by_class.margins()
+    counts[:marg.shape[0], :, :-1] = marg
+    counts[:marg.shape[0], :, -1] = np.bincount(y_codes)[:, None] - marg.sum(axis=2)
     sizes = np.bincount(y_codes, minlength=n_classes).astype(np.float64)
     pooled = counts.sum(axis=0)
     F = np.empty((n_classes, m))
     for c in range(n_classes):
         w_in, w_out = (1.0, 1.0) if class_weight is None else (n / (2 * sizes[c]), n / (2 * (n - sizes[c])))
-        F[c] = _mi_of_joint(np.stack([counts[c] * w_in, (pooled - counts[c]) * w_out]))
+        F[c] = _info.mi_of_joint_counts(np.stack([counts[c] * w_in, (pooled - counts[c]) * w_out]))
     return F / np.log(base)
-
-
-def _mi_of_joint(joint):
-    """I(S; X_i) in nats from the (weighted) joint counts ``joint[s, i, a]`` of a binary S and each gene's bins."""
-    total = joint.sum(axis=(0, 2))[None, :, None]
-    p = joint / total
-    ps = p.sum(axis=2, keepdims=True)
-    pa = p.sum(axis=0, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(p > 0, p * np.log(p / (ps * pa)), 0.0)
-    return np.maximum(terms.sum(axis=(0, 2)), 0.0)
 
 
 def higher_in_class(X, y_codes, n_classes):

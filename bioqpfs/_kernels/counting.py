@@ -1,0 +1,97 @@
+"""The counting backend interface: where the co-occurrence counts of coded genes come from.
+
+Every information measure in :mod:`bioqpfs._kernels.information` is computed from two kinds of count
+(both sums over samples, so both add over sample chunks):
+
+* the **margins**: per class ``c`` (one pooled "class" without labels), gene ``g`` and bin ``a``, the
+  (weighted) number of samples with ``code[s, g] == a``;
+* the **joint block** of two gene blocks I and J: per class (or pooled over all samples), the (weighted)
+  number of samples with ``code[s, i] == a`` and ``code[s, j] == b`` -- the one-hot GEMM ``O_I^T W O_J``.
+
+Only the first ``k - 1`` bins of every gene are counted (``nb = k - 1`` for the global bin count
+``k``); the counts of the last bin follow from the margins.  Everything above the counts -- the
+coefficient algebra (counts -> entropies, MI, CMI), the block plan and the thread pool -- is
+backend-free and lives in :mod:`bioqpfs._kernels.information`.
+
+Contract of a backend (adding one = one new module with one subclass of :class:`CountingBackend`,
+plus its line in :data:`BACKENDS`)
+----------------------------------------------------------------------------------------------------
+``Backend(codes, *, n_bins, groups=None, weights=None, count_dtype=numpy.float32)``
+
+* ``codes``: samples x genes, integer codes ``0..n_bins-1`` in any container the backend accepts
+  (:meth:`CountingBackend.accepts`): numpy for :mod:`bioqpfs._kernels.counting_numpy`; a Dask array
+  chunked by samples (gene axis in one chunk) or a cupy array for the backends to come.  The samples
+  are **never reordered**: class ``c`` is the set ``groups == c``, in the input order.
+* ``groups``: class code ``0..C-1`` of every sample (numpy, one per sample), or None (one class).
+* ``weights``: the non-negative weight of every sample (numpy float64), or None (every sample counts 1).
+  A weighted count is ``sum_s w_s [...]`` in float64; unweighted counts are exact integers in
+  ``count_dtype`` (float32 below 2**24 samples).
+
+Methods (every result a local numpy array; the M x M result and the QP stay on this node):
+
+* ``margins()`` -> float64 ``(C, n_genes, n_bins - 1)``;
+* ``joint(genes_I, genes_J, *, per_class, other=None, out=None)`` -> ``count_dtype``
+  ``(C if per_class else 1, nb * |I|, nb_other * |J|)``, **bin-major**: row ``a * |I| + i`` is bin ``a``
+  of gene ``I[i]``, column ``b * |J| + j`` bin ``b`` of gene ``J[j]``.  ``genes_I``/``genes_J`` are
+  slices or integer arrays of gene positions; ``other`` is a backend of the same class over the same
+  samples whose genes J index (gene x column matrices), ``None`` meaning this one.  With weights, the
+  counts are weighted.  ``out``, when given, is a writable buffer of the result's size and dtype to
+  reuse (the caller passes the previous block's).
+* ``codes_of(genes)`` -> uint8 numpy ``(n_samples, len(genes))``: the codes of a few genes, in sample order.
+
+Results must not depend on how a backend chunks the samples: unweighted counts are exact; weighted ones
+agree to float64 rounding.  ``tests/test_counting_backend.py`` holds a naive reference backend
+(``np.add.at``) that any new backend is checked against.
+"""
+from __future__ import annotations
+
+import abc
+import importlib
+
+import numpy as np
+
+__all__ = ["CountingBackend", "BACKENDS", "backend_for"]
+
+#: backends by name: ``name -> "module:Class"`` (imported when first used); the first whose ``accepts(codes)``
+#: is true counts a code matrix unless one is named
+BACKENDS = {"numpy": "bioqpfs._kernels.counting_numpy:NumpyCounting"}
+
+
+class CountingBackend(abc.ABC):
+    """Margins and joint count blocks of integer codes (samples x genes); see the module for the contract.
+
+    Attributes every backend sets in ``__init__``: ``n_samples``, ``n_genes``, ``n_bins`` (global ``k``),
+    ``nb`` (``k - 1``), ``n_classes`` (C, 1 without groups), ``groups`` (numpy int or None),
+    ``weights`` (numpy float64 or None), ``count_dtype``.
+    """
+
+    @classmethod
+    @abc.abstractmethod
+    def accepts(cls, codes) -> bool:
+        """Whether this backend counts a code matrix of this type."""
+
+    @abc.abstractmethod
+    def margins(self) -> np.ndarray:
+        """Per-class (weighted) count of every gene's materialised bins, float64 ``(C, n_genes, nb)``."""
+
+    @abc.abstractmethod
+    def joint(self, genes_I, genes_J, *, per_class, other=None, out=None) -> np.ndarray:
+        """Joint (weighted) counts of the bins of genes I (this backend) and J (``other``), bin-major."""
+
+    @abc.abstractmethod
+    def codes_of(self, genes) -> np.ndarray:
+        """uint8 codes of the given genes, samples in input order (numpy)."""
+
+
+def backend_for(codes, name=None):
+    """The backend class for ``codes``: the one called ``name``, else the first in :data:`BACKENDS` accepting them."""
+    names = [name] if name is not None else list(BACKENDS)
+    for key in names:
+        if key not in BACKENDS:
+            raise ValueError(f"unknown counting backend {key!r}; choose one of {sorted(BACKENDS)}")
+        module, cls = BACKENDS[key].split(":")
+        backend = getattr(importlib.import_module(module), cls)
+        if name is not None or backend.accepts(codes):
+            return backend
+    raise TypeError(f"no counting backend accepts codes of type {type(codes).__name__}; "
+                    f"the backends are {sorted(BACKENDS)}")

@@ -1,0 +1,122 @@
+"""The numpy counting backend (the default): one-hot float32 GEMMs over chunks of samples.
+
+Implements :class:`bioqpfs._kernels.counting.CountingBackend` (see that module for the contract) for
+codes in a numpy array.  A joint block is ``sum over sample chunks of O_I^T (W O_J)``: the chunk's
+one-hot indicators of genes I and J (``nb`` materialised bins each, bin-major columns), exact in
+float32 while the number of samples is below 2**24; with sample weights the J indicators are scaled
+by the weights and the product runs in float64.  The input keeps its sample order; for per-class counts
+this backend reads a class-sorted copy of the codes (:attr:`NumpyCounting.by_class`, classes in input
+order within; none when the classes are already contiguous), so that each class is one run of rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .counting import CountingBackend
+
+__all__ = ["NumpyCounting", "ONEHOT_BUDGET"]
+
+#: bytes of one chunk's one-hot indicator block
+ONEHOT_BUDGET = 16 * 2**20
+
+
+def _chunks(rows, chunk):
+    """Consecutive slices of at most ``chunk`` samples of the slice ``rows``."""
+    for s in range(rows.start, rows.stop, chunk):
+        yield slice(s, min(rows.stop, s + chunk))
+
+
+class NumpyCounting(CountingBackend):
+    """Counts of integer codes held in a numpy array (see :mod:`bioqpfs._kernels.counting`)."""
+
+    @classmethod
+    def accepts(cls, codes):
+        return isinstance(codes, np.ndarray)
+
+    def __init__(self, codes, *, n_bins, groups=None, weights=None, count_dtype=np.float32):
+        self.codes = np.asarray(codes)
+        self.n_samples, self.n_genes = self.codes.shape
+        self.n_bins = int(n_bins)
+        self.nb = self.n_bins - 1
+        self.groups = None if groups is None else np.asarray(groups)
+        self.weights = weights
+        self.count_dtype = count_dtype
+        self.all_rows = slice(0, self.n_samples)
+        # per-class counts read each class's samples as one contiguous run: when the classes are interleaved,
+        # from a class-sorted copy of the codes (n_samples x n_genes bytes, private to this backend; gathering
+        # the rows on every block pair instead cost 11% on 10^4 cells x 1,000 genes, 8 classes)
+        self.by_class = self.codes
+        if self.groups is None:
+            self.class_rows = [self.all_rows]
+        else:
+            order = np.argsort(self.groups, kind="stable")
+            bounds = np.concatenate([[0], np.cumsum(np.bincount(self.groups))])
+            if np.any(order != np.arange(self.n_samples)):
+                self.by_class = self.codes[order]
+            self.class_rows = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+            self.class_weights = None if weights is None else weights[order]
+        self.n_classes = len(self.class_rows)
+
+    def codes_of(self, genes):
+        return self.codes[:, genes]
+
+    def _weights_of(self, per_class):
+        if self.weights is None:
+            return None
+        return self.class_weights if per_class and self.groups is not None else self.weights
+
+    def margins(self):
+        out = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
+        w = self._weights_of(True)
+        for c, rows in enumerate(self.class_rows):
+            block = self.by_class[rows]
+            for a in range(self.nb):
+                if w is None:
+                    out[c, :, a] = (block == a).sum(axis=0)
+                else:
+                    out[c, :, a] = w[rows] @ (block == a)
+        return out
+
+    def onehot(self, genes, rows, source=None):
+        """Indicators (len(rows) x nb*len(genes)) in the count dtype, bin-major: column ``a*len(genes) + g``.
+
+        Bin-major columns make every (bin a, bin b) sub-block of the count matrix a contiguous
+        gene x gene tile, so the fused pass reads all its operands with unit stride.  ``source``: the codes
+        the rows index (default the input order; :attr:`by_class` for per-class rows).
+        """
+        codes = self.codes if source is None else source
+        sub = codes[rows, genes] if isinstance(genes, slice) else codes[rows][:, genes]
+        out = np.empty((sub.shape[0], self.nb * sub.shape[1]), dtype=self.count_dtype)
+        g = sub.shape[1]
+        for a in range(self.nb):
+            np.equal(sub, a, out=out[:, a * g:(a + 1) * g], casting="unsafe")
+        return out
+
+    def joint(self, genes_I, genes_J, *, per_class, other=None, out=None):
+        cols = self if other is None else other
+        bI = genes_I.stop - genes_I.start if isinstance(genes_I, slice) else len(genes_I)
+        bJ = genes_J.stop - genes_J.start if isinstance(genes_J, slice) else len(genes_J)
+        parts = self.class_rows if per_class else [self.all_rows]
+        src, src_cols = (self.by_class, cols.by_class) if per_class else (self.codes, cols.codes)
+        weights = self._weights_of(per_class)
+        shape = (len(parts), bI * self.nb, bJ * cols.nb)
+        size = int(np.prod(shape))
+        dt = self.count_dtype
+        G = (np.empty(size, dt) if out is None or out.size < size or out.dtype != dt else out[:size]).reshape(shape)
+        chunk = max(1, ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
+        same_block = cols is self and isinstance(genes_I, slice) and genes_I == genes_J
+        for c, class_rows in enumerate(parts):
+            first = True
+            for rows in _chunks(class_rows, chunk):
+                A = self.onehot(genes_I, rows, src)
+                B = A if same_block else cols.onehot(genes_J, rows, src_cols)
+                if weights is not None:  # weighted counts sum_s w_s [x_si = a][x_sj = b], in float64
+                    B = B * weights[rows][:, None]
+                if first:
+                    np.matmul(A.T, B, out=G[c])
+                    first = False
+                else:
+                    G[c] += A.T @ B
+            if first:  # empty class
+                G[c] = 0.0
+        return G
