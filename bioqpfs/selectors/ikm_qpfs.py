@@ -107,8 +107,7 @@ class _Context:
             rule, bins = discretization, n_bins
         self.space = _km.GeneSpace(codes, levels, standardized, mean_rule=rule, mean_bins=bins)
         table = _info.CodeTable(codes, levels, groups=y_codes)
-        _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
-        self.F = np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)  # I(X_g; C), local gene index
+        self.F = _info.class_relevance(table) / np.log(base)  # I(X_g; C), local gene index
         if not np.any(self.space.entropy > 0):  # every gene has one code: all distances, Q and F are 0
             raise ValueError(
                 f"no gene carries information after discretization={discretization!r}: every gene puts all {n} "

@@ -132,8 +132,7 @@ def _check_informative(Q, discretization, n_samples):
 
 
 def _relevance(table, base):
-    _, h_c_given_x, h_c = _info.class_conditional_entropies(table)
-    return np.maximum(h_c - h_c_given_x, 0.0) / np.log(base)
+    return _info.class_relevance(table) / np.log(base)
 
 
 def _table(X, y_codes, discretization, n_bins, class_weight=None):
