@@ -1,6 +1,12 @@
 """Plain-loop reference implementations used as independent oracles in the tests.
 
-Nothing here shares code with bioqpfs: contingency tables are counted with Python dicts.
+Every oracle the tests compare bioqpfs against lives here, once (issue 12 item 8): test modules import them
+(``import reference as ref``) and define no private copies; ``tests/test_package_structure.py`` fails on a test
+function whose name marks it as an oracle (``brute*``, ``bf_*``, ``naive*``, ``reference*``, ``exhaustive*``,
+``oracle*``, ``*entropy*``, ``mi``, ``cmi``, ``mutual_info*``) anywhere else.
+
+Nothing here imports bioqpfs: contingency tables are counted with Python dicts, optimisation problems are solved
+by enumeration or by scipy/numpy's dense routines, and formulas are written out from the papers.
 """
 from __future__ import annotations
 
@@ -9,19 +15,39 @@ import math
 from collections import Counter
 
 import numpy as np
+from scipy.optimize import check_grad
+from scipy.sparse.csgraph import minimum_spanning_tree
 
 
 def entropy(*cols, base=2.0):
+    """Plug-in joint entropy of integer-coded columns, counted with a ``Counter`` of tuples.
+
+    ``H(cols) = -sum_v p(v) log_base p(v)`` with ``p(v) = #{s : (cols[0][s], cols[1][s], ...) = v} / n``.
+    Independent of ``bioqpfs._kernels.information`` (no contingency matrices, no GEMM, no numba).
+
+    Parameters
+    ----------
+    *cols : sequences of int-like
+        Equal-length columns; their joint distribution is counted.
+    base : float, default 2
+        Logarithm base (2: bits, e: nats).
+
+    Returns
+    -------
+    float
+    """
     n = len(cols[0])
     counts = Counter(zip(*[list(map(int, c)) for c in cols]))
     return -sum((c / n) * math.log(c / n, base) for c in counts.values())
 
 
 def mutual_info(a, b, base=2.0):
+    """``I(a; b) = H(a) + H(b) - H(a, b)`` from :func:`entropy` (Cover & Thomas eq. 2.45)."""
     return entropy(a, base=base) + entropy(b, base=base) - entropy(a, b, base=base)
 
 
 def mi_matrix(X, base=2.0):
+    """``M_ij = I(X_i; X_j)`` (:func:`mutual_info`) for every pair of columns, by plain loops (QPFS's Q, paper sec. 2)."""
     m = X.shape[1]
     return np.array([[mutual_info(X[:, i], X[:, j], base) for j in range(m)] for i in range(m)])
 
@@ -33,6 +59,7 @@ def cmi(a, c, given, base=2.0):
 
 
 def cmi_matrix(X, y, base=2.0):
+    """``C_ii = I(X_i; y)``, ``C_ij = I(X_i; y | X_j)`` (:func:`mutual_info`, :func:`cmi`), by plain loops."""
     m = X.shape[1]
     out = np.empty((m, m))
     for i in range(m):
@@ -42,6 +69,7 @@ def cmi_matrix(X, y, base=2.0):
 
 
 def mi_given_class_matrix(X, y, base=2.0):
+    """``M_ij = I(X_i; X_j | y)`` (:func:`cmi`) for every pair of columns, by plain loops."""
     m = X.shape[1]
     return np.array([[cmi(X[:, i], X[:, j], y, base) for j in range(m)] for i in range(m)])
 
@@ -59,6 +87,7 @@ def mean_sd_codes(X):
 
 
 def pearson(a, b):
+    """Pearson correlation ``sum (a - mean a)(b - mean b) / sqrt(sum (a - mean a)^2 sum (b - mean b)^2)`` of two lists."""
     ma, mb = sum(a) / len(a), sum(b) / len(b)
     num = sum((x - ma) * (y - mb) for x, y in zip(a, b))
     den = math.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
@@ -66,6 +95,7 @@ def pearson(a, b):
 
 
 def hall(X, y):
+    """QPFS section 2.1 relevance ``F_g = sum_k p(y = k) |r(X_g, 1[y = k])|`` (:func:`pearson`, each class indicator)."""
     classes = sorted(set(y.tolist()))
     out = []
     for g in range(X.shape[1]):
@@ -122,10 +152,19 @@ def simplex_kkt_violation(G, a, x):
 
 
 def simplex_qp_bruteforce(G, a):
-    """Exact minimiser of 1/2 x'Gx - a'x on the simplex by enumerating supports (small M, G PD).
+    """Exact minimiser of 1/2 x'Gx - a'x on the simplex by enumerating every support (small M only).
 
-    For each support S, solve the KKT system [G_SS 1; 1' 0][x; -nu] = [a_S; 1]; keep the feasible,
-    dual-feasible solution with the lowest objective.
+    For each support S, solve the face's KKT system [G_SS 1; 1' 0][x; -nu] = [a_S; 1] with numpy's
+    least-squares solver (so a singular G -- tied or duplicated genes -- still gives a point of the face);
+    keep the feasible solution with the lowest objective.  The optimum lies in the relative interior of
+    some face, whose equality-constrained optimum is that point, so the minimum over faces is global.
+
+    Returns
+    -------
+    x : ndarray
+        The minimiser.
+    value : float
+        ``1/2 x'Gx - a'x`` at ``x``.
     """
     m = len(a)
     best, best_val = None, math.inf
@@ -134,18 +173,13 @@ def simplex_qp_bruteforce(G, a):
             S = list(S)
             K = np.zeros((size + 1, size + 1))
             K[:size, :size] = G[np.ix_(S, S)]
-            K[:size, size] = 1.0
-            K[size, :size] = 1.0
-            rhs = np.concatenate([a[S], [1.0]])
-            try:
-                sol = np.linalg.solve(K, rhs)
-            except np.linalg.LinAlgError:
-                continue
-            xs = sol[:size]
+            K[:size, size] = K[size, :size] = 1.0
+            xs = np.linalg.lstsq(K, np.r_[a[S], 1.0], rcond=None)[0][:size]
             if (xs < -1e-12).any():
                 continue
             x = np.zeros(m)
-            x[S] = xs
+            x[S] = np.maximum(xs, 0)
+            x /= x.sum()
             val = 0.5 * x @ G @ x - a @ x
             if val < best_val - 1e-15:
                 best, best_val = x, val
@@ -162,6 +196,7 @@ def weighted_entropy(*cols, weights, base=2.0):
 
 
 def weighted_mutual_info(a, b, weights, base=2.0):
+    """``I(a; b) = H(a) + H(b) - H(a, b)`` under sample weights (:func:`weighted_entropy`)."""
     return (weighted_entropy(a, weights=weights, base=base) + weighted_entropy(b, weights=weights, base=base)
             - weighted_entropy(a, b, weights=weights, base=base))
 
@@ -213,12 +248,213 @@ def best_subset_bruteforce(Q, a, k, quad=1.0, lin=1.0, fixed=(), candidates=None
     return best, best_val
 
 
-def greedy_mi_bruteforce(codes, y, criterion, k, start=(), base=2.0):
-    """Greedy forward selection with the published MI criteria by plain loops, S starting at ``start``.
+def spec_cmi_q(codes, y, base=2.0):
+    """SPEC_CMI's Q by plain loops (Nguyen et al., KDD 2014, section 3.2).
 
-    mRMR MID: F_j - mean_s I(X_j; X_s); MIQ: F_j / mean_s I(X_j; X_s) (inf for zero redundancy); JMI:
-    sum_s I((X_j, X_s); C); CIFE: F_j - sum_s [I(X_j; X_s) - I(X_j; X_s | C)]; F_j = I(X_j; C).  The first pick
-    of an empty S is the most relevant gene.  Ties within 1e-9 * max(1, |best|): higher F, then lower index.
+    ``C_ii = I(X_i; C)``, ``C_ij = I(X_i; C | X_j)`` (:func:`cmi_matrix`), ``Q = (C + C') / 2``.
+
+    Returns
+    -------
+    Q, C : ndarray
+        The symmetrised matrix and the raw conditional-MI matrix.
+    """
+    C = cmi_matrix(codes, y, base)
+    return 0.5 * (C + C.T), C
+
+
+def best_first_cut(values, labels):
+    """The first cut of Fayyad & Irani's MDL discretisation, by brute force.
+
+    Among midpoints between distinct sorted values, the one of least weighted class entropy
+    ``(t H(y[:t]) + (n - t) H(y[t:])) / n`` (:func:`entropy`, bits); the first (lowest) one among ties.
+    """
+    o = np.argsort(values, kind="stable")
+    v, y = np.asarray(values)[o], np.asarray(labels)[o]
+    best, cut = math.inf, None
+    for t in range(1, v.size):
+        if v[t] != v[t - 1]:
+            w = (t * entropy(y[:t]) + (v.size - t) * entropy(y[t:])) / v.size
+            if w < best - 1e-12:
+                best, cut = w, 0.5 * (v[t - 1] + v[t])
+    return cut
+
+
+# ------------------------------------------------------- the MI-distance k-means (Prasad & Biswas, paper 003)
+def mi_distance(a, b):
+    """Eq. 4 of paper 003: ``d(a, b) = 1 - I(a; b) / max(H(a), H(b))`` in nats (0 when both are constant)."""
+    ha, hb = entropy(a, base=math.e), entropy(b, base=math.e)
+    hmax = max(ha, hb)
+    return 0.0 if hmax == 0 else 1.0 - mutual_info(a, b, base=math.e) / hmax
+
+
+def zscore(x):
+    """``(x - mean) / sd`` with the sample sd (ddof=1), as a list."""
+    mu = sum(x) / len(x)
+    sd = math.sqrt(sum((v - mu) ** 2 for v in x) / (len(x) - 1))
+    return [(v - mu) / sd for v in x]
+
+
+def mean_sd_codes_1d(v):
+    """:func:`mean_sd_codes` of one vector, as a list."""
+    return mean_sd_codes(np.asarray(v, dtype=float)[:, None])[:, 0].tolist()
+
+
+def argmin_with_gap(values, gaps):
+    """Index of the smallest value (lowest index among ties); appends the margin to the runner-up to ``gaps``."""
+    best = min(range(len(values)), key=lambda i: (values[i], i))
+    others = [v for i, v in enumerate(values) if i != best]
+    if others:
+        gaps.append(min(others) - values[best])
+    return best
+
+
+def variant_macqueen(X, order, k):
+    """Section 3.1 of paper 003 written out with lists: online pass 1, batch pass 2, nearest member to each mean.
+
+    Genes are visited in ``order``; the first ``k`` seed the clusters; a gene joins the cluster whose coded mean
+    is nearest in :func:`mi_distance` and is added to its running sum of z-scores, sign-aligned with the sum.
+
+    Returns
+    -------
+    labels : ndarray
+        Cluster of each gene, in ``order``.
+    reps : ndarray
+        The representative (member nearest to the final mean) of each cluster.
+    n_distances : int
+        Distances evaluated (the count formula of section 3.1).
+    min_gap : float
+        Smallest margin of any nearest-choice (how close the run came to a tie).
+    """
+    codes = mean_sd_codes(X)
+    col = {g: codes[:, g].tolist() for g in order}
+    z = {g: zscore(X[:, g].tolist()) for g in order}
+    n_dist = 0
+    gaps = []
+    sums = [list(z[g]) for g in order[:k]]
+    ccodes = [col[g] for g in order[:k]]
+    label = {g: i for i, g in enumerate(order[:k])}
+    for g in order[k:]:
+        c = argmin_with_gap([mi_distance(col[g], cc) for cc in ccodes], gaps)
+        n_dist += k
+        label[g] = c
+        sign = 1.0 if sum(a * b for a, b in zip(z[g], sums[c])) >= 0 else -1.0
+        sums[c] = [a + sign * b for a, b in zip(sums[c], z[g])]
+        ccodes[c] = mean_sd_codes_1d(sums[c])
+
+    def nearest(sums, label):
+        reps = []
+        for c in range(k):
+            members = [g for g in order if label[g] == c]
+            mc = mean_sd_codes_1d(sums[c])
+            ds = [mi_distance(col[g], mc) for g in members]
+            reps.append(members[argmin_with_gap(ds, gaps)])
+        return reps, len(order)
+
+    reps, n = nearest(sums, label)
+    n_dist += n
+    label = {r: c for c, r in enumerate(reps)}
+    for g in order:
+        if g not in label:
+            label[g] = argmin_with_gap([mi_distance(col[g], col[r]) for r in reps], gaps)
+            n_dist += k
+    sums = [[0.0] * X.shape[0] for _ in range(k)]
+    for g in order:
+        r = reps[label[g]]
+        sign = 1.0 if sum(a * b for a, b in zip(z[g], z[r])) >= 0 else -1.0
+        sums[label[g]] = [a + sign * b for a, b in zip(sums[label[g]], z[g])]
+    reps, n = nearest(sums, label)
+    n_dist += n
+    return np.array([label[g] for g in order]), np.array(reps), n_dist, min(gaps)
+
+
+# ------------------------------------------------------------------------------------------ MST relevance
+def mst_cross_edges_scipy(Z, y):
+    """(cross count, total squared length) of an MST that, among tied MSTs, has the fewest cross edges.
+
+    scipy's ``minimum_spanning_tree`` on lexicographic weights made exact: rank the distinct squared
+    distances, weight = (rank + 1) * N + cross, so a lighter cross count can never outweigh a longer edge
+    (a tree has N - 1 < N edges).  scipy treats 0 as "no edge", hence the +1.
+    """
+    Z = np.asarray(Z, dtype=float).reshape(len(y), -1)
+    n = len(y)
+    D = ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1)
+    _, inv = np.unique(D, return_inverse=True)
+    W = (inv.reshape(D.shape) + 1.0) * n + (y[:, None] != y[None, :])
+    np.fill_diagonal(W, 0)
+    T = minimum_spanning_tree(W).tocoo()
+    return int((y[T.row] != y[T.col]).sum()), float(D[T.row, T.col].sum())
+
+
+def tie_order_expectation(x, y):
+    """Average cross count of the sorted chain over every ordering of tied values (brute force).
+
+    Returns the average and the last chain enumerated (a valid sorted order of ``x``).
+    """
+    vals = np.unique(x)
+    groups = [np.flatnonzero(x == v) for v in vals]
+    totals = []
+    for perms in itertools.product(*[itertools.permutations(g) for g in groups]):
+        chain = np.concatenate([np.array(p) for p in perms])
+        totals.append(np.sum(y[chain][1:] != y[chain][:-1]))
+    return float(np.mean(totals)), chain
+
+
+# ----------------------------------------------------------------------------------- other written-out rules
+def one_se_size(sizes, mean, se):
+    """The one-SE rule written out: the best mean (smallest size among ties), then the smallest size within its SE."""
+    sizes, mean, se = (np.asarray(v, dtype=float) for v in (sizes, mean, se))
+    order = np.argsort(sizes, kind="stable")
+    sizes, mean, se = sizes[order], mean[order], se[order]
+    best = int(np.flatnonzero(mean == mean.min())[0])
+    return int(sizes[np.flatnonzero(mean <= mean[best] + se[best])[0]])
+
+
+def gradient_error(fun, x0):
+    """Relative finite-difference error of an analytic gradient (scipy's ``check_grad``, step 1e-7).
+
+    ``fun(x)`` returns ``(value, gradient)``; the result is ``|g_fd - g| / max(1, |g|)`` at ``x0``.
+    """
+    f = lambda v: fun(v)[0]  # noqa: E731
+    g = lambda v: fun(v)[1]  # noqa: E731
+    err = check_grad(f, g, x0, epsilon=1e-7)
+    return err / max(1.0, np.linalg.norm(g(x0)))
+
+
+def is_swap_local_optimum(Q, a, S, quad, lin, fixed=(), candidates=None, tol=1e-9):
+    """True when no single swap (a member of ``S`` not in ``fixed`` for a non-member from ``candidates``)
+    raises :func:`subset_value_loops` by more than ``tol`` (relative), checked by enumerating every swap."""
+    m = len(Q)
+    base = subset_value_loops(Q, a, S, quad, lin)
+    pool = range(m) if candidates is None else candidates
+    for i in S:
+        if i in fixed:
+            continue
+        for j in pool:
+            if j in S:
+                continue
+            T = [j if s == i else s for s in S]
+            if subset_value_loops(Q, a, T, quad, lin) > base + tol * max(1.0, abs(base)):
+                return False
+    return True
+
+
+def greedy_mi_selection(codes, y, criterion, k, start=(), base=2.0):
+    """Greedy forward selection by the published MI criteria, by plain loops over :func:`mutual_info`/:func:`cmi`.
+
+    Relevance ``F_j = I(X_j; C)``; with S the genes chosen so far, the next gene maximises
+
+    - ``mrmr_mid``: ``F_j - mean_{t in S} I(X_j; X_t)`` (Peng et al. 2005, MID),
+    - ``mrmr_miq``: ``F_j / mean_{t in S} I(X_j; X_t)`` (MIQ; infinite when the redundancy is 0),
+    - ``jmi``: ``sum_{t in S} I((X_j, X_t); C)`` (Yang & Moody 1999; the pair coded as one variable),
+    - ``cife``: ``F_j - sum_{t in S} [I(X_j; X_t) - I(X_j; X_t | C)]`` (Lin & Tang 2006),
+
+    the first gene by ``F`` alone (when ``start`` is empty); S starts as ``start`` (forced genes, in order);
+    ties (relative 1e-9) go to higher relevance, then lower index.  MI in ``base``.
+
+    Returns
+    -------
+    list of int
+        The chosen gene indices, in order.
     """
     m = codes.shape[1]
     F = [mutual_info(codes[:, j], y, base) for j in range(m)]

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from reference import best_first_cut
 
 import bioqpfs
 from bioqpfs import get, measures, tl
@@ -634,25 +635,6 @@ def _resampled(seed=0, n_types=6, per=80, m=12):
     return X, np.repeat(np.arange(n_types), per)
 
 
-def _best_first_cut(v, y):
-    """Brute force: the cut (midpoint between distinct sorted values) of least weighted class entropy."""
-    o = np.argsort(v, kind="stable")
-    v, y = v[o], y[o]
-
-    def ent(lab):
-        p = np.bincount(lab) / lab.size
-        p = p[p > 0]
-        return -(p * np.log2(p)).sum()
-
-    best, cut = np.inf, None
-    for t in range(1, v.size):
-        if v[t] != v[t - 1]:
-            w = (t * ent(y[:t]) + (v.size - t) * ent(y[t:])) / v.size
-            if w < best - 1e-12:
-                best, cut = w, 0.5 * (v[t - 1] + v[t])
-    return cut
-
-
 def test_mdl_levels_are_bounded_and_the_first_cut_is_kept():
     from bioqpfs._kernels.discretize import MDL_MAX_LEVELS
 
@@ -662,7 +644,7 @@ def test_mdl_levels_are_bounded_and_the_first_cut_is_kept():
     levels = codes.max(axis=0) + 1
     assert levels.max() <= MDL_MAX_LEVELS and (levels == MDL_MAX_LEVELS).any()
     for g in range(X.shape[1]):   # the kept cuts include the top-level (best) cut of every gene
-        cut = _best_first_cut(X[:, g], y)
+        cut = best_first_cut(X[:, g], y)
         assert len(np.unique(codes[X[:, g] < cut, g])) + len(np.unique(codes[X[:, g] > cut, g])) == levels[g]
         assert codes[X[:, g] < cut, g].max() < codes[X[:, g] > cut, g].min()
 

@@ -1,57 +1,11 @@
 """Greedy MI baselines against plain-loop implementations of the published criteria."""
 import numpy as np
 import pytest
+import reference as ref
 
 import bioqpfs
 from bioqpfs import measures
 from bioqpfs.selectors import baselines
-
-
-# ---------------------------------------------------------------- plain-loop reference (independent of the kernels)
-def _entropy(*cols):
-    n = cols[0].size
-    keys = {}
-    for t in zip(*[c.tolist() for c in cols]):
-        keys[t] = keys.get(t, 0) + 1
-    p = np.array(list(keys.values()), dtype=float) / n
-    return float(-(p * np.log2(p)).sum())
-
-
-def _mi(a, b):
-    return _entropy(a) + _entropy(b) - _entropy(a, b)
-
-
-def _cmi(a, b, c):  # I(a; b | c)
-    return _entropy(a, c) + _entropy(b, c) - _entropy(a, b, c) - _entropy(c)
-
-
-def _reference(codes, y, criterion, k):
-    m = codes.shape[1]
-    F = np.array([_mi(codes[:, j], y) for j in range(m)])
-    sel = []
-    for _ in range(k):
-        scores = {}
-        for j in range(m):
-            if j in sel:
-                continue
-            if not sel:
-                s = F[j]
-            elif criterion == "mrmr_mid":
-                s = F[j] - np.mean([_mi(codes[:, j], codes[:, t]) for t in sel])
-            elif criterion == "mrmr_miq":
-                red = np.mean([_mi(codes[:, j], codes[:, t]) for t in sel])
-                s = np.inf if red <= 1e-14 else F[j] / red
-            elif criterion == "jmi":  # I((X_j, X_t); C) with the pair coded as one variable
-                s = sum(_mi(codes[:, j] * 10 + codes[:, t], y) for t in sel)
-            else:  # cife
-                s = F[j] - sum(_mi(codes[:, j], codes[:, t]) - _cmi(codes[:, j], codes[:, t], y) for t in sel)
-            scores[j] = s
-        best = max(scores.values())
-        tol = 0.0 if np.isinf(best) else 1e-9 * max(1.0, abs(best))
-        tied = [j for j, s in scores.items() if s >= best - tol]
-        # documented tie rule: higher relevance, then lower index
-        sel.append(min(tied, key=lambda j: (-F[j], j)))
-    return sel
 
 
 def _data(rng, n=80, m=25, n_classes=3):
@@ -72,13 +26,13 @@ def test_greedy_matches_plain_loop(method, seed):
     k = 10
     sel = bioqpfs.select(X, y, method=method, n_genes=k)
     codes = measures.discretize(X)
-    ref = _reference(codes.astype(np.int64), y, method, k)
-    assert sel.ranking.tolist() == ref
-    assert sel.selected.tolist() == ref
+    expect = ref.greedy_mi_selection(codes.astype(np.int64), y, method, k)
+    assert sel.ranking.tolist() == expect
+    assert sel.selected.tolist() == expect
     # greedy score recorded at selection time equals the reference score of the first pick (= relevance)
-    F = np.array([_mi(codes[:, j].astype(np.int64), y) for j in range(X.shape[1])])
+    F = np.array([ref.mutual_info(codes[:, j].astype(np.int64), y) for j in range(X.shape[1])])
     np.testing.assert_allclose(sel.relevance, F, atol=1e-10)
-    assert sel.extra_columns["greedy_score"][ref[0]] == pytest.approx(F[ref[0]])
+    assert sel.extra_columns["greedy_score"][expect[0]] == pytest.approx(F[expect[0]])
 
 
 def test_jmi_cife_scores_match_definitions(rng):
@@ -89,10 +43,10 @@ def test_jmi_cife_scores_match_definitions(rng):
         S = sel.ranking.tolist()
         j = S[3]
         if method == "jmi":
-            expect = sum(_mi(codes[:, j] * 10 + codes[:, t], y) for t in S[:3])
+            expect = sum(ref.mutual_info(codes[:, j] * 10 + codes[:, t], y) for t in S[:3])
         else:
-            expect = _mi(codes[:, j], y) - sum(_mi(codes[:, j], codes[:, t]) - _cmi(codes[:, j], codes[:, t], y)
-                                               for t in S[:3])
+            expect = ref.mutual_info(codes[:, j], y) - sum(
+                ref.mutual_info(codes[:, j], codes[:, t]) - ref.cmi(codes[:, j], codes[:, t], y) for t in S[:3])
         assert sel.extra_columns["greedy_score"][j] == pytest.approx(expect, abs=1e-9)
 
 
@@ -113,7 +67,7 @@ def test_maxrel_ranks_every_gene_by_relevance(rng):
     X, y = _data(rng)
     sel = bioqpfs.select(X, y, method="maxrel", n_genes=5)
     codes = measures.discretize(X).astype(np.int64)
-    F = np.array([_mi(codes[:, j], y) for j in range(X.shape[1])])
+    F = np.array([ref.mutual_info(codes[:, j], y) for j in range(X.shape[1])])
     assert sel.ranking.size == X.shape[1]
     order = sorted(range(X.shape[1]), key=lambda j: (-round(F[j], 12), j))
     assert sel.ranking.tolist() == order

@@ -29,76 +29,6 @@ def _space(X, rule="mean_sd"):
     return km.GeneSpace(codes, levels, lambda idx: _standardised(X, idx, mean, scale), mean_rule=rule, mean_bins=3)
 
 
-# ---------------------------------------------------------------------------------- plain references
-def bf_distance(a, b):
-    """Eq. 4 with dict-counted entropies (reference.py)."""
-    ha, hb = ref.entropy(a, base=math.e), ref.entropy(b, base=math.e)
-    hmax = max(ha, hb)
-    return 0.0 if hmax == 0 else 1.0 - ref.mutual_info(a, b, base=math.e) / hmax
-
-
-def bf_z(x):
-    mu = sum(x) / len(x)
-    sd = math.sqrt(sum((v - mu) ** 2 for v in x) / (len(x) - 1))
-    return [(v - mu) / sd for v in x]
-
-
-def bf_codes(v):
-    return ref.mean_sd_codes(np.asarray(v, dtype=float)[:, None])[:, 0].tolist()
-
-
-def bf_argmin(values, gaps):
-    best = min(range(len(values)), key=lambda i: (values[i], i))
-    others = [v for i, v in enumerate(values) if i != best]
-    if others:
-        gaps.append(min(others) - values[best])
-    return best
-
-
-def bf_variant_macqueen(X, order, k):
-    """Section 3.1 written out with lists: online pass 1, batch pass 2, nearest member to each mean."""
-    codes = ref.mean_sd_codes(X)
-    col = {g: codes[:, g].tolist() for g in order}
-    z = {g: bf_z(X[:, g].tolist()) for g in order}
-    n_dist = 0
-    gaps = []
-    sums = [list(z[g]) for g in order[:k]]
-    ccodes = [col[g] for g in order[:k]]
-    label = {g: i for i, g in enumerate(order[:k])}
-    for g in order[k:]:
-        c = bf_argmin([bf_distance(col[g], cc) for cc in ccodes], gaps)
-        n_dist += k
-        label[g] = c
-        sign = 1.0 if sum(a * b for a, b in zip(z[g], sums[c])) >= 0 else -1.0
-        sums[c] = [a + sign * b for a, b in zip(sums[c], z[g])]
-        ccodes[c] = bf_codes(sums[c])
-
-    def nearest(sums, label):
-        reps = []
-        for c in range(k):
-            members = [g for g in order if label[g] == c]
-            mc = bf_codes(sums[c])
-            ds = [bf_distance(col[g], mc) for g in members]
-            reps.append(members[bf_argmin(ds, gaps)])
-        return reps, len(order)
-
-    reps, n = nearest(sums, label)
-    n_dist += n
-    label = {r: c for c, r in enumerate(reps)}
-    for g in order:
-        if g not in label:
-            label[g] = bf_argmin([bf_distance(col[g], col[r]) for r in reps], gaps)
-            n_dist += k
-    sums = [[0.0] * X.shape[0] for _ in range(k)]
-    for g in order:
-        r = reps[label[g]]
-        sign = 1.0 if sum(a * b for a, b in zip(z[g], z[r])) >= 0 else -1.0
-        sums[label[g]] = [a + sign * b for a, b in zip(sums[label[g]], z[g])]
-    reps, n = nearest(sums, label)
-    n_dist += n
-    return np.array([label[g] for g in order]), np.array(reps), n_dist, min(gaps)
-
-
 def planted(seed, n=80, n_groups=12, size=25, n_relevant=4, n_single=200, noise=0.4):
     """Groups of noisy copies of a latent factor; the first ``n_relevant`` factors depend on the class."""
     rng = np.random.default_rng(seed)
@@ -124,11 +54,11 @@ def test_distance_matches_bruteforce(rng):
     codes = ref.mean_sd_codes(X)
     genes, centres = np.arange(6, 30), np.array([0, 1, 2, 5])
     D = sp.to_genes(genes, centres)
-    expect = np.array([[bf_distance(codes[:, g].tolist(), codes[:, c].tolist()) for c in centres] for g in genes])
+    expect = np.array([[ref.mi_distance(codes[:, g].tolist(), codes[:, c].tolist()) for c in centres] for g in genes])
     np.testing.assert_allclose(D, expect, atol=1e-12)
     assert sp.n_distances == genes.size * centres.size
     v = sp.to_vector(sp.codes_t[0], sp.entropy[0], np.arange(30))
-    expect_v = [bf_distance(codes[:, 0].tolist(), codes[:, g].tolist()) for g in range(30)]
+    expect_v = [ref.mi_distance(codes[:, 0].tolist(), codes[:, g].tolist()) for g in range(30)]
     np.testing.assert_allclose(v, expect_v, atol=1e-12)
     assert v[0] == 0.0 and v[1] < 0.35 and np.all((v >= 0) & (v <= 1))
     # the QPFS matrix among representatives, both code paths (contingency < 256 genes <= GEMM)
@@ -172,7 +102,7 @@ def test_variant_macqueen_matches_plain_reimplementation(seed, k):
     base = rng.normal(size=(70, 4))
     X = np.column_stack([base[:, i % 4] * (-1) ** i + 0.7 * rng.normal(size=70) for i in range(36)])
     order = rng.permutation(36)
-    labels, reps, n_dist, gap = bf_variant_macqueen(X, order.tolist(), k)
+    labels, reps, n_dist, gap = ref.variant_macqueen(X, order.tolist(), k)
     assert gap > 1e-9, "test data must be free of distance ties for an exact comparison"
     sp = _space(X)
     res = km.variant_macqueen(sp, order, k)

@@ -1,31 +1,13 @@
 """MST relevance against scipy's minimum_spanning_tree and brute force over tie orders."""
-import itertools
 import math
 
 import numpy as np
 import pytest
-from scipy.sparse.csgraph import minimum_spanning_tree
+from reference import mst_cross_edges_scipy, tie_order_expectation
 
 import bioqpfs
 from bioqpfs import measures
 from bioqpfs._kernels import mst
-
-
-def _scipy_mst(Z, y):
-    """(cross count, total squared length) of an MST that, among tied MSTs, has the fewest cross edges.
-
-    Lexicographic weights made exact: rank the distinct squared distances, weight = (rank + 1) * N + cross,
-    so a lighter cross count can never outweigh a longer edge (a tree has N - 1 < N edges).  scipy
-    treats 0 as "no edge", hence the +1.
-    """
-    Z = np.asarray(Z, dtype=float).reshape(len(y), -1)
-    n = len(y)
-    D = ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(-1)
-    _, inv = np.unique(D, return_inverse=True)
-    W = (inv.reshape(D.shape) + 1.0) * n + (y[:, None] != y[None, :])
-    np.fill_diagonal(W, 0)
-    T = minimum_spanning_tree(W).tocoo()
-    return int((y[T.row] != y[T.col]).sum()), float(D[T.row, T.col].sum())
 
 
 def test_1d_counts_match_scipy_without_ties(rng):
@@ -33,19 +15,8 @@ def test_1d_counts_match_scipy_without_ties(rng):
     y = rng.integers(0, 3, n)
     X = rng.normal(size=(n, m))
     got = mst.cross_edges_1d(X, y)
-    ref = [_scipy_mst(X[:, j], y)[0] for j in range(m)]
+    ref = [mst_cross_edges_scipy(X[:, j], y)[0] for j in range(m)]
     np.testing.assert_array_equal(got, ref)
-
-
-def _tie_order_expectation(x, y):
-    """Average cross count of the sorted chain over every ordering of tied values (brute force)."""
-    vals = np.unique(x)
-    groups = [np.flatnonzero(x == v) for v in vals]
-    totals = []
-    for perms in itertools.product(*[itertools.permutations(g) for g in groups]):
-        chain = np.concatenate([np.array(p) for p in perms])
-        totals.append(np.sum(y[chain][1:] != y[chain][:-1]))
-    return float(np.mean(totals)), chain
 
 
 def test_1d_tie_rule_is_expectation_over_tie_orders(rng):
@@ -56,14 +27,14 @@ def test_1d_tie_rule_is_expectation_over_tie_orders(rng):
         sizes = np.unique(x, return_counts=True)[1]
         if np.prod([math.factorial(s) for s in sizes]) > 50000:
             continue
-        expect, chain = _tie_order_expectation(x, y)
+        expect, chain = tie_order_expectation(x, y)
         got = mst.cross_edges_1d(x[:, None], y)[0]
         assert got == pytest.approx(expect, abs=1e-12)
         # every tie order is a minimum spanning tree: its length equals scipy's MST length
         chain_len = float(((x[chain][1:] - x[chain][:-1]) ** 2).sum())
-        assert chain_len == pytest.approx(_scipy_mst(x, y)[1])
+        assert chain_len == pytest.approx(mst_cross_edges_scipy(x, y)[1])
         # and the count lies between the fewest-cross MST (scipy, lexicographic) and the chain maximum
-        assert got >= _scipy_mst(x, y)[0] - 1e-12
+        assert got >= mst_cross_edges_scipy(x, y)[0] - 1e-12
 
 
 def test_1d_constant_gene_is_chance_and_separated_gene_is_one(rng):
@@ -83,14 +54,14 @@ def test_multid_counts_match_scipy(rng):
     y = rng.integers(0, 2, n)
     X = rng.normal(size=(n, 5))
     D2 = mst.squared_distances(X)
-    assert mst.mst_cross_count(D2, y) == _scipy_mst(X, y)[0]
+    assert mst.mst_cross_count(D2, y) == mst_cross_edges_scipy(X, y)[0]
     # ties: duplicated samples (distance 0) and a grid with many equal distances
     Xt = np.vstack([X[:10], X[:10], X[:15]])
     yt = rng.integers(0, 3, Xt.shape[0])
-    assert mst.mst_cross_count(mst.squared_distances(Xt), yt) == _scipy_mst(Xt, yt)[0]
+    assert mst.mst_cross_count(mst.squared_distances(Xt), yt) == mst_cross_edges_scipy(Xt, yt)[0]
     G = rng.integers(0, 3, size=(30, 2)).astype(float)
     yg = rng.integers(0, 2, 30)
-    assert mst.mst_cross_count(mst.squared_distances(G), yg) == _scipy_mst(G, yg)[0]
+    assert mst.mst_cross_count(mst.squared_distances(G), yg) == mst_cross_edges_scipy(G, yg)[0]
 
 
 def test_mst_cpx_matches_leave_one_out_scipy(rng):
@@ -100,8 +71,8 @@ def test_mst_cpx_matches_leave_one_out_scipy(rng):
     X[:, 2] += 2 * y
     delta, f, f_loo = mst.mst_cpx(X, y)
     Z = (X - X.mean(0)) / X.std(0, ddof=1)
-    assert f == _scipy_mst(Z, y)[0]
-    ref = np.array([_scipy_mst(np.delete(Z, i, axis=1), y)[0] for i in range(m)])
+    assert f == mst_cross_edges_scipy(Z, y)[0]
+    ref = np.array([mst_cross_edges_scipy(np.delete(Z, i, axis=1), y)[0] for i in range(m)])
     np.testing.assert_array_equal(f_loo, ref)
     np.testing.assert_allclose(delta, (ref - f) / f)
     assert np.argmax(delta) == 2
@@ -109,8 +80,8 @@ def test_mst_cpx_matches_leave_one_out_scipy(rng):
     Xi = rng.integers(0, 3, size=(24, 4)).astype(float)
     yi = rng.integers(0, 2, 24)
     _, fi, fli = mst.mst_cpx(Xi, yi, standardize_genes=False)
-    assert fi == _scipy_mst(Xi, yi)[0]
-    assert fli.tolist() == [_scipy_mst(np.delete(Xi, i, axis=1), yi)[0] for i in range(4)]
+    assert fi == mst_cross_edges_scipy(Xi, yi)[0]
+    assert fli.tolist() == [mst_cross_edges_scipy(np.delete(Xi, i, axis=1), yi)[0] for i in range(4)]
 
 
 def test_mst_cpx_zero_complexity_and_refusal(rng):

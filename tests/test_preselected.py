@@ -61,7 +61,7 @@ def test_every_method_ranks_forced_genes_first_and_empty_list_changes_nothing(me
 def test_greedy_starts_from_the_forced_set_as_a_plain_loop_does(criterion, start):
     codes, y = _codes()
     sel = bioqpfs.select(codes, y, method=criterion, n_genes=6, preselected=start, discretization=None)
-    assert list(sel.ranking) == ref.greedy_mi_bruteforce(codes, y, criterion, 6, start=start)
+    assert list(sel.ranking) == ref.greedy_mi_selection(codes, y, criterion, 6, start=start)
     assert np.isnan(sel.extra_columns["greedy_score"][start]).all()
 
 

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from reference import one_se_size
 
 if os.environ.get("BIOQPFS_REQUIRE_R") != "1":
     pytest.importorskip("rpy2.robjects", reason="rpy2/R not installed (pip install .[r]); set BIOQPFS_REQUIRE_R=1 to fail instead")
@@ -423,15 +424,6 @@ def planted_weak(seed=1, n=80, m=60, k=12):
     X = rng.normal(size=(n, m))
     X[y == "B", :k] += 0.8
     return X, y
-
-
-def one_se_size(sizes, mean, se):
-    """The one-SE rule written out: the best mean (smallest size among ties), then the smallest size within its SE."""
-    sizes, mean, se = (np.asarray(v, dtype=float) for v in (sizes, mean, se))
-    order = np.argsort(sizes, kind="stable")
-    sizes, mean, se = sizes[order], mean[order], se[order]
-    best = int(np.flatnonzero(mean == mean.min())[0])
-    return int(sizes[np.flatnonzero(mean <= mean[best] + se[best])[0]])
 
 
 def test_n_genes_auto_on_both_r_routes_records_the_choice_and_the_curve():

@@ -4,14 +4,12 @@ Oracles are independent of the code under test: the paper's Example 1 numbers, c
 counting with plain Python, numpy.linalg.eigh, and exhaustive enumeration of all k-subsets.
 """
 import functools
-import itertools
-import math
 import warnings
-from collections import Counter
 
 import numpy as np
 import pytest
 import reference as ref
+from reference import spec_cmi_q
 from scipy.sparse.linalg import aslinearoperator
 
 import bioqpfs
@@ -21,38 +19,6 @@ from bioqpfs.selectors import spec_cmi as sc
 
 
 # ----------------------------------------------------------------------------- independent references
-def _entropy(*cols):
-    n = len(cols[0])
-    counts = Counter(zip(*[list(map(int, c)) for c in cols]))
-    return -sum(c / n * math.log2(c / n) for c in counts.values())
-
-
-def _cmi(a, c, z):
-    """I(a; c | z) = H(a, z) + H(c, z) - H(z) - H(a, c, z), from contingency counts."""
-    return _entropy(a, z) + _entropy(c, z) - _entropy(z) - _entropy(a, c, z)
-
-
-def brute_q(codes, y):
-    """SPEC_CMI Q by plain loops: Q_ii = I(X_i; C), Q_ij = (I(X_i;C|X_j) + I(X_j;C|X_i)) / 2."""
-    m = codes.shape[1]
-    C = np.empty((m, m))
-    for i in range(m):
-        for j in range(m):
-            if i == j:
-                C[i, j] = _entropy(codes[:, i]) + _entropy(y) - _entropy(codes[:, i], y)
-            else:
-                C[i, j] = _cmi(codes[:, i], y, codes[:, j])
-    return 0.5 * (C + C.T), C
-
-
-def exhaustive_best(Q, k):
-    best = -np.inf
-    for S in itertools.combinations(range(Q.shape[0]), k):
-        v = Q[np.ix_(S, S)].sum()
-        best = max(best, v)
-    return best
-
-
 def example1():
     """80 samples whose empirical joint distribution of (S, G, C) is exactly Fig. 1 of the paper.
 
@@ -83,7 +49,7 @@ def signal_data(rng, n=70, m=12, n_classes=3, n_levels=3):
 def test_example1_reproduces_printed_solution():
     X, y = example1()
     assert X.shape == (80, 2)
-    Q, C = brute_q(X.astype(int), y)
+    Q, C = spec_cmi_q(X.astype(int), y)
     # the paper's numbers (section 1.2 and 3.1): I(S;C) = 1, I(G;C) = 0.7136, I(S;C|G) = 0.2864, I(G;C|S) = 0
     assert C[0, 0] == pytest.approx(1.0, abs=1e-12)
     assert C[1, 1] == pytest.approx(0.7136, abs=5e-5)
@@ -101,7 +67,7 @@ def test_example1_reproduces_printed_solution():
 def test_cmi_q_matches_contingency_tables(rng, n_levels, n_classes):
     X, y = signal_data(rng, n=57, m=9, n_classes=n_classes, n_levels=n_levels)
     codes = X.astype(int)
-    Qref, _ = brute_q(codes, y)
+    Qref, _ = spec_cmi_q(codes, y)
     table = sc._table(X, y, None, 3)
     Q, info = sc.cmi_q_rows(table)
     np.testing.assert_allclose(Q, Qref, atol=1e-10)
@@ -163,7 +129,7 @@ def test_sign_consistent_flip_clip_and_reducible_case():
 
 def test_spec_cmi_weights_equal_eigh_of_bruteforce_q(rng):
     X, y = signal_data(rng, n=80, m=12)
-    Qref, _ = brute_q(X.astype(int), y)
+    Qref, _ = spec_cmi_q(X.astype(int), y)
     V = np.linalg.eigh(Qref)[1][:, -1]
     sel = bioqpfs.spec_cmi(X, y, discretization=None, n_genes=4)
     np.testing.assert_allclose(sel.weights, np.abs(V), atol=1e-9)
@@ -370,7 +336,7 @@ def _sdp_instances():
     for trial in range(36):
         m, k = int(rng.integers(8, 15)), int(rng.integers(3, 7))
         X, y = gauss_data(np.random.default_rng(1000 + trial), 150, m, 2 + trial % 3)
-        Q, _ = brute_q(bioqpfs.measures.discretize(X).astype(int), y)  # mean +- sd, the selector's default
+        Q, _ = spec_cmi_q(bioqpfs.measures.discretize(X).astype(int), y)  # mean +- sd, the selector's default
         _, opt = ref.best_subset_bruteforce(Q, None, k, quad=1.0, lin=0.0)
         out.append((trial, X, y, k, Q, opt))
     return out
@@ -453,7 +419,7 @@ def test_spec_cmi_polish_reaches_exhaustive_optimum():
 
 def test_sdp_relaxation_scs_agrees_with_interior_point_and_is_feasible(rng):
     X, y = gauss_data(rng, 120, 9, 3)
-    Q, _ = brute_q(bioqpfs.measures.discretize(X).astype(int), y)
+    Q, _ = spec_cmi_q(bioqpfs.measures.discretize(X).astype(int), y)
     k = 3
     Y, info = sp.sdp_relaxation(Q, k)  # SCS, first-order
     Y2, info2 = sp.sdp_relaxation(Q, k, solver="CLARABEL")  # interior point, an independent solver
@@ -503,15 +469,14 @@ def test_sdp_cmi_refuses_large_problems_and_needs_k(rng):
 def test_exhaustive_check_only_when_cheap(rng):
     Q = rng.random((30, 30))
     Q = Q + Q.T
-    assert sc._exhaustive_qip(Q, 4, max_subsets=10**6) == pytest.approx(
-        max(Q[np.ix_(S, S)].sum() for S in itertools.combinations(range(30), 4)))
+    assert sc._exhaustive_qip(Q, 4, max_subsets=10**6) == pytest.approx(ref.best_subset_bruteforce(Q, None, 4)[1])
     assert sc._exhaustive_qip(Q, 4, max_subsets=1000) is None  # C(30, 4) = 27,405
 
 
 # ----------------------------------------------------------------------------- QIP objective
 def test_qip_objective_matches_bruteforce_for_any_panel(rng):
     X, y = signal_data(rng, n=70, m=10)
-    Q, _ = brute_q(X.astype(int), y)
+    Q, _ = spec_cmi_q(X.astype(int), y)
     names = [f"g{i}" for i in range(10)]
     panel = [4, 0, 7]
     ref = Q[np.ix_(panel, panel)].sum()

@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from reference import best_subset_bruteforce, subset_value_loops
+from reference import best_subset_bruteforce, is_swap_local_optimum, subset_value_loops
 
 from bioqpfs._kernels.subset_search import subset_value, swap_search
 
@@ -27,22 +27,6 @@ def _qpfs_instance(rng, m, k):
     return Q, F, alpha / k, -(1 - alpha) / (2 * k * k)
 
 
-def _is_local_optimum(Q, a, S, quad, lin, fixed=(), candidates=None, tol=1e-9):
-    m = len(Q)
-    base = subset_value_loops(Q, a, S, quad, lin)
-    pool = range(m) if candidates is None else candidates
-    for i in S:
-        if i in fixed:
-            continue
-        for j in pool:
-            if j in S:
-                continue
-            T = [j if s == i else s for s in S]
-            if subset_value_loops(Q, a, T, quad, lin) > base + tol * max(1.0, abs(base)):
-                return False
-    return True
-
-
 @pytest.mark.parametrize("kind", ["qip", "qpfs"])
 def test_local_optimum_value_and_global_rate(kind):
     rng = np.random.default_rng(11 if kind == "qip" else 12)
@@ -59,7 +43,7 @@ def test_local_optimum_value_and_global_rate(kind):
         assert S.dtype.kind == "i" and sorted(set(S.tolist())) == sorted(S.tolist()) and S.size == k
         assert value == pytest.approx(subset_value_loops(Q, a, S, quad, lin), rel=1e-12, abs=1e-12)
         assert value >= subset_value_loops(Q, a, start, quad, lin) - 1e-12
-        assert _is_local_optimum(Q, a, sorted(S.tolist()), quad, lin)
+        assert is_swap_local_optimum(Q, a, sorted(S.tolist()), quad, lin)
         _, opt = best_subset_bruteforce(Q, a, k, quad, lin)
         assert value <= opt + 1e-12
         n += 1
@@ -92,7 +76,7 @@ def test_fixed_members_never_leave_and_match_constrained_bruteforce():
         fixed = start[:2]
         S, value, _ = swap_search(Q, a, start, quad=quad, lin=lin, fixed=fixed)
         assert set(fixed.tolist()) <= set(S.tolist())
-        assert _is_local_optimum(Q, a, sorted(S.tolist()), quad, lin, fixed=set(fixed.tolist()))
+        assert is_swap_local_optimum(Q, a, sorted(S.tolist()), quad, lin, fixed=set(fixed.tolist()))
         _, opt = best_subset_bruteforce(Q, a, k, quad, lin, fixed=fixed)
         assert value <= opt + 1e-12
 
@@ -106,7 +90,7 @@ def test_candidates_restrict_who_enters():
     cands = [0, 1, 2, 3, 4, 5, 6]
     S, value, _ = swap_search(Q, None, start, quad=1.0, lin=0.0, candidates=cands)
     assert set(S.tolist()) <= set(cands)
-    assert _is_local_optimum(Q, None, sorted(S.tolist()), 1.0, 0.0, candidates=cands)
+    assert is_swap_local_optimum(Q, None, sorted(S.tolist()), 1.0, 0.0, candidates=cands)
     _, opt = best_subset_bruteforce(Q, None, 3, candidates=cands)
     assert value <= opt + 1e-12
     # a boolean mask means the same
