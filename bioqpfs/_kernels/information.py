@@ -215,7 +215,8 @@ def class_relevance(table: CodeTable, groups=None):
     case its codes are regrouped (same weights).  (QPFS section 2.1, F_i = I(X_i; C); SPEC_CMI eq. 18.)
     """
     if table.n_classes < 2 and groups is not None:
-        table = CodeTable(table.codes, None, groups=groups, weights=table.weights)
+        table = CodeTable(table.backend.native_codes, None, groups=groups, weights=table.weights,
+                          backend=type(table.backend))
     _, h_c_given_x, h_c = class_conditional_entropies(table)
     return np.maximum(h_c - h_c_given_x, 0.0)
 

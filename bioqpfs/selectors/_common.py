@@ -278,7 +278,7 @@ def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
     n, m = y_codes.size, table.n_genes
     # the per-class counts of every bin are the margins of the codes grouped by class (its counting backend)
-    by_class = type(table.backend)(table.codes, n_bins=table.n_bins, groups=y_codes)
+    by_class = type(table.backend)(table.backend.native_codes, n_bins=table.n_bins, groups=y_codes)
     counts = np.zeros((n_classes, m, table.n_bins))
     marg = by_class.margins()
     counts[:marg.shape[0], :, :-1] = marg

@@ -1,0 +1,96 @@
+"""Dask arrays chunked by samples (issue 13): counting, discretisation and the faces equal the in-memory path.
+
+Oracles: the numpy backend (and the naive ``np.add.at`` backend of ``test_counting_backend.py``) on the
+same codes; the in-memory results of the same public functions.  Unweighted counts must agree exactly
+whatever the chunking (uneven and empty chunks included); weighted ones to float64 rounding.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array", reason="the dask extra (pip install bioqpfs[dask]) is not installed")
+
+from test_counting_backend import NaiveCounting  # noqa: E402
+
+from bioqpfs._kernels import counting  # noqa: E402
+from bioqpfs._kernels import information as info  # noqa: E402
+from bioqpfs._kernels.counting_dask import DaskCounting  # noqa: E402
+from bioqpfs._kernels.counting_numpy import NumpyCounting  # noqa: E402
+
+#: sample chunkings of the 90 samples below: even, uneven, one chunk, with an empty chunk
+CHUNKINGS = [(30, 30, 30), (7, 50, 1, 32), (90,), (40, 0, 50)]
+
+
+@pytest.fixture(params=[3, 5], ids=["3 bins", "5 bins"])
+def coded(request, rng):
+    n, m = 90, 23
+    y = rng.integers(0, 3, n)
+    codes = rng.integers(0, request.param, size=(n, m)).astype(np.uint8)
+    codes[:, 4] = (y + rng.integers(0, 2, n)) % request.param
+    return codes, y
+
+
+def test_backend_is_registered_and_chosen_for_dask_arrays():
+    x = da.zeros((4, 2), dtype=np.uint8, chunks=(2, 2))
+    assert counting.backend_for(x) is DaskCounting
+    assert counting.backend_for(np.zeros((4, 2), np.uint8)) is NumpyCounting
+    with pytest.raises(TypeError, match="counts a dask array"):
+        DaskCounting(np.zeros((4, 2), np.uint8), n_bins=3)
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS, ids=str)
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "balanced"])
+@pytest.mark.parametrize("kind", ["mi", "cmi", "cmi_mean", "mi_given_class"])
+def test_dask_backend_gives_the_numpy_backends_matrices(coded, kind, weighted, chunks):
+    codes, y = coded
+    groups = None if kind == "mi" and not weighted else y
+    w = info.class_sample_weights(y, "balanced") if weighted else None
+    X = da.from_array(codes, chunks=(chunks, 23))
+    levels = codes.max(axis=0).astype(np.int64) + 1  # what discretize.codes gives with the codes
+    default = info.CodeTable(codes, groups=groups, weights=w)
+    lazy = info.CodeTable(X, levels, groups=groups, weights=w)
+    naive = info.CodeTable(codes, groups=groups, weights=w, backend=NaiveCounting)
+    assert isinstance(lazy.backend, DaskCounting)
+    np.testing.assert_array_equal(lazy.marginals, default.marginals) if not weighted else \
+        np.testing.assert_allclose(lazy.marginals, default.marginals, rtol=1e-12)
+    for rows in (None, np.array([5, 0, 17])):
+        want = info.pairwise_information(default, None, kind, rows=rows)
+        got = info.pairwise_information(lazy, None, kind, rows=rows, n_workers=2)
+        second = info.pairwise_information(naive, None, kind, rows=rows)
+        if weighted:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(got, second, rtol=1e-12, atol=1e-12)
+        else:
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got, second)
+    rel = info.class_relevance(lazy, y)
+    assert isinstance(rel, np.ndarray)
+    np.testing.assert_allclose(rel, info.class_relevance(default, y), rtol=1e-12, atol=1e-13)
+
+
+def test_gene_chunked_codes_are_rechunked_and_other_table_rechunked(coded, rng):
+    codes, y = coded
+    X = da.from_array(codes, chunks=(25, 5))  # split along genes too
+    table = info.CodeTable(X)
+    assert len(table.backend.codes.chunks[1]) == 1
+    Y = np.stack([y, rng.integers(0, 7, y.size)], axis=1)
+    got = info.pairwise_information(table, info.CodeTable(da.from_array(Y, chunks=(40, 2))), "mi")
+    want = info.pairwise_information(info.CodeTable(codes), info.CodeTable(Y), "mi")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_unknown_chunk_sizes_are_refused(coded):
+    codes, _ = coded
+    X = da.from_array(codes, chunks=(30, 23))
+    X = X[X[:, 0] < 10]  # boolean indexing: unknown chunk sizes
+    with pytest.raises(ValueError, match="unknown chunk sizes.*compute_chunk_sizes"):
+        DaskCounting(X, n_bins=3)
+
+
+def test_codes_of_and_native_codes(coded):
+    codes, _ = coded
+    X = da.from_array(codes, chunks=(30, 23))
+    b = DaskCounting(X, n_bins=5)
+    np.testing.assert_array_equal(b.codes_of([3, 1]), codes[:, [3, 1]])
+    assert b.native_codes is b.codes
