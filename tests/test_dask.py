@@ -94,3 +94,77 @@ def test_codes_of_and_native_codes(coded):
     b = DaskCounting(X, n_bins=5)
     np.testing.assert_array_equal(b.codes_of([3, 1]), codes[:, [3, 1]])
     assert b.native_codes is b.codes
+
+
+# ---- discretisation ---------------------------------------------------------------------------------------
+def dask_of(X, chunks, sparse=False):
+    """X as a Dask array with these sample chunks; ``sparse``: CSR chunks (as anndata's read_elem_lazy gives)."""
+    import scipy.sparse as sp
+
+    out = da.from_array(X, chunks=(chunks, X.shape[1]))
+    if sparse:
+        out = out.map_blocks(sp.csr_matrix, dtype=X.dtype, meta=sp.csr_matrix((0, 0), dtype=X.dtype))
+    return out
+
+
+@pytest.fixture
+def expression(rng):
+    n, m = 90, 12
+    y = rng.integers(0, 3, n)
+    X = rng.lognormal(size=(n, m)) * (rng.random((n, m)) < 0.4)
+    X[:, 2] += 2.0 * y  # informative
+    X[:, 3] = 7.0  # constant
+    X[:, 4] *= 1e200  # beyond the extreme-value guard: its squares overflow without it
+    X[:, 5] *= 1e-200
+    X[:, 6] = 1e8 + rng.normal(size=n)  # large mean, small sd: sums of squares would cancel
+    return X, y
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense chunks", "csr chunks"])
+@pytest.mark.parametrize("chunks", CHUNKINGS, ids=str)
+def test_mean_sd_codes_on_dask_equal_the_in_memory_codes(expression, chunks, sparse):
+    from bioqpfs._kernels import discretize
+
+    X, _ = expression
+    want, want_levels = discretize.codes(X, "mean_sd")
+    codes, levels = discretize.codes(dask_of(X, chunks, sparse), "mean_sd")
+    assert isinstance(codes, da.Array) and codes.dtype == np.uint8
+    np.testing.assert_array_equal(levels, want_levels)
+    np.testing.assert_array_equal(codes.compute(), want)
+    assert levels[3] == 1  # the constant gene: one level
+
+
+def test_dask_moments_match_numpy_with_the_extreme_value_guard(expression):
+    from bioqpfs._kernels import discretize
+    from bioqpfs._kernels.discretize_dask import dask_mean_sd
+
+    X, _ = expression
+    mean, sd, s = dask_mean_sd(dask_of(X, (7, 50, 1, 32)))
+    want_mean, want_sd, want_s = discretize._column_mean_sd(X)
+    np.testing.assert_array_equal(s, want_s)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-14)
+    np.testing.assert_allclose(sd, want_sd, rtol=1e-14)
+    assert np.isfinite(sd).all()
+    # an exact oracle (statistics works in fractions): the large-mean, small-sd gene to 1e-14
+    import statistics
+
+    np.testing.assert_allclose(sd[6], statistics.stdev(X[:, 6].tolist()), rtol=1e-14)
+    np.testing.assert_allclose(mean[6], statistics.mean(X[:, 6].tolist()), rtol=1e-15)
+
+
+@pytest.mark.parametrize("rule", ["quantile", "zero_quantile", "mdl", None])
+def test_unsupported_discretizations_on_dask_are_refused_clearly(expression, rule):
+    from bioqpfs._kernels import discretize
+
+    X, y = expression
+    with pytest.raises(ValueError, match=r"not available for a Dask array.*mean_sd"):
+        discretize.codes(dask_of(X, 30), rule, y_codes=y)
+
+
+def test_auto_resolves_on_dask_as_in_memory(expression):
+    from bioqpfs._kernels import discretize
+
+    X, _ = expression
+    for M in (X, np.where(X == 0, 1.0, X)):
+        assert discretize.resolve_discretization(dask_of(M, 40, sparse=True), "auto") == \
+            discretize.resolve_discretization(M, "auto")

@@ -23,6 +23,11 @@ def column_scales(X):
     else:
         Xd = np.asarray(X)
         amax = np.maximum(Xd.max(axis=0), -Xd.min(axis=0)).astype(np.float64)  # no |X| copy
+    return scales_of_amax(amax)
+
+
+def scales_of_amax(amax):
+    """The divisors of :func:`column_scales` from each gene's max |x| (float64)."""
     _, e = np.frexp(amax)
     return np.where((amax > 0) & (np.abs(e - 1) > EXTREME_EXP), np.ldexp(1.0, e - 1), 1.0)
 

@@ -4,8 +4,7 @@ Implements :class:`bioqpfs._kernels.counting.CountingBackend` (see that module f
 count is a sum over samples, so each sample chunk is counted on its own -- by the numpy backend
 (:class:`bioqpfs._kernels.counting_numpy.NumpyCounting`) on the worker that holds the chunk, with the
 chunk's slice of the class codes and sample weights -- and the small per-chunk count blocks are summed by
-Dask's tree reduction (``da.stack(parts).sum(axis=0)``, the way ``scanpy.get.aggregate`` sums per-chunk
-aggregates).  Only count blocks (``C x nb|I| x nb|J|``) travel; the codes stay where their chunks are.
+a tree reduction (:func:`reduce_chunks`, the way ``scanpy.get.aggregate`` sums per-chunk aggregates).  Only count blocks (``C x nb|I| x nb|J|``) travel; the codes stay where their chunks are.
 Unweighted counts are integers, exact in float32 below 2**24 samples whatever the chunking; weighted counts
 are float64 sums, equal to the numpy backend's to float64 rounding.
 
@@ -19,7 +18,10 @@ import numpy as np
 from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
-__all__ = ["DaskCounting", "is_dask_array", "sample_chunked"]
+__all__ = ["DaskCounting", "is_dask_array", "sample_chunked", "reduce_chunks", "SPLIT_EVERY"]
+
+#: chunk results combined per task of the reduction tree
+SPLIT_EVERY = 8
 
 
 def is_dask_array(x) -> bool:
@@ -50,6 +52,35 @@ def sample_chunked(x, name="X"):
     return x
 
 
+def _add(*parts):
+    return sum(parts[1:], parts[0].copy())
+
+
+def reduce_chunks(func, blocks, *, vectors=None, combine=_add, **kwargs):
+    """``combine`` over the sample chunks k of ``func(block_k..., **vectors_k, **kwargs)``, computed by Dask.
+
+    ``blocks``: 2-D dask arrays with the same sample chunks, each with one gene chunk; ``vectors``: per-sample
+    numpy vectors (class codes, weights; ``None`` entries stay ``None``), each chunk gets its slice (by the
+    chunk offsets), so nothing big enters the graph.  The chunk results (small numpy arrays: counts,
+    moments) are combined ``SPLIT_EVERY`` at a time in a tree, on the workers that hold them; the root
+    comes back here.  ``combine`` must be associative (default: a sum).
+    """
+    import dask
+
+    vectors = vectors or {}
+    bounds = np.concatenate([[0], np.cumsum(blocks[0].chunks[0])]).astype(np.int64)
+    delayed_blocks = [b.to_delayed()[:, 0] for b in blocks]
+    parts = []
+    for k in range(len(bounds) - 1):
+        rows = slice(int(bounds[k]), int(bounds[k + 1]))
+        vec = {name: None if v is None else v[rows] for name, v in vectors.items()}
+        parts.append(dask.delayed(func, pure=True)(*(d[k] for d in delayed_blocks), **vec, **kwargs))
+    while len(parts) > 1:
+        parts = [dask.delayed(combine, pure=True)(*parts[i:i + SPLIT_EVERY])
+                 for i in range(0, len(parts), SPLIT_EVERY)]
+    return parts[0].compute()
+
+
 def _chunk_backend(codes, groups, weights, n_bins, count_dtype):
     return NumpyCounting(np.asarray(codes), n_bins=n_bins, groups=groups, weights=weights, count_dtype=count_dtype)
 
@@ -63,7 +94,7 @@ def _padded(counts, n_classes):
     return out
 
 
-def _chunk_margins(codes, groups, weights, n_bins, count_dtype, n_classes):
+def _chunk_margins(codes, *, groups, weights, n_bins, count_dtype, n_classes):
     return _padded(_chunk_backend(codes, groups, weights, n_bins, count_dtype).margins(), n_classes)
 
 
@@ -97,8 +128,6 @@ class DaskCounting(CountingBackend):
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.count_dtype = count_dtype
         self.n_classes = 1 if self.groups is None or not self.groups.size else int(self.groups.max()) + 1
-        bounds = np.concatenate([[0], np.cumsum(self.codes.chunks[0])]).astype(np.int64)
-        self.row_chunks = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
     @property
     def native_codes(self):
@@ -107,48 +136,21 @@ class DaskCounting(CountingBackend):
     def codes_of(self, genes):
         return np.asarray(self.codes[:, genes].compute(), dtype=np.uint8)
 
-    def _sum_per_chunk(self, func, shape, dtype, blocks, per_class=True, **kwargs):
-        """``sum over sample chunks k of func(block_k..., groups_k, weights_k, **kwargs)``: a numpy array ``shape``.
-
-        ``blocks``: dask arrays with this backend's sample chunks (gene axis in one chunk); each chunk's slice
-        of the class codes and weights is passed with it (small numpy vectors, sliced here by chunk offsets).
-        """
-        import dask
-        import dask.array as da
-
-        parts = []
-        delayed_blocks = [b.to_delayed()[:, 0] for b in blocks]
-        for k, rows in enumerate(self.row_chunks):
-            g = None if self.groups is None or not per_class else self.groups[rows]
-            w = None if self.weights is None else self.weights[rows]
-            part = dask.delayed(func)(*(d[k] for d in delayed_blocks), groups=g, weights=w, **kwargs)
-            parts.append(da.from_delayed(part, shape=shape, dtype=dtype))
-        if not parts:
-            return np.zeros(shape, dtype=dtype)
-        return np.asarray(da.stack(parts).sum(axis=0, dtype=dtype).compute(), dtype=dtype)
-
     def margins(self):
-        shape = (self.n_classes, self.n_genes, self.nb)
-        return self._sum_per_chunk(_chunk_margins, shape, np.float64, [self.codes], n_bins=self.n_bins,
-                                   count_dtype=self.count_dtype, n_classes=self.n_classes)
+        return reduce_chunks(_chunk_margins, [self.codes], vectors=dict(groups=self.groups, weights=self.weights),
+                             n_bins=self.n_bins, count_dtype=self.count_dtype, n_classes=self.n_classes)
 
     def joint(self, genes_I, genes_J, *, per_class, other=None, out=None):
         cols = self if other is None else other
-        bI = len(range(self.n_genes)[genes_I]) if isinstance(genes_I, slice) else len(genes_I)
-        bJ = len(range(cols.n_genes)[genes_J]) if isinstance(genes_J, slice) else len(genes_J)
         C = self.n_classes if per_class else 1
-        shape = (C, bI * self.nb, bJ * cols.nb)
         blocks = [self.codes]
         if other is not None:
             if other.n_samples != self.n_samples:
                 raise ValueError(f"the two code tables have {self.n_samples} and {other.n_samples} samples")
             blocks.append(other.codes.rechunk({0: self.codes.chunks[0]}))
-        G = self._sum_per_chunk(_chunk_joint, shape, self.count_dtype, blocks, per_class=per_class,
-                                genes_I=genes_I, genes_J=genes_J, n_bins=self.n_bins, n_bins_cols=cols.n_bins,
-                                count_dtype=self.count_dtype, n_classes=C)
-        if out is not None and out.size >= G.size and out.dtype == G.dtype:
-            view = out[:G.size].reshape(G.shape)
-            view[...] = G
-            return view
-        return G
+        groups = self.groups if per_class else None
+        G = reduce_chunks(_chunk_joint, blocks, vectors=dict(groups=groups, weights=self.weights), genes_I=genes_I,
+                          genes_J=genes_J, n_bins=self.n_bins, n_bins_cols=cols.n_bins, count_dtype=self.count_dtype,
+                          n_classes=C)
+        return G  # a fresh array from the reduction: ``out`` is not needed
 
