@@ -168,3 +168,125 @@ def test_auto_resolves_on_dask_as_in_memory(expression):
     for M in (X, np.where(X == 0, 1.0, X)):
         assert discretize.resolve_discretization(dask_of(M, 40, sparse=True), "auto") == \
             discretize.resolve_discretization(M, "auto")
+
+
+# ---- the faces: measures, select, tl ----------------------------------------------------------------------
+@pytest.fixture
+def labelled(rng):
+    n, m = 240, 25
+    y = rng.integers(0, 4, n)
+    X = rng.lognormal(size=(n, m)) * (rng.random((n, m)) < 0.5)
+    X[:, :4] += y[:, None] * rng.random(4)
+    X[:, 9] = 3.0  # constant
+    return X, y
+
+
+LAYOUTS = [((60, 60, 60, 60), False), ((13, 100, 127), True), ((240,), True)]
+
+
+@pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])
+def test_measures_on_dask_equal_the_in_memory_measures(labelled, chunks, sparse):
+    from bioqpfs import measures
+
+    X, y = labelled
+    D = dask_of(X, chunks, sparse)
+    np.testing.assert_array_equal(measures.mutual_information(D), measures.mutual_information(X))
+    np.testing.assert_array_equal(measures.mutual_information(D, rows=[3, 1]), measures.mutual_information(X, rows=[3, 1]))
+    np.testing.assert_array_equal(measures.conditional_mutual_information(D, y),
+                                  measures.conditional_mutual_information(X, y))
+    np.testing.assert_array_equal(measures.entropy(D), measures.entropy(X))
+    np.testing.assert_array_equal(measures.relevance(D, y), measures.relevance(X, y))
+    np.testing.assert_allclose(measures.relevance(D, y, class_weight="balanced"),
+                               measures.relevance(X, y, class_weight="balanced"), rtol=1e-12, atol=1e-14)
+    codes = measures.discretize(D)
+    assert isinstance(codes, da.Array)
+    np.testing.assert_array_equal(codes.compute(), measures.discretize(X))
+    np.testing.assert_array_equal(D.compute().toarray() if sparse else D.compute(), X)  # input untouched
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+@pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])
+def test_select_on_dask_equals_the_in_memory_selection(labelled, chunks, sparse):
+    import bioqpfs
+
+    X, y = labelled
+    D = dask_of(X, chunks, sparse)
+    got = bioqpfs.select(D, y, method="qpfs", n_genes=6)
+    want = bioqpfs.select(X, y, method="qpfs", n_genes=6)
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_array_equal(got.weights, want.weights)
+    got = bioqpfs.select(D, y, method="qpfs_cover", n_genes=6, discretization="mean_sd")
+    want = bioqpfs.select(X, y, method="qpfs_cover", n_genes=6, discretization="mean_sd")
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=1e-10, atol=1e-12)  # class-balanced: weighted counts
+
+
+def test_class_sums_per_chunk_equal_the_product(labelled):
+    from bioqpfs._kernels.counting_dask import class_sums
+
+    X, y = labelled
+    ind = np.eye(4)[y]
+    np.testing.assert_allclose(class_sums(dask_of(X, (13, 100, 127), True), y, 4), (X.T @ ind).T, rtol=1e-13)
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_tl_select_genes_on_lazily_loaded_anndata(labelled, tmp_path, sparse):
+    """read_elem_lazy gives a Dask array of numpy (dense) or CSR (sparse) chunks; main failed on the sparse one
+    with "X must be numeric, got dtype object"."""
+    import anndata as ad
+    import h5py
+    import pandas as pd
+    import scipy.sparse as sp
+    from anndata.experimental import read_elem_lazy
+
+    import bioqpfs
+
+    X, y = labelled
+    obs = pd.DataFrame({"cell_type": pd.Categorical(np.array(list("abcd"))[y])},
+                       index=[f"c{i}" for i in range(y.size)])
+    mem = ad.AnnData(sp.csr_matrix(X) if sparse else X, obs=obs)
+    mem.write_h5ad(tmp_path / "a.h5ad")
+    bioqpfs.tl.select_genes(mem, "cell_type", method="qpfs", n_genes=5, mask_var=np.arange(25) != 3)
+    with h5py.File(tmp_path / "a.h5ad", "r") as f:
+        lazy = ad.AnnData(read_elem_lazy(f["X"], chunks=(64, X.shape[1])), obs=obs)
+        assert isinstance(lazy.X, da.Array)
+        bioqpfs.tl.select_genes(lazy, "cell_type", method="qpfs", n_genes=5, mask_var=np.arange(25) != 3)
+        assert isinstance(lazy.X, da.Array)  # never loaded into the AnnData
+    for col in ("qpfs_weight", "qpfs_rank", "qpfs_selected"):
+        np.testing.assert_array_equal(lazy.var[col].to_numpy(), mem.var[col].to_numpy())
+    assert list(lazy.uns["qpfs"]["selected"]) == list(mem.uns["qpfs"]["selected"])
+
+
+# ---- bad input ----------------------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+def test_bad_dask_input_gets_clear_errors(labelled):
+    import scipy.sparse as sp
+
+    import bioqpfs
+    from bioqpfs import measures
+
+    X, y = labelled
+    with pytest.raises(TypeError, match="must be numeric, got a dask array of dtype object"):
+        measures.mutual_information(da.from_array(X.astype(str).astype(object), chunks=(60, 25)))
+    csc = da.from_array(X, chunks=(60, 25)).map_blocks(sp.csc_matrix, dtype=X.dtype, meta=sp.csc_matrix((0, 0)))
+    with pytest.raises(TypeError, match=r"CSC chunks.*map_blocks\(scipy.sparse.csr_matrix\)"):
+        bioqpfs.select(csc, y, method="qpfs", n_genes=3)
+    Xn = X.copy()
+    Xn[130, 7] = np.nan  # inside the second chunk only
+    with pytest.raises(ValueError, match="NaN or infinite values in 1 gene.*7"):
+        bioqpfs.select(dask_of(Xn, (60, 60, 60, 60), True), y, method="qpfs", n_genes=3)
+    with pytest.raises(ValueError, match=r"similarity='correlation'\) is not available for a Dask array"):
+        bioqpfs.select(dask_of(X, 60), y, method="qpfs", n_genes=3, similarity="correlation")
+    with pytest.raises(ValueError, match="kind='mst' is not available for a Dask array"):
+        measures.relevance(dask_of(X, 60), y, kind="mst")
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+def test_gene_chunked_dask_x_is_rechunked_and_gives_the_same_selection(labelled):
+    import bioqpfs
+
+    X, y = labelled
+    D = da.from_array(X, chunks=(50, 7))
+    np.testing.assert_array_equal(bioqpfs.select(D, y, method="qpfs", n_genes=5).ranking,
+                                  bioqpfs.select(X, y, method="qpfs", n_genes=5).ranking)

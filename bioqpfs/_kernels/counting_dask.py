@@ -18,7 +18,7 @@ import numpy as np
 from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
-__all__ = ["DaskCounting", "is_dask_array", "sample_chunked", "reduce_chunks", "SPLIT_EVERY"]
+__all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "sample_chunked", "reduce_chunks", "SPLIT_EVERY"]
 
 #: chunk results combined per task of the reduction tree
 SPLIT_EVERY = 8
@@ -31,6 +31,13 @@ def is_dask_array(x) -> bool:
     except ImportError:  # pragma: no cover - dask is an optional extra
         return False
     return isinstance(x, da.Array)
+
+
+def refuse_dask(x, what, instead):
+    """A clear ``ValueError`` when ``x`` is a Dask array and ``what`` has no Dask path yet (``instead``: what to do)."""
+    if is_dask_array(x):
+        raise ValueError(f"{what} is not available for a Dask array yet; {instead}, or load X into memory "
+                         "(X.compute())")
 
 
 def sample_chunked(x, name="X"):
@@ -79,6 +86,24 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, **kwargs):
         parts = [dask.delayed(combine, pure=True)(*parts[i:i + SPLIT_EVERY])
                  for i in range(0, len(parts), SPLIT_EVERY)]
     return parts[0].compute()
+
+
+def _chunk_class_sums(x, *, groups, n_classes):
+    ind = np.zeros((groups.size, n_classes))
+    ind[np.arange(groups.size), groups] = 1.0
+    return np.asarray(x.T @ ind, dtype=np.float64).T
+
+
+def class_sums(X, y_codes, n_classes):
+    """``sums[c, g] = sum over the samples s of class c of X[s, g]`` (float64 ``(C, M)``): ``(X^T 1[C = c])^T``.
+
+    numpy, scipy.sparse (never densified) or a Dask X (per sample chunk, summed: :func:`reduce_chunks`).
+    """
+    y_codes = np.asarray(y_codes, dtype=np.int64)
+    if is_dask_array(X):
+        return reduce_chunks(_chunk_class_sums, [sample_chunked(X)], vectors=dict(groups=y_codes),
+                             n_classes=n_classes)
+    return _chunk_class_sums(X, groups=y_codes, n_classes=n_classes)
 
 
 def _chunk_backend(codes, groups, weights, n_bins, count_dtype):

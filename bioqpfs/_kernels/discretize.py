@@ -22,7 +22,7 @@ from .correlation import EXTREME_EXP, column_scales
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
-           "MDL_MAX_LEVELS"]
+           "MDL_MAX_LEVELS", "codes_from_edges", "bin_presence", "bin_ranks"]
 
 MAX_LEVELS = 255  # codes are uint8
 #: the rules of :func:`codes` (``None``: the input already holds integer levels)
@@ -202,7 +202,7 @@ def _column_mean_sd(X):
     return mean, np.sqrt(np.maximum(var, 0.0)), s
 
 
-def _codes_from_edges(X, edges):
+def codes_from_edges(X, edges):
     """codes[s, g] = number of edges[:, g] strictly below X[s, g] (bins are right-closed)."""
     n, m = X.shape
     codes = np.empty((n, m), dtype=np.uint8)
@@ -243,7 +243,7 @@ def mean_sd_codes(X):
     mean, sd, s = _column_mean_sd(X)
     with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
         edges = np.vstack([mean - sd, mean + sd]) * s
-    codes = _codes_from_edges(X, edges)
+    codes = codes_from_edges(X, edges)
     return codes, _compact_inplace(codes, 3)
 
 
@@ -258,7 +258,7 @@ def quantile_codes(X, n_bins):
     edges = np.empty((n_bins - 1, m))
     for start, stop in _column_blocks(X):
         edges[:, start:stop] = np.quantile(_dense_columns(X, start, stop), q, axis=0)
-    codes = _codes_from_edges(X, edges)
+    codes = codes_from_edges(X, edges)
     return codes, _compact_inplace(codes, n_bins)
 
 

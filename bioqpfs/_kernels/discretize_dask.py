@@ -27,7 +27,7 @@ from . import discretize as _disc
 from .correlation import scaled_column_moments, scales_of_amax
 from .counting_dask import reduce_chunks, sample_chunked
 
-__all__ = ["dask_codes", "dask_zero_fraction", "dask_mean_sd"]
+__all__ = ["dask_codes", "dask_zero_fraction", "dask_mean_sd", "dask_scaled_moments", "dask_nonfinite_genes"]
 
 
 def _abs_max(x):
@@ -73,16 +73,22 @@ def _chunk_centred_ss(x, *, mean, s):
     return ((np.asarray(x, dtype=np.float64) / s - mean) ** 2).sum(axis=0)
 
 
-def dask_mean_sd(X):
-    """Per-gene ``(mean, sd, s)`` of a Dask X, as :func:`bioqpfs._kernels.discretize._column_mean_sd` (ddof=1).
+def dask_scaled_moments(X):
+    """``(mean, ss, s)`` of a Dask X, as :func:`bioqpfs._kernels.correlation.scaled_column_moments` (the mean
+    and centred sum of squares of ``X[:, g] / s[g]``).
 
     Two passes: the mean (and the guard's scale) by Chan's merge, then the centred sum of squares about that
     mean -- the in-memory two-pass formula.  The merged sum of squares of pass 1 alone lost digits on genes
     with ``|mean| >> sd`` (relative error 9e-10 on a gene of mean 1e8 and sd 1, against 0 for two passes).
     """
     _, n, mean, s = reduce_chunks(_chunk_moments, [X], combine=_combine_moments)
-    ss = reduce_chunks(_chunk_centred_ss, [X], mean=mean, s=s)
-    return mean, np.sqrt(np.maximum(ss / max(n - 1.0, 1.0), 0.0)), s
+    return mean, reduce_chunks(_chunk_centred_ss, [X], mean=mean, s=s), s
+
+
+def dask_mean_sd(X):
+    """Per-gene ``(mean, sd, s)`` of a Dask X, as :func:`bioqpfs._kernels.discretize._column_mean_sd` (ddof=1)."""
+    mean, ss, s = dask_scaled_moments(X)
+    return mean, np.sqrt(np.maximum(ss / max(X.shape[0] - 1.0, 1.0), 0.0)), s
 
 
 def _chunk_nonzero(x):
@@ -97,12 +103,26 @@ def dask_zero_fraction(X):
     return 1.0 - int(reduce_chunks(_chunk_nonzero, [X])[0]) / (n * m) if n * m else 0.0
 
 
+def _chunk_nonfinite(x):
+    import scipy.sparse as sp
+
+    if sp.issparse(x):
+        x = x.tocoo()
+        return np.bincount(x.col[~np.isfinite(x.data)], minlength=x.shape[1])
+    return (~np.isfinite(np.asarray(x))).sum(axis=0)
+
+
+def dask_nonfinite_genes(X):
+    """Indices of the genes of a Dask X with a NaN or infinite value (one pass)."""
+    return np.flatnonzero(reduce_chunks(_chunk_nonfinite, [X]))
+
+
 def _chunk_presence(x, *, edges, n_bins):
-    return _disc.bin_presence(_disc._codes_from_edges(x, edges), n_bins)
+    return _disc.bin_presence(_disc.codes_from_edges(x, edges), n_bins)
 
 
 def _chunk_codes(x, edges, rank):
-    c = _disc._codes_from_edges(x, edges)
+    c = _disc.codes_from_edges(x, edges)
     return rank[c, np.arange(c.shape[1])[None, :]]
 
 
