@@ -290,3 +290,19 @@ def test_gene_chunked_dask_x_is_rechunked_and_gives_the_same_selection(labelled)
     D = da.from_array(X, chunks=(50, 7))
     np.testing.assert_array_equal(bioqpfs.select(D, y, method="qpfs", n_genes=5).ranking,
                                   bioqpfs.select(X, y, method="qpfs", n_genes=5).ranking)
+
+
+@pytest.mark.parametrize("method,params", [("qpfs", dict(nystrom_rate=0.2)), ("spec_cmi_nystrom", {})],
+                         ids=["qpfs nystrom", "spec_cmi nystrom"])
+def test_nystrom_methods_on_dask_equal_in_memory(rng, method, params):
+    """The Nystrom paths count only the sampled rows against all genes; on Dask they give the same panel."""
+    import bioqpfs
+
+    n, m = 300, 60
+    y = rng.integers(0, 4, n)
+    X = rng.lognormal(size=(n, m)) * (rng.random((n, m)) < 0.5)
+    X[:, :5] += y[:, None]
+    got = bioqpfs.select(dask_of(X, (70, 130, 100), True), y, method=method, n_genes=5, random_state=0, **params)
+    want = bioqpfs.select(X, y, method=method, n_genes=5, random_state=0, **params)
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_array_equal(got.weights, want.weights)
