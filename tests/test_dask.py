@@ -39,10 +39,20 @@ def test_backend_is_registered_and_chosen_for_dask_arrays():
         DaskCounting(np.zeros((4, 2), np.uint8), n_bins=3)
 
 
+@pytest.fixture(params=["whole", "per pair"])
+def count_ahead(request, monkeypatch):
+    """Both ways of the Dask backend: the whole count matrix in one pass (it fits), or one pass per block pair."""
+    from bioqpfs._kernels import counting_dask
+
+    if request.param == "per pair":
+        monkeypatch.setattr(counting_dask, "FULL_COUNTS_BUDGET", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("chunks", CHUNKINGS, ids=str)
 @pytest.mark.parametrize("weighted", [False, True], ids=["counts", "balanced"])
 @pytest.mark.parametrize("kind", ["mi", "cmi", "cmi_mean", "mi_given_class"])
-def test_dask_backend_gives_the_numpy_backends_matrices(coded, kind, weighted, chunks):
+def test_dask_backend_gives_the_numpy_backends_matrices(coded, kind, weighted, chunks, count_ahead):
     codes, y = coded
     groups = None if kind == "mi" and not weighted else y
     w = info.class_sample_weights(y, "balanced") if weighted else None
@@ -67,6 +77,24 @@ def test_dask_backend_gives_the_numpy_backends_matrices(coded, kind, weighted, c
     rel = info.class_relevance(lazy, y)
     assert isinstance(rel, np.ndarray)
     np.testing.assert_allclose(rel, info.class_relevance(default, y), rtol=1e-12, atol=1e-13)
+
+
+def test_the_whole_matrix_is_one_pass_when_it_fits(rng, monkeypatch):
+    from bioqpfs._kernels import counting_dask
+
+    codes = rng.integers(0, 3, size=(80, 70)).astype(np.uint8)
+    monkeypatch.setattr(info, "_GEMM_BUDGET", 2**10)  # many block pairs
+    passes = []
+    count = DaskCounting._count
+    monkeypatch.setattr(DaskCounting, "_count", lambda self, *a: passes.append(a) or count(self, *a))
+    table = info.CodeTable(da.from_array(codes, chunks=(30, 70)))
+    want = info.pairwise_information(info.CodeTable(codes), None, "mi")
+    np.testing.assert_array_equal(info.pairwise_information(table, None, "mi"), want)
+    assert len(passes) == 1
+    monkeypatch.setattr(counting_dask, "FULL_COUNTS_BUDGET", 0)
+    table = info.CodeTable(da.from_array(codes, chunks=(30, 70)))
+    np.testing.assert_array_equal(info.pairwise_information(table, None, "mi"), want)
+    assert len(passes) > 2  # one per block pair
 
 
 def test_gene_chunked_codes_are_rechunked_and_other_table_rechunked(coded, rng):

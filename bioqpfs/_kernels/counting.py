@@ -38,6 +38,9 @@ Methods (every result a local numpy array; the M x M result and the QP stay on t
   counts are weighted.  ``out``, when given, is a writable buffer of the result's size and dtype to
   reuse (the caller passes the previous block's).
 * ``codes_of(genes)`` -> uint8 numpy ``(n_samples, len(genes))``: the codes of a few genes, in sample order.
+* optional ``expect(*, rows, per_class)``: called once by ``pairwise_information`` before its block pairs, with
+  the requested rows (None: the whole gene x gene matrix), so that a backend for which a pass over the samples
+  is expensive (Dask) can count ahead in one pass; results must not depend on it.
 * ``native_codes`` (property): the codes in the backend's own container (a Dask array stays one), for a
   second backend of the same class over the same samples (e.g. regrouped by other labels); the default is
   ``codes_of(slice(None))``.

@@ -8,8 +8,12 @@ a tree reduction (:func:`reduce_chunks`, the way ``scanpy.get.aggregate`` sums p
 Unweighted counts are integers, exact in float32 below 2**24 samples whatever the chunking; weighted counts
 are float64 sums, equal to the numpy backend's to float64 rounding.
 
-Each :meth:`DaskCounting.joint` call is one pass over the codes (one Dask graph); run under
-``dask.distributed`` the chunks are counted on the cluster's workers.
+A pass over the codes is one Dask graph; run under ``dask.distributed`` the chunks are counted on the
+cluster's workers.  When a whole gene x gene matrix is asked for (:meth:`DaskCounting.expect`) and its
+counts fit :data:`FULL_COUNTS_BUDGET` (2,000 genes in 3 bins: 64 MB per class), they are counted in one
+pass and the block pairs of :func:`bioqpfs._kernels.information.pairwise_information` are sliced from them
+(the block pairs of 2,000 genes were 10 passes over X); otherwise (more genes, or a few rows for Nystrom)
+each block pair is one pass.
 """
 from __future__ import annotations
 
@@ -18,10 +22,12 @@ import numpy as np
 from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
-__all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "sample_chunked", "reduce_chunks", "SPLIT_EVERY"]
+__all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "sample_chunked", "reduce_chunks", "SPLIT_EVERY"]
 
 #: chunk results combined per task of the reduction tree
 SPLIT_EVERY = 8
+#: bytes of the whole gene x gene count matrix (all classes) up to which it is counted in one pass and kept
+FULL_COUNTS_BUDGET = 256 * 2**20
 
 
 def is_dask_array(x) -> bool:
@@ -153,6 +159,7 @@ class DaskCounting(CountingBackend):
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.count_dtype = count_dtype
         self.n_classes = 1 if self.groups is None or not self.groups.size else int(self.groups.max()) + 1
+        self._full = {}  # per_class -> the whole count matrix, when it fits FULL_COUNTS_BUDGET (see expect)
 
     @property
     def native_codes(self):
@@ -165,7 +172,27 @@ class DaskCounting(CountingBackend):
         return reduce_chunks(_chunk_margins, [self.codes], vectors=dict(groups=self.groups, weights=self.weights),
                              n_bins=self.n_bins, count_dtype=self.count_dtype, n_classes=self.n_classes)
 
+    def expect(self, *, rows, per_class):
+        """Told by :func:`bioqpfs._kernels.information.pairwise_information` which matrix comes: for the whole
+        gene x gene matrix (``rows`` None) that fits :data:`FULL_COUNTS_BUDGET`, count all of it now in one
+        pass; its block pairs are then sliced from it."""
+        C = self.n_classes if per_class else 1
+        fits = C * (self.nb * self.n_genes) ** 2 * np.dtype(self.count_dtype).itemsize <= FULL_COUNTS_BUDGET
+        if rows is None and fits and per_class not in self._full:
+            every = slice(0, self.n_genes)
+            self._full[per_class] = self._count(every, every, per_class, None)
+
     def joint(self, genes_I, genes_J, *, per_class, other=None, out=None):
+        whole = self._full.get(per_class) if other is None else None
+        if whole is not None:
+            genes = np.arange(self.n_genes)
+            I, J = genes[genes_I], genes[genes_J]
+            rows = (np.arange(self.nb)[:, None] * self.n_genes + I[None, :]).ravel()  # bin-major
+            cols = (np.arange(self.nb)[:, None] * self.n_genes + J[None, :]).ravel()
+            return whole[:, rows[:, None], cols[None, :]]
+        return self._count(genes_I, genes_J, per_class, other)
+
+    def _count(self, genes_I, genes_J, per_class, other):
         cols = self if other is None else other
         C = self.n_classes if per_class else 1
         blocks = [self.codes]

@@ -607,6 +607,8 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     pairs, bs, bs_cols = block_plan(table_rows, tc, C, r, symmetric_blocks)
     three_bins = table_rows.nb == 2 and tc.nb == 2
     other = None if same else tc.backend
+    if same and hasattr(table_rows.backend, "expect"):  # a backend may count ahead (counting.py contract)
+        table_rows.backend.expect(rows=rows, per_class=conditional)
     local = threading.local()  # per-worker buffers, freed with this call
 
     def block_pair(pair):
