@@ -4,7 +4,8 @@ Implements :class:`bioqpfs._kernels.counting.CountingBackend` (see that module f
 count is a sum over samples, so each sample chunk is counted on its own -- by the numpy backend
 (:class:`bioqpfs._kernels.counting_numpy.NumpyCounting`) on the worker that holds the chunk, with the
 chunk's slice of the class codes and sample weights -- and the small per-chunk count blocks are summed by
-a tree reduction (:func:`reduce_chunks`, the way ``scanpy.get.aggregate`` sums per-chunk aggregates).  Only count blocks (``C x nb|I| x nb|J|``) travel; the codes stay where their chunks are.
+a tree reduction (:func:`reduce_chunks`, the way ``scanpy.get.aggregate`` sums per-chunk aggregates).  Only
+count blocks (``C x nb|I| x nb|J|``) travel; the codes stay where their chunks are.
 Unweighted counts are integers, exact in float32 below 2**24 samples whatever the chunking; weighted counts
 are float64 sums, equal to the numpy backend's to float64 rounding.
 
@@ -17,12 +18,15 @@ each block pair is one pass.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
-__all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "sample_chunked", "reduce_chunks", "SPLIT_EVERY"]
+__all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "sample_chunked",
+           "reduce_chunks", "SPLIT_EVERY"]
 
 #: chunk results combined per task of the reduction tree
 SPLIT_EVERY = 8
@@ -31,12 +35,9 @@ FULL_COUNTS_BUDGET = 256 * 2**20
 
 
 def is_dask_array(x) -> bool:
-    """Whether ``x`` is a ``dask.array.Array`` (without importing dask when it is not installed)."""
-    try:
-        import dask.array as da
-    except ImportError:  # pragma: no cover - dask is an optional extra
-        return False
-    return isinstance(x, da.Array)
+    """Whether ``x`` is a ``dask.array.Array`` (never imports dask: without ``dask.array`` loaded, nothing is one)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(x, da.Array)
 
 
 def refuse_dask(x, what, instead):
