@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["check_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
+__all__ = ["check_matrix", "check_dask_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
            "check_base", "describe_indices", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
            "Options", "Interval",
            "check_number", "check_positive_int", "seed_of", "InvalidParameterError", "MemoryGuardError",
@@ -63,11 +63,16 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     scipy sums duplicates in place, which would change the caller's matrix).  Complex data raise a
     ``TypeError`` (expression values are real; take ``.real`` or ``abs()`` explicitly).
     NaN/Inf raise a ``ValueError`` naming the first affected genes.  ``feature_names``,
-    when given, must have one entry per gene.
+    when given, must have one entry per gene.  A ``dask.array.Array`` stays lazy (:func:`check_dask_matrix`).
     """
     if hasattr(X, "obs_names") and hasattr(X, "var_names"):
         raise TypeError(f"{name} is an AnnData; pass its matrix ({name}.X or a layer) with the labels, or call "
                         "bioqpfs.tl.select_genes(adata, groupby) to work on the AnnData itself")
+    from ._kernels.counting_dask import is_dask_array
+
+    if is_dask_array(X):
+        return check_dask_matrix(X, name=name, feature_names=feature_names, allow_sparse=allow_sparse,
+                                 min_samples=min_samples)
     orig = X
     if sp.issparse(X):
         if not allow_sparse:
@@ -110,6 +115,54 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
             bad_cols = np.unique(np.repeat(np.arange(m), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
         else:
             bad_cols = np.flatnonzero(~np.isfinite(X).all(axis=0))
+        raise ValueError(
+            f"{name} contains NaN or infinite values in {bad_cols.size} gene(s): "
+            f"{describe_indices(bad_cols, feature_names)}; impute or remove them first "
+            "(e.g. drop those genes, or fill missing values)"
+        )
+    return X
+
+
+def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samples=2):
+    """Validate a Dask expression matrix without loading it: the lazy counterpart of :func:`check_matrix`.
+
+    Chunks must be numpy arrays or scipy.sparse CSR matrices (the chunk type is read from the array's
+    ``_meta``); the result has the gene axis in one chunk (rechunked if needed,
+    :func:`bioqpfs._kernels.counting_dask.sample_chunked`) and a float32/float64 dtype (other real dtypes
+    cast lazily).  NaN/Inf are found in one pass over the chunks and raise a ``ValueError`` naming the genes.
+    """
+    from ._kernels.counting_dask import sample_chunked
+    from ._kernels.discretize_dask import dask_nonfinite_genes
+
+    meta = getattr(X, "_meta", None)
+    if sp.issparse(meta):
+        if not allow_sparse:
+            raise TypeError(f"{name} is a dask array of sparse chunks but this function needs dense chunks; "
+                            f"use {name}.map_blocks(lambda b: b.toarray()) first")
+        if meta.format != "csr":
+            raise TypeError(f"{name} is a dask array of scipy.sparse {meta.format.upper()} chunks; bioqpfs reads "
+                            f"sample chunks as CSR: use {name}.map_blocks(scipy.sparse.csr_matrix) first")
+    elif not isinstance(meta, np.ndarray):
+        raise TypeError(f"{name} is a dask array of {type(meta).__name__} chunks; bioqpfs counts numpy or "
+                        "scipy.sparse CSR chunks")
+    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+        raise TypeError(f"{name} must be numeric, got a dask array of dtype {X.dtype}")
+    if np.issubdtype(X.dtype, np.complexfloating):
+        raise TypeError(f"{name} has complex dtype {X.dtype}; expression values must be real -- pass "
+                        f"{name}.real explicitly")
+    X = sample_chunked(X, name)
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    n, m = X.shape
+    if m == 0:
+        raise ValueError(f"{name} has no genes (shape {X.shape})")
+    if n < min_samples:
+        raise ValueError(f"{name} has {n} sample(s); at least {min_samples} are needed")
+    if feature_names is not None and len(feature_names) != m:
+        raise ValueError(f"feature_names has {len(feature_names)} entries but {name} has {m} genes (columns); "
+                         "pass one name per gene, in column order")
+    bad_cols = dask_nonfinite_genes(X)
+    if bad_cols.size:
         raise ValueError(
             f"{name} contains NaN or infinite values in {bad_cols.size} gene(s): "
             f"{describe_indices(bad_cols, feature_names)}; impute or remove them first "

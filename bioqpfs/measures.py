@@ -1,7 +1,12 @@
 """Public face of the information and correlation kernels.
 
 All functions take samples x genes matrices (dense NumPy or scipy.sparse; never modified)
-and return NumPy arrays.  Every function discretises with the same parameter and default,
+and return NumPy arrays.  Array support (scanpy's convention): numpy and scipy.sparse everywhere; a
+``dask.array.Array`` chunked by samples (numpy or CSR chunks; the gene axis is rechunked to one chunk) for
+:func:`mutual_information`, :func:`conditional_mutual_information`, :func:`entropy` and
+:func:`relevance` with ``kind="mi"`` -- counted chunk by chunk, the result equal to the in-memory one
+(``discretization="mean_sd"`` only; :func:`discretize` then returns lazy Dask codes).  The correlation
+measures refuse Dask input with a clear message.  Every function discretises with the same parameter and default,
 ``discretization="mean_sd"`` (QPFS section 2.5), as the selectors do; ``discretization=None``
 says that the matrix already holds integer codes (e.g. from :func:`discretize`).  Mutual information is in bits by default (``base=2``); every
 selector in bioqpfs is invariant to the base.
@@ -27,6 +32,7 @@ import numpy as np
 from ._kernels import correlation as _corr
 from ._kernels import discretize as _disc
 from ._kernels import information as _info
+from ._kernels.counting_dask import refuse_dask as _refuse_dask
 from ._validation import check_base, check_labels, check_matrix, memory_guard, output_guard, sample_names_of
 
 __all__ = [
@@ -251,6 +257,7 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, cl
     if kind in ("mst", "mst_cpx"):
         from ._kernels import mst as _mst
 
+        _refuse_dask(X, f"relevance kind={kind!r}", "use kind='mi'")
         if not isinstance(X, np.ndarray):
             memory_guard(8 * X.shape[0] * X.shape[1], f"a dense copy of the {X.shape[0]} x {X.shape[1]} matrix",
                          ["genes"])

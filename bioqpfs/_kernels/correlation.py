@@ -23,6 +23,11 @@ def column_scales(X):
     else:
         Xd = np.asarray(X)
         amax = np.maximum(Xd.max(axis=0), -Xd.min(axis=0)).astype(np.float64)  # no |X| copy
+    return scales_of_amax(amax)
+
+
+def scales_of_amax(amax):
+    """The divisors of :func:`column_scales` from each gene's max |x| (float64)."""
     _, e = np.frexp(amax)
     return np.where((amax > 0) & (np.abs(e - 1) > EXTREME_EXP), np.ldexp(1.0, e - 1), 1.0)
 
@@ -43,7 +48,14 @@ def _divide_columns(X, s):
 
 def scaled_column_moments(X):
     """``(mean, ss, s)``: mean and centred sum of squares of ``X[:, g] / s[g]`` (float64), ``s`` from
-    :func:`column_scales`.  The moments of X itself are ``mean * s`` and ``ss * s**2``."""
+    :func:`column_scales`.  The moments of X itself are ``mean * s`` and ``ss * s**2``.  A Dask X (chunked by
+    samples) is reduced chunk by chunk (:func:`bioqpfs._kernels.discretize_dask.dask_scaled_moments`)."""
+    from .counting_dask import is_dask_array
+
+    if is_dask_array(X):
+        from .discretize_dask import dask_scaled_moments
+
+        return dask_scaled_moments(X)
     n, m = X.shape
     s = column_scales(X)
     Xs = _divide_columns(X, s)
@@ -88,12 +100,20 @@ def _inverse_norms(ss):
     return scale, nz
 
 
+def _no_dask(X, what):
+    from .counting_dask import refuse_dask
+
+    refuse_dask(X, what, "use the information measures (similarity='mi', relevance='mi')")
+
+
 def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
     """|Pearson correlation| matrix (genes x genes, or ``rows`` x genes), eq. 3 of the QPFS paper.
 
     Computed blocked as ``|Z_I^T Z_J|`` with ``Z`` the columns centred and scaled to unit norm.
+    Numpy or scipy.sparse X (a Dask array is refused with a clear message).
     A constant gene has no defined correlation: its row and column (diagonal included) are 0.
     """
+    _no_dask(X, "the |Pearson| similarity (similarity='correlation')")
     n, m = X.shape
     mean, ss, s = scaled_column_moments(X)
     scale, nz = _inverse_norms(ss)
@@ -113,8 +133,9 @@ def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
 def hall_relevance(X, y_codes):
     """F_i = sum_k p(K=k) |rho(v_i, 1[K=k])| (Hall 2000; QPFS section 2.1).
 
-    Constant genes get F = 0.
+    Constant genes get F = 0.  Numpy or scipy.sparse X (a Dask array is refused with a clear message).
     """
+    _no_dask(X, "Hall's correlation relevance (relevance='hall')")
     n, m = X.shape
     n_classes = int(y_codes.max()) + 1
     ind = np.zeros((n, n_classes))

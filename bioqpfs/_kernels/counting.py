@@ -38,6 +38,12 @@ Methods (every result a local numpy array; the M x M result and the QP stay on t
   counts are weighted.  ``out``, when given, is a writable buffer of the result's size and dtype to
   reuse (the caller passes the previous block's).
 * ``codes_of(genes)`` -> uint8 numpy ``(n_samples, len(genes))``: the codes of a few genes, in sample order.
+* optional ``expect(*, rows, per_class)``: called once by ``pairwise_information`` before its block pairs, with
+  the requested rows (None: the whole gene x gene matrix), so that a backend for which a pass over the samples
+  is expensive (Dask) can count ahead in one pass; results must not depend on it.
+* ``native_codes`` (property): the codes in the backend's own container (a Dask array stays one), for a
+  second backend of the same class over the same samples (e.g. regrouped by other labels); the default is
+  ``codes_of(slice(None))``.
 
 Results must not depend on how a backend chunks the samples: unweighted counts are exact; weighted ones
 agree to float64 rounding.  ``tests/test_counting_backend.py`` holds a naive reference backend
@@ -54,7 +60,8 @@ __all__ = ["CountingBackend", "BACKENDS", "backend_for"]
 
 #: backends by name: ``name -> "module:Class"`` (imported when first used); the first whose ``accepts(codes)``
 #: is true counts a code matrix unless one is named
-BACKENDS = {"numpy": "bioqpfs._kernels.counting_numpy:NumpyCounting"}
+BACKENDS = {"numpy": "bioqpfs._kernels.counting_numpy:NumpyCounting",
+            "dask": "bioqpfs._kernels.counting_dask:DaskCounting"}
 
 
 class CountingBackend(abc.ABC):
@@ -81,6 +88,11 @@ class CountingBackend(abc.ABC):
     @abc.abstractmethod
     def codes_of(self, genes) -> np.ndarray:
         """uint8 codes of the given genes, samples in input order (numpy)."""
+
+    @property
+    def native_codes(self):
+        """The codes in this backend's own container (not copied to numpy), to build another backend from."""
+        return self.codes_of(slice(None))
 
 
 def backend_for(codes, name=None):

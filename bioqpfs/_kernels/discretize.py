@@ -22,7 +22,7 @@ from .correlation import EXTREME_EXP, column_scales
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
-           "MDL_MAX_LEVELS"]
+           "MDL_MAX_LEVELS", "codes_from_edges", "bin_presence", "bin_ranks"]
 
 MAX_LEVELS = 255  # codes are uint8
 #: the rules of :func:`codes` (``None``: the input already holds integer levels)
@@ -35,12 +35,22 @@ AUTO_ZERO_FRACTION = 0.25
 MDL_MAX_LEVELS = 8
 
 
+def _is_dask(X):
+    from .counting_dask import is_dask_array
+
+    return is_dask_array(X)
+
+
 def resolve_discretization(X, discretization):
     """The concrete rule ``discretization`` stands for on X: ``"auto"`` -> ``"zero_quantile"`` for zero-inflated
     data (at least :data:`AUTO_ZERO_FRACTION` exact zeros), else ``"mean_sd"``; other values unchanged."""
     if not (isinstance(discretization, str) and discretization == "auto"):
         return discretization
     n, m = X.shape
+    if _is_dask(X):
+        from .discretize_dask import dask_zero_fraction
+
+        return "zero_quantile" if dask_zero_fraction(X) >= AUTO_ZERO_FRACTION else "mean_sd"
     nonzero = X.count_nonzero() if hasattr(X, "count_nonzero") and not isinstance(X, np.ndarray) else \
         np.count_nonzero(X)
     return "zero_quantile" if n * m and 1.0 - nonzero / (n * m) >= AUTO_ZERO_FRACTION else "mean_sd"
@@ -51,9 +61,11 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
 
     Parameters
     ----------
-    X : ndarray or scipy.sparse matrix, shape (n_samples, n_genes)
+    X : ndarray, scipy.sparse matrix or dask.array.Array, shape (n_samples, n_genes)
         Validated expression (:func:`bioqpfs._validation.check_matrix`: float32/float64, CSR/CSC), or
-        integer codes (any integer dtype) for ``discretization=None``, which are used as they are.
+        integer codes (any integer dtype) for ``discretization=None``, which are used as they are.  A Dask
+        array (chunked by samples; numpy or scipy.sparse chunks) gives lazy Dask codes
+        (:mod:`bioqpfs._kernels.discretize_dask`: ``"mean_sd"`` only for now).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         ``"mean_sd"``: :func:`mean_sd_codes` (QPFS section 2.5); ``"quantile"``: :func:`quantile_codes`;
         ``"zero_quantile"``: :func:`zero_quantile_codes`; ``"mdl"``: :func:`mdl_codes` (needs ``y_codes``);
@@ -67,10 +79,14 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
 
     Returns
     -------
-    codes : ndarray of uint8, shape (n_samples, n_genes)
+    codes : ndarray of uint8 (a dask array for a dask X), shape (n_samples, n_genes)
     n_levels : ndarray of int64, shape (n_genes,)
     """
     discretization = resolve_discretization(X, discretization)
+    if _is_dask(X):  # codes stay a lazy Dask array with X's sample chunks
+        from .discretize_dask import dask_codes
+
+        return dask_codes(X, discretization, n_bins=n_bins)
     if discretization is None:
         return compact_codes(X, feature_names=feature_names)
     if discretization == "mean_sd":
@@ -186,7 +202,7 @@ def _column_mean_sd(X):
     return mean, np.sqrt(np.maximum(var, 0.0)), s
 
 
-def _codes_from_edges(X, edges):
+def codes_from_edges(X, edges):
     """codes[s, g] = number of edges[:, g] strictly below X[s, g] (bins are right-closed)."""
     n, m = X.shape
     codes = np.empty((n, m), dtype=np.uint8)
@@ -199,13 +215,22 @@ def _codes_from_edges(X, edges):
     return codes
 
 
+def bin_presence(codes, n_bins):
+    """``present[a, g]``: some sample of gene g has code a (bool, ``(n_bins, n_genes)``)."""
+    present = np.zeros((n_bins, codes.shape[1]), dtype=bool)
+    present[codes, np.arange(codes.shape[1])[None, :]] = True
+    return present
+
+
+def bin_ranks(present):
+    """``rank[a, g]``: the new code of bin a of gene g once the empty bins are removed (uint8)."""
+    return (np.cumsum(present, axis=0) - 1).astype(np.uint8)
+
+
 def _compact_inplace(codes, n_bins):
     """Remove empty bins so every gene uses codes 0..k-1; returns n_levels."""
-    n, m = codes.shape
-    present = np.zeros((n_bins, m), dtype=bool)
-    present[codes, np.arange(m)[None, :]] = True
-    rank = (np.cumsum(present, axis=0) - 1).astype(np.uint8)
-    codes[...] = rank[codes, np.arange(m)[None, :]]
+    present = bin_presence(codes, n_bins)
+    codes[...] = bin_ranks(present)[codes, np.arange(codes.shape[1])[None, :]]
     return present.sum(axis=0).astype(np.int64)
 
 
@@ -218,7 +243,7 @@ def mean_sd_codes(X):
     mean, sd, s = _column_mean_sd(X)
     with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
         edges = np.vstack([mean - sd, mean + sd]) * s
-    codes = _codes_from_edges(X, edges)
+    codes = codes_from_edges(X, edges)
     return codes, _compact_inplace(codes, 3)
 
 
@@ -233,7 +258,7 @@ def quantile_codes(X, n_bins):
     edges = np.empty((n_bins - 1, m))
     for start, stop in _column_blocks(X):
         edges[:, start:stop] = np.quantile(_dense_columns(X, start, stop), q, axis=0)
-    codes = _codes_from_edges(X, edges)
+    codes = codes_from_edges(X, edges)
     return codes, _compact_inplace(codes, n_bins)
 
 

@@ -111,6 +111,7 @@ class CodeTable:
             n_levels = np.asarray(codes.max(axis=0)).astype(np.int64) + 1 if codes.size else \
                 np.ones(codes.shape[1], np.int64)
         self.n_samples, self.n_genes = codes.shape
+        self.n_levels = np.asarray(n_levels)
         self.n_bins = max(2, int(np.max(n_levels)))  # global bin count k
         self.nb = self.n_bins - 1  # materialised bins per gene
         if groups is None:
@@ -215,7 +216,8 @@ def class_relevance(table: CodeTable, groups=None):
     case its codes are regrouped (same weights).  (QPFS section 2.1, F_i = I(X_i; C); SPEC_CMI eq. 18.)
     """
     if table.n_classes < 2 and groups is not None:
-        table = CodeTable(table.codes, None, groups=groups, weights=table.weights)
+        table = CodeTable(table.backend.native_codes, table.n_levels, groups=groups, weights=table.weights,
+                          backend=type(table.backend))
     _, h_c_given_x, h_c = class_conditional_entropies(table)
     return np.maximum(h_c - h_c_given_x, 0.0)
 
@@ -606,6 +608,8 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     pairs, bs, bs_cols = block_plan(table_rows, tc, C, r, symmetric_blocks)
     three_bins = table_rows.nb == 2 and tc.nb == 2
     other = None if same else tc.backend
+    if same and hasattr(table_rows.backend, "expect"):  # a backend may count ahead (counting.py contract)
+        table_rows.backend.expect(rows=rows, per_class=conditional)
     local = threading.local()  # per-worker buffers, freed with this call
 
     def block_pair(pair):

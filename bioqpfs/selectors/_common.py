@@ -43,6 +43,7 @@ from .. import measures
 from .._kernels import correlation as _corr
 from .._kernels import discretize as _disc
 from .._kernels import information as _info
+from .._kernels.counting_dask import class_sums
 from .._selection import rank_by_weight
 from .._validation import check_base, check_labels, check_matrix, describe_indices, output_guard, sample_names_of
 
@@ -278,7 +279,7 @@ def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
     n, m = y_codes.size, table.n_genes
     # the per-class counts of every bin are the margins of the codes grouped by class (its counting backend)
-    by_class = type(table.backend)(table.codes, n_bins=table.n_bins, groups=y_codes)
+    by_class = type(table.backend)(table.backend.native_codes, n_bins=table.n_bins, groups=y_codes)
     counts = np.zeros((n_classes, m, table.n_bins))
     marg = by_class.margins()
     counts[:marg.shape[0], :, :-1] = marg
@@ -296,13 +297,11 @@ def higher_in_class(X, y_codes, n_classes):
     """``up[c, i]``: the mean of gene i over the samples of class c exceeds its mean over all other samples.
 
     The direction of a marker gene ("up-regulated in c"), from per-class sums ``X^T 1[C = c]`` (one sparse-aware
-    product; X is never densified).  Returns a bool array ``(C, M)``.
+    product; X is never densified; a Dask X is summed chunk by chunk).  Returns a bool array ``(C, M)``.
     """
     y_codes = np.asarray(y_codes, dtype=np.int64)
     n = y_codes.size
-    ind = np.zeros((n, n_classes))
-    ind[np.arange(n), y_codes] = 1.0
-    sums = np.asarray(X.T @ ind, dtype=np.float64).T  # (C, M)
-    sizes = ind.sum(axis=0)[:, None]
+    sums = class_sums(X, y_codes, n_classes)  # (C, M); a Dask X chunk by chunk
+    sizes = np.bincount(y_codes, minlength=n_classes).astype(np.float64)[:, None]
     rest = np.maximum(n - sizes, 1.0)
     return sums / np.maximum(sizes, 1.0) > (sums.sum(axis=0)[None, :] - sums) / rest

@@ -122,8 +122,10 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
 
     Parameters
     ----------
-    X : array-like or sparse, shape (n_samples, n_genes)
-        Expression (continuous; or integer codes with ``discretization=None``).
+    X : array-like, sparse or dask array, shape (n_samples, n_genes)
+        Expression (continuous; or integer codes with ``discretization=None``).  Array support: numpy,
+        scipy.sparse, and a Dask array chunked by samples (numpy or CSR chunks; MI similarity with
+        ``discretization="mean_sd"``, exact and Nystrom), counted chunk by chunk -- README "Large data (Dask)".
     y : array-like, shape (n_samples,)
         Class labels (any hashable values; at least 2 classes).
     n_genes : int, optional

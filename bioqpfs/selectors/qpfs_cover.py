@@ -69,7 +69,8 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     Parameters
     ----------
     X : array-like or sparse, shape (n_samples, n_genes)
-        Expression (numpy, scipy.sparse CSR/CSC; never densified; integer codes with ``discretization=None``).
+        Expression (numpy, scipy.sparse CSR/CSC; never densified; integer codes with ``discretization=None``;
+        or a Dask array chunked by samples, with ``discretization="mean_sd"``).
     y : array-like, shape (n_samples,)
         Class labels (at least 2 classes).
     n_genes : int, optional

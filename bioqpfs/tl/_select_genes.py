@@ -147,7 +147,10 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
     Parameters
     ----------
     adata : AnnData
-        Cells/samples x genes; typically normalised and log-transformed.  A view (``adata[mask]``) is
+        Cells/samples x genes; typically normalised and log-transformed.  Array support of the matrix read:
+        numpy, scipy.sparse, and a Dask array chunked by cells (e.g. X lazily loaded with
+        ``anndata.experimental.read_elem_lazy``; MI methods with ``discretization="mean_sd"``), which is
+        counted chunk by chunk and never loaded whole.  A view (``adata[mask]``) is
         turned into an actual AnnData in place, with a warning, as scanpy's tools do (the AnnData it
         was taken from is not changed); with ``copy=True`` the view is left as it is.
     groupby : str

@@ -1,0 +1,209 @@
+"""The Dask counting backend: codes in a ``dask.array.Array`` chunked by samples, counted chunk by chunk.
+
+Implements :class:`bioqpfs._kernels.counting.CountingBackend` (see that module for the contract).  Every
+count is a sum over samples, so each sample chunk is counted on its own -- by the numpy backend
+(:class:`bioqpfs._kernels.counting_numpy.NumpyCounting`) on the worker that holds the chunk, with the
+chunk's slice of the class codes and sample weights -- and the small per-chunk count blocks are summed by
+a tree reduction (:func:`reduce_chunks`, the way ``scanpy.get.aggregate`` sums per-chunk aggregates).  Only
+count blocks (``C x nb|I| x nb|J|``) travel; the codes stay where their chunks are.
+Unweighted counts are integers, exact in float32 below 2**24 samples whatever the chunking; weighted counts
+are float64 sums, equal to the numpy backend's to float64 rounding.
+
+A pass over the codes is one Dask graph; run under ``dask.distributed`` the chunks are counted on the
+cluster's workers.  When a whole gene x gene matrix is asked for (:meth:`DaskCounting.expect`) and its
+counts fit :data:`FULL_COUNTS_BUDGET` (2,000 genes in 3 bins: 64 MB per class), they are counted in one
+pass and the block pairs of :func:`bioqpfs._kernels.information.pairwise_information` are sliced from them
+(the block pairs of 2,000 genes were 10 passes over X); otherwise (more genes, or a few rows for Nystrom)
+each block pair is one pass.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .counting import CountingBackend
+from .counting_numpy import NumpyCounting
+
+__all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "sample_chunked",
+           "reduce_chunks", "SPLIT_EVERY"]
+
+#: chunk results combined per task of the reduction tree
+SPLIT_EVERY = 8
+#: bytes of the whole gene x gene count matrix (all classes) up to which it is counted in one pass and kept
+FULL_COUNTS_BUDGET = 256 * 2**20
+
+
+def is_dask_array(x) -> bool:
+    """Whether ``x`` is a ``dask.array.Array`` (never imports dask: without ``dask.array`` loaded, nothing is one)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(x, da.Array)
+
+
+def refuse_dask(x, what, instead):
+    """A clear ``ValueError`` when ``x`` is a Dask array and ``what`` has no Dask path yet (``instead``: what to do)."""
+    if is_dask_array(x):
+        raise ValueError(f"{what} is not available for a Dask array yet; {instead}, or load X into memory "
+                         "(X.compute())")
+
+
+def sample_chunked(x, name="X"):
+    """``x`` (a 2-D dask array) with the gene axis in one chunk and no empty sample chunk.
+
+    Counting reads whole rows (all genes of a sample chunk), as ``scanpy.get.aggregate`` does; a matrix split
+    along genes is rechunked to one gene chunk (sample chunks kept, so a chunk holds ``rows x genes``).  Empty
+    sample chunks are dropped (Dask's own reductions fail on them; they hold no counts).  An
+    array with unknown chunk sizes (NaN, e.g. after boolean indexing) is refused: call
+    ``x.compute_chunk_sizes()`` first.
+    """
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (samples x genes), got a dask array of shape {x.shape}")
+    if any(np.isnan(c) for axis in x.chunks for c in axis):
+        raise ValueError(f"{name} is a dask array with unknown chunk sizes; call {name}.compute_chunk_sizes() first")
+    rows = tuple(c for c in x.chunks[0] if c) or (0,)
+    if len(x.chunks[1]) > 1 or rows != x.chunks[0]:
+        x = x.rechunk((rows, -1))
+    return x
+
+
+def _add(*parts):
+    return sum(parts[1:], parts[0].copy())
+
+
+def reduce_chunks(func, blocks, *, vectors=None, combine=_add, **kwargs):
+    """``combine`` over the sample chunks k of ``func(block_k..., **vectors_k, **kwargs)``, computed by Dask.
+
+    ``blocks``: 2-D dask arrays with the same sample chunks, each with one gene chunk; ``vectors``: per-sample
+    numpy vectors (class codes, weights; ``None`` entries stay ``None``), each chunk gets its slice (by the
+    chunk offsets), so nothing big enters the graph.  The chunk results (small numpy arrays: counts,
+    moments) are combined ``SPLIT_EVERY`` at a time in a tree, on the workers that hold them; the root
+    comes back here.  ``combine`` must be associative (default: a sum).
+    """
+    import dask
+
+    vectors = vectors or {}
+    bounds = np.concatenate([[0], np.cumsum(blocks[0].chunks[0])]).astype(np.int64)
+    delayed_blocks = [b.to_delayed()[:, 0] for b in blocks]
+    parts = []
+    for k in range(len(bounds) - 1):
+        rows = slice(int(bounds[k]), int(bounds[k + 1]))
+        vec = {name: None if v is None else v[rows] for name, v in vectors.items()}
+        parts.append(dask.delayed(func, pure=True)(*(d[k] for d in delayed_blocks), **vec, **kwargs))
+    while len(parts) > 1:
+        parts = [dask.delayed(combine, pure=True)(*parts[i:i + SPLIT_EVERY])
+                 for i in range(0, len(parts), SPLIT_EVERY)]
+    return parts[0].compute()
+
+
+def _chunk_class_sums(x, *, groups, n_classes):
+    ind = np.zeros((groups.size, n_classes))
+    ind[np.arange(groups.size), groups] = 1.0
+    return np.asarray(x.T @ ind, dtype=np.float64).T
+
+
+def class_sums(X, y_codes, n_classes):
+    """``sums[c, g] = sum over the samples s of class c of X[s, g]`` (float64 ``(C, M)``): ``(X^T 1[C = c])^T``.
+
+    numpy, scipy.sparse (never densified) or a Dask X (per sample chunk, summed: :func:`reduce_chunks`).
+    """
+    y_codes = np.asarray(y_codes, dtype=np.int64)
+    if is_dask_array(X):
+        return reduce_chunks(_chunk_class_sums, [sample_chunked(X)], vectors=dict(groups=y_codes),
+                             n_classes=n_classes)
+    return _chunk_class_sums(X, groups=y_codes, n_classes=n_classes)
+
+
+def _chunk_backend(codes, groups, weights, n_bins, count_dtype):
+    return NumpyCounting(np.asarray(codes), n_bins=n_bins, groups=groups, weights=weights, count_dtype=count_dtype)
+
+
+def _padded(counts, n_classes):
+    """Per-class counts of a chunk (classes ``0..max present``) padded with zero blocks to ``n_classes``."""
+    if counts.shape[0] == n_classes:
+        return counts
+    out = np.zeros((n_classes,) + counts.shape[1:], dtype=counts.dtype)
+    out[:counts.shape[0]] = counts
+    return out
+
+
+def _chunk_margins(codes, *, groups, weights, n_bins, count_dtype, n_classes):
+    return _padded(_chunk_backend(codes, groups, weights, n_bins, count_dtype).margins(), n_classes)
+
+
+def _chunk_joint(codes, *codes_cols, groups, weights, genes_I, genes_J, n_bins, n_bins_cols, count_dtype,
+                 n_classes):
+    """One chunk's joint counts (per class when ``groups`` is given), padded to ``n_classes``."""
+    rows = _chunk_backend(codes, groups, weights, n_bins, count_dtype)
+    other = _chunk_backend(codes_cols[0], groups, weights, n_bins_cols, count_dtype) if codes_cols else None
+    counts = rows.joint(genes_I, genes_J, per_class=groups is not None, other=other)
+    return _padded(counts, n_classes)
+
+
+class DaskCounting(CountingBackend):
+    """Counts of integer codes in a Dask array chunked by samples (see :mod:`bioqpfs._kernels.counting`).
+
+    A code matrix split along genes is rechunked to one gene chunk (:func:`sample_chunked`).
+    """
+
+    @classmethod
+    def accepts(cls, codes):
+        return is_dask_array(codes)
+
+    def __init__(self, codes, *, n_bins, groups=None, weights=None, count_dtype=np.float32):
+        if not is_dask_array(codes):
+            raise TypeError(f"the dask counting backend counts a dask array, got {type(codes).__name__}")
+        self.codes = sample_chunked(codes, "codes")
+        self.n_samples, self.n_genes = self.codes.shape
+        self.n_bins = int(n_bins)
+        self.nb = self.n_bins - 1
+        self.groups = None if groups is None else np.asarray(groups)
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
+        self.count_dtype = count_dtype
+        self.n_classes = 1 if self.groups is None or not self.groups.size else int(self.groups.max()) + 1
+        self._full = {}  # per_class -> the whole count matrix, when it fits FULL_COUNTS_BUDGET (see expect)
+
+    @property
+    def native_codes(self):
+        return self.codes
+
+    def codes_of(self, genes):
+        return np.asarray(self.codes[:, genes].compute(), dtype=np.uint8)
+
+    def margins(self):
+        return reduce_chunks(_chunk_margins, [self.codes], vectors=dict(groups=self.groups, weights=self.weights),
+                             n_bins=self.n_bins, count_dtype=self.count_dtype, n_classes=self.n_classes)
+
+    def expect(self, *, rows, per_class):
+        """Told by :func:`bioqpfs._kernels.information.pairwise_information` which matrix comes: for the whole
+        gene x gene matrix (``rows`` None) that fits :data:`FULL_COUNTS_BUDGET`, count all of it now in one
+        pass; its block pairs are then sliced from it."""
+        C = self.n_classes if per_class else 1
+        fits = C * (self.nb * self.n_genes) ** 2 * np.dtype(self.count_dtype).itemsize <= FULL_COUNTS_BUDGET
+        if rows is None and fits and per_class not in self._full:
+            every = slice(0, self.n_genes)
+            self._full[per_class] = self._count(every, every, per_class, None)
+
+    def joint(self, genes_I, genes_J, *, per_class, other=None, out=None):
+        whole = self._full.get(per_class) if other is None else None
+        if whole is not None:
+            genes = np.arange(self.n_genes)
+            I, J = genes[genes_I], genes[genes_J]
+            rows = (np.arange(self.nb)[:, None] * self.n_genes + I[None, :]).ravel()  # bin-major
+            cols = (np.arange(self.nb)[:, None] * self.n_genes + J[None, :]).ravel()
+            return whole[:, rows[:, None], cols[None, :]]
+        return self._count(genes_I, genes_J, per_class, other)
+
+    def _count(self, genes_I, genes_J, per_class, other):
+        cols = self if other is None else other
+        C = self.n_classes if per_class else 1
+        blocks = [self.codes]
+        if other is not None:
+            if other.n_samples != self.n_samples:
+                raise ValueError(f"the two code tables have {self.n_samples} and {other.n_samples} samples")
+            blocks.append(other.codes.rechunk({0: self.codes.chunks[0]}))
+        groups = self.groups if per_class else None
+        G = reduce_chunks(_chunk_joint, blocks, vectors=dict(groups=groups, weights=self.weights), genes_I=genes_I,
+                          genes_J=genes_J, n_bins=self.n_bins, n_bins_cols=cols.n_bins, count_dtype=self.count_dtype,
+                          n_classes=C)
+        return G  # a fresh array from the reduction: ``out`` is not needed
+

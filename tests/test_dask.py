@@ -1,0 +1,336 @@
+"""Dask arrays chunked by samples (issue 13): counting, discretisation and the faces equal the in-memory path.
+
+Oracles: the numpy backend (and the naive ``np.add.at`` backend of ``test_counting_backend.py``) on the
+same codes; the in-memory results of the same public functions.  Unweighted counts must agree exactly
+whatever the chunking (uneven and empty chunks included); weighted ones to float64 rounding.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array", reason="the dask extra (pip install bioqpfs[dask]) is not installed")
+
+from test_counting_backend import NaiveCounting  # noqa: E402
+
+from bioqpfs._kernels import counting  # noqa: E402
+from bioqpfs._kernels import information as info  # noqa: E402
+from bioqpfs._kernels.counting_dask import DaskCounting  # noqa: E402
+from bioqpfs._kernels.counting_numpy import NumpyCounting  # noqa: E402
+
+#: sample chunkings of the 90 samples below: even, uneven, one chunk, with an empty chunk
+CHUNKINGS = [(30, 30, 30), (7, 50, 1, 32), (90,), (40, 0, 50)]
+
+
+@pytest.fixture(params=[3, 5], ids=["3 bins", "5 bins"])
+def coded(request, rng):
+    n, m = 90, 23
+    y = rng.integers(0, 3, n)
+    codes = rng.integers(0, request.param, size=(n, m)).astype(np.uint8)
+    codes[:, 4] = (y + rng.integers(0, 2, n)) % request.param
+    return codes, y
+
+
+def test_backend_is_registered_and_chosen_for_dask_arrays():
+    x = da.zeros((4, 2), dtype=np.uint8, chunks=(2, 2))
+    assert counting.backend_for(x) is DaskCounting
+    assert counting.backend_for(np.zeros((4, 2), np.uint8)) is NumpyCounting
+    with pytest.raises(TypeError, match="counts a dask array"):
+        DaskCounting(np.zeros((4, 2), np.uint8), n_bins=3)
+
+
+@pytest.fixture(params=["whole", "per pair"])
+def count_ahead(request, monkeypatch):
+    """Both ways of the Dask backend: the whole count matrix in one pass (it fits), or one pass per block pair."""
+    from bioqpfs._kernels import counting_dask
+
+    if request.param == "per pair":
+        monkeypatch.setattr(counting_dask, "FULL_COUNTS_BUDGET", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS, ids=str)
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "balanced"])
+@pytest.mark.parametrize("kind", ["mi", "cmi", "cmi_mean", "mi_given_class"])
+def test_dask_backend_gives_the_numpy_backends_matrices(coded, kind, weighted, chunks, count_ahead):
+    codes, y = coded
+    groups = None if kind == "mi" and not weighted else y
+    w = info.class_sample_weights(y, "balanced") if weighted else None
+    X = da.from_array(codes, chunks=(chunks, 23))
+    levels = codes.max(axis=0).astype(np.int64) + 1  # what discretize.codes gives with the codes
+    default = info.CodeTable(codes, groups=groups, weights=w)
+    lazy = info.CodeTable(X, levels, groups=groups, weights=w)
+    naive = info.CodeTable(codes, groups=groups, weights=w, backend=NaiveCounting)
+    assert isinstance(lazy.backend, DaskCounting)
+    np.testing.assert_array_equal(lazy.marginals, default.marginals) if not weighted else \
+        np.testing.assert_allclose(lazy.marginals, default.marginals, rtol=1e-12)
+    for rows in (None, np.array([5, 0, 17])):
+        want = info.pairwise_information(default, None, kind, rows=rows)
+        got = info.pairwise_information(lazy, None, kind, rows=rows, n_workers=2)
+        second = info.pairwise_information(naive, None, kind, rows=rows)
+        if weighted:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(got, second, rtol=1e-12, atol=1e-12)
+        else:
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got, second)
+    rel = info.class_relevance(lazy, y)
+    assert isinstance(rel, np.ndarray)
+    np.testing.assert_allclose(rel, info.class_relevance(default, y), rtol=1e-12, atol=1e-13)
+
+
+def test_the_whole_matrix_is_one_pass_when_it_fits(rng, monkeypatch):
+    from bioqpfs._kernels import counting_dask
+
+    codes = rng.integers(0, 3, size=(80, 70)).astype(np.uint8)
+    monkeypatch.setattr(info, "_GEMM_BUDGET", 2**10)  # many block pairs
+    passes = []
+    count = DaskCounting._count
+    monkeypatch.setattr(DaskCounting, "_count", lambda self, *a: passes.append(a) or count(self, *a))
+    table = info.CodeTable(da.from_array(codes, chunks=(30, 70)))
+    want = info.pairwise_information(info.CodeTable(codes), None, "mi")
+    np.testing.assert_array_equal(info.pairwise_information(table, None, "mi"), want)
+    assert len(passes) == 1
+    monkeypatch.setattr(counting_dask, "FULL_COUNTS_BUDGET", 0)
+    table = info.CodeTable(da.from_array(codes, chunks=(30, 70)))
+    np.testing.assert_array_equal(info.pairwise_information(table, None, "mi"), want)
+    assert len(passes) > 2  # one per block pair
+
+
+def test_gene_chunked_codes_are_rechunked_and_other_table_rechunked(coded, rng):
+    codes, y = coded
+    X = da.from_array(codes, chunks=(25, 5))  # split along genes too
+    table = info.CodeTable(X)
+    assert len(table.backend.codes.chunks[1]) == 1
+    Y = np.stack([y, rng.integers(0, 7, y.size)], axis=1)
+    got = info.pairwise_information(table, info.CodeTable(da.from_array(Y, chunks=(40, 2))), "mi")
+    want = info.pairwise_information(info.CodeTable(codes), info.CodeTable(Y), "mi")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_unknown_chunk_sizes_are_refused(coded):
+    codes, _ = coded
+    X = da.from_array(codes, chunks=(30, 23))
+    X = X[X[:, 0] < 10]  # boolean indexing: unknown chunk sizes
+    with pytest.raises(ValueError, match="unknown chunk sizes.*compute_chunk_sizes"):
+        DaskCounting(X, n_bins=3)
+
+
+def test_codes_of_and_native_codes(coded):
+    codes, _ = coded
+    X = da.from_array(codes, chunks=(30, 23))
+    b = DaskCounting(X, n_bins=5)
+    np.testing.assert_array_equal(b.codes_of([3, 1]), codes[:, [3, 1]])
+    assert b.native_codes is b.codes
+
+
+# ---- discretisation ---------------------------------------------------------------------------------------
+def dask_of(X, chunks, sparse=False):
+    """X as a Dask array with these sample chunks; ``sparse``: CSR chunks (as anndata's read_elem_lazy gives)."""
+    import scipy.sparse as sp
+
+    out = da.from_array(X, chunks=(chunks, X.shape[1]))
+    if sparse:
+        out = out.map_blocks(sp.csr_matrix, dtype=X.dtype, meta=sp.csr_matrix((0, 0), dtype=X.dtype))
+    return out
+
+
+@pytest.fixture
+def expression(rng):
+    n, m = 90, 12
+    y = rng.integers(0, 3, n)
+    X = rng.lognormal(size=(n, m)) * (rng.random((n, m)) < 0.4)
+    X[:, 2] += 2.0 * y  # informative
+    X[:, 3] = 7.0  # constant
+    X[:, 4] *= 1e200  # beyond the extreme-value guard: its squares overflow without it
+    X[:, 5] *= 1e-200
+    X[:, 6] = 1e8 + rng.normal(size=n)  # large mean, small sd: sums of squares would cancel
+    return X, y
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense chunks", "csr chunks"])
+@pytest.mark.parametrize("chunks", CHUNKINGS, ids=str)
+def test_mean_sd_codes_on_dask_equal_the_in_memory_codes(expression, chunks, sparse):
+    from bioqpfs._kernels import discretize
+
+    X, _ = expression
+    want, want_levels = discretize.codes(X, "mean_sd")
+    codes, levels = discretize.codes(dask_of(X, chunks, sparse), "mean_sd")
+    assert isinstance(codes, da.Array) and codes.dtype == np.uint8
+    np.testing.assert_array_equal(levels, want_levels)
+    np.testing.assert_array_equal(codes.compute(), want)
+    assert levels[3] == 1  # the constant gene: one level
+
+
+def test_dask_moments_match_numpy_with_the_extreme_value_guard(expression):
+    from bioqpfs._kernels import discretize
+    from bioqpfs._kernels.discretize_dask import dask_mean_sd
+
+    X, _ = expression
+    mean, sd, s = dask_mean_sd(dask_of(X, (7, 50, 1, 32)))
+    want_mean, want_sd, want_s = discretize._column_mean_sd(X)
+    np.testing.assert_array_equal(s, want_s)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-14)
+    np.testing.assert_allclose(sd, want_sd, rtol=1e-14)
+    assert np.isfinite(sd).all()
+    # an exact oracle (statistics works in fractions): the large-mean, small-sd gene to 1e-14
+    import statistics
+
+    np.testing.assert_allclose(sd[6], statistics.stdev(X[:, 6].tolist()), rtol=1e-14)
+    np.testing.assert_allclose(mean[6], statistics.mean(X[:, 6].tolist()), rtol=1e-15)
+
+
+@pytest.mark.parametrize("rule", ["quantile", "zero_quantile", "mdl", None])
+def test_unsupported_discretizations_on_dask_are_refused_clearly(expression, rule):
+    from bioqpfs._kernels import discretize
+
+    X, y = expression
+    with pytest.raises(ValueError, match=r"not available for a Dask array.*mean_sd"):
+        discretize.codes(dask_of(X, 30), rule, y_codes=y)
+
+
+def test_auto_resolves_on_dask_as_in_memory(expression):
+    from bioqpfs._kernels import discretize
+
+    X, _ = expression
+    for M in (X, np.where(X == 0, 1.0, X)):
+        assert discretize.resolve_discretization(dask_of(M, 40, sparse=True), "auto") == \
+            discretize.resolve_discretization(M, "auto")
+
+
+# ---- the faces: measures, select, tl ----------------------------------------------------------------------
+@pytest.fixture
+def labelled(rng):
+    n, m = 240, 25
+    y = rng.integers(0, 4, n)
+    X = rng.lognormal(size=(n, m)) * (rng.random((n, m)) < 0.5)
+    X[:, :4] += y[:, None] * rng.random(4)
+    X[:, 9] = 3.0  # constant
+    return X, y
+
+
+LAYOUTS = [((60, 60, 60, 60), False), ((13, 100, 127), True), ((240,), True)]
+
+
+@pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])
+def test_measures_on_dask_equal_the_in_memory_measures(labelled, chunks, sparse):
+    from bioqpfs import measures
+
+    X, y = labelled
+    D = dask_of(X, chunks, sparse)
+    np.testing.assert_array_equal(measures.mutual_information(D), measures.mutual_information(X))
+    np.testing.assert_array_equal(measures.mutual_information(D, rows=[3, 1]), measures.mutual_information(X, rows=[3, 1]))
+    np.testing.assert_array_equal(measures.conditional_mutual_information(D, y),
+                                  measures.conditional_mutual_information(X, y))
+    np.testing.assert_array_equal(measures.entropy(D), measures.entropy(X))
+    np.testing.assert_array_equal(measures.relevance(D, y), measures.relevance(X, y))
+    np.testing.assert_allclose(measures.relevance(D, y, class_weight="balanced"),
+                               measures.relevance(X, y, class_weight="balanced"), rtol=1e-12, atol=1e-14)
+    codes = measures.discretize(D)
+    assert isinstance(codes, da.Array)
+    np.testing.assert_array_equal(codes.compute(), measures.discretize(X))
+    np.testing.assert_array_equal(D.compute().toarray() if sparse else D.compute(), X)  # input untouched
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+@pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])
+def test_select_on_dask_equals_the_in_memory_selection(labelled, chunks, sparse):
+    import bioqpfs
+
+    X, y = labelled
+    D = dask_of(X, chunks, sparse)
+    got = bioqpfs.select(D, y, method="qpfs", n_genes=6)
+    want = bioqpfs.select(X, y, method="qpfs", n_genes=6)
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_array_equal(got.weights, want.weights)
+    got = bioqpfs.select(D, y, method="qpfs_cover", n_genes=6, discretization="mean_sd")
+    want = bioqpfs.select(X, y, method="qpfs_cover", n_genes=6, discretization="mean_sd")
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=1e-10, atol=1e-12)  # class-balanced: weighted counts
+
+
+def test_class_sums_per_chunk_equal_the_product(labelled):
+    from bioqpfs._kernels.counting_dask import class_sums
+
+    X, y = labelled
+    ind = np.eye(4)[y]
+    np.testing.assert_allclose(class_sums(dask_of(X, (13, 100, 127), True), y, 4), (X.T @ ind).T, rtol=1e-13)
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_tl_select_genes_on_lazily_loaded_anndata(labelled, tmp_path, sparse):
+    """read_elem_lazy gives a Dask array of numpy (dense) or CSR (sparse) chunks; main failed on the sparse one
+    with "X must be numeric, got dtype object"."""
+    import anndata as ad
+    import h5py
+    import pandas as pd
+    import scipy.sparse as sp
+    from anndata.experimental import read_elem_lazy
+
+    import bioqpfs
+
+    X, y = labelled
+    obs = pd.DataFrame({"cell_type": pd.Categorical(np.array(list("abcd"))[y])},
+                       index=[f"c{i}" for i in range(y.size)])
+    mem = ad.AnnData(sp.csr_matrix(X) if sparse else X, obs=obs)
+    mem.write_h5ad(tmp_path / "a.h5ad")
+    bioqpfs.tl.select_genes(mem, "cell_type", method="qpfs", n_genes=5, mask_var=np.arange(25) != 3)
+    with h5py.File(tmp_path / "a.h5ad", "r") as f:
+        lazy = ad.AnnData(read_elem_lazy(f["X"], chunks=(64, X.shape[1])), obs=obs)
+        assert isinstance(lazy.X, da.Array)
+        bioqpfs.tl.select_genes(lazy, "cell_type", method="qpfs", n_genes=5, mask_var=np.arange(25) != 3)
+        assert isinstance(lazy.X, da.Array)  # never loaded into the AnnData
+    for col in ("qpfs_weight", "qpfs_rank", "qpfs_selected"):
+        np.testing.assert_array_equal(lazy.var[col].to_numpy(), mem.var[col].to_numpy())
+    assert list(lazy.uns["qpfs"]["selected"]) == list(mem.uns["qpfs"]["selected"])
+
+
+# ---- bad input ----------------------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+def test_bad_dask_input_gets_clear_errors(labelled):
+    import scipy.sparse as sp
+
+    import bioqpfs
+    from bioqpfs import measures
+
+    X, y = labelled
+    with pytest.raises(TypeError, match="must be numeric, got a dask array of dtype object"):
+        measures.mutual_information(da.from_array(X.astype(str).astype(object), chunks=(60, 25)))
+    csc = da.from_array(X, chunks=(60, 25)).map_blocks(sp.csc_matrix, dtype=X.dtype, meta=sp.csc_matrix((0, 0)))
+    with pytest.raises(TypeError, match=r"CSC chunks.*map_blocks\(scipy.sparse.csr_matrix\)"):
+        bioqpfs.select(csc, y, method="qpfs", n_genes=3)
+    Xn = X.copy()
+    Xn[130, 7] = np.nan  # inside the second chunk only
+    with pytest.raises(ValueError, match="NaN or infinite values in 1 gene.*7"):
+        bioqpfs.select(dask_of(Xn, (60, 60, 60, 60), True), y, method="qpfs", n_genes=3)
+    with pytest.raises(ValueError, match=r"similarity='correlation'\) is not available for a Dask array"):
+        bioqpfs.select(dask_of(X, 60), y, method="qpfs", n_genes=3, similarity="correlation")
+    with pytest.raises(ValueError, match="kind='mst' is not available for a Dask array"):
+        measures.relevance(dask_of(X, 60), y, kind="mst")
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+def test_gene_chunked_dask_x_is_rechunked_and_gives_the_same_selection(labelled):
+    import bioqpfs
+
+    X, y = labelled
+    D = da.from_array(X, chunks=(50, 7))
+    np.testing.assert_array_equal(bioqpfs.select(D, y, method="qpfs", n_genes=5).ranking,
+                                  bioqpfs.select(X, y, method="qpfs", n_genes=5).ranking)
+
+
+@pytest.mark.parametrize("method,params", [("qpfs", dict(nystrom_rate=0.2)), ("spec_cmi_nystrom", {})],
+                         ids=["qpfs nystrom", "spec_cmi nystrom"])
+def test_nystrom_methods_on_dask_equal_in_memory(rng, method, params):
+    """The Nystrom paths count only the sampled rows against all genes; on Dask they give the same panel."""
+    import bioqpfs
+
+    n, m = 300, 60
+    y = rng.integers(0, 4, n)
+    X = rng.lognormal(size=(n, m)) * (rng.random((n, m)) < 0.5)
+    X[:, :5] += y[:, None]
+    got = bioqpfs.select(dask_of(X, (70, 130, 100), True), y, method=method, n_genes=5, random_state=0, **params)
+    want = bioqpfs.select(X, y, method=method, n_genes=5, random_state=0, **params)
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_array_equal(got.weights, want.weights)
