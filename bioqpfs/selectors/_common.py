@@ -288,6 +288,8 @@ def discretized(X, discretization, n_bins, y_codes, batch=None):
     levels = np.ones(X.shape[1], dtype=np.int64)
     for b in range(len(batch.names)):
         rows = np.flatnonzero(batch.codes == b)
+        if rows.size < 2:  # a single sample has no spread (and carries no information): one level
+            continue
         c, lev = _disc.codes(X[rows], rule, n_bins=n_bins, y_codes=np.asarray(y_codes)[rows])
         codes[rows] = c
         levels = np.maximum(levels, lev)
