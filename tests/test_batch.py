@@ -209,3 +209,64 @@ def test_batch_does_not_mutate_inputs():
         bioqpfs.select(X, y, method="qpfs_cover", batch=batch)
     np.testing.assert_array_equal(X, X0)
     np.testing.assert_array_equal(batch, b0)
+
+
+# ---- faces: tl (batch_key), CLI (--batch-key), sklearn (fit parameter) --------------------------------------
+def _adata():
+    import anndata as ad
+    import pandas as pd
+
+    X, y, batch = _confounded()
+    obs = pd.DataFrame({"ct": pd.Categorical(y), "donor": pd.Categorical(batch)},
+                       index=[f"c{i}" for i in range(len(y))])
+    return ad.AnnData(X, obs=obs, var=pd.DataFrame(index=[f"g{j}" for j in range(X.shape[1])]))
+
+
+def test_tl_batch_key_equals_select_with_batch_and_is_recorded():
+    adata = _adata()
+    bioqpfs.tl.select_genes(adata, "ct", method="qpfs", n_genes=20, batch_key="donor")
+    direct = bioqpfs.select(adata.X, adata.obs["ct"].array, method="qpfs", n_genes=20,
+                            batch=adata.obs["donor"].to_numpy())
+    assert list(adata.uns["qpfs"]["selected"]) == [f"g{i}" for i in direct.selected]
+    params = adata.uns["qpfs"]["params"]
+    assert params["batch_key"] == "donor" and params["n_batches"] == 2 and params["batch_weights"] == "size"
+    assert "g0" not in adata.uns["qpfs"]["selected"]  # the batch-only gene
+    with pytest.raises(KeyError, match="batch_key='site' is not a column of adata.obs"):
+        bioqpfs.tl.select_genes(adata, "ct", method="qpfs", n_genes=5, batch_key="site")
+    with pytest.raises(ValueError, match="method 'ldfs' does not take batch_key"):
+        bioqpfs.tl.select_genes(adata, "ct", method="ldfs", n_genes=5, batch_key="donor")
+    adata.obs["site"] = adata.obs["donor"].astype(object)
+    adata.obs.iloc[3, adata.obs.columns.get_loc("site")] = None
+    with pytest.raises(ValueError, match=r"adata.obs\['site'\] has 1 missing value"):
+        bioqpfs.tl.select_genes(adata, "ct", method="qpfs", n_genes=5, batch_key="site")
+
+
+def test_cli_batch_key(tmp_path):
+    import subprocess
+    import sys
+
+    import anndata as ad
+
+    path, out = tmp_path / "in.h5ad", tmp_path / "out.h5ad"
+    _adata().write_h5ad(path)
+    r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "select", str(path), "--groupby", "ct", "--method",
+                        "mrmr_mid", "--n-genes", "20", "--batch-key", "donor", "-o", str(out), "--quiet"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    b = ad.read_h5ad(out)
+    assert b.uns["mrmr_mid"]["params"]["batch_key"] == "donor" and "g0" not in list(b.uns["mrmr_mid"]["selected"])
+
+
+def test_estimator_batch_fit_parameter():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import LinearSVC
+
+    from bioqpfs.estimators import BioQPFSSelector
+
+    X, y, batch = _confounded()
+    est = BioQPFSSelector(20, method="qpfs").fit(X, y, batch=batch)
+    assert not est.get_support()[0] and est.get_support()[1]
+    assert est.selection_.params["n_batches"] == 2
+    pipe = make_pipeline(BioQPFSSelector(20, method="qpfs"), LinearSVC())
+    pipe.fit(X, y, bioqpfsselector__batch=batch)
+    assert not pipe[0].get_support()[0]
