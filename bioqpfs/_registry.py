@@ -222,6 +222,8 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
     method, params, preset = resolve_method(method, params)
     func = method_function(method)
     accepted = set(inspect.signature(func).parameters) - {"X", "y"}
+    if "batch" in params and params["batch"] is None and "batch" not in accepted:
+        params = {k: v for k, v in params.items() if k != "batch"}  # no batches: every method runs as usual
     if params.get("batch") is not None and "batch" not in accepted:
         raise ValueError(
             f"method {method!r} does not take batch= (batch-aware statistics: it has no within-batch formulation "

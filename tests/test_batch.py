@@ -177,6 +177,13 @@ def test_methods_without_batch_refuse_it(method):
         bioqpfs.select(X, y, method=method, n_genes=3, batch=batch)
 
 
+def test_batch_none_is_no_batch_for_every_method():
+    X, y, _ = _batched()
+    for method in ("random", "ldfs"):
+        np.testing.assert_array_equal(bioqpfs.select(X, y, method=method, n_genes=3, batch=None).ranking,
+                                      bioqpfs.select(X, y, method=method, n_genes=3).ranking)
+
+
 def test_bad_batch_input():
     X, y, batch = _batched()
     with pytest.raises(ValueError, match="batch has 35 entries but the data have 36 samples"):
