@@ -161,6 +161,29 @@ def test_batch_correlation_is_weighted_within_batch_correlation(weighting):
     np.testing.assert_allclose(Q, np.abs(R), atol=1e-10)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_batch_direction_is_within_batch(sparse):
+    """qpfs_cover's "higher in class c" with batches: sum_b w_b (mean_cb - mean_rest,b) / sd_b > 0, by plain loops."""
+    import scipy.sparse as sp
+
+    from bioqpfs.selectors._common import higher_in_class
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 7))
+    y, batch = rng.integers(0, 3, 50), rng.integers(0, 2, 50)
+    X[:, 0] += 5 * batch
+    X[y == 1, 1] += 1.0
+    expected = np.zeros((3, 7))
+    for b in range(2):
+        rows = batch == b
+        for c in range(3):
+            inside, outside = rows & (y == c), rows & (y != c)
+            expected[c] += rows.mean() * (X[inside].mean(0) - X[outside].mean(0)) / X[rows].std(0)
+    got = higher_in_class(sp.csr_matrix(X) if sparse else X, y, 3, batch=check_batch(batch, X))
+    np.testing.assert_array_equal(got, expected > 0)
+    assert not np.array_equal(got, higher_in_class(X, y, 3))  # the pooled direction differs here
+
+
 # ---- faces and params -------------------------------------------------------------------------------------
 def test_params_record_batch_settings():
     X, y, batch = _batched()

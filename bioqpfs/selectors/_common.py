@@ -427,17 +427,38 @@ def _one_vs_rest(table, y_codes, n_classes, class_weight):
     return F
 
 
-def higher_in_class(X, y_codes, n_classes):
-    """``up[c, i]``: the mean of gene i over the samples of class c exceeds its mean over all other samples.
-
-    The direction of a marker gene ("up-regulated in c"), from per-class sums ``X^T 1[C = c]`` (one sparse-aware
-    product; X is never densified).  Returns a bool array ``(C, M)``.
-    """
-    y_codes = np.asarray(y_codes, dtype=np.int64)
+def _class_sums(X, y_codes, n_classes):
+    """Per-class sums ``X^T 1[C = c]`` (one sparse-aware product; X is never densified) and class sizes: (C, M), (C, 1)."""
     n = y_codes.size
     ind = np.zeros((n, n_classes))
     ind[np.arange(n), y_codes] = 1.0
-    sums = np.asarray(X.T @ ind, dtype=np.float64).T  # (C, M)
-    sizes = ind.sum(axis=0)[:, None]
-    rest = np.maximum(n - sizes, 1.0)
-    return sums / np.maximum(sizes, 1.0) > (sums.sum(axis=0)[None, :] - sums) / rest
+    return np.asarray(X.T @ ind, dtype=np.float64).T, ind.sum(axis=0)[:, None]
+
+
+def higher_in_class(X, y_codes, n_classes, batch=None):
+    """``up[c, i]``: gene i is higher in class c than in the other samples.
+
+    The direction of a marker gene ("up-regulated in c"): the mean of gene i over the samples of class c exceeds
+    its mean over all other samples.  With ``batch`` (:class:`Batches`): the batch-weighted average of the
+    within-batch differences ``sum_b w_b (mean_{c,b} - mean_{rest,b}) / sd_b`` is positive (batches where class c
+    is absent or alone, and genes constant within a batch, add nothing), so a batch shift does not decide the
+    direction.  Returns a bool array ``(C, M)``.
+    """
+    y_codes = np.asarray(y_codes, dtype=np.int64)
+    if batch is None:
+        sums, sizes = _class_sums(X, y_codes, n_classes)
+        rest = np.maximum(y_codes.size - sizes, 1.0)
+        return sums / np.maximum(sizes, 1.0) > (sums.sum(axis=0)[None, :] - sums) / rest
+    contrast = np.zeros((n_classes, X.shape[1]))
+    for b, w_b in enumerate(batch.weights):
+        rows = np.flatnonzero(batch.codes == b)
+        Xb = X[rows]
+        sums, sizes = _class_sums(Xb, y_codes[rows], n_classes)
+        total = sums.sum(axis=0)
+        sq = np.asarray(Xb.multiply(Xb).sum(axis=0) if hasattr(Xb, "multiply") else (Xb.astype(np.float64) ** 2).sum(axis=0),
+                        dtype=np.float64).ravel()
+        sd = np.sqrt(np.maximum(sq / rows.size - (total / rows.size) ** 2, 0.0))
+        diff = sums / np.maximum(sizes, 1.0) - (total[None, :] - sums) / np.maximum(rows.size - sizes, 1.0)
+        ok = ((sizes > 0) & (sizes < rows.size)) & (sd > 0)[None, :]
+        contrast += w_b * np.where(ok, diff / np.where(sd > 0, sd, 1.0)[None, :], 0.0)
+    return contrast > 0

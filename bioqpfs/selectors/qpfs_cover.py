@@ -43,7 +43,6 @@ from ._common import (
     similarity_and_relevance,
     warn_constant,
     with_batch_doc,
-    within_batch_standardized,
 )
 from ._qp import (
     FLOAT32_FROM,
@@ -94,8 +93,8 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     class_weight : {"balanced", None}
         ``"balanced"`` (default): every class counts equally in Q, and in F_c class c weighs as much as all the
         other samples (a type of 8 cells is as visible as one of 240); ``None``: empirical frequencies.
-{batch_doc}        With batches, the one-vs-rest F_c is ``sum_b w_b F_c,b`` and "higher in class c" compares the
-        means of the genes standardised within each batch.
+{batch_doc}        With batches, the one-vs-rest F_c is ``sum_b w_b F_c,b`` and "higher in class c" is the batch-weighted
+        within-batch difference of the means (:func:`~bioqpfs.selectors._common.higher_in_class`).
     base : float
         Logarithm base of MI (does not change the ranking).
     solver : {"auto", "quadprog", "spg"}
@@ -155,8 +154,7 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
                                               working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
     F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
     if direction == "up":
-        Xd = Xk if strata is None else within_batch_standardized(Xk, strata)
-        F_c = np.where(higher_in_class(Xd, y_codes, C), F_c, 0.0)
+        F_c = np.where(higher_in_class(Xk, y_codes, C, batch=strata), F_c, 0.0)
     t_measures = time.perf_counter() - t0
 
     # the C problems share Q: one eigen-solve for the psd fix (lambda_min((1 - alpha_c) Q) = (1 - alpha_c) lambda_min(Q))
