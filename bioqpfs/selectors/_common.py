@@ -25,7 +25,10 @@ the name).  The function
 4. gets its measures here -- :func:`info_table` (the codes, discretised once, with class weights),
    :func:`information_relevance` (F = I(X; C)), :func:`similarity_and_relevance` (Q and F) -- and
    never from a private name of :mod:`bioqpfs.measures` elsewhere; refuses uninformative labels with
-   :func:`bioqpfs._selection.check_informative`;
+   :func:`bioqpfs._selection.check_informative`; a method with a batch-aware form takes ``batch=``,
+   ``batch_weights=``, ``batch_discretization=`` (docstring :data:`BATCH_DOC`), validates them with
+   :func:`check_batch` and passes the :class:`Batches` to these helpers (``batch=``), which then stratify every
+   measure; :func:`bioqpfs.select` refuses ``batch`` for a method without the parameter;
 5. ranks with the one tie rule (:func:`weights_and_ranking` / :func:`bioqpfs._selection.rank_by_weight`:
    weight, then relevance F, then index; constant genes last) and returns a
    :class:`bioqpfs.Selection` with ``params`` (what was used, resolved defaults included) and
