@@ -64,6 +64,16 @@
 #'   `preselected` (every method) forces genes into the panel, ranked first
 #'   in the given order: gene names, row indices (1-based) or a logical
 #'   vector with one value per row.
+#' @param block The batch (donor, study, plate) of every sample (scran's
+#'   name): the name of a `colData(x)` (`pData(x)`) column, or a vector or
+#'   factor with one value per sample, like `labels`.  Every information
+#'   measure is then estimated within each batch and averaged over the
+#'   batches (weights proportional to their sizes; `batch_weights = "equal"`
+#'   in `...` for equal weights), with discretisation thresholds per batch
+#'   (`batch_discretization = "global"` in `...` for one set) and
+#'   correlations within batches: stratified estimation as in mRMRe's
+#'   `strata`.  Python's `batch_key`; recorded as `params$batch_key`.  Methods
+#'   without a batch-aware form refuse it.  Missing values are an error.
 #'
 #' @return The same kind of object as `x` with the selection added:
 #' * SummarizedExperiment / SingleCellExperiment: `rowData(x)` columns
@@ -121,7 +131,8 @@ setGeneric("selectGenes", function(x, labels, ...) {
 ## The worker, registered as the ANY method: any genes x samples matrix-like object (base matrix,
 ## sparse Matrix, DelayedMatrix, data.frame) + one label per sample -> result columns and record.
 .selectGenesWorker <- function(mat, labels, method, nGenes, keyAdded, randomState, params, what,
-                               groupby = "labels", assay = NULL, subset.row = NULL) {
+                               groupby = "labels", assay = NULL, subset.row = NULL, block = NULL,
+                               blockName = "block") {
     if (is.data.frame(mat)) mat <- as.matrix(mat)
     if (length(dim(mat)) != 2L) {
         stop("bioqpfs: the ", what, " must be a genes x samples matrix (matrix, dgCMatrix, DelayedMatrix, ",
@@ -148,6 +159,7 @@ setGeneric("selectGenes", function(x, labels, ...) {
              call. = FALSE)
     }
     labels <- .checkLabels(labels, colnames(mat), ncol(mat))
+    if (!is.null(block)) block <- .checkLabels(block, colnames(mat), ncol(mat), what = "block")
     genes <- rownames(mat)
     if (is.null(genes)) genes <- as.character(seq_len(nrow(mat)))
     if (!is.null(params$preselected)) params$preselected <- .preselectedNames(params$preselected, genes)
@@ -161,7 +173,8 @@ setGeneric("selectGenes", function(x, labels, ...) {
                                     n_genes = if (identical(nGenes, "auto")) nGenes else as.integer(nGenes),
                                     key_added = if (is.null(keyAdded)) NULL else as.character(keyAdded),
                                     random_state = if (is.null(randomState)) NULL else as.integer(randomState),
-                                    params = params, groupby = groupby, assay = assay)
+                                    params = params, groupby = groupby, assay = assay,
+                                    block = if (is.null(block)) NULL else as.list(block), block_key = blockName)
     }, error = function(e) {
         engine$`_reticulate_discard`()
         stop("bioqpfs: ", sub("^.*?(Error|Exception): ", "", conditionMessage(e)), call. = FALSE)
@@ -260,37 +273,37 @@ setGeneric("selectGenes", function(x, labels, ...) {
     token
 }
 
-.checkLabels <- function(labels, samples, n) {
+.checkLabels <- function(labels, samples, n, what = "labels") {
     if (is.factor(labels)) labels <- as.character(labels)
     if (!is.atomic(labels) || is.null(labels)) {
-        stop("bioqpfs: 'labels' must be a column name or an atomic vector/factor with one label per sample",
+        stop("bioqpfs: '", what, "' must be a column name or an atomic vector/factor with one label per sample",
              call. = FALSE)
     }
     if (length(labels) != n) {
-        stop("bioqpfs: 'labels' has ", length(labels), " value(s) but there are ", n, " samples", call. = FALSE)
+        stop("bioqpfs: '", what, "' has ", length(labels), " value(s) but there are ", n, " samples", call. = FALSE)
     }
     bad <- which(is.na(labels))
     if (length(bad)) {
         who <- if (is.null(samples)) bad else samples[bad]
-        stop("bioqpfs: 'labels' has ", length(bad), " missing value(s) (samples ",
+        stop("bioqpfs: '", what, "' has ", length(bad), " missing value(s) (samples ",
              paste(utils::head(who, 5), collapse = ", "), if (length(bad) > 5) ", ...", "); ",
-             "remove those samples (e.g. x[, !is.na(labels)]) or give them a label", call. = FALSE)
+             "remove those samples (e.g. x[, !is.na(", what, ")]) or give them a value", call. = FALSE)
     }
     as.character(labels)
 }
 
 ## What params$groupby records: the colData/pData column the labels came from, else "labels" (a vector).
-.groupbyName <- function(labels, n) {
-    if (is.character(labels) && length(labels) == 1L && n != 1L) labels else "labels"
+.groupbyName <- function(labels, n, vector = "labels") {
+    if (is.character(labels) && length(labels) == 1L && n != 1L) labels else vector
 }
 
 ## A column name (looked up in 'coldata') or a vector of labels.
-.resolveLabels <- function(labels, coldata, where, n) {
+.resolveLabels <- function(labels, coldata, where, n, what = "labels") {
     if (is.character(labels) && length(labels) == 1L && n != 1L) {
         if (!labels %in% colnames(coldata)) {
-            stop("bioqpfs: labels = \"", labels, "\" is not a column of ", where, "; available: ",
+            stop("bioqpfs: ", what, " = \"", labels, "\" is not a column of ", where, "; available: ",
                  if (ncol(coldata)) paste(colnames(coldata), collapse = ", ") else "none",
-                 ". Pass a column name or a vector with one label per sample.", call. = FALSE)
+                 ". Pass a column name or a vector with one value per sample.", call. = FALSE)
         }
         labels <- coldata[[labels]]
     }
@@ -323,9 +336,9 @@ setGeneric("selectGenes", function(x, labels, ...) {
 #' @rdname selectGenes
 #' @export
 setMethod("selectGenes", "ANY", function(x, labels, method = NULL, nGenes = 50, keyAdded = NULL,
-                                         randomState = 0, ..., subset.row = NULL) {
+                                         randomState = 0, ..., subset.row = NULL, block = NULL) {
     res <- .selectGenesWorker(x, labels, method, nGenes, keyAdded, randomState, list(...), "matrix",
-                              subset.row = subset.row)
+                              subset.row = subset.row, block = block)
     out <- DataFrame(res$columns, row.names = res$genes, check.names = FALSE)
     metadata(out)[[res$key]] <- res$record
     out
@@ -335,15 +348,17 @@ setMethod("selectGenes", "ANY", function(x, labels, method = NULL, nGenes = 50, 
 #' @export
 setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = NULL, nGenes = 50,
                                                           assay.type = 1L, keyAdded = NULL, randomState = 0,
-                                                          ..., subset.row = NULL) {
+                                                          ..., subset.row = NULL, block = NULL) {
     available <- assayNames(x)
     if (is.null(available)) available <- as.character(seq_along(SummarizedExperiment::assays(x)))
     name <- .checkAssay(assay.type, available, "an assay of x")
     groupby <- .groupbyName(labels, ncol(x))
     labels <- .resolveLabels(labels, colData(x), "colData(x)", ncol(x))
+    blockName <- if (is.null(block)) "block" else .groupbyName(block, ncol(x), "block")
+    block <- .resolveLabels(block, colData(x), "colData(x)", ncol(x), "block")
     res <- .selectGenesWorker(assay(x, assay.type, withDimnames = TRUE), labels, method, nGenes, keyAdded,
                               randomState, list(...), paste0("assay '", name, "'"), groupby = groupby,
-                              assay = name, subset.row = subset.row)
+                              assay = name, subset.row = subset.row, block = block, blockName = blockName)
     rd <- rowData(x)
     for (nm in names(res$columns)) rd[[nm]] <- res$columns[[nm]]
     rowData(x) <- rd
@@ -355,22 +370,24 @@ setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = NU
 #' @export
 setMethod("selectGenes", "SingleCellExperiment", function(x, labels, method = NULL, nGenes = 50,
                                                           assay.type = "logcounts", keyAdded = NULL,
-                                                          randomState = 0, ..., subset.row = NULL) {
+                                                          randomState = 0, ..., subset.row = NULL, block = NULL) {
     callNextMethod(x, labels, method = method, nGenes = nGenes, assay.type = assay.type, subset.row = subset.row,
-                   keyAdded = keyAdded, randomState = randomState, ...)
+                   keyAdded = keyAdded, randomState = randomState, block = block, ...)
 })
 
 #' @rdname selectGenes
 #' @export
 setMethod("selectGenes", "ExpressionSet", function(x, labels, method = NULL, nGenes = 50,
                                                    assay.type = "exprs", keyAdded = NULL, randomState = 0,
-                                                   ..., subset.row = NULL) {
+                                                   ..., subset.row = NULL, block = NULL) {
     name <- .checkAssay(assay.type, assayDataElementNames(x), "an assayData element of x")
     groupby <- .groupbyName(labels, ncol(x))
     labels <- .resolveLabels(labels, pData(x), "pData(x)", ncol(x))
+    blockName <- if (is.null(block)) "block" else .groupbyName(block, ncol(x), "block")
+    block <- .resolveLabels(block, pData(x), "pData(x)", ncol(x), "block")
     res <- .selectGenesWorker(assayDataElement(x, name), labels, method, nGenes, keyAdded, randomState,
                               list(...), paste0("assayData element '", name, "'"), groupby = groupby,
-                              assay = name, subset.row = subset.row)
+                              assay = name, subset.row = subset.row, block = block, blockName = blockName)
     fd <- fData(x)
     for (nm in names(res$columns)) fd[[nm]] <- res$columns[[nm]]
     fData(x) <- fd

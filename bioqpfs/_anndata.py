@@ -116,6 +116,24 @@ def obs_labels(adata, groupby):
     return labels
 
 
+def obs_batch(adata, batch_key):
+    """The batch of every cell, ``adata.obs[batch_key]`` (a Series), checked and named by its column: present,
+    no missing values (one batch is fine: the batch-aware measures then equal the plain ones)."""
+    if not isinstance(batch_key, str):
+        raise TypeError(f"batch_key must be the name of one .obs column, got {batch_key!r}; to use batches that "
+                        "are not in .obs, add them first: adata.obs['batch'] = batches")
+    if batch_key not in adata.obs.columns:
+        raise KeyError(f"batch_key={batch_key!r} is not a column of adata.obs; available: "
+                       f"{', '.join(map(str, adata.obs.columns)) or 'none'}")
+    batch = adata.obs[batch_key]
+    missing = np.flatnonzero(batch.isna().to_numpy())
+    if missing.size:
+        raise ValueError(
+            f"adata.obs[{batch_key!r}] has {missing.size} missing value(s) (cells "
+            f"{describe_indices(missing, adata.obs_names)}); remove those cells or give them a batch")
+    return batch
+
+
 def source_params(adata, *, groupby, layer, use_raw, mask_var, assay=None):
     """What a call read, for ``.uns[key]["params"]``: ``groupby``, ``layer``, ``use_raw`` (resolved), ``mask_var``.
 

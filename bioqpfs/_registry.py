@@ -177,6 +177,11 @@ def method_function(method):
     return getattr(importlib.import_module(entry.module), entry.function)
 
 
+def batch_methods():
+    """The registered methods that take ``batch=`` (batch-aware statistics), in registry order."""
+    return [name for name in methods() if "batch" in inspect.signature(method_function(name)).parameters]
+
+
 def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: int | None = None,
            random_state: SeedLike = 0, feature_names: Sequence[str] | None = None, progress: bool | None = None,
            n_jobs: int | None = None, **params) -> Selection:
@@ -212,11 +217,19 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
         number of cores by default); see :mod:`bioqpfs._threads`.
     **params
         Method parameters (see the method's function, e.g. :func:`bioqpfs.qpfs`).  Unknown
-        parameters are an error naming the ones the method accepts.
+        parameters are an error naming the ones the method accepts.  ``batch=`` (one batch label per
+        sample, with ``batch_weights=`` and ``batch_discretization=``) gives batch-aware statistics to the
+        methods of :func:`batch_methods` (see :func:`bioqpfs.qpfs`); any other method refuses it.
     """
     method, params, preset = resolve_method(method, params)
     func = method_function(method)
     accepted = set(inspect.signature(func).parameters) - {"X", "y"}
+    if "batch" in params and params["batch"] is None and "batch" not in accepted:
+        params = {k: v for k, v in params.items() if k != "batch"}  # no batches: every method runs as usual
+    if params.get("batch") is not None and "batch" not in accepted:
+        raise ValueError(
+            f"method {method!r} does not take batch= (batch-aware statistics: it has no within-batch formulation "
+            f"here). Methods that do: {', '.join(batch_methods())}; or correct the batch effect before selecting")
     unknown = set(params) - accepted
     if unknown:
         raise TypeError(

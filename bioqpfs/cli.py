@@ -63,6 +63,11 @@ def _parser():
                    help="QPFS+Nystrom: compute only this fraction of the rows of Q (e.g. 0.05 for 20,000 genes)")
     s.add_argument("--solver", default=None, choices=["auto", "quadprog", "active_set", "spg"],
                    help="QP solver (default: auto = quadprog for small problems, the active-set solver beyond)")
+    s.add_argument("--batch-key", default=None, metavar="COLUMN",
+                   help="batch (donor, study) of every sample: an .obs column of the .h5ad, or a column of the "
+                        "--labels file (or of a samples-by-genes table); statistics are then estimated within each "
+                        "batch and averaged (batch-aware methods only: qpfs, qpfs_cover, eqpfs, maxrel, mrmr_*, jmi, "
+                        "cife, spec_cmi)")
     s.add_argument("--preselected", default=None, metavar="GENES_OR_FILE",
                    help="genes always kept in the panel and ranked first, in this order (every method): "
                         "comma-separated names, or the path of a text file with one name per line (blank lines "
@@ -166,6 +171,9 @@ def _read_table(args):
         if args.orientation != "samples-by-genes" or args.groupby not in df.columns:
             raise ValueError(f"no labels: give --labels FILE, or a {args.groupby!r} column in a samples-by-genes table")
         labels = df.pop(args.groupby)
+    batch = df.pop(args.batch_key) if (getattr(args, "batch_key", None) and args.labels is None
+                                       and args.orientation == "samples-by-genes" and args.batch_key in df.columns) \
+        else None
     if args.orientation == "genes-by-samples":
         df = df.T
     if 0 in df.shape:  # a header without lines, or lines without values: nothing to select from
@@ -198,7 +206,11 @@ def _read_table(args):
             raise ValueError(f"{len(missing)} sample(s) have no label in {args.labels} "
                              f"(e.g. {', '.join(missing[:3])}){hint}")
         labels = lab.loc[df.index.astype(str), col]
+        if getattr(args, "batch_key", None) in lab.columns and args.batch_key != col:
+            batch = lab.loc[df.index.astype(str), args.batch_key]
     obs = pd.DataFrame({args.groupby: pd.Categorical(np.asarray(labels, dtype=object))}, index=df.index.astype(str))
+    if batch is not None:
+        obs[args.batch_key] = pd.Categorical(np.asarray(batch, dtype=object))
     return ad.AnnData(X=df.to_numpy(dtype=np.float64), obs=obs, var=pd.DataFrame(index=df.columns.astype(str)))
 
 
@@ -486,7 +498,7 @@ def _cmd_select(args):
     with _progress.enabled(not args.quiet):
         tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
                         layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
-                        key_added=args.key_added,
+                        batch_key=args.batch_key, key_added=args.key_added,
                         random_state=args.random_state, **params)
     key = _registry.result_key(args.method, args.key_added)
     with atomic_path(args.output) as tmp:

@@ -153,7 +153,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
 
     # -- sklearn API ---------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, batch=None):
         """Run the selection method on ``(X, y)``.
 
         Parameters
@@ -162,6 +162,11 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             Expression (samples x genes).
         y : array-like of shape (n_samples,)
             Class labels.
+        batch : array-like of shape (n_samples,), optional
+            Batch of every sample (a fit parameter, because it is per sample, like ``sample_weight``):
+            batch-aware statistics (``batch=`` of :func:`bioqpfs.select`; methods of
+            :func:`bioqpfs.batch_methods` only); ``batch_weights`` / ``batch_discretization`` go in
+            ``method_params``.  In a pipeline: ``pipe.fit(X, y, select__batch=batches)``.
 
         Returns
         -------
@@ -180,6 +185,8 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             raise ValueError(f"y has only one class ({classes[0]!r}); feature selection needs at least 2 classes")
         k = self._n_select(X.shape[1])
         names = getattr(self, "feature_names_in_", None)
+        if batch is not None:
+            kwargs["batch"] = batch
         sel = select(X, y, method=self.method, n_genes=k, random_state=seed_of(self.random_state), feature_names=names, **kwargs)
         if sel.n_features != X.shape[1]:
             raise RuntimeError(f"method {self.method!r} returned {sel.n_features} weights for {X.shape[1]} features")

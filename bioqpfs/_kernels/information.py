@@ -102,14 +102,26 @@ class CodeTable:
     backend : str or CountingBackend subclass, optional
         The counting backend (a name of :data:`bioqpfs._kernels.counting.BACKENDS` or a class); default:
         the first that accepts ``codes``.
+    strata : ndarray of int, optional
+        Stratum (batch) codes ``0..B-1`` per sample, with ``strata_weights`` (``w_b >= 0``, one per stratum,
+        summing to 1).  Every information measure of a stratified table is then the weighted sum of the
+        measure within each stratum, ``sum_b w_b I_b`` -- counts are accumulated within each stratum only
+        (stratified estimation as in mRMRe's ``strata``; De Jay et al., Bioinformatics 2013).  With
+        ``w_b = p(b)`` this is the information conditional on the stratum, e.g. ``I(X_i; X_j | B)``.
     """
 
-    def __init__(self, codes, n_levels=None, groups=None, weights=None, backend=None):
+    def __init__(self, codes, n_levels=None, groups=None, weights=None, backend=None, strata=None,
+                 strata_weights=None):
         if not hasattr(codes, "shape"):
             codes = np.asarray(codes)
         if n_levels is None:
             n_levels = np.asarray(codes.max(axis=0)).astype(np.int64) + 1 if codes.size else \
                 np.ones(codes.shape[1], np.int64)
+        self.n_levels = np.asarray(n_levels)
+        self.groups = None if groups is None else np.asarray(groups)
+        self.strata = None if strata is None else np.asarray(strata, dtype=np.int64)
+        self.strata_weights = None if strata is None else np.asarray(strata_weights, dtype=np.float64)
+        self._stratum_tables = None
         self.n_samples, self.n_genes = codes.shape
         self.n_levels = np.asarray(n_levels)
         self.n_bins = max(2, int(np.max(n_levels)))  # global bin count k
@@ -148,6 +160,27 @@ class CodeTable:
         self.phi = _phi_table(self.n_samples)
         # per-class marginal (weighted) counts of every materialised bin: (C, genes, nb)
         self.marginals = self.backend.margins()
+
+    def regrouped(self, groups):
+        """The same codes, weights and strata with other ``groups`` (None: pooled counts)."""
+        return CodeTable(self.codes, self.n_levels, groups=groups, weights=self.weights, backend=type(self.backend),
+                         strata=self.strata, strata_weights=self.strata_weights)
+
+    def stratum_tables(self):
+        """``[(w_b, table_b, rows_b)]``: the table of every stratum's samples (same bin layout, groups and weights
+        restricted to them), its weight and its sample indices; ``[(1.0, self, all)]`` without strata."""
+        if self.strata is None:
+            return [(1.0, self, np.arange(self.n_samples))]
+        if self._stratum_tables is None:
+            codes = self.codes
+            self._stratum_tables = []
+            for b, w_b in enumerate(self.strata_weights):
+                rows = np.flatnonzero(self.strata == b)
+                sub = CodeTable(codes[rows], self.n_levels, groups=None if self.groups is None else self.groups[rows],
+                                weights=None if self.weights is None else self.weights[rows],
+                                backend=type(self.backend))
+                self._stratum_tables.append((float(w_b), sub, rows))
+        return self._stratum_tables
 
     @property
     def codes(self):
@@ -215,6 +248,10 @@ def class_relevance(table: CodeTable, groups=None):
     ``table`` grouped by class (its weights included); or ungrouped with the class codes ``groups``, in which
     case its codes are regrouped (same weights).  (QPFS section 2.1, F_i = I(X_i; C); SPEC_CMI eq. 18.)
     """
+    if table.strata is not None:  # sum_b w_b I_b(X; C) = I(X; C | B) for w_b = p(b)
+        groups = table.groups if groups is None else np.asarray(groups)
+        return sum(w * class_relevance(t, None if groups is None else groups[rows])
+                   for w, t, rows in table.stratum_tables())
     if table.n_classes < 2 and groups is not None:
         table = CodeTable(table.backend.native_codes, table.n_levels, groups=groups, weights=table.weights,
                           backend=type(table.backend))
@@ -583,6 +620,8 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     """
     base = check_base(base)
     same = table_cols is None
+    if table_rows.strata is not None or (not same and table_cols.strata is not None):
+        return _stratified_information(table_rows, table_cols, kind, rows, base, dtype, out, n_workers)
     tc = table_rows if same else table_cols
     if table_rows.weighted and not same and tc.weighted and not np.array_equal(table_rows.weights, tc.weights):
         raise ValueError("the two code tables carry different sample weights")
@@ -647,4 +686,32 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     if same and kind in ("cmi", "cmi_mean"):
         _, hcx, hc_ = class_conditional_entropies(table_rows)
         out[np.arange(r), row_idx] = (hc_ - hcx[row_idx]) / ln_b  # I(X_i; C)
+    return out
+
+
+def _stratified_information(table_rows, table_cols, kind, rows, base, dtype, out, n_workers):
+    """``sum_b w_b`` of the information matrix within every stratum b (:class:`CodeTable` ``strata=``).
+
+    A stratum with a single class carries no class-conditional information (``"cmi"``, ``"cmi_mean"``: every
+    entry, diagonal I(X_i; C) included, is 0 within it) and is skipped; its ``"mi_given_class"`` is its ``"mi"``.
+    """
+    if table_cols is not None:
+        raise ValueError("stratified (batch-aware) information is gene x gene only: pass table_cols=None")
+    r = table_rows.n_genes if rows is None else len(rows)
+    if out is None:
+        out = np.zeros((r, table_rows.n_genes), dtype=dtype)
+    else:
+        out[...] = 0
+    for w, t, _ in table_rows.stratum_tables():
+        kind_b = kind
+        if np.count_nonzero(t.class_sizes) < 2 and kind != "mi":
+            if kind != "mi_given_class":
+                continue
+            kind_b, t = "mi", t.regrouped(None)  # given a single class, I(X_i; X_j | C) = I(X_i; X_j)
+        part = pairwise_information(t, None, kind_b, rows=rows, base=base, dtype=dtype, n_workers=n_workers)
+        if w == 1.0:
+            out += part
+        else:
+            part *= w
+            out += part
     return out

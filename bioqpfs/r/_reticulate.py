@@ -106,7 +106,7 @@ def _take_incoming(token):
 
 
 def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, n_genes=50, key_added=None,
-                       random_state=0, params=None, groupby="labels", assay=None):
+                       random_state=0, params=None, groupby="labels", assay=None, block=None, block_key=None):
     """Entry point of the R package: select genes on a matrix sent from R without NumPy crossing reticulate.
 
     ``data`` is either raw float64 bytes of the whole matrix (R column-major genes x samples), or the
@@ -116,7 +116,9 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
     samples x genes matrix AnnData wants.  ``groupby`` is the colData column the labels came from (or
     ``"labels"`` for a vector) and ``assay`` the assay used; both are recorded in the parameters.
     ``method=None`` (R's ``method = NULL``) is the default recipe and ``n_genes="auto"`` the one-SE size of a
-    cross-validated error curve, both as in :func:`bioqpfs.tl.select_genes`.
+    cross-validated error curve, both as in :func:`bioqpfs.tl.select_genes`.  ``block`` (R's ``block =``, scran's
+    name): the batch of every sample, stored as ``obs[block_key]`` (the colData column it came from, else
+    ``"block"``) and used as ``batch_key`` (batch-aware statistics).
 
     Returns plain lists/dicts: ``key`` (where the result is stored: ``key_added``, else the method, else
     ``"bioqpfs"``), ``columns`` (name -> list), ``kinds`` (name -> "double"/"integer"/"logical"/"character";
@@ -144,11 +146,21 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
     adata = ad.AnnData(X=X, var=pd.DataFrame(index=pd.Index([str(g) for g in genes])),
                        obs=pd.DataFrame({groupby: pd.Categorical([str(v) for v in labels])},
                                         index=pd.Index([str(i) for i in range(n_samples)])))
+    batch_key = None
+    if block is not None:
+        batch_key = str(block_key) if block_key else "block"
+        if batch_key == groupby:
+            raise ValueError(f"block and labels are the same column {batch_key!r}: the batches must differ from "
+                             "the classes")
+        block = [block] if isinstance(block, (str, int, float)) else list(block)
+        if len(block) != n_samples:
+            raise ValueError(f"block has {len(block)} value(s) but there are {n_samples} samples")
+        adata.obs[batch_key] = pd.Categorical([str(v) for v in block])
     key = result_key(method, key_added)
     params = _coerce_params(resolve_method(method, {})[0], dict(params or {}))
     if isinstance(n_genes, float) and n_genes.is_integer():   # R numbers arrive as floats; "auto" stays a str
         n_genes = int(n_genes)
-    tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key,
+    tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, batch_key=batch_key,
                     random_state=None if random_state is None else int(random_state), **params)
     record_assay(adata, key, assay)
     columns, kinds = {}, {}

@@ -25,7 +25,10 @@ the name).  The function
 4. gets its measures here -- :func:`info_table` (the codes, discretised once, with class weights),
    :func:`information_relevance` (F = I(X; C)), :func:`similarity_and_relevance` (Q and F) -- and
    never from a private name of :mod:`bioqpfs.measures` elsewhere; refuses uninformative labels with
-   :func:`bioqpfs._selection.check_informative`;
+   :func:`bioqpfs._selection.check_informative`; a method with a batch-aware form takes ``batch=``,
+   ``batch_weights=``, ``batch_discretization=`` (docstring :data:`BATCH_DOC`), validates them with
+   :func:`check_batch` and passes the :class:`Batches` to these helpers (``batch=``), which then stratify every
+   measure; :func:`bioqpfs.select` refuses ``batch`` for a method without the parameter;
 5. ranks with the one tie rule (:func:`weights_and_ranking` / :func:`bioqpfs._selection.rank_by_weight`:
    weight, then relevance F, then index; constant genes last) and returns a
    :class:`bioqpfs.Selection` with ``params`` (what was used, resolved defaults included) and
@@ -200,13 +203,130 @@ def forced_first(ranking, preselected):
     return np.concatenate([preselected, rest[~np.isin(rest, preselected)]])
 
 
-def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped=False):
+#: values of ``batch_weights``: w_b = n_b / N ("size", the conditional information given the batch) or 1 / B
+BATCH_WEIGHTS = ("size", "equal")
+#: values of ``batch_discretization``: thresholds computed within each batch, or once on all samples
+BATCH_DISCRETIZATIONS = ("per_batch", "global")
+
+#: the batch-aware statistics, documented once for every selector that takes ``batch=``
+BATCH_DOC = """
+    batch : array-like of shape (n_samples,), optional
+        Batch (donor, study, plate) of every sample: batch-aware statistics (:class:`Batches`).  Every
+        information measure is estimated within each batch b and averaged, ``Q_ij = sum_b w_b I_b(X_i; X_j)``,
+        ``F_i = sum_b w_b I_b(X_i; C)`` (conditional MI likewise): stratified estimation as in mRMRe's
+        ``strata`` (De Jay et al., Bioinformatics 2013).  With ``w_b = n_b / N`` this is the information given
+        the batch, I(X_i; X_j | B), so a gene that differs between batches only (and so between classes spread
+        unevenly over batches) gets no credit.  |correlation| and Hall's relevance use the genes centred and
+        scaled within each batch.  ``None`` (default): no batches.
+    batch_weights : {"size", "equal"}, default "size"
+        ``w_b = n_b / N`` or ``1 / B``.
+    batch_discretization : {"per_batch", "global"}, default "per_batch"
+        Discretisation thresholds computed on each batch's samples separately (removes a batch shift) or once
+        on all samples.
+"""
+
+
+def with_batch_doc(func):
+    """Put :data:`BATCH_DOC` where the docstring of ``func`` says ``{batch_doc}``."""
+    func.__doc__ = func.__doc__.replace("    {batch_doc}", BATCH_DOC.lstrip("\n"))
+    return func
+
+
+class Batches:
+    """Validated batches of the samples (:func:`check_batch`): what the measures below stratify by.
+
+    Attributes
+    ----------
+    codes : ndarray of int, batch of every sample, ``0..B-1``
+    names : ndarray, the batch labels in code order
+    sizes : ndarray of int, n_b
+    weights : ndarray of float, w_b (sum 1): ``n_b / N`` (``"size"``) or ``1 / B`` (``"equal"``)
+    weighting, discretization : str, the options used
+    """
+
+    def __init__(self, codes, names, weighting, discretization):
+        self.codes, self.names = codes, names
+        self.sizes = np.bincount(codes, minlength=len(names))
+        self.weighting, self.discretization = weighting, discretization
+        self.weights = self.sizes / self.sizes.sum() if weighting == "size" else np.full(len(names), 1.0 / len(names))
+
+    def params(self):
+        """The ``params`` entries recording the batch settings (plain types)."""
+        return dict(batch=True, n_batches=int(len(self.names)), batch_weights=self.weighting,
+                    batch_discretization=self.discretization)
+
+
+def check_batch(batch, X, *, batch_weights="size", batch_discretization="per_batch"):
+    """The one validation of ``batch=`` (every method that takes it); ``None`` without batches.
+
+    ``X`` is the caller's matrix (a DataFrame's index matches a Series ``batch`` by sample name, as for the
+    labels).  Missing values, a wrong length or a 2-D batch are errors naming the problem; a batch of a single
+    sample gets a warning (it has no within-batch spread: every measure within it is 0).
+    """
+    if batch_weights not in BATCH_WEIGHTS:
+        raise ValueError(f"batch_weights must be one of {BATCH_WEIGHTS}, got {batch_weights!r}")
+    if batch_discretization not in BATCH_DISCRETIZATIONS:
+        raise ValueError(f"batch_discretization must be one of {BATCH_DISCRETIZATIONS}, got {batch_discretization!r}")
+    if batch is None:
+        return None
+    codes, names = check_labels(batch, X.shape[0], name="batch", min_classes=1, sample_names=sample_names_of(X),
+                                check_continuous=False)
+    codes = np.asarray(codes, dtype=np.int64)
+    out = Batches(codes, names, batch_weights, batch_discretization)
+    tiny = names[out.sizes < 2]
+    if tiny.size:
+        warnings.warn(f"batch(es) {', '.join(map(str, tiny[:5]))} have a single sample: no within-batch spread, so "
+                      "they add nothing to the batch-aware measures; merge them with another batch or drop them",
+                      UserWarning, stacklevel=3)
+    return out
+
+
+def discretized(X, discretization, n_bins, y_codes, batch=None):
+    """``(codes, n_levels)`` of X (:func:`bioqpfs._kernels.discretize.codes`); with ``batch`` (per-batch
+    discretisation) the same rule applied to each batch's samples separately, so that thresholds follow the
+    batch (a gene shifted by batch gets the same codes in every batch)."""
+    if batch is None or batch.discretization == "global" or discretization is None:
+        return _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    rule = _disc.resolve_discretization(X, discretization)
+    codes = np.zeros(X.shape, dtype=np.uint8)
+    levels = np.ones(X.shape[1], dtype=np.int64)
+    for b in range(len(batch.names)):
+        rows = np.flatnonzero(batch.codes == b)
+        if rows.size < 2:  # a single sample has no spread (and carries no information): one level
+            continue
+        c, lev = _disc.codes(X[rows], rule, n_bins=n_bins, y_codes=np.asarray(y_codes)[rows])
+        codes[rows] = c
+        levels = np.maximum(levels, lev)
+    return codes, levels
+
+
+def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped=False, batch=None):
     """The code table every MI-based selector counts from: X discretised once, with the class-weighted
     sample weights of ``class_weight`` (None or "balanced"; :func:`bioqpfs._kernels.information.class_sample_weights`)
-    and, when ``grouped``, the samples grouped by class (for the class-conditional kinds)."""
-    codes, levels = _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    and, when ``grouped``, the samples grouped by class (for the class-conditional kinds).  ``batch``
+    (:class:`Batches`): discretised per batch (:func:`discretized`) and stratified by batch, so that every
+    measure of the table is ``sum_b w_b I_b`` (:class:`bioqpfs._kernels.information.CodeTable` ``strata=``)."""
+    codes, levels = discretized(X, discretization, n_bins, y_codes, batch)
     weights = _info.class_sample_weights(y_codes, class_weight)
-    return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights)
+    return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights,
+                           strata=None if batch is None else batch.codes,
+                           strata_weights=None if batch is None else batch.weights)
+
+
+def within_batch_standardized(X, batch):
+    """X with every gene centred and scaled within each batch, batch b scaled by ``sqrt(w_b N / n_b)``: the
+    Pearson correlation of the result is ``sum_b w_b r_b``, the weighted within-batch correlation (dense
+    float64; a gene constant within a batch is 0 there)."""
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    out = np.zeros_like(X)
+    n = X.shape[0]
+    for b in range(len(batch.names)):
+        rows = np.flatnonzero(batch.codes == b)
+        xb = X[rows] - X[rows].mean(axis=0)
+        sd = np.sqrt((xb ** 2).mean(axis=0))
+        scale = np.sqrt(batch.weights[b] * n / rows.size)
+        out[rows] = np.divide(xb, sd, out=np.zeros_like(xb), where=sd > 0) * scale
+    return out
 
 
 def information_relevance(table, y_codes, base):
@@ -215,7 +335,7 @@ def information_relevance(table, y_codes, base):
 
 
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
-                             rows=None, dtype=np.float64, class_weight=None, working_bytes=0):
+                             rows=None, dtype=np.float64, class_weight=None, working_bytes=0, batch=None):
     """Redundancy Q (|Pearson| or MI) and relevance F of the genes of X -- the one place selectors get them.
 
     ``relevance`` is a kind ("mi", "hall", "mst", "mst_cpx") or a precomputed vector; the defaults follow
@@ -223,7 +343,9 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     Q is the whole matrix (``need_full``), only ``rows`` of it (Nystrom), or None; ``dtype`` float32
     halves it at genome scale.  ``class_weight="balanced"`` weighs every class equally in Q and F (MI only).
     ``working_bytes``: the memory the caller needs on top of Q (e.g. its solver), so that the guard
-    refuses the whole operation before Q is computed rather than after.
+    refuses the whole operation before Q is computed rather than after.  ``batch`` (:class:`Batches`): MI
+    measures ``sum_b w_b I_b`` (:func:`info_table`), |Pearson| and Hall's relevance on the genes standardised
+    within each batch (:func:`within_batch_standardized`); the MST relevances refuse it.
     Returns ``(Q, F, relevance_name, code_table_or_None)``."""
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}; choose one of {SIMILARITIES}")
@@ -236,7 +358,13 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
         raise ValueError(f"class_weight={class_weight!r} applies to the information measures (similarity='mi', "
                          f"relevance='mi'), not to similarity={similarity!r} with relevance={relevance!r}")
     if similarity == "mi" or (isinstance(relevance, str) and relevance == "mi"):
-        table = info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight)
+        table = info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
+                           batch=batch)
+    if batch is not None and (similarity == "correlation" or relevance in ("hall", "mst", "mst_cpx")):
+        if relevance in ("mst", "mst_cpx"):
+            raise ValueError(f"relevance={relevance!r} has no batch-aware form; use relevance='mi' or 'hall' with "
+                             "batch=, or correct the batch effect first")
+        X = within_batch_standardized(X, batch)
     m = X.shape[1]
     Q = None
     if need_full or rows is not None:
@@ -277,6 +405,14 @@ def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
     """
     y_codes = np.asarray(y_codes, dtype=np.int64)
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
+    if table.strata is not None:  # batches: sum_b w_b F_b, each batch's samples counted alone
+        return sum(w * _one_vs_rest(t, y_codes[rows], n_classes, class_weight) for w, t, rows in table.stratum_tables()) \
+            / np.log(base)
+    return _one_vs_rest(table, y_codes, n_classes, class_weight) / np.log(base)
+
+
+def _one_vs_rest(table, y_codes, n_classes, class_weight):
+    """F[c, i] of :func:`one_vs_rest_relevance` of one (unstratified) table, in nats."""
     n, m = y_codes.size, table.n_genes
     # the per-class counts of every bin are the margins of the codes grouped by class (its counting backend)
     by_class = type(table.backend)(table.backend.native_codes, n_bins=table.n_bins, groups=y_codes)
@@ -286,22 +422,42 @@ def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
     counts[:marg.shape[0], :, -1] = np.bincount(y_codes)[:, None] - marg.sum(axis=2)
     sizes = np.bincount(y_codes, minlength=n_classes).astype(np.float64)
     pooled = counts.sum(axis=0)
-    F = np.empty((n_classes, m))
+    F = np.zeros((n_classes, m))
     for c in range(n_classes):
+        if sizes[c] == 0 or sizes[c] == n:  # (within a batch) the class is absent or alone: no information
+            continue
         w_in, w_out = (1.0, 1.0) if class_weight is None else (n / (2 * sizes[c]), n / (2 * (n - sizes[c])))
         F[c] = _info.mi_of_joint_counts(np.stack([counts[c] * w_in, (pooled - counts[c]) * w_out]))
-    return F / np.log(base)
+    return F
 
 
-def higher_in_class(X, y_codes, n_classes):
-    """``up[c, i]``: the mean of gene i over the samples of class c exceeds its mean over all other samples.
+def higher_in_class(X, y_codes, n_classes, batch=None):
+    """``up[c, i]``: gene i is higher in class c than in the other samples.
 
-    The direction of a marker gene ("up-regulated in c"), from per-class sums ``X^T 1[C = c]`` (one sparse-aware
-    product; X is never densified; a Dask X is summed chunk by chunk).  Returns a bool array ``(C, M)``.
+    The direction of a marker gene ("up-regulated in c"): the mean of gene i over the samples of class c exceeds
+    its mean over all other samples, from per-class sums ``X^T 1[C = c]`` (sparse-aware; X is never densified; a
+    Dask X is summed chunk by chunk).  With ``batch`` (:class:`Batches`): the batch-weighted average of the
+    within-batch differences ``sum_b w_b (mean_{c,b} - mean_{rest,b}) / sd_b`` is positive (batches where class c
+    is absent or alone, and genes constant within a batch, add nothing), so a batch shift does not decide the
+    direction.  Returns a bool array ``(C, M)``.
     """
     y_codes = np.asarray(y_codes, dtype=np.int64)
-    n = y_codes.size
-    sums = class_sums(X, y_codes, n_classes)  # (C, M); a Dask X chunk by chunk
-    sizes = np.bincount(y_codes, minlength=n_classes).astype(np.float64)[:, None]
-    rest = np.maximum(n - sizes, 1.0)
-    return sums / np.maximum(sizes, 1.0) > (sums.sum(axis=0)[None, :] - sums) / rest
+    if batch is None:
+        sums = class_sums(X, y_codes, n_classes)
+        sizes = np.bincount(y_codes, minlength=n_classes).astype(np.float64)[:, None]
+        rest = np.maximum(y_codes.size - sizes, 1.0)
+        return sums / np.maximum(sizes, 1.0) > (sums.sum(axis=0)[None, :] - sums) / rest
+    contrast = np.zeros((n_classes, X.shape[1]))
+    for b, w_b in enumerate(batch.weights):
+        rows = np.flatnonzero(batch.codes == b)
+        Xb = X[rows]
+        sums = class_sums(Xb, y_codes[rows], n_classes)
+        sizes = np.bincount(y_codes[rows], minlength=n_classes).astype(np.float64)[:, None]
+        total = sums.sum(axis=0)
+        sq = np.asarray(Xb.multiply(Xb).sum(axis=0) if hasattr(Xb, "multiply") else (Xb.astype(np.float64) ** 2).sum(axis=0),
+                        dtype=np.float64).ravel()
+        sd = np.sqrt(np.maximum(sq / rows.size - (total / rows.size) ** 2, 0.0))
+        diff = sums / np.maximum(sizes, 1.0) - (total[None, :] - sums) / np.maximum(rows.size - sizes, 1.0)
+        ok = ((sizes > 0) & (sizes < rows.size)) & (sd > 0)[None, :]
+        contrast += w_b * np.where(ok, diff / np.where(sd > 0, sd, 1.0)[None, :], 0.0)
+    return contrast > 0

@@ -54,13 +54,17 @@ import time
 import numpy as np
 
 from .. import measures
-from .._kernels import discretize as _disc
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, Options, check_base, check_n_genes, check_random_state, parameter_constraints
 from ._common import (
+    BATCH_DISCRETIZATIONS,
+    BATCH_DOC,
+    BATCH_WEIGHTS,
+    check_batch,
     forced_first,
+    info_table,
     information_relevance,
     prepare,
     preselected_record,
@@ -77,7 +81,8 @@ TIE_TOL = RANK_REL_TOL
 
 #: the parameters every MI baseline shares (checked before any work)
 _CONSTRAINTS = dict(discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"),
-                    class_weight=Options(*_info.CLASS_WEIGHTS))
+                    class_weight=Options(*_info.CLASS_WEIGHTS), batch_weights=Options(*BATCH_WEIGHTS),
+                    batch_discretization=Options(*BATCH_DISCRETIZATIONS))
 _CRITERIA = ("mrmr_mid", "mrmr_miq", "jmi", "cife")
 
 
@@ -96,16 +101,17 @@ def pick_best(scores, relevance, available):
     return int(tied[rank_descending([relevance[tied]], tied)[0]])
 
 
-def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None):
+def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None, batch=None, batch_weights="size",
+           batch_discretization="per_batch"):
     base = check_base(base)
+    strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
-    codes, levels = _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
-    weights = _info.class_sample_weights(y_codes, class_weight)
-    by_class = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
+    by_class = info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
+                          grouped=True, batch=strata)
     F = information_relevance(by_class, y_codes, base)
     F[constant] = 0.0
-    return X, y_codes, classes, constant, codes, levels, weights, by_class, F
+    return X, y_codes, classes, constant, strata, by_class, F
 
 
 def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidates=None, F=None, table=None,
@@ -145,8 +151,8 @@ def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidat
     available = np.ones(m, dtype=bool) if candidates is None else np.asarray(candidates, dtype=bool).copy()
     uses_mi = criterion in ("mrmr_mid", "mrmr_miq")
     if uses_mi and table is None:
-        # the plain "mi" kind needs a table without class groups (pooled counts)
-        table = _info.CodeTable(codes, levels, weights=weights)
+        # the plain "mi" kind needs a table without class groups (pooled counts; the same batch strata)
+        table = by_class.regrouped(None)
     acc = np.zeros(m)
     order, picked_scores = [], []
     start = np.zeros(0, dtype=np.int64) if start is None else np.asarray(start, dtype=np.int64)
@@ -196,10 +202,11 @@ def _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, u
 
 
 def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, feature_names, class_weight=None,
-                     preselected=None):
+                     preselected=None, **batch_options):
     t0 = time.perf_counter()
-    X, y_codes, classes, constant, codes, levels, weights, by_class, F = _setup(X, y, feature_names, discretization,
-                                                                               n_bins, base, class_weight)
+    X, y_codes, classes, constant, strata, by_class, F = _setup(X, y, feature_names, discretization, n_bins, base,
+                                                                class_weight, **batch_options)
+    codes, levels, weights = by_class.codes, by_class.n_levels, by_class.weights
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
     P = resolve_preselected(preselected, m, feature_names, n_genes, constant)
@@ -215,7 +222,8 @@ def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, featur
     greedy_score = np.full(m, np.nan)
     greedy_score[order] = scores
     params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, n_ranked=int(n_rank),
-                  class_weight=class_weight, **preselected_record(P, feature_names))
+                  class_weight=class_weight, **preselected_record(P, feature_names),
+                  **({} if strata is None else strata.params()))
     diagnostics = dict(n_classes=int(classes.size), n_constant=int(constant.sum()),
                        seconds_total=time.perf_counter() - t0)
     return Selection(method, weights, order, n_genes=n_genes, params=params, diagnostics=diagnostics, relevance=F,
@@ -244,7 +252,7 @@ _PARAMS_DOC = """
         Forced genes (names need ``feature_names``): the greedy search starts from S = these genes, in the
         given order, and adds the rest given them -- every sum over S in the criterion includes them, exactly
         as if the search had picked them first.  They count towards ``n_genes``.
-    random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
+    {batch_doc}    random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
         (an invalid value such as -1 or "abc" is an error, as for the random methods).
     feature_names : sequence of str, optional
 
@@ -258,60 +266,70 @@ _PARAMS_DOC = """
 
 @parameter_constraints(**_CONSTRAINTS)
 def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-             preselected=None, random_state=0, feature_names=None):
+             preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch",
+             random_state=0, feature_names=None):
     """mRMR, difference form (MID): max I(X_j; C) - mean_{s in S} I(X_j; X_s) (Peng, Long & Ding 2005, eq. 7)."""
     return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
-                            preselected)
+                            preselected, batch=batch, batch_weights=batch_weights,
+                            batch_discretization=batch_discretization)
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-             preselected=None, random_state=0, feature_names=None):
+             preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch",
+             random_state=0, feature_names=None):
     """mRMR, quotient form (MIQ): max I(X_j; C) / mean_{s in S} I(X_j; X_s) (Ding & Peng 2005)."""
     return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
-                            preselected)
+                            preselected, batch=batch, batch_weights=batch_weights,
+                            batch_discretization=batch_discretization)
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-        preselected=None, random_state=0, feature_names=None):
+        preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch",
+        random_state=0, feature_names=None):
     """Joint mutual information: max sum_{s in S} I(X_j, X_s; C) (Yang & Moody 1999; the EMRMR of SPEC_CMI section 4.3)."""
     return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
-                            preselected)
+                            preselected, batch=batch, batch_weights=batch_weights,
+                            batch_discretization=batch_discretization)
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-         preselected=None, random_state=0, feature_names=None):
+         preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch",
+         random_state=0, feature_names=None):
     """Conditional infomax feature extraction: max I(X_j; C) - sum_s [I(X_j; X_s) - I(X_j; X_s | C)] (Lin & Tang 2006)."""
     return _greedy_selector("cife", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
-                            preselected)
+                            preselected, batch=batch, batch_weights=batch_weights,
+                            batch_discretization=batch_discretization)
 
 
 for _f in (mrmr_mid, mrmr_miq, jmi, cife):
-    _f.__doc__ += _PARAMS_DOC
+    _f.__doc__ += _PARAMS_DOC.replace("    {batch_doc}", BATCH_DOC.lstrip("\n"))
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-           preselected=None, random_state=0, feature_names=None):
+           preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch", random_state=0,
+           feature_names=None):
     """Max-relevance: rank every gene by I(X_j; C) (Peng, Long & Ding 2005, eq. 4).
 
     ``weights`` = I(X_j; C) in bits; ties by index; constant genes rank last.  Parameters as in
     :func:`mrmr_mid`, except that the ranking covers every gene.  ``preselected`` genes rank first in the
     given order; the rest keep their MaxRel order, because the criterion has no term in the selected set
     S (I(X_j; C) is the same given any S), so ranking the rest given the forced genes changes nothing.
+    With ``batch``, F = sum_b w_b I_b(X_j; C) (see :func:`mrmr_mid`).
     """
     t0 = time.perf_counter()
-    X, y_codes, classes, constant, _, _, _, _, F = _setup(X, y, feature_names, discretization, n_bins, base,
-                                                          class_weight)
+    X, y_codes, classes, constant, strata, _, F = _setup(X, y, feature_names, discretization, n_bins, base,
+                                                         class_weight, batch, batch_weights, batch_discretization)
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
     P = resolve_preselected(preselected, m, feature_names, n_genes, constant)
     ranking = np.concatenate([rank_by_weight(F, F, candidates=np.flatnonzero(~constant)), np.flatnonzero(constant)])
     ranking = forced_first(ranking, P)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, class_weight=class_weight,
-                  **preselected_record(P, feature_names))
+                  **preselected_record(P, feature_names), **({} if strata is None else strata.params()))
     diagnostics = dict(n_classes=int(classes.size), n_constant=int(constant.sum()),
                        seconds_total=time.perf_counter() - t0)
     return Selection("maxrel", F.copy(), ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,

@@ -20,34 +20,49 @@ from .._kernels import simplex_qp
 from .._kernels.psd import PSD_FIXES
 from .._selection import Selection, check_informative
 from .._validation import Interval, Options, check_n_genes, memory_guard, parameter_constraints
-from ._common import prepare, resolve_preselected, warn_constant, weights_and_ranking
+from ._common import (
+    BATCH_DISCRETIZATIONS,
+    BATCH_WEIGHTS,
+    check_batch,
+    discretized,
+    information_relevance,
+    prepare,
+    resolve_preselected,
+    warn_constant,
+    weights_and_ranking,
+    with_batch_doc,
+)
 from ._qp import SOLVERS, forced_in_qp, preselected_params, solve_qpfs
 
 __all__ = ["eqpfs", "eqpfs_matrix"]
 
 
-def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2):
-    """H0 = H1 - beta H2 with zero diagonal (one M x M array plus one temporary)."""
+def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2, batch=None):
+    """H0 = H1 - beta H2 with zero diagonal (one M x M array plus one temporary); with ``batch``
+    (:class:`~bioqpfs.selectors._common.Batches`) both are ``sum_b w_b`` of the within-batch values."""
     m = codes.shape[1]
     memory_guard(2 * m * m * 8, f"the {m} x {m} EQPFS redundancy matrices", ["genes", "ikm"])
     # H1 from an ungrouped table: the "mi" kind of a class-grouped CodeTable counts only the
     # first class's samples (found while writing this; reported to the kernel owner)
-    H = _info.pairwise_information(_info.CodeTable(codes, levels), None, "mi", base=base)
+    strata = {} if batch is None else dict(strata=batch.codes, strata_weights=batch.weights)
+    H = _info.pairwise_information(_info.CodeTable(codes, levels, **strata), None, "mi", base=base)
     if beta != 0:
-        grouped = _info.CodeTable(codes, levels, groups=y_codes)
+        grouped = _info.CodeTable(codes, levels, groups=y_codes, **strata)
         H -= beta * _info.pairwise_information(grouped, None, "mi_given_class", base=base)
     H[np.diag_indices(m)] = 0.0
     return H
 
 
+@with_batch_doc
 @parameter_constraints(
     alpha=Interval("real", 0, None, closed="neither", none=True), beta=Interval("real", 0, None),
     lam=Interval("real", 0, None, none=True), discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"),
     solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
-    preselected_share=Interval("real", 0, 1, closed="neither", none=True))
+    preselected_share=Interval("real", 0, 1, closed="neither", none=True), batch_weights=Options(*BATCH_WEIGHTS),
+    batch_discretization=Options(*BATCH_DISCRETIZATIONS))
 def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization="mean_sd", n_bins=3, base=2,
-          solver="auto", psd_fix="shift", preselected=None, preselected_share=None, random_state=0,
-          feature_names=None):
+          solver="auto", psd_fix="shift", preselected=None, preselected_share=None, batch=None,
+          batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
     """Rank genes with convexified EQPFS (eq. 13 of Nguyen et al. 2014).
 
     Parameters
@@ -78,6 +93,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         Applied only when a user-given ``lam`` leaves the problem indefinite.
     preselected, preselected_share
         Forced genes, as in :func:`bioqpfs.qpfs`.
+    {batch_doc}        H1, H2 and f are all within-batch averages.
     random_state : ignored (deterministic); validated like every selector's (an invalid value is an error).
     feature_names : sequence of str, optional
 
@@ -88,6 +104,7 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         psd fix, objective and KKT residual.
     """
     t0 = time.perf_counter()
+    strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
@@ -99,9 +116,14 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
     m = keep.size
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
 
-    codes, levels = measures.codes_and_levels(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
-    H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base)
-    f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
+    if strata is None:
+        codes, levels = measures.codes_and_levels(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
+        f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
+    else:
+        codes, levels = discretized(X[:, keep], discretization, n_bins, y_codes, strata)
+        f = information_relevance(_info.CodeTable(codes, levels, groups=y_codes, strata=strata.codes,
+                                                  strata_weights=strata.weights), y_codes, base)
+    H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base, batch=strata)
     check_informative("eqpfs", f, dict(discretization=discretization))  # before alpha and lambda fail on it
     t_measures = time.perf_counter() - t0
 
@@ -132,6 +154,8 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
                   lam_given=lam is not None, discretization=discretization, n_bins=n_bins, base=base,
                   solver=solve_diag["solver"], psd_fix=psd_fix, n_genes=n_genes)
     params.update(preselected_params(P_all, feature_names, share))
+    if strata is not None:
+        params.update(strata.params())
     diagnostics = dict(h_bar=h_bar, f_bar=f_bar, redundancy_min_eigenvalue=H_min, **solve_diag,
                        n_constant=int(constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(constant)],
                        n_classes=int(classes.size), seconds_measures=t_measures, seconds_solve=t_solve,

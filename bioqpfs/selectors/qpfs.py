@@ -43,13 +43,17 @@ from .._validation import (
     parameter_constraints,
 )
 from ._common import (
+    BATCH_DISCRETIZATIONS,
+    BATCH_WEIGHTS,
     RELEVANCES,
     SIMILARITIES,
+    check_batch,
     prepare,
     resolve_preselected,
     similarity_and_relevance,
     warn_constant,
     weights_and_ranking,
+    with_batch_doc,
 )
 from ._qp import (
     FLOAT32_FROM,
@@ -108,16 +112,18 @@ def _relevance_of_kept(relevance, m_total, keep):
                      "(as bioqpfs.measures.relevance(X, y) returns it)")
 
 
+@with_batch_doc
 @parameter_constraints(
     similarity=Options(*SIMILARITIES), alpha=Interval("real", 0, 1, none=True), discretization=Options(*measures.DISCRETIZATIONS),
     n_bins=Interval("integer"), solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
     nystrom_rate=Interval("real", 0, 1, closed="right", none=True), eig_threshold=Interval("real", 0, None),
     nystrom_qp=Options(*NYSTROM_QPS), preselected_share=Interval("real", 0, 1, closed="neither", none=True),
-    class_weight=Options(*_info.CLASS_WEIGHTS))
+    class_weight=Options(*_info.CLASS_WEIGHTS), batch_weights=Options(*BATCH_WEIGHTS),
+    batch_discretization=Options(*BATCH_DISCRETIZATIONS))
 def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, discretization="mean_sd",
          n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None, eig_threshold=0.0,
-         nystrom_qp="auto", preselected=None, preselected_share=None, class_weight=None, random_state=0,
-         feature_names=None):
+         nystrom_qp="auto", preselected=None, preselected_share=None, class_weight=None, batch=None,
+         batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
     """Rank genes with QPFS (exact, or QPFS+Nystrom).
 
     Parameters
@@ -209,7 +215,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         ``"balanced"``: every class counts equally in Q and F (weighted counts, each sample of class c
         weighs ``N / (C n_c)``), so a rare cell type is as relevant as a common one.  Goes beyond the
         paper, which estimates the MI with the empirical class frequencies (``None``).  MI only.
-    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {batch_doc}    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
         Seeds the Nystrom row sample (exact QPFS is deterministic).
     feature_names : sequence of str, optional
 
@@ -226,7 +232,11 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     warning lists them).  From :data:`FLOAT32_FROM` genes on, the exact Q is held in float32.
     """
     t0 = time.perf_counter()
+    strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
+    if strata is not None and nystrom_rate is not None and similarity != "mi":
+        raise ValueError("QPFS+Nystrom with batch= needs similarity='mi' (the landmark rows of the |correlation| "
+                         "matrix are not batch-aware); use the exact QPFS (nystrom_rate=None) or similarity='mi'")
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
     P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)
@@ -249,7 +259,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         Q, F, relevance_used, _ = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                             discretization=discretization, n_bins=n_bins, base=base,
                                             need_full=True, dtype=dtype, class_weight=class_weight,
-                                            working_bytes=solver_working_bytes(m, solver, psd_fix))
+                                            working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
         t_measures = time.perf_counter() - t0
         a_hat, q_bar, f_bar = alpha_hat(Q, F)
         alpha_used = a_hat if alpha is None else float(alpha)
@@ -262,7 +272,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     else:
         _, F, relevance_used, table = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                                 discretization=discretization, n_bins=n_bins, base=base,
-                                                need_full=False, class_weight=class_weight)
+                                                need_full=False, class_weight=class_weight, batch=strata)
         t_measures = time.perf_counter() - t0
         t1 = time.perf_counter()
         x, alpha_used, a_hat, q_bar, f_bar, solve_diag = nystrom_qpfs(
@@ -275,6 +285,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
     params = dict(similarity=similarity, relevance=relevance_used, alpha=alpha_used, alpha_given=alpha is not None,
                   discretization=discretization, discretization_used=measures.resolve_discretization(X, discretization), n_bins=n_bins, base=base, solver=solve_diag["solver"],
                   psd_fix=psd_fix, n_genes=n_genes, class_weight=class_weight)
+    if strata is not None:
+        params.update(strata.params())
     if nystrom_rate is not None:
         params.update(nystrom_rate=float(nystrom_rate), eig_threshold=float(eig_threshold), nystrom_qp=nystrom_qp)
     params.update(preselected_params(P_all, feature_names, share))

@@ -32,6 +32,9 @@ from .._kernels.ranking import round_robin
 from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
 from .._validation import Interval, Options, check_n_genes, parameter_constraints
 from ._common import (
+    BATCH_DISCRETIZATIONS,
+    BATCH_WEIGHTS,
+    check_batch,
     forced_first,
     higher_in_class,
     one_vs_rest_relevance,
@@ -39,6 +42,7 @@ from ._common import (
     resolve_preselected,
     similarity_and_relevance,
     warn_constant,
+    with_batch_doc,
 )
 from ._qp import (
     FLOAT32_FROM,
@@ -57,13 +61,15 @@ __all__ = ["qpfs_cover", "DIRECTIONS"]
 DIRECTIONS = ("up", "both")
 
 
+@with_batch_doc
 @parameter_constraints(
     direction=Options(*DIRECTIONS), alpha=Interval("real", 0, 1, none=True),
     discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
-    solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES))
+    solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES), batch_weights=Options(*BATCH_WEIGHTS),
+    batch_discretization=Options(*BATCH_DISCRETIZATIONS))
 def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization="auto", n_bins=3,
-               class_weight="balanced", base=2, solver="auto", psd_fix="shift", preselected=None, random_state=0,
-               feature_names=None):
+               class_weight="balanced", base=2, solver="auto", psd_fix="shift", preselected=None, batch=None,
+               batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
     """Rank genes with class-covering QPFS (one QPFS per class, round-robin over the classes).
 
     Parameters
@@ -88,6 +94,8 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     class_weight : {"balanced", None}
         ``"balanced"`` (default): every class counts equally in Q, and in F_c class c weighs as much as all the
         other samples (a type of 8 cells is as visible as one of 240); ``None``: empirical frequencies.
+    {batch_doc}        With batches, the one-vs-rest F_c is ``sum_b w_b F_c,b`` and "higher in class c" is the batch-weighted
+        within-batch difference of the means (:func:`~bioqpfs.selectors._common.higher_in_class`).
     base : float
         Logarithm base of MI (does not change the ranking).
     solver : {"auto", "quadprog", "spg"}
@@ -128,6 +136,7 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     ``direction="up"``) is skipped with a warning and listed in ``diagnostics["uncovered_classes"]``.
     """
     t0 = time.perf_counter()
+    strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
@@ -143,10 +152,10 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
                                               discretization=discretization, n_bins=n_bins, base=base,
                                               need_full=True, dtype=dtype, class_weight=class_weight,
-                                              working_bytes=solver_working_bytes(m, solver, psd_fix))
+                                              working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
     F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
     if direction == "up":
-        F_c = np.where(higher_in_class(Xk, y_codes, C), F_c, 0.0)
+        F_c = np.where(higher_in_class(Xk, y_codes, C, batch=strata), F_c, 0.0)
     t_measures = time.perf_counter() - t0
 
     # the C problems share Q: one eigen-solve for the psd fix (lambda_min((1 - alpha_c) Q) = (1 - alpha_c) lambda_min(Q))
@@ -192,7 +201,7 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     params = dict(direction=direction, alpha=None if alpha is None else float(alpha), discretization=discretization,
                   discretization_used=measures.resolve_discretization(X, discretization), n_bins=n_bins,
                   class_weight=class_weight, base=base, solver=solver, psd_fix=psd_fix, n_genes=n_genes,
-                  **preselected_params(P_all, feature_names, share))
+                  **preselected_params(P_all, feature_names, share), **({} if strata is None else strata.params()))
     diagnostics = dict(
         classes=[str(c) for c in classes], alpha=alphas, n_candidates=n_cand,
         n_added=[int(v) for v in added], n_round_robin=int(order.size), n_classes=int(C),

@@ -64,7 +64,18 @@ from .._validation import (
     parameter_constraints,
     validate_random_state,
 )
-from ._common import forced_first, info_table, prepare, preselected_record, resolve_preselected, warn_constant
+from ._common import (
+    BATCH_DISCRETIZATIONS,
+    BATCH_WEIGHTS,
+    check_batch,
+    forced_first,
+    info_table,
+    prepare,
+    preselected_record,
+    resolve_preselected,
+    warn_constant,
+    with_batch_doc,
+)
 from ._qp import forced_in_qp
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
@@ -135,16 +146,16 @@ def _relevance(table, base):
     return _info.class_relevance(table) / np.log(base)
 
 
-def _table(X, y_codes, discretization, n_bins, class_weight=None):
+def _table(X, y_codes, discretization, n_bins, class_weight=None, batch=None):
     return info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
-                      grouped=True)
+                      grouped=True, batch=batch)
 
 
-def _panel_qip(X, y_codes, genes, discretization, n_bins, base, class_weight=None):
+def _panel_qip(X, y_codes, genes, discretization, n_bins, base, class_weight=None, batch=None):
     """x^T Q x of a panel: discretisation is per gene, so only the panel's k x k block is computed."""
     genes = np.asarray(genes, dtype=np.int64)
     Xs = X[:, genes]
-    Qs, _ = cmi_q_rows(_table(Xs, y_codes, discretization, n_bins, class_weight), base=base)
+    Qs, _ = cmi_q_rows(_table(Xs, y_codes, discretization, n_bins, class_weight, batch), base=base)
     return float(Qs.sum())
 
 
@@ -176,7 +187,7 @@ def _polished_top_k(Q, x, F, n_genes, diag=None, fixed=None):
 
 def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n_genes, params, diagnostics, t0,
             discretization, n_bins, base, feature_names, extra_columns=None, tie_tol=TIE_TOL, panel=None,
-            class_weight=None, forced=None):
+            class_weight=None, forced=None, batch=None):
     m_total = X.shape[1]
     weights = np.zeros(m_total)
     # identical genes have equal weights only up to round-off: differences below the solver's
@@ -191,7 +202,7 @@ def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n
         ranking = forced_first(ranking, forced)
     if n_genes is not None and "qip_objective" not in diagnostics:
         diagnostics["qip_objective"] = _panel_qip(X, y_codes, ranking[:n_genes], discretization, n_bins, base,
-                                                  class_weight)
+                                                  class_weight, batch)
     diagnostics.update(n_constant=int(constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(constant)],
                        n_classes=int(classes.size), seconds_total=time.perf_counter() - t0)
     return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
@@ -212,11 +223,14 @@ def _prepare(X, y, n_genes, feature_names, preselected=None):
     return X, y_codes, classes, constant, keep, n_genes, P_all, P
 
 
+@with_batch_doc
 @parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right", none=True),
                        n_error_rows=Interval("integer", 0, None),
-                       discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
+                       discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
+                       batch_weights=Options(*BATCH_WEIGHTS), batch_discretization=Options(*BATCH_DISCRETIZATIONS))
 def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretization="mean_sd", n_bins=3, base=2,
-             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, preselected=None, random_state=0,
+             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, preselected=None, batch=None,
+             batch_weights="size", batch_discretization="per_batch", random_state=0,
              feature_names=None):
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
 
@@ -249,6 +263,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
     class_weight : {None, "balanced"}
         ``"balanced"`` (beyond the paper): every class counts equally in every I(X_i; C | X_j), a
         uniform class prior (weighted counts; :func:`bioqpfs.qpfs`).
+    {batch_doc}        Here Q_ij = sum_b w_b I_b(X_i; C | X_j) (exact SPEC_CMI only; with Nystrom it is an error).
     base : float
         Logarithm base (2: bits; the ranking does not depend on it).
     dtype : numpy dtype, optional
@@ -296,7 +311,11 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
     >>> int(sel.selected[0])
     3
     """
+    strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     if nystrom_rate is not None:
+        if strata is not None:
+            raise ValueError("SPEC_CMI with Nystrom (nystrom_rate=...) does not take batch= yet; use the exact "
+                             "SPEC_CMI (nystrom_rate=None) with batch=, or drop batch=")
         return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
                                  n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=None,
                                  random_state=random_state, feature_names=feature_names, method="spec_cmi",
@@ -317,7 +336,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
     output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
                            ["genes"] + (["float32"] if dtype != np.float32 else []) + ["nystrom"])
     Xk = X[:, keep] if m < X.shape[1] else X
-    table = _table(Xk, y_codes, discretization, n_bins, class_weight)
+    table = _table(Xk, y_codes, discretization, n_bins, class_weight, strata)
     Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
     _check_informative(Q, discretization, X.shape[0])
     F = np.diag(Q).astype(np.float64)
@@ -345,7 +364,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
     del Q
     params = dict(discretization=discretization, n_bins=n_bins, base=base, dtype=dtype.name, tol=tol,
                   nystrom_rate=None, polish=bool(polish), n_genes=n_genes, class_weight=class_weight,
-                  **preselected_record(P_all, feature_names))
+                  **preselected_record(P_all, feature_names), **({} if strata is None else strata.params()))
     diagnostics = dict(
         eigenvalue=lam, eigensolver=eig_info["method"], n_matvec=eig_info["n_matvec"],
         eigen_residual=eig_info["residual"], sign_flipped=sign_info["flipped"],
@@ -359,7 +378,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
     diagnostics.update(polish_info)
     return _finish("spec_cmi", X, y_codes, classes, constant, keep, x, F, n_genes, params, diagnostics, t0,
                    discretization, n_bins, base, feature_names, panel=panel, class_weight=class_weight,
-                   forced=P_all)
+                   forced=P_all, batch=strata)
 
 
 def _conditioned(Q, P):

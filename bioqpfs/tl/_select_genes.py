@@ -8,10 +8,19 @@ import numpy as np
 import pandas as pd
 
 from .. import _progress, _threads
-from .._anndata import check_mask, check_use_raw, get_obs_rep, is_record, key_columns, obs_labels, source_params
+from .._anndata import (
+    check_mask,
+    check_use_raw,
+    get_obs_rep,
+    is_record,
+    key_columns,
+    obs_batch,
+    obs_labels,
+    source_params,
+)
 from .._io import to_storable
 from .._jit import announce_compilation
-from .._registry import method_function, resolve_method, result_key, select
+from .._registry import batch_methods, method_function, resolve_method, result_key, select
 from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
 
 if TYPE_CHECKING:
@@ -140,7 +149,7 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
 def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_genes: int | Literal["auto"] = 50,
                  similarity: Literal["mi", "correlation"] = "mi", layer: str | None = None,
                  use_raw: bool | None = None, mask_var: MaskLike = None, preselected: Sequence[str] | None = None,
-                 key_added: str | None = None, copy: bool = False, random_state: SeedLike = 0,
+                 batch_key: str | None = None, key_added: str | None = None, copy: bool = False, random_state: SeedLike = 0,
                  progress: bool | None = None, n_jobs: int | None = None, **method_params) -> AnnData | None:
     """Select a gene panel with a global method and store it in ``adata``.
 
@@ -195,6 +204,13 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         greedy methods start from them, the QP methods solve the QP over the remaining genes with the relevance
         shifted by the forced genes' redundancy, SPEC_CMI conditions its 0-1 problem on them, LDFS/HSFS leave
         their rows out of the penalty).  ``n_genes`` counts them.
+    batch_key : str, optional
+        Column of ``adata.obs`` with the batch (donor, study, plate) of every cell: batch-aware statistics --
+        every information measure estimated within each batch and averaged, ``sum_b w_b I_b`` (stratified
+        estimation as mRMRe's ``strata``), discretisation thresholds per batch, |correlation| within batches
+        (see :func:`bioqpfs.qpfs`; ``batch_weights=`` and ``batch_discretization=`` go through
+        ``**method_params``).  Recorded in ``.uns[key]["params"]``.  Methods without a batch-aware form
+        (:func:`bioqpfs.batch_methods` lists those with one) refuse it; so does ``n_genes="auto"`` for now.
     key_added : str, optional
         Prefix of the written keys; default the method name, ``"bioqpfs"`` for the default recipe.  A non-empty string without ``"/"``.
         Re-running under a key that holds a bioqpfs selection replaces it: the ``.var`` columns the
@@ -258,6 +274,15 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         params["similarity"] = similarity
     elif similarity != "mi":
         raise TypeError(f"method {method!r} does not take a similarity")
+    batch = None
+    if batch_key is not None:
+        if "batch" not in accepted:
+            raise ValueError(f"method {method!r} does not take batch_key (batch-aware statistics); methods that do: "
+                             f"{', '.join(batch_methods())}")
+        if n_genes == "auto":
+            raise ValueError("n_genes='auto' with batch_key is not supported yet (the cross-validation folds would "
+                             "need the batches too); pass an integer n_genes")
+        batch = obs_batch(adata, batch_key).array
     X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
     source = check_use_raw(adata, layer, use_raw)[1]
     mask = check_mask(adata, mask_var)
@@ -276,7 +301,8 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
                                       progress=progress, n_jobs=n_jobs, logg=logg)
     with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info) as jit:
         sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
-                     method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask], **params)
+                     method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask],
+                     **params, **({} if batch is None else {"batch": batch}))
     if jit["compiled"]:
         logg.info(f"    kernels compiled in {jit['seconds']:.1f} s (cached for later runs)")
     idx = np.flatnonzero(mask)
@@ -316,7 +342,7 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         written.append(f"{key}_{col}")
     record = dict(method=method, preset=preset or "paper",
                   **source_params(adata, groupby=groupby, layer=layer, use_raw=use_raw, mask_var=mask_var),
-                  n_genes=n_genes, random_state=random_state)
+                  n_genes=n_genes, random_state=random_state, batch_key=batch_key)
     record.update(params)  # what the user asked for ...
     record.update(sel.params)  # ... and what the method resolved (defaults, estimated alpha)
     adata.uns[key] = to_storable({

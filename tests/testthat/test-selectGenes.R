@@ -224,3 +224,26 @@ test_that("preselected forces genes first, given by name, 1-based row index or l
     expect_error(selectGenes(t$m, t$cls, nGenes = 4, preselected = length(genes) + 1), "row indices in 1..")
     expect_error(selectGenes(t$m, t$cls, nGenes = 4, preselected = "nosuchgene"), "nosuchgene")
 })
+
+test_that("block = (scran's name) gives batch-aware statistics: a vector or a colData column", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    plain <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5)
+    oneBlock <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5, block = rep("only", ncol(t$m)))
+    ## a single batch: the batch-aware measures are the plain ones
+    expect_identical(oneBlock$qpfs_rank, plain$qpfs_rank)
+    expect_identical(oneBlock$qpfs_weight, plain$qpfs_weight)
+    donor <- rep(c("d1", "d2"), length.out = ncol(t$m))
+    byVector <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5, block = donor)
+    expect_identical(metadata(byVector)$qpfs$params$batch_key, "block")
+    expect_identical(metadata(byVector)$qpfs$params$n_batches, 2L)
+    se <- toySE()
+    SummarizedExperiment::colData(se)$donor <- donor
+    byColumn <- selectGenes(se, "type", method = "qpfs", nGenes = 5, block = "donor")
+    expect_identical(SummarizedExperiment::rowData(byColumn)$qpfs_rank, byVector$qpfs_rank)
+    expect_identical(metadata(byColumn)$qpfs$params$batch_key, "donor")
+    expect_error(selectGenes(t$m, t$cls, method = "qpfs", block = c(NA, donor[-1])), "'block' has 1 missing")
+    expect_error(selectGenes(t$m, t$cls, method = "qpfs", block = donor[-1]), "'block' has 35 value")
+    expect_error(selectGenes(se, "type", method = "qpfs", block = "site"), "block = \"site\" is not a column")
+    expect_error(selectGenes(t$m, t$cls, method = "random", block = donor), "does not take batch_key")
+})

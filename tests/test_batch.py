@@ -1,0 +1,301 @@
+"""Batch-aware statistics (issue 15 item 1): ``batch=`` in every selector that uses the information / correlation
+measures, ``sum_b w_b I_b`` against plain-loop references, planted batch confounding, one batch = no batch,
+and the errors of bad batch input."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import reference as ref
+
+import bioqpfs
+from bioqpfs._kernels import information as _info
+from bioqpfs._registry import batch_methods, methods
+from bioqpfs.selectors._common import (
+    check_batch,
+    info_table,
+    one_vs_rest_relevance,
+    similarity_and_relevance,
+)
+from bioqpfs.selectors.eqpfs import eqpfs_matrix
+
+
+# ---- planted batch confounding --------------------------------------------------------------------------
+def _confounded(seed=0):
+    """Two classes spread unevenly over two batches (class A: 90 % of batch 0, 10 % of batch 1).
+
+    Gene 0 ("shift") differs between batches only -- no class effect within a batch -- so it is associated with
+    the class only through the batch.  Gene 1 ("marker") is higher in class A by the same amount in every batch.
+    Genes 2..26 are weaker batch-invariant markers, the rest noise.
+    """
+    rng = np.random.default_rng(seed)
+    n_per_batch, n_noise, n_weak = 150, 120, 25
+    batch = np.repeat([0, 1], n_per_batch)
+    y = np.concatenate([rng.permutation(np.r_[np.zeros(135), np.ones(15)]),
+                        rng.permutation(np.r_[np.zeros(15), np.ones(135)])]).astype(int)
+    n = batch.size
+    X = rng.normal(size=(n, 2 + n_weak + n_noise))
+    X[:, 0] += 3.0 * batch  # batch only
+    X[:, 1] += 2.5 * y  # the class, in every batch
+    X[:, 2:2 + n_weak] += 1.0 * y[:, None]
+    return X, np.where(y == 1, "A", "B"), np.where(batch == 1, "b1", "b0")
+
+
+@pytest.mark.parametrize("method", ["qpfs", "qpfs_cover", "mrmr_mid"])
+def test_planted_batch_confounding(method):
+    X, y, batch = _confounded()
+    without = bioqpfs.select(X, y, method=method, n_genes=20).ranking
+    with_batch = bioqpfs.select(X, y, method=method, n_genes=20, batch=batch).ranking
+    assert 0 in without[:20], "the batch-only gene should look class-relevant when batches are ignored"
+    assert 0 not in with_batch[:20], "batch-aware statistics must not credit a gene that differs by batch only"
+    assert 1 in without[:10] and 1 in with_batch[:10], "a batch-invariant marker stays near the top"
+
+
+# ---- one batch: exactly the result without ----------------------------------------------------------------
+def _small(seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(45, 14))
+    y = np.repeat(["a", "b", "c"], 15)
+    X[y == "b", 0] += 2.0
+    X[y == "c", 3] += 1.5
+    X[:, 5] = X[:, 0] + 0.3 * rng.normal(size=45)
+    return X, y
+
+
+def test_every_method_accepting_batch_is_listed():
+    assert set(batch_methods()) >= {"qpfs", "qpfs_cover", "eqpfs", "maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife",
+                                    "spec_cmi"}
+
+
+@pytest.mark.parametrize("method", batch_methods())
+@pytest.mark.parametrize("options", [{}, dict(batch_weights="equal", batch_discretization="global")])
+def test_one_batch_equals_no_batch(method, options):
+    X, y = _small()
+    plain = bioqpfs.select(X, y, method=method, n_genes=5)
+    one = bioqpfs.select(X, y, method=method, n_genes=5, batch=np.full(45, "only"), **options)
+    np.testing.assert_array_equal(one.ranking, plain.ranking)
+    np.testing.assert_array_equal(one.weights, plain.weights)
+    assert one.params["n_batches"] == 1 and "batch" not in plain.params
+
+
+# ---- sum_b w_b I_b against plain loops ------------------------------------------------------------------
+def _batched(seed=2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(36, 6))
+    y = np.array([0, 1, 2] * 8 + [0] * 6 + [1, 2] * 3)
+    batch = np.array([0] * 14 + [1] * 10 + [2] * 6 + [1] * 6)  # batch 2: a single class
+    X[:, 0] += 1.5 * y + 2.0 * batch
+    X[:, 1] += X[:, 0] * 0.5 + batch
+    return X, y, batch
+
+
+def _reference(X, y, batch, weighting, discretization, measure):
+    """sum_b w_b measure(codes_b, y_b) with the codes of each batch (or global codes) from the loop reference."""
+    names, sizes = np.unique(batch, return_counts=True)
+    w = sizes / sizes.sum() if weighting == "size" else np.full(names.size, 1.0 / names.size)
+    codes_all = ref.mean_sd_codes(X)
+    total = 0.0
+    for b, w_b in zip(names, w):
+        rows = np.flatnonzero(batch == b)
+        codes = ref.mean_sd_codes(X[rows]) if discretization == "per_batch" else codes_all[rows]
+        total = total + w_b * measure(codes, y[rows])
+    return total
+
+
+@pytest.mark.parametrize("weighting", ["size", "equal"])
+@pytest.mark.parametrize("discretization", ["per_batch", "global"])
+def test_batch_information_matches_plain_loops(weighting, discretization):
+    X, y, batch = _batched()
+    strata = check_batch(batch, X, batch_weights=weighting, batch_discretization=discretization)
+    Q, F, _, table = similarity_and_relevance(X, y, similarity="mi", relevance="mi", discretization="mean_sd",
+                                              n_bins=3, base=2, batch=strata)
+    m = X.shape[1]
+    Q_ref = _reference(X, y, batch, weighting, discretization, lambda c, yb: ref.mi_matrix(c))
+    F_ref = _reference(X, y, batch, weighting, discretization,
+                       lambda c, yb: np.array([ref.mutual_info(c[:, i], yb) for i in range(m)]))
+    np.testing.assert_allclose(Q, Q_ref, atol=1e-10)
+    np.testing.assert_allclose(F, F_ref, atol=1e-10)
+    # the pooled estimate is different: the test can tell
+    Q_pooled = ref.mi_matrix(ref.mean_sd_codes(X))
+    assert np.abs(Q_pooled - Q_ref).max() > 0.05
+
+    # one-vs-rest relevance of qpfs_cover (class_weight=None): sum_b w_b I_b(X_i; 1[C = c])
+    F_c = one_vs_rest_relevance(table, y, 3, class_weight=None, base=2)
+    for c in range(3):
+        ref_c = _reference(X, y, batch, weighting, discretization,
+                           lambda cd, yb: np.array([ref.mutual_info(cd[:, i], (yb == c).astype(int))
+                                                    for i in range(m)]))
+        np.testing.assert_allclose(F_c[c], ref_c, atol=1e-10)
+
+
+@pytest.mark.parametrize("weighting", ["size", "equal"])
+def test_batch_cmi_and_eqpfs_match_plain_loops(weighting):
+    X, y, batch = _batched()
+    strata = check_batch(batch, X, batch_weights=weighting)
+    table = info_table(X, y, discretization="mean_sd", n_bins=3, grouped=True, batch=strata)
+    C = _info.pairwise_information(table, None, "cmi_mean", base=2)
+    C_ref = _reference(X, y, batch, weighting, "per_batch", lambda c, yb: ref.cmi_matrix(c, yb))
+    C_ref = (C_ref + C_ref.T) / 2  # the symmetric SPEC_CMI matrix, diagonal I(X_i; C)
+    np.testing.assert_allclose(C, C_ref, atol=1e-10)
+    # EQPFS: H1 - beta H2, both within-batch averages (batch 2 has one class: I(X; X | C) = I(X; X) there)
+    H = eqpfs_matrix(table.codes, table.n_levels, y, 1.0, base=2, batch=strata)
+    H_ref = _reference(X, y, batch, weighting, "per_batch",
+                       lambda c, yb: ref.mi_matrix(c) - ref.mi_given_class_matrix(c, yb))
+    np.fill_diagonal(H_ref, 0.0)
+    np.testing.assert_allclose(H, H_ref, atol=1e-10)
+
+
+@pytest.mark.parametrize("weighting", ["size", "equal"])
+def test_batch_correlation_is_weighted_within_batch_correlation(weighting):
+    X, y, batch = _batched()
+    strata = check_batch(batch, X, batch_weights=weighting)
+    Q, _, _, _ = similarity_and_relevance(X, y, similarity="correlation", relevance="hall", discretization="mean_sd",
+                                          n_bins=3, base=2, batch=strata)
+    names, sizes = np.unique(batch, return_counts=True)
+    w = sizes / sizes.sum() if weighting == "size" else np.full(3, 1 / 3)
+    m = X.shape[1]
+    R = sum(w_b * np.array([[ref.pearson(X[batch == b, i].tolist(), X[batch == b, j].tolist()) for j in range(m)]
+                            for i in range(m)]) for b, w_b in zip(names, w))
+    np.testing.assert_allclose(Q, np.abs(R), atol=1e-10)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_batch_direction_is_within_batch(sparse):
+    """qpfs_cover's "higher in class c" with batches: sum_b w_b (mean_cb - mean_rest,b) / sd_b > 0, by plain loops."""
+    import scipy.sparse as sp
+
+    from bioqpfs.selectors._common import higher_in_class
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 7))
+    y, batch = rng.integers(0, 3, 50), rng.integers(0, 2, 50)
+    X[:, 0] += 5 * batch
+    X[y == 1, 1] += 1.0
+    expected = np.zeros((3, 7))
+    for b in range(2):
+        rows = batch == b
+        for c in range(3):
+            inside, outside = rows & (y == c), rows & (y != c)
+            expected[c] += rows.mean() * (X[inside].mean(0) - X[outside].mean(0)) / X[rows].std(0)
+    got = higher_in_class(sp.csr_matrix(X) if sparse else X, y, 3, batch=check_batch(batch, X))
+    np.testing.assert_array_equal(got, expected > 0)
+    assert not np.array_equal(got, higher_in_class(X, y, 3))  # the pooled direction differs here
+
+
+# ---- faces and params -------------------------------------------------------------------------------------
+def test_params_record_batch_settings():
+    X, y, batch = _batched()
+    sel = bioqpfs.select(X, y, method="qpfs", batch=batch, batch_weights="equal")
+    assert sel.params["batch"] is True and sel.params["n_batches"] == 3
+    assert sel.params["batch_weights"] == "equal" and sel.params["batch_discretization"] == "per_batch"
+
+
+# ---- bad input --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("method", sorted(set(methods()) - set(batch_methods())))
+def test_methods_without_batch_refuse_it(method):
+    X, y, batch = _batched()
+    with pytest.raises(ValueError, match=f"method '{method}' does not take batch="):
+        bioqpfs.select(X, y, method=method, n_genes=3, batch=batch)
+
+
+def test_batch_none_is_no_batch_for_every_method():
+    X, y, _ = _batched()
+    for method in ("random", "ldfs"):
+        np.testing.assert_array_equal(bioqpfs.select(X, y, method=method, n_genes=3, batch=None).ranking,
+                                      bioqpfs.select(X, y, method=method, n_genes=3).ranking)
+
+
+def test_bad_batch_input():
+    X, y, batch = _batched()
+    with pytest.raises(ValueError, match="batch has 35 entries but the data have 36 samples"):
+        bioqpfs.select(X, y, method="qpfs", batch=batch[:-1])
+    missing = batch.astype(object)
+    missing[4] = None
+    with pytest.raises(ValueError, match="batch has 1 missing value"):
+        bioqpfs.select(X, y, method="maxrel", batch=missing)
+    with pytest.raises(ValueError, match="batch must be 1-D"):
+        bioqpfs.select(X, y, method="qpfs", batch=np.zeros((36, 2)))
+    with pytest.raises(ValueError, match="batch_weights"):
+        bioqpfs.select(X, y, method="qpfs", batch=batch, batch_weights="sized")
+    with pytest.raises(ValueError, match="batch_discretization"):
+        bioqpfs.select(X, y, method="mrmr_mid", batch=batch, batch_discretization="local")
+    with pytest.raises(ValueError, match="Nystrom"):
+        bioqpfs.select(X, y, method="spec_cmi", batch=batch, nystrom_rate=0.5)
+    with pytest.raises(ValueError, match="relevance='mst' has no batch-aware form"):
+        bioqpfs.select(X, y, method="qpfs", similarity="correlation", relevance="mst", batch=batch)
+    lonely = batch.copy()
+    lonely[0] = 7
+    with pytest.warns(UserWarning, match="batch\\(es\\) 7 have a single sample"):
+        bioqpfs.select(X, y, method="maxrel", batch=lonely)
+
+
+def test_batch_does_not_mutate_inputs():
+    X, y, batch = _batched()
+    X0, b0 = X.copy(), batch.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bioqpfs.select(X, y, method="qpfs_cover", batch=batch)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(batch, b0)
+
+
+# ---- faces: tl (batch_key), CLI (--batch-key), sklearn (fit parameter) --------------------------------------
+def _adata():
+    import anndata as ad
+    import pandas as pd
+
+    X, y, batch = _confounded()
+    obs = pd.DataFrame({"ct": pd.Categorical(y), "donor": pd.Categorical(batch)},
+                       index=[f"c{i}" for i in range(len(y))])
+    return ad.AnnData(X, obs=obs, var=pd.DataFrame(index=[f"g{j}" for j in range(X.shape[1])]))
+
+
+def test_tl_batch_key_equals_select_with_batch_and_is_recorded():
+    adata = _adata()
+    bioqpfs.tl.select_genes(adata, "ct", method="qpfs", n_genes=20, batch_key="donor")
+    direct = bioqpfs.select(adata.X, adata.obs["ct"].array, method="qpfs", n_genes=20,
+                            batch=adata.obs["donor"].to_numpy())
+    assert list(adata.uns["qpfs"]["selected"]) == [f"g{i}" for i in direct.selected]
+    params = adata.uns["qpfs"]["params"]
+    assert params["batch_key"] == "donor" and params["n_batches"] == 2 and params["batch_weights"] == "size"
+    assert "g0" not in adata.uns["qpfs"]["selected"]  # the batch-only gene
+    with pytest.raises(KeyError, match="batch_key='site' is not a column of adata.obs"):
+        bioqpfs.tl.select_genes(adata, "ct", method="qpfs", n_genes=5, batch_key="site")
+    with pytest.raises(ValueError, match="method 'ldfs' does not take batch_key"):
+        bioqpfs.tl.select_genes(adata, "ct", method="ldfs", n_genes=5, batch_key="donor")
+    adata.obs["site"] = adata.obs["donor"].astype(object)
+    adata.obs.iloc[3, adata.obs.columns.get_loc("site")] = None
+    with pytest.raises(ValueError, match=r"adata.obs\['site'\] has 1 missing value"):
+        bioqpfs.tl.select_genes(adata, "ct", method="qpfs", n_genes=5, batch_key="site")
+
+
+def test_cli_batch_key(tmp_path):
+    import subprocess
+    import sys
+
+    import anndata as ad
+
+    path, out = tmp_path / "in.h5ad", tmp_path / "out.h5ad"
+    _adata().write_h5ad(path)
+    r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "select", str(path), "--groupby", "ct", "--method",
+                        "mrmr_mid", "--n-genes", "20", "--batch-key", "donor", "-o", str(out), "--quiet"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    b = ad.read_h5ad(out)
+    assert b.uns["mrmr_mid"]["params"]["batch_key"] == "donor" and "g0" not in list(b.uns["mrmr_mid"]["selected"])
+
+
+def test_estimator_batch_fit_parameter():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import LinearSVC
+
+    from bioqpfs.estimators import BioQPFSSelector
+
+    X, y, batch = _confounded()
+    est = BioQPFSSelector(20, method="qpfs").fit(X, y, batch=batch)
+    assert not est.get_support()[0] and est.get_support()[1]
+    assert est.selection_.params["n_batches"] == 2
+    pipe = make_pipeline(BioQPFSSelector(20, method="qpfs"), LinearSVC())
+    pipe.fit(X, y, bioqpfsselector__batch=batch)
+    assert not pipe[0].get_support()[0]
