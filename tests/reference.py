@@ -482,3 +482,22 @@ def greedy_mi_selection(codes, y, criterion, k, start=(), base=2.0):
         tied = [j for j, s in scores.items() if s >= best - tol]
         sel.append(min(tied, key=lambda j: (-F[j], j)))
     return sel
+
+
+# ------------------------------------------------------- batch strata (stratified estimation, mRMRe's strata)
+def stratified_sum(X, y, batch, weighting, discretization, measure):
+    """``sum_b w_b measure(codes_b, y_b)`` over the batches b, by a plain loop.
+
+    ``w_b = n_b / N`` (``weighting="size"``) or ``1 / B`` (``"equal"``); ``codes_b`` are the :func:`mean_sd_codes`
+    of batch b's rows alone (``discretization="per_batch"``) or the rows of the codes of all samples
+    (``"global"``).  Independent of the package: the codes come from this module's loop reference.
+    """
+    names, sizes = np.unique(batch, return_counts=True)
+    w = sizes / sizes.sum() if weighting == "size" else np.full(names.size, 1.0 / names.size)
+    codes_all = mean_sd_codes(X)
+    total = 0.0
+    for b, w_b in zip(names, w):
+        rows = np.flatnonzero(batch == b)
+        codes = mean_sd_codes(X[rows]) if discretization == "per_batch" else codes_all[rows]
+        total = total + w_b * measure(codes, y[rows])
+    return total

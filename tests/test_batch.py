@@ -90,19 +90,6 @@ def _batched(seed=2):
     return X, y, batch
 
 
-def _reference(X, y, batch, weighting, discretization, measure):
-    """sum_b w_b measure(codes_b, y_b) with the codes of each batch (or global codes) from the loop reference."""
-    names, sizes = np.unique(batch, return_counts=True)
-    w = sizes / sizes.sum() if weighting == "size" else np.full(names.size, 1.0 / names.size)
-    codes_all = ref.mean_sd_codes(X)
-    total = 0.0
-    for b, w_b in zip(names, w):
-        rows = np.flatnonzero(batch == b)
-        codes = ref.mean_sd_codes(X[rows]) if discretization == "per_batch" else codes_all[rows]
-        total = total + w_b * measure(codes, y[rows])
-    return total
-
-
 @pytest.mark.parametrize("weighting", ["size", "equal"])
 @pytest.mark.parametrize("discretization", ["per_batch", "global"])
 def test_batch_information_matches_plain_loops(weighting, discretization):
@@ -111,8 +98,8 @@ def test_batch_information_matches_plain_loops(weighting, discretization):
     Q, F, _, table = similarity_and_relevance(X, y, similarity="mi", relevance="mi", discretization="mean_sd",
                                               n_bins=3, base=2, batch=strata)
     m = X.shape[1]
-    Q_ref = _reference(X, y, batch, weighting, discretization, lambda c, yb: ref.mi_matrix(c))
-    F_ref = _reference(X, y, batch, weighting, discretization,
+    Q_ref = ref.stratified_sum(X, y, batch, weighting, discretization, lambda c, yb: ref.mi_matrix(c))
+    F_ref = ref.stratified_sum(X, y, batch, weighting, discretization,
                        lambda c, yb: np.array([ref.mutual_info(c[:, i], yb) for i in range(m)]))
     np.testing.assert_allclose(Q, Q_ref, atol=1e-10)
     np.testing.assert_allclose(F, F_ref, atol=1e-10)
@@ -123,7 +110,7 @@ def test_batch_information_matches_plain_loops(weighting, discretization):
     # one-vs-rest relevance of qpfs_cover (class_weight=None): sum_b w_b I_b(X_i; 1[C = c])
     F_c = one_vs_rest_relevance(table, y, 3, class_weight=None, base=2)
     for c in range(3):
-        ref_c = _reference(X, y, batch, weighting, discretization,
+        ref_c = ref.stratified_sum(X, y, batch, weighting, discretization,
                            lambda cd, yb: np.array([ref.mutual_info(cd[:, i], (yb == c).astype(int))
                                                     for i in range(m)]))
         np.testing.assert_allclose(F_c[c], ref_c, atol=1e-10)
@@ -135,12 +122,12 @@ def test_batch_cmi_and_eqpfs_match_plain_loops(weighting):
     strata = check_batch(batch, X, batch_weights=weighting)
     table = info_table(X, y, discretization="mean_sd", n_bins=3, grouped=True, batch=strata)
     C = _info.pairwise_information(table, None, "cmi_mean", base=2)
-    C_ref = _reference(X, y, batch, weighting, "per_batch", lambda c, yb: ref.cmi_matrix(c, yb))
+    C_ref = ref.stratified_sum(X, y, batch, weighting, "per_batch", lambda c, yb: ref.cmi_matrix(c, yb))
     C_ref = (C_ref + C_ref.T) / 2  # the symmetric SPEC_CMI matrix, diagonal I(X_i; C)
     np.testing.assert_allclose(C, C_ref, atol=1e-10)
     # EQPFS: H1 - beta H2, both within-batch averages (batch 2 has one class: I(X; X | C) = I(X; X) there)
     H = eqpfs_matrix(table.codes, table.n_levels, y, 1.0, base=2, batch=strata)
-    H_ref = _reference(X, y, batch, weighting, "per_batch",
+    H_ref = ref.stratified_sum(X, y, batch, weighting, "per_batch",
                        lambda c, yb: ref.mi_matrix(c) - ref.mi_given_class_matrix(c, yb))
     np.fill_diagonal(H_ref, 0.0)
     np.testing.assert_allclose(H, H_ref, atol=1e-10)
