@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._docs import N_BINS_DOC, doc_params
 from ._kernels import correlation as _corr
 from ._kernels import discretize as _disc
 from ._kernels import information as _info
@@ -66,6 +67,7 @@ def _matrix(X, discretization):
 _UNSET = object()
 
 
+@doc_params(n_bins=N_BINS_DOC)
 def discretize(X, discretization="mean_sd", *, n_bins=3, y=None, method=_UNSET):
     """Discretise each gene into integer codes ``0..k-1`` (samples x genes, ``uint8``).
 
@@ -83,8 +85,7 @@ def discretize(X, discretization="mean_sd", *, n_bins=3, y=None, method=_UNSET):
         first cuts of the recursion are kept, with a warning (see ``mdl_codes``); ``"auto"``: ``"zero_quantile"``
         for zero-inflated data (at least :data:`AUTO_ZERO_FRACTION` of the entries exactly 0), else ``"mean_sd"``;
         ``None``: X already holds integer levels, which are mapped to consecutive codes.
-    n_bins : int
-        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    {n_bins}
     y : array-like, optional
         Class labels, for ``"mdl"``.
     method : str, optional
@@ -124,6 +125,7 @@ def _check_dtype(dtype):
     return dt
 
 
+@doc_params(n_bins=N_BINS_DOC)
 def mutual_information(Xd, Yd=None, *, discretization="mean_sd", n_bins=3, base=2, rows=None, dtype=np.float64):
     """Mutual information between genes, or between genes and the columns of ``Yd``.
 
@@ -141,6 +143,7 @@ def mutual_information(Xd, Yd=None, *, discretization="mean_sd", n_bins=3, base=
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         How to discretise ``Xd`` first (see :func:`discretize`; default ``"mean_sd"``, QPFS
         section 2.5, as every measure and selector); ``None``: ``Xd`` already holds codes.
+    {n_bins}
     base : float
         Logarithm base (2: bits), a finite number > 0 and != 1.
     rows : 1-D sequence of int, optional
@@ -222,11 +225,18 @@ def conditional_mutual_information(Xd, y, *, discretization="mean_sd", n_bins=3,
     return _info.pairwise_information(table, None, "cmi", rows=rows_arr, base=base, dtype=dtype)
 
 
+@doc_params(n_bins=N_BINS_DOC)
 def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, class_weight=None):
     """Class relevance F of every gene.
 
     Parameters
     ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+        Expression (continuous for ``"hall"`` and the MST kinds; for ``"mi"`` discretised by
+        ``discretization``, or integer codes with ``discretization=None``).
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
+        As in :func:`mutual_information` (``"mi"`` only).
+    {n_bins}
     kind : {"mi", "hall", "mst", "mst_cpx"}
         ``"mi"``: F_i = I(X_i; C) on the discretised gene (``discretization``; ``None`` if X holds
         codes).  ``"hall"``: QPFS section 2.1, F_i = sum_k p(K=k) |rho(v_i, 1[K=k])| on continuous X.

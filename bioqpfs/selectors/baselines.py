@@ -54,13 +54,13 @@ import time
 import numpy as np
 
 from .. import measures
+from .._docs import BATCH_DOC, N_BINS_DOC, fill_doc
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, Options, check_base, check_n_genes, check_random_state, parameter_constraints
 from ._common import (
     BATCH_DISCRETIZATIONS,
-    BATCH_DOC,
     BATCH_WEIGHTS,
     check_batch,
     forced_first,
@@ -242,8 +242,7 @@ _PARAMS_DOC = """
         Number of genes to select greedily (default :data:`DEFAULT_N_RANKED`, capped at the number of genes).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
         As in :func:`bioqpfs.qpfs`: mean +- sd 3 bins (QPFS section 2.5) by default.
-    n_bins : int
-        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    {n_bins}
     class_weight : {None, "balanced"}
         As in :func:`bioqpfs.qpfs`: ``"balanced"`` weighs every class equally in every MI term.
     base : float
@@ -252,7 +251,8 @@ _PARAMS_DOC = """
         Forced genes (names need ``feature_names``): the greedy search starts from S = these genes, in the
         given order, and adds the rest given them -- every sum over S in the criterion includes them, exactly
         as if the search had picked them first.  They count towards ``n_genes``.
-    {batch_doc}    random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
+    {batch_doc}
+    random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
         (an invalid value such as -1 or "abc" is an error, as for the random methods).
     feature_names : sequence of str, optional
 
@@ -305,7 +305,7 @@ def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, clas
 
 
 for _f in (mrmr_mid, mrmr_miq, jmi, cife):
-    _f.__doc__ += _PARAMS_DOC.replace("    {batch_doc}", BATCH_DOC.lstrip("\n"))
+    _f.__doc__ += fill_doc(_PARAMS_DOC, n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)
 
 
 @parameter_constraints(**_CONSTRAINTS)

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from .. import measures
+from .._docs import BATCH_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels import simplex_qp
 from .._kernels.psd import PSD_FIXES
@@ -30,7 +31,6 @@ from ._common import (
     resolve_preselected,
     warn_constant,
     weights_and_ranking,
-    with_batch_doc,
 )
 from ._qp import SOLVERS, forced_in_qp, preselected_params, solve_qpfs
 
@@ -53,7 +53,7 @@ def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2, batch=None):
     return H
 
 
-@with_batch_doc
+@doc_params(batch_doc=BATCH_DOC)
 @parameter_constraints(
     alpha=Interval("real", 0, None, closed="neither", none=True), beta=Interval("real", 0, None),
     lam=Interval("real", 0, None, none=True), discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"),
@@ -93,7 +93,8 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         Applied only when a user-given ``lam`` leaves the problem indefinite.
     preselected, preselected_share
         Forced genes, as in :func:`bioqpfs.qpfs`.
-    {batch_doc}        H1, H2 and f are all within-batch averages.
+    {batch_doc}
+        H1, H2 and f are all within-batch averages.
     random_state : ignored (deterministic); validated like every selector's (an invalid value is an error).
     feature_names : sequence of str, optional
 

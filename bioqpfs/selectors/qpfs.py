@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from .. import measures
+from .._docs import BATCH_DOC, N_BINS_DOC, RANDOM_STATE_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels.psd import PSD_FIXES, apply_psd_fix, min_eigenvalue_with_safety
 from .._selection import Selection
@@ -53,7 +54,6 @@ from ._common import (
     similarity_and_relevance,
     warn_constant,
     weights_and_ranking,
-    with_batch_doc,
 )
 from ._qp import (
     FLOAT32_FROM,
@@ -112,7 +112,7 @@ def _relevance_of_kept(relevance, m_total, keep):
                      "(as bioqpfs.measures.relevance(X, y) returns it)")
 
 
-@with_batch_doc
+@doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC, random_state=RANDOM_STATE_DOC)
 @parameter_constraints(
     similarity=Options(*SIMILARITIES), alpha=Interval("real", 0, 1, none=True), discretization=Options(*measures.DISCRETIZATIONS),
     n_bins=Interval("integer"), solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
@@ -155,8 +155,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         For MI: QPFS section 2.5 mean +- sd bins by default; ``None`` if X holds codes; ``"auto"``
         chooses ``"zero_quantile"`` for zero-inflated (single-cell) data, else ``"mean_sd"``
         (see :func:`bioqpfs.measures.discretize`; the rule used is in ``params["discretization_used"]``).
-    n_bins : int
-        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    {n_bins}
     base : float
         Logarithm base of MI (does not change the ranking).
     solver : {"auto", "quadprog", "active_set", "spg"}
@@ -215,7 +214,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         ``"balanced"``: every class counts equally in Q and F (weighted counts, each sample of class c
         weighs ``N / (C n_c)``), so a rare cell type is as relevant as a common one.  Goes beyond the
         paper, which estimates the MI with the empirical class frequencies (``None``).  MI only.
-    {batch_doc}    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {batch_doc}
+    {random_state}
         Seeds the Nystrom row sample (exact QPFS is deterministic).
     feature_names : sequence of str, optional
 

@@ -82,6 +82,7 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
+from .._docs import RANDOM_STATE_DOC, fill_doc
 from .._kernels import correlation as _corr
 from .._kernels.ranking import rank_descending
 from .._selection import Selection, check_informative
@@ -422,7 +423,8 @@ _DOC_COMMON = """
         (default :data:`DEFAULT_N_GENES` for the search; the ranking always covers every gene).
     n_components : int, optional
         Columns q of W; default min(d, max(2, C - 1)).
-{extra}    zero_tol : float
+    {extra}
+    zero_tol : float
         A row is zero when ||w_j||_inf < zero_tol * max_j ||w_j||_inf (paper section 6: 0.01).
     maxiter : int
         L-BFGS-B iterations per lambda.
@@ -430,11 +432,11 @@ _DOC_COMMON = """
         Bisection steps on lambda to hit ``n_genes`` exactly.
     preselected : sequence of str or int, optional
         Forced genes (names need ``feature_names``), ranked first in the given order.  Their rows of W are
-        left out of the penalty, ``min_W J(XW) + lambda sum_{{j not forced}} ||w_j||_inf``: they are in the
+        left out of the penalty, ``min_W J(XW) + lambda sum_{j not forced} ||w_j||_inf``: they are in the
         panel whatever lambda is, so the transformation uses them freely, and lambda is raised until
         ``n_genes - len(preselected)`` other rows remain -- the genes that add most to the criterion given
         the forced ones.  Their weight is their own ``||w_j||_inf``.
-    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {random_state}
         Seeds the random start U ~ U(-1, 1).
     feature_names : sequence of str, optional
 
@@ -488,9 +490,9 @@ def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, max
         preselected=preselected)
 
 
-ldfs.__doc__ += _DOC_COMMON.format(extra="""    gamma : float
-        Ridge on W^T S_T W (units: variance of one z-scored gene); fixes the scale of W.
+ldfs.__doc__ += fill_doc(_DOC_COMMON, random_state=RANDOM_STATE_DOC, extra="""gamma : float
+    Ridge on W^T S_T W (units: variance of one z-scored gene); fixes the scale of W.
 """)
-hsfs.__doc__ += _DOC_COMMON.format(extra="""    sigma : float
-        Gaussian kernel bandwidth in the projected space (default 1; see the module docstring).
+hsfs.__doc__ += fill_doc(_DOC_COMMON, random_state=RANDOM_STATE_DOC, extra="""sigma : float
+    Gaussian kernel bandwidth in the projected space (default 1; see the module docstring).
 """)
