@@ -27,6 +27,8 @@ True
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._docs import N_BINS_DOC, doc_params
@@ -35,6 +37,13 @@ from ._kernels import discretize as _disc
 from ._kernels import information as _info
 from ._kernels.counting_dask import refuse_dask as _refuse_dask
 from ._validation import check_base, check_labels, check_matrix, memory_guard, output_guard, sample_names_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from ._typing import MatrixLike
 
 __all__ = [
     "discretize",
@@ -68,7 +77,8 @@ _UNSET = object()
 
 
 @doc_params(n_bins=N_BINS_DOC)
-def discretize(X, discretization="mean_sd", *, n_bins=3, y=None, method=_UNSET):
+def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins: int = 3, y: ArrayLike | None = None,
+               method: str | None = _UNSET) -> np.ndarray:
     """Discretise each gene into integer codes ``0..k-1`` (samples x genes, ``uint8``).
 
     Parameters
@@ -126,7 +136,9 @@ def _check_dtype(dtype):
 
 
 @doc_params(n_bins=N_BINS_DOC)
-def mutual_information(Xd, Yd=None, *, discretization="mean_sd", n_bins=3, base=2, rows=None, dtype=np.float64):
+def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretization: str | None = "mean_sd",
+                       n_bins: int = 3, base: float = 2, rows: Sequence[int] | np.ndarray | None = None,
+                       dtype: DTypeLike = np.float64) -> np.ndarray:
     """Mutual information between genes, or between genes and the columns of ``Yd``.
 
     ``Q[i, j] = I(X_i; X_j) = sum_ab p(a, b) log p(a, b) / (p(a) p(b))`` with the diagonal
@@ -197,14 +209,15 @@ def _check_rows(rows, m):
     return rows.astype(np.int64)
 
 
-def entropy(Xd, *, discretization="mean_sd", n_bins=3, base=2):
+def entropy(Xd: MatrixLike, *, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2) -> np.ndarray:
     """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits)."""
     base = check_base(base)
     return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
 
 
-def conditional_mutual_information(Xd, y, *, discretization="mean_sd", n_bins=3, base=2, rows=None, dtype=np.float64,
-                                   class_weight=None):
+def conditional_mutual_information(Xd: MatrixLike, y: ArrayLike, *, discretization: str | None = "mean_sd",
+                                   n_bins: int = 3, base: float = 2, rows: Sequence[int] | np.ndarray | None = None,
+                                   dtype: DTypeLike = np.float64, class_weight: str | None = None) -> np.ndarray:
     """Matrix ``C`` with ``C[i, j] = I(X_i; C | X_j)`` for ``i != j`` and ``C[i, i] = I(X_i; C)``.
 
     This is the (asymmetric) SPEC_CMI matrix of Nguyen et al. 2014, eq. 17-18; its symmetric
@@ -226,7 +239,8 @@ def conditional_mutual_information(Xd, y, *, discretization="mean_sd", n_bins=3,
 
 
 @doc_params(n_bins=N_BINS_DOC)
-def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, class_weight=None):
+def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2, discretization: str | None = "mean_sd",
+              n_bins: int = 3, class_weight: str | None = None) -> np.ndarray:
     """Class relevance F of every gene.
 
     Parameters
@@ -286,7 +300,8 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, cl
     raise ValueError(f"unknown relevance kind {kind!r}; choose 'mi', 'hall', 'mst' or 'mst_cpx'")
 
 
-def correlation(X, *, rows=None, dtype=np.float64):
+def correlation(X: MatrixLike, *, rows: Sequence[int] | np.ndarray | None = None,
+                dtype: DTypeLike = np.float64) -> np.ndarray:
     """|Pearson correlation| between genes (QPFS eq. 3); constant genes give 0 rows/columns.
 
     ``rows`` and ``dtype`` as in :func:`mutual_information`.

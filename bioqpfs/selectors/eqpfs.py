@@ -11,6 +11,7 @@ is to make the problem convex.  ``f_i = I(X_i; C)``.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,13 @@ from ._common import (
     weights_and_ranking,
 )
 from ._qp import SOLVERS, forced_in_qp, preselected_params, solve_qpfs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["eqpfs", "eqpfs_matrix"]
 
@@ -60,9 +68,12 @@ def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2, batch=None):
     solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
     preselected_share=Interval("real", 0, 1, closed="neither", none=True), batch_weights=Options(*BATCH_WEIGHTS),
     batch_discretization=Options(*BATCH_DISCRETIZATIONS))
-def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization="mean_sd", n_bins=3, base=2,
-          solver="auto", psd_fix="shift", preselected=None, preselected_share=None, batch=None,
-          batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
+def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: float | None = None, beta: float = 1.0,
+          lam: float | None = None, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+          solver: str = "auto", psd_fix: str = "shift", preselected: Sequence[str | int] | None = None,
+          preselected_share: float | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
+          batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+          feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with convexified EQPFS (eq. 13 of Nguyen et al. 2014).
 
     Parameters

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as _sparse
@@ -50,6 +51,13 @@ from .._selection import Selection, rank_by_weight
 from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import forced_first, prepare, resolve_preselected, warn_constant
 from ._qp import alpha_hat, forced_in_qp, preselected_params, solve_qpfs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"]
 
@@ -368,9 +376,11 @@ _ikm_doc = doc_params(ikm_params=_IKM_PARAMS.strip("\n") + "\n" + _COMMON_DOC.st
 @doc_params(common=_COMMON_DOC, random_state=RANDOM_STATE_DOC)
 @parameter_constraints(n_clusters=Interval("integer", none=True), max_split=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
-def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=None, tau=0.9, max_split=10, alpha=None, alpha_rows=64,
-              discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
-              feature_names=None):
+def tlkm_qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_clusters: int | None = None,
+              tau: float = 0.9, max_split: int = 10, alpha: float | str | None = None, alpha_rows: int = 64,
+              discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2, shuffle: bool = True,
+              preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+              feature_names: Sequence[str] | None = None) -> Selection:
     """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
 
     The genes are clustered with the variant two-level k-means (section 3.2): level 1 makes ``n_clusters``
@@ -537,9 +547,11 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
 @_ikm_doc
 @parameter_constraints(n_clusters=Interval("integer", none=True), n_split=Interval("integer"), max_levels=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
-def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
-             discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
-             feature_names=None):
+def ikm_qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_clusters: int | None = None,
+             n_split: int = 10, tau: float = 0.8, max_levels: int = 3, alpha: float | str | None = None,
+             alpha_rows: int = 64, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+             shuffle: bool = True, preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+             feature_names: Sequence[str] | None = None) -> Selection:
     """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
 
     k-means makes ``n_clusters`` clusters and QPFS weighs their representatives.  A cluster with radius
@@ -573,9 +585,11 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_le
 @_ikm_doc
 @parameter_constraints(n_clusters=Interval("integer", none=True), n_split=Interval("integer"), max_levels=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
-def ikma_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
-              discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
-              feature_names=None):
+def ikma_qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_clusters: int | None = None,
+              n_split: int = 10, tau: float = 0.8, max_levels: int = 3, alpha: float | str | None = None,
+              alpha_rows: int = 64, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+              shuffle: bool = True, preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+              feature_names: Sequence[str] | None = None) -> Selection:
     """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).
 
     As :func:`ikm_qpfs`, but every cluster whose representative gets QPFS weight 0 is dropped at once, at

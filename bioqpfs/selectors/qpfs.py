@@ -28,6 +28,7 @@ importable from here.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -66,6 +67,13 @@ from ._qp import (
     solver_working_bytes,
 )
 from .qpfs_nystrom import NYSTROM_QPS, nystrom_qpfs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES", "predicted_seconds",
            "min_eigenvalue_with_safety", "solver_working_bytes", "SOLVERS", "NYSTROM_QPS", "FLOAT32_FROM"]
@@ -120,10 +128,14 @@ def _relevance_of_kept(relevance, m_total, keep):
     nystrom_qp=Options(*NYSTROM_QPS), preselected_share=Interval("real", 0, 1, closed="neither", none=True),
     class_weight=Options(*_info.CLASS_WEIGHTS), batch_weights=Options(*BATCH_WEIGHTS),
     batch_discretization=Options(*BATCH_DISCRETIZATIONS))
-def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, discretization="mean_sd",
-         n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None, eig_threshold=0.0,
-         nystrom_qp="auto", preselected=None, preselected_share=None, class_weight=None, batch=None,
-         batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
+def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity: str = "mi",
+         relevance: str | ArrayLike | None = None, alpha: float | None = None, discretization: str | None = "mean_sd",
+         n_bins: int = 3, base: float = 2, solver: str = "auto", psd_fix: str = "none",
+         nystrom_rate: float | None = None, eig_threshold: float = 0.0, nystrom_qp: str = "auto",
+         preselected: Sequence[str | int] | None = None, preselected_share: float | None = None,
+         class_weight: str | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
+         batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+         feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with QPFS (exact, or QPFS+Nystrom).
 
     Parameters

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,6 +55,13 @@ from ._qp import (
     solver_working_bytes,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
+
 __all__ = ["qpfs_cover", "DIRECTIONS"]
 
 #: ``direction="up"``: only genes higher in the class than elsewhere count for it (marker genes);
@@ -67,9 +75,12 @@ DIRECTIONS = ("up", "both")
     discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
     solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES), batch_weights=Options(*BATCH_WEIGHTS),
     batch_discretization=Options(*BATCH_DISCRETIZATIONS))
-def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization="auto", n_bins=3,
-               class_weight="balanced", base=2, solver="auto", psd_fix="shift", preselected=None, batch=None,
-               batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
+def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direction: str = "up",
+               alpha: float | None = None, discretization: str | None = "auto", n_bins: int = 3,
+               class_weight: str | None = "balanced", base: float = 2, solver: str = "auto", psd_fix: str = "shift",
+               preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
+               batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+               feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with class-covering QPFS (one QPFS per class, round-robin over the classes).
 
     Parameters

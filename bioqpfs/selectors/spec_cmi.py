@@ -43,6 +43,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -77,6 +78,13 @@ from ._common import (
     warn_constant,
 )
 from ._qp import forced_in_qp
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
 
@@ -228,10 +236,12 @@ def _prepare(X, y, n_genes, feature_names, preselected=None):
                        n_error_rows=Interval("integer", 0, None),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
                        batch_weights=Options(*BATCH_WEIGHTS), batch_discretization=Options(*BATCH_DISCRETIZATIONS))
-def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretization="mean_sd", n_bins=3, base=2,
-             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, preselected=None, batch=None,
-             batch_weights="size", batch_discretization="per_batch", random_state=0,
-             feature_names=None):
+def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom_rate: float | None = None,
+             polish: bool = False, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+             dtype: DTypeLike | None = None, tol: float = 0.0, n_error_rows: int = 50, class_weight: str | None = None,
+             preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
+             batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+             feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
 
     Parameters
@@ -410,9 +420,11 @@ def _check_polish(polish, n_genes):
 @parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right"), n_error_rows=Interval("integer", 0, None),
                        rank_tol=Interval("real", 0, None, none=True),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
-def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, discretization="mean_sd", n_bins=3,
-                     base=2, tol=0.0, n_error_rows=50, rank_tol=None, class_weight=None, preselected=None,
-                     random_state=0, feature_names=None):
+def spec_cmi_nystrom(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom_rate: float = 0.2,
+                     polish: bool = False, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+                     tol: float = 0.0, n_error_rows: int = 50, rank_tol: float | None = None,
+                     class_weight: str | None = None, preselected: Sequence[str | int] | None = None,
+                     random_state: SeedLike = 0, feature_names: Sequence[str] | None = None) -> Selection:
     """SPEC_CMI from ``r = ceil(gamma M)`` sampled rows of Q (Nystrom approximation, section 3.4).
 
     Only the sampled rows ``[A B]`` of Q are computed (cost O(gamma M^2 N) instead of O(M^2 N)).
@@ -532,9 +544,11 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
 @parameter_constraints(n_projections=Interval("integer", 1, None),
                        max_seconds=Interval("real", 0, None, closed="neither"),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
-def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polish=True, solver="SCS",
-            max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, class_weight=None, preselected=None,
-            random_state=0, feature_names=None):
+def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projections: int = 100,
+            relaxation: str = "lifted", polish: bool = True, solver: str = "SCS", max_seconds: float = 300.0,
+            discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2, class_weight: str | None = None,
+            preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+            feature_names: Sequence[str] | None = None) -> Selection:
     """Select a k-gene panel with SDP_CMI: semidefinite relaxation + Goemans--Williamson rounding.
 
     Section 3.2: with bipolar variables ``y = 2x - 1`` and a dummy ``y_0 = 1`` (variable expansion,
@@ -738,7 +752,9 @@ def _exhaustive_qip(Q, k, max_subsets=None):
     return best
 
 
-def qip_objective(X, y, genes, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, feature_names=None):
+def qip_objective(X: MatrixLike, y: ArrayLike, genes: Selection | ArrayLike, *, n_genes: int | None = None,
+                  discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+                  feature_names: Sequence[str] | None = None) -> float:
     """The SPEC_CMI paper's criterion x^T Q x (eq. 17-18) of a gene panel.
 
     ``sum_{i in S} I(X_i; C) + sum_{i != j in S} I(X_i; C | X_j)`` -- relevance plus pairwise

@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import minimize
@@ -88,6 +89,13 @@ from .._kernels.ranking import rank_descending
 from .._selection import Selection, check_informative
 from .._validation import Interval, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import forced_first, prepare, preselected_record, resolve_preselected, warn_constant
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", "DEFAULT_N_GENES",
            "MAX_HSIC_SAMPLES"]
@@ -450,8 +458,10 @@ _DOC_COMMON = """
 
 @parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
                        max_bisect=Interval("integer"))
-def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
-         preselected=None, random_state=0, feature_names=None):
+def ldfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_components: int | None = None,
+         gamma: float = 1.0, zero_tol: float = 0.01, maxiter: int = 500, max_bisect: int = 8,
+         preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+         feature_names: Sequence[str] | None = None) -> Selection:
     """Linear Discriminant Feature Selection (Masaeli et al. 2010, section 4, eq. 4-7).
 
     min_W -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) + lambda sum_j ||w_j||_inf; see the module
@@ -468,8 +478,10 @@ def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, max
 
 @parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
                        max_bisect=Interval("integer"))
-def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
-         preselected=None, random_state=0, feature_names=None):
+def hsfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_components: int | None = None,
+         sigma: float = 1.0, zero_tol: float = 0.01, maxiter: int = 500, max_bisect: int = 8,
+         preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+         feature_names: Sequence[str] | None = None) -> Selection:
     """Hilbert-Schmidt Feature Selection (Masaeli et al. 2010, section 5, eq. 8-11).
 
     min_W -HSIC(XW, Y) / HSIC(Y, Y) + lambda sum_j ||w_j||_inf, Gaussian kernel of bandwidth
