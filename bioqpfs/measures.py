@@ -27,13 +27,23 @@ True
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ._docs import N_BINS_DOC, doc_params
 from ._kernels import correlation as _corr
 from ._kernels import discretize as _disc
 from ._kernels import information as _info
 from ._kernels.counting_dask import refuse_dask as _refuse_dask
 from ._validation import check_base, check_labels, check_matrix, memory_guard, output_guard, sample_names_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from ._typing import MatrixLike
 
 __all__ = [
     "discretize",
@@ -66,7 +76,9 @@ def _matrix(X, discretization):
 _UNSET = object()
 
 
-def discretize(X, discretization="mean_sd", *, n_bins=3, y=None, method=_UNSET):
+@doc_params(n_bins=N_BINS_DOC)
+def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins: int = 3, y: ArrayLike | None = None,
+               method: str | None = _UNSET) -> np.ndarray:
     """Discretise each gene into integer codes ``0..k-1`` (samples x genes, ``uint8``).
 
     Parameters
@@ -83,8 +95,7 @@ def discretize(X, discretization="mean_sd", *, n_bins=3, y=None, method=_UNSET):
         first cuts of the recursion are kept, with a warning (see ``mdl_codes``); ``"auto"``: ``"zero_quantile"``
         for zero-inflated data (at least :data:`AUTO_ZERO_FRACTION` of the entries exactly 0), else ``"mean_sd"``;
         ``None``: X already holds integer levels, which are mapped to consecutive codes.
-    n_bins : int
-        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    {n_bins}
     y : array-like, optional
         Class labels, for ``"mdl"``.
     method : str, optional
@@ -124,7 +135,10 @@ def _check_dtype(dtype):
     return dt
 
 
-def mutual_information(Xd, Yd=None, *, discretization="mean_sd", n_bins=3, base=2, rows=None, dtype=np.float64):
+@doc_params(n_bins=N_BINS_DOC)
+def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretization: str | None = "mean_sd",
+                       n_bins: int = 3, base: float = 2, rows: Sequence[int] | np.ndarray | None = None,
+                       dtype: DTypeLike = np.float64) -> np.ndarray:
     """Mutual information between genes, or between genes and the columns of ``Yd``.
 
     ``Q[i, j] = I(X_i; X_j) = sum_ab p(a, b) log p(a, b) / (p(a) p(b))`` with the diagonal
@@ -141,6 +155,7 @@ def mutual_information(Xd, Yd=None, *, discretization="mean_sd", n_bins=3, base=
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         How to discretise ``Xd`` first (see :func:`discretize`; default ``"mean_sd"``, QPFS
         section 2.5, as every measure and selector); ``None``: ``Xd`` already holds codes.
+    {n_bins}
     base : float
         Logarithm base (2: bits), a finite number > 0 and != 1.
     rows : 1-D sequence of int, optional
@@ -194,14 +209,15 @@ def _check_rows(rows, m):
     return rows.astype(np.int64)
 
 
-def entropy(Xd, *, discretization="mean_sd", n_bins=3, base=2):
+def entropy(Xd: MatrixLike, *, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2) -> np.ndarray:
     """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits)."""
     base = check_base(base)
     return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
 
 
-def conditional_mutual_information(Xd, y, *, discretization="mean_sd", n_bins=3, base=2, rows=None, dtype=np.float64,
-                                   class_weight=None):
+def conditional_mutual_information(Xd: MatrixLike, y: ArrayLike, *, discretization: str | None = "mean_sd",
+                                   n_bins: int = 3, base: float = 2, rows: Sequence[int] | np.ndarray | None = None,
+                                   dtype: DTypeLike = np.float64, class_weight: str | None = None) -> np.ndarray:
     """Matrix ``C`` with ``C[i, j] = I(X_i; C | X_j)`` for ``i != j`` and ``C[i, i] = I(X_i; C)``.
 
     This is the (asymmetric) SPEC_CMI matrix of Nguyen et al. 2014, eq. 17-18; its symmetric
@@ -222,11 +238,19 @@ def conditional_mutual_information(Xd, y, *, discretization="mean_sd", n_bins=3,
     return _info.pairwise_information(table, None, "cmi", rows=rows_arr, base=base, dtype=dtype)
 
 
-def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, class_weight=None):
+@doc_params(n_bins=N_BINS_DOC)
+def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2, discretization: str | None = "mean_sd",
+              n_bins: int = 3, class_weight: str | None = None) -> np.ndarray:
     """Class relevance F of every gene.
 
     Parameters
     ----------
+    X : array-like or sparse, shape (n_samples, n_genes)
+        Expression (continuous for ``"hall"`` and the MST kinds; for ``"mi"`` discretised by
+        ``discretization``, or integer codes with ``discretization=None``).
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
+        As in :func:`mutual_information` (``"mi"`` only).
+    {n_bins}
     kind : {"mi", "hall", "mst", "mst_cpx"}
         ``"mi"``: F_i = I(X_i; C) on the discretised gene (``discretization``; ``None`` if X holds
         codes).  ``"hall"``: QPFS section 2.1, F_i = sum_k p(K=k) |rho(v_i, 1[K=k])| on continuous X.
@@ -276,7 +300,8 @@ def relevance(X, y, *, kind="mi", base=2, discretization="mean_sd", n_bins=3, cl
     raise ValueError(f"unknown relevance kind {kind!r}; choose 'mi', 'hall', 'mst' or 'mst_cpx'")
 
 
-def correlation(X, *, rows=None, dtype=np.float64):
+def correlation(X: MatrixLike, *, rows: Sequence[int] | np.ndarray | None = None,
+                dtype: DTypeLike = np.float64) -> np.ndarray:
     """|Pearson correlation| between genes (QPFS eq. 3); constant genes give 0 rows/columns.
 
     ``rows`` and ``dtype`` as in :func:`mutual_information`.

@@ -196,11 +196,13 @@ def test_every_shipped_data_file_is_package_data():
 # annotation resolves to real types (names imported under ``if TYPE_CHECKING:`` included)
 # ---------------------------------------------------------------------------------------------------
 def public_api():
-    from bioqpfs import evaluate, get, pl
+    from bioqpfs import evaluate, get, measures, pl
 
-    return ([bioqpfs.select, tl.select_genes, get.selection_df]
+    return ([bioqpfs.select, tl.select_genes, get.selection_df, bioqpfs.qip_objective]
             + [getattr(evaluate, n) for n in ("error_curve", "compare", "suggest_n_genes", "make_classifier")]
-            + [getattr(pl, n) for n in pl.__all__])
+            + [getattr(pl, n) for n in pl.__all__]
+            + [method_function(m) for m in methods()]          # every selector, bioqpfs.qpfs ...
+            + [getattr(measures, n) for n in measures.__all__ if inspect.isfunction(getattr(measures, n))])
 
 
 def resolved_hints(func):

@@ -26,7 +26,7 @@ the name).  The function
    :func:`information_relevance` (F = I(X; C)), :func:`similarity_and_relevance` (Q and F) -- and
    never from a private name of :mod:`bioqpfs.measures` elsewhere; refuses uninformative labels with
    :func:`bioqpfs._selection.check_informative`; a method with a batch-aware form takes ``batch=``,
-   ``batch_weights=``, ``batch_discretization=`` (docstring :data:`BATCH_DOC`), validates them with
+   ``batch_weights=``, ``batch_discretization=`` (docstring :data:`bioqpfs._docs.BATCH_DOC`), validates them with
    :func:`check_batch` and passes the :class:`Batches` to these helpers (``batch=``), which then stratify every
    measure; :func:`bioqpfs.select` refuses ``batch`` for a method without the parameter;
 5. ranks with the one tie rule (:func:`weights_and_ranking` / :func:`bioqpfs._selection.rank_by_weight`:
@@ -207,30 +207,6 @@ def forced_first(ranking, preselected):
 BATCH_WEIGHTS = ("size", "equal")
 #: values of ``batch_discretization``: thresholds computed within each batch, or once on all samples
 BATCH_DISCRETIZATIONS = ("per_batch", "global")
-
-#: the batch-aware statistics, documented once for every selector that takes ``batch=``
-BATCH_DOC = """
-    batch : array-like of shape (n_samples,), optional
-        Batch (donor, study, plate) of every sample: batch-aware statistics (:class:`Batches`).  Every
-        information measure is estimated within each batch b and averaged, ``Q_ij = sum_b w_b I_b(X_i; X_j)``,
-        ``F_i = sum_b w_b I_b(X_i; C)`` (conditional MI likewise): stratified estimation as in mRMRe's
-        ``strata`` (De Jay et al., Bioinformatics 2013).  With ``w_b = n_b / N`` this is the information given
-        the batch, I(X_i; X_j | B), so a gene that differs between batches only (and so between classes spread
-        unevenly over batches) gets no credit.  |correlation| and Hall's relevance use the genes centred and
-        scaled within each batch.  ``None`` (default): no batches.
-    batch_weights : {"size", "equal"}, default "size"
-        ``w_b = n_b / N`` or ``1 / B``.
-    batch_discretization : {"per_batch", "global"}, default "per_batch"
-        Discretisation thresholds computed on each batch's samples separately (removes a batch shift) or once
-        on all samples.
-"""
-
-
-def with_batch_doc(func):
-    """Put :data:`BATCH_DOC` where the docstring of ``func`` says ``{batch_doc}``."""
-    func.__doc__ = func.__doc__.replace("    {batch_doc}", BATCH_DOC.lstrip("\n"))
-    return func
-
 
 class Batches:
     """Validated batches of the samples (:func:`check_batch`): what the measures below stratify by.

@@ -50,17 +50,18 @@ every gene.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import measures
+from .._docs import BATCH_DOC, N_BINS_DOC, fill_doc
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, Options, check_base, check_n_genes, check_random_state, parameter_constraints
 from ._common import (
     BATCH_DISCRETIZATIONS,
-    BATCH_DOC,
     BATCH_WEIGHTS,
     check_batch,
     forced_first,
@@ -71,6 +72,13 @@ from ._common import (
     resolve_preselected,
     warn_constant,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["maxrel", "mrmr_mid", "mrmr_miq", "jmi", "cife", "random_genes", "greedy_mi", "DEFAULT_N_RANKED"]
 
@@ -242,8 +250,7 @@ _PARAMS_DOC = """
         Number of genes to select greedily (default :data:`DEFAULT_N_RANKED`, capped at the number of genes).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
         As in :func:`bioqpfs.qpfs`: mean +- sd 3 bins (QPFS section 2.5) by default.
-    n_bins : int
-        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    {n_bins}
     class_weight : {None, "balanced"}
         As in :func:`bioqpfs.qpfs`: ``"balanced"`` weighs every class equally in every MI term.
     base : float
@@ -252,7 +259,8 @@ _PARAMS_DOC = """
         Forced genes (names need ``feature_names``): the greedy search starts from S = these genes, in the
         given order, and adds the rest given them -- every sum over S in the criterion includes them, exactly
         as if the search had picked them first.  They count towards ``n_genes``.
-    {batch_doc}    random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
+    {batch_doc}
+    random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
         (an invalid value such as -1 or "abc" is an error, as for the random methods).
     feature_names : sequence of str, optional
 
@@ -265,9 +273,11 @@ _PARAMS_DOC = """
 
 
 @parameter_constraints(**_CONSTRAINTS)
-def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-             preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch",
-             random_state=0, feature_names=None):
+def mrmr_mid(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretization: str | None = "mean_sd",
+             n_bins: int = 3, base: float = 2, class_weight: str | None = None,
+             preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
+             batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+             feature_names: Sequence[str] | None = None) -> Selection:
     """mRMR, difference form (MID): max I(X_j; C) - mean_{s in S} I(X_j; X_s) (Peng, Long & Ding 2005, eq. 7)."""
     return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
                             preselected, batch=batch, batch_weights=batch_weights,
@@ -275,9 +285,11 @@ def mrmr_mid(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, 
 
 
 @parameter_constraints(**_CONSTRAINTS)
-def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-             preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch",
-             random_state=0, feature_names=None):
+def mrmr_miq(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretization: str | None = "mean_sd",
+             n_bins: int = 3, base: float = 2, class_weight: str | None = None,
+             preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
+             batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+             feature_names: Sequence[str] | None = None) -> Selection:
     """mRMR, quotient form (MIQ): max I(X_j; C) / mean_{s in S} I(X_j; X_s) (Ding & Peng 2005)."""
     return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
                             preselected, batch=batch, batch_weights=batch_weights,
@@ -285,9 +297,11 @@ def mrmr_miq(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, 
 
 
 @parameter_constraints(**_CONSTRAINTS)
-def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-        preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch",
-        random_state=0, feature_names=None):
+def jmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretization: str | None = "mean_sd",
+        n_bins: int = 3, base: float = 2, class_weight: str | None = None,
+        preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
+        batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+        feature_names: Sequence[str] | None = None) -> Selection:
     """Joint mutual information: max sum_{s in S} I(X_j, X_s; C) (Yang & Moody 1999; the EMRMR of SPEC_CMI section 4.3)."""
     return _greedy_selector("jmi", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
                             preselected, batch=batch, batch_weights=batch_weights,
@@ -295,9 +309,11 @@ def jmi(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class
 
 
 @parameter_constraints(**_CONSTRAINTS)
-def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-         preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch",
-         random_state=0, feature_names=None):
+def cife(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretization: str | None = "mean_sd",
+         n_bins: int = 3, base: float = 2, class_weight: str | None = None,
+         preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
+         batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+         feature_names: Sequence[str] | None = None) -> Selection:
     """Conditional infomax feature extraction: max I(X_j; C) - sum_s [I(X_j; X_s) - I(X_j; X_s | C)] (Lin & Tang 2006)."""
     return _greedy_selector("cife", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
                             preselected, batch=batch, batch_weights=batch_weights,
@@ -305,13 +321,15 @@ def cife(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, clas
 
 
 for _f in (mrmr_mid, mrmr_miq, jmi, cife):
-    _f.__doc__ += _PARAMS_DOC.replace("    {batch_doc}", BATCH_DOC.lstrip("\n"))
+    _f.__doc__ += fill_doc(_PARAMS_DOC, n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)
 
 
 @parameter_constraints(**_CONSTRAINTS)
-def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, class_weight=None,
-           preselected=None, batch=None, batch_weights="size", batch_discretization="per_batch", random_state=0,
-           feature_names=None):
+def maxrel(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretization: str | None = "mean_sd",
+           n_bins: int = 3, base: float = 2, class_weight: str | None = None,
+           preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
+           batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+           feature_names: Sequence[str] | None = None) -> Selection:
     """Max-relevance: rank every gene by I(X_j; C) (Peng, Long & Ding 2005, eq. 4).
 
     ``weights`` = I(X_j; C) in bits; ties by index; constant genes rank last.  Parameters as in
@@ -337,7 +355,9 @@ def maxrel(X, y, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, cl
 
 
 @parameter_constraints()
-def random_genes(X, y, *, n_genes=None, preselected=None, random_state=0, feature_names=None):
+def random_genes(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None,
+                 preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+                 feature_names: Sequence[str] | None = None) -> Selection:
     """Seeded random baseline: a uniform random permutation of all genes.
 
     ``random_state`` (int or Generator) seeds ``numpy.random.default_rng``; ``weights`` are rank

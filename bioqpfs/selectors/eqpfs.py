@@ -11,10 +11,12 @@ is to make the problem convex.  ``f_i = I(X_i; C)``.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import measures
+from .._docs import BATCH_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels import simplex_qp
 from .._kernels.psd import PSD_FIXES
@@ -30,9 +32,15 @@ from ._common import (
     resolve_preselected,
     warn_constant,
     weights_and_ranking,
-    with_batch_doc,
 )
 from ._qp import SOLVERS, forced_in_qp, preselected_params, solve_qpfs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["eqpfs", "eqpfs_matrix"]
 
@@ -53,16 +61,19 @@ def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2, batch=None):
     return H
 
 
-@with_batch_doc
+@doc_params(batch_doc=BATCH_DOC)
 @parameter_constraints(
     alpha=Interval("real", 0, None, closed="neither", none=True), beta=Interval("real", 0, None),
     lam=Interval("real", 0, None, none=True), discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"),
     solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
     preselected_share=Interval("real", 0, 1, closed="neither", none=True), batch_weights=Options(*BATCH_WEIGHTS),
     batch_discretization=Options(*BATCH_DISCRETIZATIONS))
-def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization="mean_sd", n_bins=3, base=2,
-          solver="auto", psd_fix="shift", preselected=None, preselected_share=None, batch=None,
-          batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
+def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: float | None = None, beta: float = 1.0,
+          lam: float | None = None, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+          solver: str = "auto", psd_fix: str = "shift", preselected: Sequence[str | int] | None = None,
+          preselected_share: float | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
+          batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+          feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with convexified EQPFS (eq. 13 of Nguyen et al. 2014).
 
     Parameters
@@ -93,7 +104,8 @@ def eqpfs(X, y, *, n_genes=None, alpha=None, beta=1.0, lam=None, discretization=
         Applied only when a user-given ``lam`` leaves the problem indefinite.
     preselected, preselected_share
         Forced genes, as in :func:`bioqpfs.qpfs`.
-    {batch_doc}        H1, H2 and f are all within-batch averages.
+    {batch_doc}
+        H1, H2 and f are all within-batch averages.
     random_state : ignored (deterministic); validated like every selector's (an invalid value is an error).
     feature_names : sequence of str, optional
 

@@ -37,11 +37,13 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as _sparse
 
 from .. import _progress, measures
+from .._docs import RANDOM_STATE_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels import kmeans as _km
 from .._kernels.correlation import scaled_column_moments
@@ -49,6 +51,13 @@ from .._selection import Selection, rank_by_weight
 from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import forced_first, prepare, resolve_preselected, warn_constant
 from ._qp import alpha_hat, forced_in_qp, preselected_params, solve_qpfs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["tlkm_qpfs", "ikm_qpfs", "ikma_qpfs"]
 
@@ -284,7 +293,7 @@ _COMMON_DOC = """
         (:func:`bioqpfs.selectors._qp.solve_qpfs`: the forced genes hold the total weight ``|P| / n_genes``,
         the representatives are weighed given them, their relevance shifted by their redundancy with the
         forced panel), so a representative redundant with a forced gene loses weight.  ``n_genes`` counts them.
-    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {random_state}
         Seed of the shuffle.
     feature_names : sequence of str, optional
 """
@@ -360,19 +369,18 @@ _IKM_PARAMS = """
 """
 
 
-def _doc(func):
-    """Fill the shared parameter descriptions into a selector's docstring (as scanpy's doc_params)."""
-    func.__doc__ = func.__doc__.replace("%(ikm_params)s", "\n" + _IKM_PARAMS.strip("\n") + "\n%(common)s").replace(
-        "%(common)s", _COMMON_DOC.strip("\n") + "\n")
-    return func
+#: the docstring of ikm_qpfs and ikma_qpfs: their parameters, then the ones every IKM-QPFS variant shares
+_ikm_doc = doc_params(ikm_params=_IKM_PARAMS.strip("\n") + "\n" + _COMMON_DOC.strip("\n"), random_state=RANDOM_STATE_DOC)
 
 
-@_doc
+@doc_params(common=_COMMON_DOC, random_state=RANDOM_STATE_DOC)
 @parameter_constraints(n_clusters=Interval("integer", none=True), max_split=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
-def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=None, tau=0.9, max_split=10, alpha=None, alpha_rows=64,
-              discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
-              feature_names=None):
+def tlkm_qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_clusters: int | None = None,
+              tau: float = 0.9, max_split: int = 10, alpha: float | str | None = None, alpha_rows: int = 64,
+              discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2, shuffle: bool = True,
+              preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+              feature_names: Sequence[str] | None = None) -> Selection:
     """Two-level k-means QPFS (TLKM-QPFS, paper section 3.3).
 
     The genes are clustered with the variant two-level k-means (section 3.2): level 1 makes ``n_clusters``
@@ -400,7 +408,7 @@ def tlkm_qpfs(X, y, *, n_genes=None, n_clusters=None, tau=0.9, max_split=10, alp
         20 % above tau on Colon -- so without a cap level 2 would put every gene in its own cluster.  With
         tau chosen by the paper's eq. 8, ``tau >= R / k^(1/N)``, the formula itself never exceeds k; the cap
         plays the role of that k.
-    %(common)s
+    {common}
 
     Returns
     -------
@@ -536,12 +544,14 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
 
 
 
-@_doc
+@_ikm_doc
 @parameter_constraints(n_clusters=Interval("integer", none=True), n_split=Interval("integer"), max_levels=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
-def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
-             discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
-             feature_names=None):
+def ikm_qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_clusters: int | None = None,
+             n_split: int = 10, tau: float = 0.8, max_levels: int = 3, alpha: float | str | None = None,
+             alpha_rows: int = 64, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+             shuffle: bool = True, preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+             feature_names: Sequence[str] | None = None) -> Selection:
     """Interleaved k-means QPFS (IKM-QPFS, paper section 4.1, Algorithms IKM-QPFS and IRR).
 
     k-means makes ``n_clusters`` clusters and QPFS weighs their representatives.  A cluster with radius
@@ -552,7 +562,8 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_le
     ranked after them by relevance I(X; C), with weight 0, so a panel of any size can be taken (the paper
     ranks only the kept representatives).  At most ``max_levels * (2 M k - k^2 + 2 M)`` distances are spent
     in k-means when ``n_clusters == n_split == k`` (section 4.3), plus one per member for radii.
-    %(ikm_params)s
+
+    {ikm_params}
 
     Returns
     -------
@@ -571,17 +582,20 @@ def ikm_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_le
                         random_state=random_state, feature_names=feature_names, preselected=preselected)
 
 
-@_doc
+@_ikm_doc
 @parameter_constraints(n_clusters=Interval("integer", none=True), n_split=Interval("integer"), max_levels=Interval("integer"),
                        alpha_rows=Interval("integer"), n_bins=Interval("integer"))
-def ikma_qpfs(X, y, *, n_genes=None, n_clusters=None, n_split=10, tau=0.8, max_levels=3, alpha=None, alpha_rows=64,
-              discretization="mean_sd", n_bins=3, base=2, shuffle=True, preselected=None, random_state=0,
-              feature_names=None):
+def ikma_qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_clusters: int | None = None,
+              n_split: int = 10, tau: float = 0.8, max_levels: int = 3, alpha: float | str | None = None,
+              alpha_rows: int = 64, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+              shuffle: bool = True, preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+              feature_names: Sequence[str] | None = None) -> Selection:
     """Interleaved k-means aggressive QPFS (IKMA-QPFS, paper section 4.5).
 
     As :func:`ikm_qpfs`, but every cluster whose representative gets QPFS weight 0 is dropped at once, at
     any level and whatever its radius (the check added at the top of the loop of Algorithm IRR).
-    %(ikm_params)s
+
+    {ikm_params}
 
     Returns
     -------

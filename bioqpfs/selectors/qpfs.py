@@ -28,10 +28,12 @@ importable from here.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import measures
+from .._docs import BATCH_DOC, N_BINS_DOC, RANDOM_STATE_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels.psd import PSD_FIXES, apply_psd_fix, min_eigenvalue_with_safety
 from .._selection import Selection
@@ -53,7 +55,6 @@ from ._common import (
     similarity_and_relevance,
     warn_constant,
     weights_and_ranking,
-    with_batch_doc,
 )
 from ._qp import (
     FLOAT32_FROM,
@@ -66,6 +67,13 @@ from ._qp import (
     solver_working_bytes,
 )
 from .qpfs_nystrom import NYSTROM_QPS, nystrom_qpfs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["qpfs", "alpha_hat", "solve_qpfs", "apply_psd_fix", "resolve_preselected", "PSD_FIXES", "predicted_seconds",
            "min_eigenvalue_with_safety", "solver_working_bytes", "SOLVERS", "NYSTROM_QPS", "FLOAT32_FROM"]
@@ -112,7 +120,7 @@ def _relevance_of_kept(relevance, m_total, keep):
                      "(as bioqpfs.measures.relevance(X, y) returns it)")
 
 
-@with_batch_doc
+@doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC, random_state=RANDOM_STATE_DOC)
 @parameter_constraints(
     similarity=Options(*SIMILARITIES), alpha=Interval("real", 0, 1, none=True), discretization=Options(*measures.DISCRETIZATIONS),
     n_bins=Interval("integer"), solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
@@ -120,10 +128,14 @@ def _relevance_of_kept(relevance, m_total, keep):
     nystrom_qp=Options(*NYSTROM_QPS), preselected_share=Interval("real", 0, 1, closed="neither", none=True),
     class_weight=Options(*_info.CLASS_WEIGHTS), batch_weights=Options(*BATCH_WEIGHTS),
     batch_discretization=Options(*BATCH_DISCRETIZATIONS))
-def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, discretization="mean_sd",
-         n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None, eig_threshold=0.0,
-         nystrom_qp="auto", preselected=None, preselected_share=None, class_weight=None, batch=None,
-         batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
+def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity: str = "mi",
+         relevance: str | ArrayLike | None = None, alpha: float | None = None, discretization: str | None = "mean_sd",
+         n_bins: int = 3, base: float = 2, solver: str = "auto", psd_fix: str = "none",
+         nystrom_rate: float | None = None, eig_threshold: float = 0.0, nystrom_qp: str = "auto",
+         preselected: Sequence[str | int] | None = None, preselected_share: float | None = None,
+         class_weight: str | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
+         batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+         feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with QPFS (exact, or QPFS+Nystrom).
 
     Parameters
@@ -155,8 +167,7 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         For MI: QPFS section 2.5 mean +- sd bins by default; ``None`` if X holds codes; ``"auto"``
         chooses ``"zero_quantile"`` for zero-inflated (single-cell) data, else ``"mean_sd"``
         (see :func:`bioqpfs.measures.discretize`; the rule used is in ``params["discretization_used"]``).
-    n_bins : int
-        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    {n_bins}
     base : float
         Logarithm base of MI (does not change the ranking).
     solver : {"auto", "quadprog", "active_set", "spg"}
@@ -215,7 +226,8 @@ def qpfs(X, y, *, n_genes=None, similarity="mi", relevance=None, alpha=None, dis
         ``"balanced"``: every class counts equally in Q and F (weighted counts, each sample of class c
         weighs ``N / (C n_c)``), so a rare cell type is as relevant as a common one.  Goes beyond the
         paper, which estimates the MI with the empirical class frequencies (``None``).  MI only.
-    {batch_doc}    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {batch_doc}
+    {random_state}
         Seeds the Nystrom row sample (exact QPFS is deterministic).
     feature_names : sequence of str, optional
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import measures
+from .._docs import BATCH_DOC, N_BINS_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels.psd import PSD_FIXES, min_eigenvalue_with_safety
 from .._kernels.ranking import round_robin
@@ -42,7 +44,6 @@ from ._common import (
     resolve_preselected,
     similarity_and_relevance,
     warn_constant,
-    with_batch_doc,
 )
 from ._qp import (
     FLOAT32_FROM,
@@ -54,6 +55,13 @@ from ._qp import (
     solver_working_bytes,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
+
 __all__ = ["qpfs_cover", "DIRECTIONS"]
 
 #: ``direction="up"``: only genes higher in the class than elsewhere count for it (marker genes);
@@ -61,15 +69,18 @@ __all__ = ["qpfs_cover", "DIRECTIONS"]
 DIRECTIONS = ("up", "both")
 
 
-@with_batch_doc
+@doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)
 @parameter_constraints(
     direction=Options(*DIRECTIONS), alpha=Interval("real", 0, 1, none=True),
     discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
     solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES), batch_weights=Options(*BATCH_WEIGHTS),
     batch_discretization=Options(*BATCH_DISCRETIZATIONS))
-def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization="auto", n_bins=3,
-               class_weight="balanced", base=2, solver="auto", psd_fix="shift", preselected=None, batch=None,
-               batch_weights="size", batch_discretization="per_batch", random_state=0, feature_names=None):
+def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direction: str = "up",
+               alpha: float | None = None, discretization: str | None = "auto", n_bins: int = 3,
+               class_weight: str | None = "balanced", base: float = 2, solver: str = "auto", psd_fix: str = "shift",
+               preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
+               batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+               feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with class-covering QPFS (one QPFS per class, round-robin over the classes).
 
     Parameters
@@ -89,12 +100,12 @@ def qpfs_cover(X, y, *, n_genes=None, direction="up", alpha=None, discretization
     discretization : {"auto", "mean_sd", "quantile", "zero_quantile", "mdl", None}
         Codes for the MI; ``"auto"`` (default): zero vs. non-zero + quantiles on zero-inflated (single-cell) data,
         the paper's mean +- sd bins otherwise (:func:`bioqpfs.measures.resolve_discretization`).
-    n_bins : int
-        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    {n_bins}
     class_weight : {"balanced", None}
         ``"balanced"`` (default): every class counts equally in Q, and in F_c class c weighs as much as all the
         other samples (a type of 8 cells is as visible as one of 240); ``None``: empirical frequencies.
-    {batch_doc}        With batches, the one-vs-rest F_c is ``sum_b w_b F_c,b`` and "higher in class c" is the batch-weighted
+    {batch_doc}
+        With batches, the one-vs-rest F_c is ``sum_b w_b F_c,b`` and "higher in class c" is the batch-weighted
         within-batch difference of the means (:func:`~bioqpfs.selectors._common.higher_in_class`).
     base : float
         Logarithm base of MI (does not change the ranking).

@@ -43,10 +43,12 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import measures
+from .._docs import BATCH_DOC, N_BINS_DOC, RANDOM_STATE_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import spectral as _spec
@@ -74,9 +76,15 @@ from ._common import (
     preselected_record,
     resolve_preselected,
     warn_constant,
-    with_batch_doc,
 )
 from ._qp import forced_in_qp
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
 
@@ -223,15 +231,17 @@ def _prepare(X, y, n_genes, feature_names, preselected=None):
     return X, y_codes, classes, constant, keep, n_genes, P_all, P
 
 
-@with_batch_doc
+@doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC, random_state=RANDOM_STATE_DOC)
 @parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right", none=True),
                        n_error_rows=Interval("integer", 0, None),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
                        batch_weights=Options(*BATCH_WEIGHTS), batch_discretization=Options(*BATCH_DISCRETIZATIONS))
-def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretization="mean_sd", n_bins=3, base=2,
-             dtype=None, tol=0.0, n_error_rows=50, class_weight=None, preselected=None, batch=None,
-             batch_weights="size", batch_discretization="per_batch", random_state=0,
-             feature_names=None):
+def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom_rate: float | None = None,
+             polish: bool = False, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+             dtype: DTypeLike | None = None, tol: float = 0.0, n_error_rows: int = 50, class_weight: str | None = None,
+             preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
+             batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+             feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with SPEC_CMI: the dominant eigenvector of the conditional-MI matrix Q.
 
     Parameters
@@ -258,12 +268,12 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         How genes are discretised for the information measures (``None``: X holds codes; see
         :func:`bioqpfs.measures.discretize`).  The paper used MDL on small data and equal-frequency
         bins on large data; the bioqpfs default is the QPFS mean +- sd 3-bin rule.
-    n_bins : int
-        Bins for ``"quantile"`` and ``"zero_quantile"``.
+    {n_bins}
     class_weight : {None, "balanced"}
         ``"balanced"`` (beyond the paper): every class counts equally in every I(X_i; C | X_j), a
         uniform class prior (weighted counts; :func:`bioqpfs.qpfs`).
-    {batch_doc}        Here Q_ij = sum_b w_b I_b(X_i; C | X_j) (exact SPEC_CMI only; with Nystrom it is an error).
+    {batch_doc}
+        Here Q_ij = sum_b w_b I_b(X_i; C | X_j) (exact SPEC_CMI only; with Nystrom it is an error).
     base : float
         Logarithm base (2: bits; the ranking does not depend on it).
     dtype : numpy dtype, optional
@@ -281,7 +291,7 @@ def spec_cmi(X, y, *, n_genes=None, nystrom_rate=None, polish=False, discretizat
         dominant eigenvector of QIP_CMI given them, ``Q' = Q_RR + 2 diag(Q_RP 1)`` on the other genes (module
         docstring: the exact conditioning of the 0-1 problem, then the paper's relaxation).  Each forced gene's
         weight is the largest weight of the rest.  With ``polish`` the forced genes are never swapped out.
-    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {random_state}
         Nystrom row sampling; exact SPEC_CMI is deterministic.
     feature_names : sequence of str, optional
 
@@ -406,12 +416,15 @@ def _check_polish(polish, n_genes):
         raise ValueError("polish=True improves the top-n_genes panel; pass n_genes=k")
 
 
+@doc_params(random_state=RANDOM_STATE_DOC)
 @parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right"), n_error_rows=Interval("integer", 0, None),
                        rank_tol=Interval("real", 0, None, none=True),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
-def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, discretization="mean_sd", n_bins=3,
-                     base=2, tol=0.0, n_error_rows=50, rank_tol=None, class_weight=None, preselected=None,
-                     random_state=0, feature_names=None):
+def spec_cmi_nystrom(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom_rate: float = 0.2,
+                     polish: bool = False, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+                     tol: float = 0.0, n_error_rows: int = 50, rank_tol: float | None = None,
+                     class_weight: str | None = None, preselected: Sequence[str | int] | None = None,
+                     random_state: SeedLike = 0, feature_names: Sequence[str] | None = None) -> Selection:
     """SPEC_CMI from ``r = ceil(gamma M)`` sampled rows of Q (Nystrom approximation, section 3.4).
 
     Only the sampled rows ``[A B]`` of Q are computed (cost O(gamma M^2 N) instead of O(M^2 N)).
@@ -446,7 +459,7 @@ def spec_cmi_nystrom(X, y, *, n_genes=None, nystrom_rate=0.2, polish=False, disc
         Forced genes, ranked first in the given order; the rest is the dominant eigenvector of the
         conditioned problem on the Nystrom factors, ``U_R Lambda U_R^T + 2 diag(U_R Lambda U_P^T 1)`` (module
         docstring), with the section 3.4 dummy-variable rule when it mixes signs.
-    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {random_state}
         Row sampling (and the choice of error rows).
     polish : bool
         As in :func:`spec_cmi`: swaps on the exact x^T Q x, whose rows are computed on demand
@@ -527,12 +540,15 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
                    class_weight=class_weight, forced=P_all)
 
 
+@doc_params(random_state=RANDOM_STATE_DOC)
 @parameter_constraints(n_projections=Interval("integer", 1, None),
                        max_seconds=Interval("real", 0, None, closed="neither"),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
-def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polish=True, solver="SCS",
-            max_seconds=300.0, discretization="mean_sd", n_bins=3, base=2, class_weight=None, preselected=None,
-            random_state=0, feature_names=None):
+def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projections: int = 100,
+            relaxation: str = "lifted", polish: bool = True, solver: str = "SCS", max_seconds: float = 300.0,
+            discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2, class_weight: str | None = None,
+            preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+            feature_names: Sequence[str] | None = None) -> Selection:
     """Select a k-gene panel with SDP_CMI: semidefinite relaxation + Goemans--Williamson rounding.
 
     Section 3.2: with bipolar variables ``y = 2x - 1`` and a dummy ``y_0 = 1`` (variable expansion,
@@ -578,8 +594,10 @@ def sdp_cmi(X, y, *, n_genes=None, n_projections=100, relaxation="lifted", polis
         run on QIP_CMI given them, ``Q' = Q_RR + 2 diag(Q_RP 1)`` with ``k - |P|`` genes (module docstring);
         the reported objectives, bound and optimum are those of the whole panel (``+ 1^T Q_PP 1``).
         Needs ``n_genes > len(preselected)``.
-    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {random_state}
         The random projections.
+    X, y, discretization, n_bins, base, class_weight, feature_names
+        As in :func:`spec_cmi`.
 
     Returns
     -------
@@ -734,7 +752,9 @@ def _exhaustive_qip(Q, k, max_subsets=None):
     return best
 
 
-def qip_objective(X, y, genes, *, n_genes=None, discretization="mean_sd", n_bins=3, base=2, feature_names=None):
+def qip_objective(X: MatrixLike, y: ArrayLike, genes: Selection | ArrayLike, *, n_genes: int | None = None,
+                  discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+                  feature_names: Sequence[str] | None = None) -> float:
     """The SPEC_CMI paper's criterion x^T Q x (eq. 17-18) of a gene panel.
 
     ``sum_{i in S} I(X_i; C) + sum_{i != j in S} I(X_i; C | X_j)`` -- relevance plus pairwise

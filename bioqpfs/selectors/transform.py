@@ -77,16 +77,25 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
+from .._docs import RANDOM_STATE_DOC, fill_doc
 from .._kernels import correlation as _corr
 from .._kernels.ranking import rank_descending
 from .._selection import Selection, check_informative
 from .._validation import Interval, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import forced_first, prepare, preselected_record, resolve_preselected, warn_constant
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import ArrayLike
+
+    from .._typing import MatrixLike, SeedLike
 
 __all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", "DEFAULT_N_GENES",
            "MAX_HSIC_SAMPLES"]
@@ -422,7 +431,8 @@ _DOC_COMMON = """
         (default :data:`DEFAULT_N_GENES` for the search; the ranking always covers every gene).
     n_components : int, optional
         Columns q of W; default min(d, max(2, C - 1)).
-{extra}    zero_tol : float
+    {extra}
+    zero_tol : float
         A row is zero when ||w_j||_inf < zero_tol * max_j ||w_j||_inf (paper section 6: 0.01).
     maxiter : int
         L-BFGS-B iterations per lambda.
@@ -430,11 +440,11 @@ _DOC_COMMON = """
         Bisection steps on lambda to hit ``n_genes`` exactly.
     preselected : sequence of str or int, optional
         Forced genes (names need ``feature_names``), ranked first in the given order.  Their rows of W are
-        left out of the penalty, ``min_W J(XW) + lambda sum_{{j not forced}} ||w_j||_inf``: they are in the
+        left out of the penalty, ``min_W J(XW) + lambda sum_{j not forced} ||w_j||_inf``: they are in the
         panel whatever lambda is, so the transformation uses them freely, and lambda is raised until
         ``n_genes - len(preselected)`` other rows remain -- the genes that add most to the criterion given
         the forced ones.  Their weight is their own ``||w_j||_inf``.
-    random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+    {random_state}
         Seeds the random start U ~ U(-1, 1).
     feature_names : sequence of str, optional
 
@@ -448,8 +458,10 @@ _DOC_COMMON = """
 
 @parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
                        max_bisect=Interval("integer"))
-def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
-         preselected=None, random_state=0, feature_names=None):
+def ldfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_components: int | None = None,
+         gamma: float = 1.0, zero_tol: float = 0.01, maxiter: int = 500, max_bisect: int = 8,
+         preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+         feature_names: Sequence[str] | None = None) -> Selection:
     """Linear Discriminant Feature Selection (Masaeli et al. 2010, section 4, eq. 4-7).
 
     min_W -tr((W^T S_T W + gamma I)^{-1} W^T S_B W) + lambda sum_j ||w_j||_inf; see the module
@@ -466,8 +478,10 @@ def ldfs(X, y, *, n_genes=None, n_components=None, gamma=1.0, zero_tol=0.01, max
 
 @parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
                        max_bisect=Interval("integer"))
-def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, maxiter=500, max_bisect=8,
-         preselected=None, random_state=0, feature_names=None):
+def hsfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_components: int | None = None,
+         sigma: float = 1.0, zero_tol: float = 0.01, maxiter: int = 500, max_bisect: int = 8,
+         preselected: Sequence[str | int] | None = None, random_state: SeedLike = 0,
+         feature_names: Sequence[str] | None = None) -> Selection:
     """Hilbert-Schmidt Feature Selection (Masaeli et al. 2010, section 5, eq. 8-11).
 
     min_W -HSIC(XW, Y) / HSIC(Y, Y) + lambda sum_j ||w_j||_inf, Gaussian kernel of bandwidth
@@ -488,9 +502,9 @@ def hsfs(X, y, *, n_genes=None, n_components=None, sigma=1.0, zero_tol=0.01, max
         preselected=preselected)
 
 
-ldfs.__doc__ += _DOC_COMMON.format(extra="""    gamma : float
-        Ridge on W^T S_T W (units: variance of one z-scored gene); fixes the scale of W.
+ldfs.__doc__ += fill_doc(_DOC_COMMON, random_state=RANDOM_STATE_DOC, extra="""gamma : float
+    Ridge on W^T S_T W (units: variance of one z-scored gene); fixes the scale of W.
 """)
-hsfs.__doc__ += _DOC_COMMON.format(extra="""    sigma : float
-        Gaussian kernel bandwidth in the projected space (default 1; see the module docstring).
+hsfs.__doc__ += fill_doc(_DOC_COMMON, random_state=RANDOM_STATE_DOC, extra="""sigma : float
+    Gaussian kernel bandwidth in the projected space (default 1; see the module docstring).
 """)

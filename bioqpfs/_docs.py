@@ -1,0 +1,92 @@
+"""Shared docstring fragments: one wording of each parameter described by several functions.
+
+A docstring names a fragment by a slot ``{name}`` standing alone on its line, indented as the text around
+it (so ruff's pydocstyle checks see an ordinary docstring); :func:`doc_params` puts the fragment there,
+every line at that indentation (model: scanpy's ``_utils._doc_params``).  Fragments are written flush
+left here.
+"""
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: the batch-aware statistics of every selector that takes ``batch=`` (:class:`bioqpfs.selectors._common.Batches`)
+BATCH_DOC = """
+batch : array-like of shape (n_samples,), optional
+    Batch (donor, study, plate) of every sample: batch-aware statistics (:class:`Batches`).  Every
+    information measure is estimated within each batch b and averaged, ``Q_ij = sum_b w_b I_b(X_i; X_j)``,
+    ``F_i = sum_b w_b I_b(X_i; C)`` (conditional MI likewise): stratified estimation as in mRMRe's
+    ``strata`` (De Jay et al., Bioinformatics 2013).  With ``w_b = n_b / N`` this is the information given
+    the batch, I(X_i; X_j | B), so a gene that differs between batches only (and so between classes spread
+    unevenly over batches) gets no credit.  |correlation| and Hall's relevance use the genes centred and
+    scaled within each batch.  ``None`` (default): no batches.
+batch_weights : {"size", "equal"}, default "size"
+    ``w_b = n_b / N`` or ``1 / B``.
+batch_discretization : {"per_batch", "global"}, default "per_batch"
+    Discretisation thresholds computed on each batch's samples separately (removes a batch shift) or once
+    on all samples.
+"""
+
+#: ``n_bins`` of the discretisations that take a bin count
+N_BINS_DOC = """
+n_bins : int
+    Bins for ``"quantile"`` and ``"zero_quantile"``.
+"""
+
+#: the type line of ``random_state`` where it defaults to the seed 0 (the description follows it)
+RANDOM_STATE_DOC = """
+random_state : int, Generator or None, default 0 (seeded, as every face; None: unseeded)
+"""
+
+
+def fill_doc(doc: str, **fragments: str) -> str:
+    """Put each fragment where ``doc`` has its slot ``{name}``, alone on a line, at the slot's indentation.
+
+    Parameters
+    ----------
+    doc : str
+        The docstring with its slots.
+    **fragments : str
+        ``name=text``: the text (flush left; leading and trailing blank lines are dropped) of slot ``{name}``.
+
+    Returns
+    -------
+    str
+        ``doc`` with every named slot filled.
+
+    Raises
+    ------
+    ValueError
+        A fragment whose slot ``doc`` does not have (a misspelt name would otherwise leave ``{name}`` behind).
+    """
+    for name, text in fragments.items():
+        body = textwrap.dedent(text).strip("\n")
+        doc, n = re.subn(r"^( *)\{" + re.escape(name) + r"\}$", lambda m, b=body: textwrap.indent(b, m.group(1)),
+                         doc, flags=re.MULTILINE)
+        if not n:
+            raise ValueError(f"docstring fragment {name!r}: no line '{{{name}}}' in the docstring to fill")
+    return doc
+
+
+def doc_params(**fragments: str) -> Callable:
+    """Decorator: fill the fragments into the decorated function's docstring (see :func:`fill_doc`).
+
+    Parameters
+    ----------
+    **fragments : str
+        ``name=text`` for each slot ``{name}`` of the docstring.
+
+    Returns
+    -------
+    callable
+        A decorator returning the same function with its ``__doc__`` filled.
+    """
+    def decorate(func):
+        func.__doc__ = fill_doc(func.__doc__, **fragments)
+        return func
+
+    return decorate
