@@ -4,9 +4,8 @@ Three solvers.
 
 ``quadprog``
     Goldfarb--Idnani dual active-set method (the solver of the QPFS paper, section 2.5): O(M^3)
-    time, several dense M x M arrays, needs G positive definite.  :func:`convexify_shift` supplies
-    the smallest diagonal shift that makes an indefinite G definite (the lambda I of eq. 13 in
-    Nguyen et al. 2014).
+    time, several dense M x M arrays, needs G positive definite (an indefinite G is first convexified by the caller's psd fix,
+    :mod:`bioqpfs._kernels.psd`; the shift is the lambda I of eq. 13 in Nguyen et al. 2014).
 
 ``spg`` (large scale, :func:`solve_spg`)
     Needs only products of G with *sparse* vectors and small principal blocks ``G[S, S]``, so G
@@ -48,7 +47,7 @@ import scipy.linalg as sla
 from .. import _progress
 
 __all__ = ["solve_quadprog", "solve_spg", "solve_active_set", "solve", "SOLVERS", "ACTIVE_SET_MAX_SUPPORT",
-           "solve_linear", "is_linear", "convexify_shift", "kkt_residual",
+           "solve_linear", "is_linear", "kkt_residual",
            "objective", "project_simplex", "QPMatrix", "smallest_eigenvalue", "QUADPROG_AUTO_MAX"]
 
 #: ``solver="auto"`` uses quadprog up to this many variables.  Measured on random gene subsets of
@@ -238,20 +237,6 @@ def smallest_eigenvalue(G, *, dense_max=500, tol=None, return_info=False):
             lam = float(np.min(e.eigenvalues)) if len(e.eigenvalues) else float("nan")
     info = dict(method="lanczos", converged=converged, tol=float(tol), matvecs=int(count[0]))
     return (lam, info) if return_info else lam
-
-
-def convexify_shift(G, *, rel_margin=1e-9, lam_min=None):
-    """Smallest lambda >= 0 such that G + lambda I is safely positive definite.
-
-    Returns ``(lam, lambda_min)``.  ``lam = max(0, margin - lambda_min)`` with
-    ``margin = rel_margin * max|diag G|``: quadprog's Cholesky needs strict definiteness, so even
-    a PSD but singular G gets this tiny margin (recorded by the caller).
-    """
-    if lam_min is None:
-        lam_min = smallest_eigenvalue(G)
-    diag = G.diagonal() if isinstance(G, QPMatrix) else np.diag(G)
-    margin = rel_margin * max(1e-300, float(np.max(np.abs(diag))))
-    return max(0.0, margin - lam_min), lam_min
 
 
 #: the quadratic term counts as absent when every entry of G is at most this times max|a| (or is 0)

@@ -88,14 +88,14 @@ if TYPE_CHECKING:
 
 __all__ = ["spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "qip_objective", "cmi_q_rows"]
 
-_ROW_BLOCK = 512
+_ROW_BLOCK = 512  # rows corrected at once in cmi_q_rows (bounds the temporary to 512 x M)
 #: weights closer than this (relative to the largest) are made equal, in the stored weights too (the
 #: shared ranking tolerance, see bioqpfs._kernels.ranking): the eigenvector is accurate to ~1e-12
 TIE_TOL = RANK_REL_TOL
 #: with dtype=None, Q is stored in float32 from this many genes on (as QPFS: halves the 8 M^2 bytes,
 #: entries keep ~7 digits; M = 20,000: 1.6 GB instead of 3.2 GB, and end to end 51 s instead of 118 s
 #: in our benchmark)
-FLOAT32_FROM = 5000  # rows corrected at once in cmi_q_rows (bounds the temporary to 512 x M)
+FLOAT32_FROM = 5000
 #: SDP_CMI checks its panel against the exhaustive optimum when there are at most this many k-subsets
 #: (vectorised x^T Q x of every subset: ~0.1 s at 200,000 subsets of size 6)
 EXHAUSTIVE_MAX_SUBSETS = 200_000
