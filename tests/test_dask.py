@@ -6,11 +6,9 @@ whatever the chunking (uneven and empty chunks included); weighted ones to float
 """
 from __future__ import annotations
 
+import dask.array as da  # the dev extra installs the dask extra on both CI legs: a missing install must fail
 import numpy as np
 import pytest
-
-da = pytest.importorskip("dask.array", reason="the dask extra (pip install bioqpfs[dask]) is not installed")
-
 from test_counting_backend import NaiveCounting  # noqa: E402
 
 from bioqpfs._kernels import counting  # noqa: E402

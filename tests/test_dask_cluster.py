@@ -2,11 +2,10 @@
 in-memory one.  Skipped, with the reason, only where the sandbox cannot start a local cluster."""
 from __future__ import annotations
 
+import dask.array as da  # the dev extra installs the dask extra on both CI legs: a missing install must fail
+import distributed
 import numpy as np
 import pytest
-
-da = pytest.importorskip("dask.array", reason="the dask extra (pip install bioqpfs[dask]) is not installed")
-distributed = pytest.importorskip("distributed", reason="the dask extra (pip install bioqpfs[dask]) is not installed")
 
 
 @pytest.fixture(scope="module")

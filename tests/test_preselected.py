@@ -123,7 +123,6 @@ def test_spec_cmi_rest_is_the_dominant_eigenvector_of_the_conditioned_problem():
 
 
 def test_sdp_cmi_with_forced_genes_reaches_the_exhaustive_optimum_containing_them():
-    pytest.importorskip("cvxpy")
     codes, y = _codes(3, m=9)
     Q = _spec_q(codes, y)
     P = [7, 0]
