@@ -90,3 +90,24 @@ def doc_params(**fragments: str) -> Callable:
         return func
 
     return decorate
+
+
+def append_doc(func: Callable, text: str, **fragments: str) -> None:
+    """Append ``text`` (slots filled, see :func:`fill_doc`) to ``func.__doc__`` at the docstring's own indentation.
+
+    Python 3.13 dedents docstrings when compiling them, earlier versions keep the source indentation; the
+    appended sections must match either, or a numpydoc parser sees two indentations.
+
+    Parameters
+    ----------
+    func : callable
+        The function whose docstring grows.
+    text : str
+        The sections to append (any indentation; it is replaced by the docstring's).
+    **fragments : str
+        Slots of ``text`` to fill first.
+    """
+    doc = func.__doc__ or ""
+    indents = [len(line) - len(line.lstrip(" ")) for line in doc.splitlines()[1:] if line.strip()]
+    body = textwrap.dedent(fill_doc(text, **fragments) if fragments else text)
+    func.__doc__ = doc + textwrap.indent(body, " " * min(indents, default=0))

@@ -8,7 +8,7 @@ import pytest
 
 import bioqpfs
 from bioqpfs import _registry, measures
-from bioqpfs._docs import BATCH_DOC, doc_params, fill_doc
+from bioqpfs._docs import BATCH_DOC, append_doc, doc_params, fill_doc
 
 #: a slot of _docs left unfilled: ``{name}`` alone on its line
 SLOT = re.compile(r"^\s*\{\w+\}\s*$", re.MULTILINE)
@@ -82,3 +82,19 @@ def test_the_docstring_check_finds_an_undocumented_parameter():
         """
     with pytest.raises(AssertionError, match=r"missing from the docstring: \['y'\]"):
         test_rendered_docstring_is_filled_and_documents_the_signature(f)
+
+
+@pytest.mark.parametrize("indent", ["    ", ""], ids=["python<=3.12", "python>=3.13 (compiler dedents)"])
+def test_appended_sections_take_the_docstrings_own_indentation(indent):
+    def f(x):
+        pass
+    f.__doc__ = f"Summary line.\n\n{indent}More prose on a second line.\n{indent}"
+    append_doc(f, """
+        Parameters
+        ----------
+        x : int
+            {slot}
+        """, slot="The value.")
+    lines = [line for line in f.__doc__.splitlines()[1:] if line.strip()]
+    assert {len(line) - len(line.lstrip()) for line in lines if not line.strip().startswith("The value")} == {len(indent)}
+    assert parameters_section(f.__doc__) == {"x"}

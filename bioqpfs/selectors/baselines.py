@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import measures
-from .._docs import BATCH_DOC, N_BINS_DOC, fill_doc
+from .._docs import BATCH_DOC, N_BINS_DOC, append_doc
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
@@ -321,7 +321,7 @@ def cife(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretizat
 
 
 for _f in (mrmr_mid, mrmr_miq, jmi, cife):
-    _f.__doc__ += fill_doc(_PARAMS_DOC, n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)
+    append_doc(_f, _PARAMS_DOC, n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)
 
 
 @parameter_constraints(**_CONSTRAINTS)

@@ -83,7 +83,7 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
-from .._docs import RANDOM_STATE_DOC, fill_doc
+from .._docs import RANDOM_STATE_DOC, append_doc
 from .._kernels import correlation as _corr
 from .._kernels.ranking import rank_descending
 from .._selection import Selection, check_informative
@@ -502,9 +502,9 @@ def hsfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_component
         preselected=preselected)
 
 
-ldfs.__doc__ += fill_doc(_DOC_COMMON, random_state=RANDOM_STATE_DOC, extra="""gamma : float
+append_doc(ldfs, _DOC_COMMON, random_state=RANDOM_STATE_DOC, extra="""gamma : float
     Ridge on W^T S_T W (units: variance of one z-scored gene); fixes the scale of W.
 """)
-hsfs.__doc__ += fill_doc(_DOC_COMMON, random_state=RANDOM_STATE_DOC, extra="""sigma : float
+append_doc(hsfs, _DOC_COMMON, random_state=RANDOM_STATE_DOC, extra="""sigma : float
     Gaussian kernel bandwidth in the projected space (default 1; see the module docstring).
 """)
