@@ -464,3 +464,28 @@ def test_n_genes_auto_on_both_r_routes_records_the_choice_and_the_curve():
     with pytest.raises(ValueError, match="n_genes must be a positive integer or 'auto' \\(lower case\\)"):
         br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="mrmr_mid",
                               n_genes="Auto")
+
+
+def test_select_genes_block_is_the_batch_as_a_column_or_a_vector():
+    """rpy2's select_genes(block=) (the R package's name) = bioqpfs.select(batch=) on the same data, whether the
+    batches are a colData column or a vector; it changes the result (the planted gene 3 differs by batch only)."""
+    X, y = toy_expression()
+    batch = np.tile(["d1", "d2"], y.size // 2)
+    X[batch == "d2", 3] += 3
+    se = R("function(m, y, b) SummarizedExperiment(assays = list(logcounts = t(m)), colData = DataFrame(type = y, "
+           "donor = b))")(ro.r.matrix(ro.FloatVector(X.ravel()), nrow=X.shape[0], byrow=True), ro.StrVector(list(y)),
+                         ro.StrVector(list(batch)))
+    ref = bioqpfs.select(X, y, method="mrmr_mid", n_genes=4, batch=batch)
+    plain = bioqpfs.select(X, y, method="mrmr_mid", n_genes=4)
+    assert not np.array_equal(ref.ranking, plain.ranking)
+    for block in ("donor", ro.StrVector(list(batch)), list(batch)):
+        out = br.select_genes(se, "type", method="mrmr_mid", n_genes=4, block=block)
+        ranks = np.array(rvalue("rowData(x)$mrmr_mid_rank", out))
+        np.testing.assert_array_equal(np.argsort(np.where(ranks == ro.NA_Integer, 10**6, ranks))[:4], ref.selected)
+        assert rvalue("metadata(x)$mrmr_mid$params$batch_key", out) == ["donor" if block == "donor" else "block"]
+    with pytest.raises(TypeError, match="block= .* or batch_key=, not both"):
+        br.select_genes(se, "type", block="donor", batch_key="donor")
+    with pytest.raises(KeyError, match="block='plate' is not a column of colData"):
+        br.select_genes(se, "type", block="plate")
+    with pytest.raises(ValueError, match="block has 35 values but the object has 36 samples"):
+        br.select_genes(se, "type", block=list(batch[:-1]))

@@ -26,11 +26,12 @@ def result_columns(adata, key):
     return first + [c for c in key_columns(adata, key) if c not in first]   # never a user's <key>_* column
 
 
-def _labels_to_obs(adata, labels, where):
-    """Put the class labels into ``adata.obs``; return the groupby column name."""
+def _labels_to_obs(adata, labels, where, what="labels"):
+    """Put one value per sample (the class labels, or the batches with ``what="block"``) into ``adata.obs``
+    under the column ``what``, or check that the column named by a string exists; return the column name."""
     if isinstance(labels, str):
         if labels not in adata.obs.columns:
-            raise KeyError(f"labels={labels!r} is not a column of {where}; available: "
+            raise KeyError(f"{what}={labels!r} is not a column of {where}; available: "
                            f"{', '.join(map(str, adata.obs.columns)) or 'none'}")
         return labels
     try:
@@ -42,19 +43,19 @@ def _labels_to_obs(adata, labels, where):
                 kind = str(call("column_kind", labels)[0])
             labels = column_to_py(labels) if kind != "other" else None
             if labels is None:
-                raise TypeError("labels must be a colData column name or an atomic R vector/factor")
+                raise TypeError(f"{what} must be a colData column name or an atomic R vector/factor")
     except ImportError:  # pragma: no cover
         pass
     values = labels.to_numpy() if isinstance(labels, pd.Series) else labels
     if len(values) != adata.n_obs:
-        raise ValueError(f"labels has {len(values)} values but the object has {adata.n_obs} samples")
+        raise ValueError(f"{what} has {len(values)} values but the object has {adata.n_obs} samples")
     values = pd.Series(values, index=adata.obs_names)
-    adata.obs["labels"] = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.array
-    return "labels"
+    adata.obs[what] = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.array
+    return what
 
 
 def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added=None, random_state=0,
-                 **params):
+                 block=None, **params):
     """Select a gene panel on a Bioconductor object with :func:`bioqpfs.tl.select_genes`.
 
     Parameters
@@ -74,6 +75,10 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
         As in :func:`bioqpfs.tl.select_genes`.
     assay : str, optional
         The assay to select from (default the first; ``exprs`` for an ExpressionSet).
+    block : str or sequence or R vector, optional
+        The batch (donor, study, plate) of every sample, as a colData (pData) column name or one value per
+        sample: batch-aware statistics, :func:`bioqpfs.tl.select_genes`'s ``batch_key`` (scran's and the R
+        package's name ``block``).  A vector is stored in the column ``"block"`` of the copy the engine sees.
 
     Returns
     -------
@@ -92,6 +97,10 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
     where = "the pData of the ExpressionSet" if cls == "ExpressionSet" else (
         "colData(x)" if cls != "matrix" else "a matrix (pass a vector of labels)")
     groupby = _labels_to_obs(adata, labels, where)
+    if block is not None:
+        if "batch_key" in params:
+            raise TypeError("pass the batches once: block= (the R name) or batch_key=, not both")
+        params["batch_key"] = _labels_to_obs(adata, block, where, what="block")
     key = result_key(method, key_added)
     tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, random_state=random_state,
                     **params)
