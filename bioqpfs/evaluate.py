@@ -29,10 +29,10 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _progress, _threads
-from ._anndata import check_mask, check_use_raw, get_obs_rep, obs_labels
+from ._anndata import check_mask, check_use_raw, get_obs_rep, obs_batch, obs_labels
 from ._jit import announce_compilation
+from ._registry import batch_methods, select
 from ._registry import methods as _methods
-from ._registry import select
 from ._selection import Selection
 from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
 
@@ -121,6 +121,20 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
     # a labels Series is aligned to the samples by its index (check_labels' rules)
     codes, classes = check_labels(y, X.shape[0], name="labels", sample_names=sample_names_of(data))
     return X, classes[codes], names, np.flatnonzero(mask)
+
+
+def _batches(data, batch, n_samples):
+    """The batch of every sample as a numpy array (``None`` without): an ``.obs`` column of an AnnData, or values
+    checked as :func:`bioqpfs.select` checks ``batch=`` (length, missing values)."""
+    if batch is None:
+        return None
+    if isinstance(batch, str):
+        if not _is_anndata(data):
+            raise ValueError(f"batch={batch!r} is a column name, which needs an AnnData; pass one batch per sample")
+        batch = obs_batch(data, batch)
+    codes, names = check_labels(batch, n_samples, name="batch", min_classes=1, sample_names=sample_names_of(data),
+                                check_continuous=False)
+    return np.asarray(names, dtype=object)[codes]
 
 
 def _gene_indices(genes, names, n_vars, label):
@@ -246,15 +260,29 @@ def _auto_cv(y):
     return "loo", f"leave-one-out CV: class {name!r} has a single sample, so no k-fold split can stratify it"
 
 
-def _splits(cv, y, repeats, random_state):
-    """[(repeat, fold, train, test)] for the requested scheme."""
-    from sklearn.model_selection import LeaveOneOut, StratifiedKFold
+#: the cross-validation schemes named by a string
+CV_NAMES = ("loo", "leave_one_batch_out")
 
+
+def _splits(cv, y, repeats, random_state, batch=None):
+    """[(repeat, fold, train, test)] for the requested scheme (``batch``: the groups of ``"leave_one_batch_out"``)."""
+    from sklearn.model_selection import LeaveOneGroupOut, LeaveOneOut, StratifiedKFold
+
+    groups = None
     if isinstance(cv, str):
-        if cv.lower() != "loo":
-            raise ValueError(f"cv must be None (automatic), an int (k-fold), 'loo' or a scikit-learn splitter, "
-                             f"got {cv!r}")
-        schemes = [LeaveOneOut()]      # deterministic: repeating it would give identical folds
+        if cv.lower() not in CV_NAMES:
+            raise ValueError(f"cv must be None (automatic), an int (k-fold), one of {CV_NAMES} or a scikit-learn "
+                             f"splitter, got {cv!r}")
+        if cv.lower() == "leave_one_batch_out":
+            if batch is None:
+                raise ValueError("cv='leave_one_batch_out' needs the batches: pass batch= (an .obs column name or one "
+                                 "batch per sample)")
+            names = np.unique(batch)
+            if names.size < 2:
+                raise ValueError(f"cv='leave_one_batch_out' needs at least 2 batches, got only {names[0]!r}")
+            schemes, groups = [LeaveOneGroupOut()], batch
+        else:
+            schemes = [LeaveOneOut()]      # deterministic: repeating it would give identical folds
     elif isinstance(cv, Integral) and not isinstance(cv, bool):
         if cv < 2:
             raise ValueError(f"cv={cv}: k-fold cross-validation needs at least 2 folds")
@@ -269,11 +297,12 @@ def _splits(cv, y, repeats, random_state):
     elif hasattr(cv, "split"):
         schemes = [cv]
     else:
-        raise ValueError(f"cv must be None (automatic), an int (k-fold), 'loo' or a scikit-learn splitter, got {cv!r}")
+        raise ValueError(f"cv must be None (automatic), an int (k-fold), one of {CV_NAMES} or a scikit-learn "
+                         f"splitter, got {cv!r}")
     out = []
     Xdummy = np.zeros((y.size, 1))
     for r, scheme in enumerate(schemes):
-        for f, (train, test) in enumerate(scheme.split(Xdummy, y)):
+        for f, (train, test) in enumerate(scheme.split(Xdummy, y, groups)):
             out.append((r, f, np.asarray(train), np.asarray(test)))
     return out
 
@@ -337,8 +366,9 @@ def _dense(block):
 def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                 selections: str | Selection | pd.DataFrame | Sequence[Any] | Mapping[str, Any], *,
                 n_genes: int | Sequence[int] = DEFAULT_N_GENES, classifier: str | BaseEstimator = "linear_svm",
-                cv: int | Literal["loo"] | BaseCrossValidator | None = None, repeats: int = 1,
+                cv: int | Literal["loo", "leave_one_batch_out"] | BaseCrossValidator | None = None, repeats: int = 1,
                 scoring: str | Callable | None = None, refit_selection: bool | None = None,
+                batch: str | ArrayLike | None = None, batch_selection: bool = True,
                 method_params: Mapping[str, Mapping[str, Any]] | None = None, layer: str | None = None,
                 use_raw: bool | None = None, mask_var: MaskLike = None, feature_names: Sequence[str] | None = None,
                 random_state: SeedLike = 0, return_folds: bool = False, progress: bool | None = None,
@@ -367,13 +397,15 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         pipeline instance (cloned for every fit).  It is fitted on the panel's columns as a dense
         array, so a pipeline that centres (``StandardScaler()``) works on sparse data too: the panel
         is small, and densifying k columns costs k x n_samples values.
-    cv : None, int, "loo" or sklearn splitter
+    cv : None, int, "loo", "leave_one_batch_out" or sklearn splitter
         ``None`` (default): the papers' 10-fold stratified CV, with fewer folds when the smallest class
         has fewer than 10 samples (as many folds as it has samples) and leave-one-out when a class has
         a single sample; the choice is logged (scanpy's ``logg.info``) and stored in the ``cv`` column.
         ``int``: stratified k-fold, shuffled with seed ``random_state + r`` for repeat r;
         ``"loo"``: leave-one-out (the papers' choice below ~100 samples; ``repeats`` is ignored since
-        the folds are always the same); a splitter object is used as given (once).
+        the folds are always the same); ``"leave_one_batch_out"``: one fold per batch of ``batch``,
+        testing on that batch and selecting and training on the others (how a panel carries over to an
+        unseen donor or study; ``repeats`` is ignored); a splitter object is used as given (once).
     repeats : int
         Repetitions of k-fold CV with different shuffles (QPFS section 3.1 used 10 x 10-fold).
     scoring : None, str or callable
@@ -394,9 +426,20 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         they are.  ``True``: the same, but a fixed ranking is an error (it cannot be refit).
         ``False``: methods are fit once on all samples and that ranking is cross-validated -- the
         optimistic protocol, useful only to reproduce published numbers.
+    batch : str or array-like, optional
+        The batch (donor, study, plate) of every sample: an ``.obs`` column name when ``data`` is an
+        AnnData, else one value per sample.  It defines the folds of ``cv="leave_one_batch_out"`` and,
+        with ``batch_selection=True``, every refit method that has batch-aware statistics
+        (:func:`bioqpfs.batch_methods`) gets the training samples' batches (``batch=``, see
+        :func:`bioqpfs.qpfs`); the other methods and fixed rankings run without them.  The summary then
+        has a ``batch_aware`` column saying which rows used them.
+    batch_selection : bool
+        Pass the batches to the selections (default ``True``); ``False`` uses them for the folds only, to
+        measure what the batch-aware statistics add on the same folds.
     method_params : dict, optional
         ``{method name: {param: value}}`` for methods given by plain name; a key that names no
-        such method is an error (it would be ignored).
+        such method is an error (it would be ignored).  Batches go in ``batch=``, not here (the folds
+        need them subset).
     layer, use_raw, mask_var
         As in :func:`bioqpfs.tl.select_genes` (``mask_var`` may be a boolean array for arrays).
     feature_names : sequence of str, optional
@@ -424,8 +467,9 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         deviation of the fold error rates), ``se_error`` (``sd_error / sqrt(n_folds)``), the same
         three for ``balanced_accuracy`` and ``f1_macro`` (and for the ``scoring`` if it is another
         one), ``scoring`` (the name of the chosen score), ``n_folds`` (fold fits averaged, over all
-        repeats), ``refit``, ``cv`` (the scheme used: the number of folds, ``"loo"`` or the splitter's
-        class name), ``repeats``, ``classifier``, ``seconds_select`` (mean time per selection fit).
+        repeats), ``refit``, ``cv`` (the scheme used: the number of folds, ``"loo"``,
+        ``"leave_one_batch_out"`` or the splitter's class name), ``repeats``, ``classifier``,
+        ``seconds_select`` (mean time per selection fit), and with ``batch`` ``batch_aware``.
         With ``return_folds=True``, ``(summary, folds)``; ``folds`` has one column per score.
 
     Examples
@@ -442,13 +486,21 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     repeats = check_positive_int(repeats, "repeats")
     if refit_selection not in (None, True, False):
         raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
+    if batch_selection not in (True, False):
+        raise ValueError(f"batch_selection must be True or False, got {batch_selection!r}")
     score_name, scorer = resolve_scoring(scoring)
     X, y, names, cand = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
                               feature_names=feature_names)
     if ks[-1] > cand.size:
         raise ValueError(f"n_genes up to {ks[-1]} but only {cand.size} candidate genes")
     adata = data if _is_anndata(data) else None
+    batch = _batches(data, batch, y.size)
     specs = _specs(selections, adata, names, X.shape[1], cand, method_params)
+    aware = set(batch_methods()) if batch is not None and batch_selection else set()
+    for lab, kind, payload in specs:
+        if kind == "method" and "batch" in payload[1]:
+            raise ValueError(f"{lab!r}: pass the batches as error_curve(batch=...), not as a method parameter "
+                             "(each fold needs its own subset of them)")
     if refit_selection is True:
         fixed = [lab for lab, kind, _ in specs if kind == "fixed"]
         if fixed:
@@ -460,13 +512,15 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     if cv is None:
         cv, why = _auto_cv(y)
         logg.info(f"evaluate: cv=None -> {why}")
-    splits = _splits(cv, y, repeats, random_state)
+    splits = _splits(cv, y, repeats, random_state, batch)
     Xc = X[:, cand]
     cand_names = None if names is None else names[cand]
     seed0 = 0 if random_state is None else int(random_state)
 
     def run(name, params, rows, seed):
         t0 = time.perf_counter()
+        if name in aware:
+            params = {**params, "batch": batch[rows]}
         sel = select(Xc[rows], y[rows], method=name, n_genes=min(ks[-1], cand.size), random_state=seed,
                      feature_names=cand_names, **params)
         return cand[sel.ranking], time.perf_counter() - t0
@@ -513,8 +567,9 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         summary[col] = values
     summary["scoring"] = score_name
     kinds = {lab: kind for lab, kind, _ in specs}
+    payloads = {lab: payload for lab, _, payload in specs}
     summary["refit"] = [kinds[m] == "method" and refit for m in summary["method"]]
-    summary["cv"] = str(cv) if isinstance(cv, (str, Integral)) else type(cv).__name__
+    summary["cv"] = str(cv).lower() if isinstance(cv, (str, Integral)) else type(cv).__name__
     summary["repeats"] = 1 if isinstance(cv, str) or hasattr(cv, "split") else int(repeats)
     summary["classifier"] = clf_name
     summary["seconds_select"] = [np.mean(fold_seconds[m]) if fold_seconds[m] else seconds[m]
@@ -522,8 +577,12 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     order = {lab: i for i, (lab, _, _) in enumerate(specs)}
     summary = summary.sort_values(["method", "n_genes"], key=lambda s: s.map(order) if s.name == "method" else s,
                                   kind="stable").reset_index(drop=True)
-    summary = summary[["method", "n_genes", *(c for c, _ in stats), "scoring", "n_folds", "refit", "cv",
-                       "repeats", "classifier", "seconds_select"]]
+    columns = ["method", "n_genes", *(c for c, _ in stats), "scoring", "n_folds", "refit", "cv", "repeats",
+               "classifier", "seconds_select"]
+    if batch is not None:
+        summary["batch_aware"] = [kinds[m] == "method" and payloads[m][0] in aware for m in summary["method"]]
+        columns.append("batch_aware")
+    summary = summary[columns]
     return (summary, folds) if return_folds else summary
 
 

@@ -286,3 +286,97 @@ def test_estimator_batch_fit_parameter():
     pipe = make_pipeline(BioQPFSSelector(20, method="qpfs"), LinearSVC())
     pipe.fit(X, y, bioqpfsselector__batch=batch)
     assert not pipe[0].get_support()[0]
+
+
+# ---- evaluate with batches: leave-one-batch-out folds, batch-aware refits --------------------------------------
+def _three_batches(seed=3):
+    X, y, _ = _confounded(seed)
+    batch = np.array(["b0", "b1", "b2"])[np.arange(y.size) % 3]
+    return X, y, batch
+
+
+def test_error_curve_leave_one_batch_out_passes_the_training_batches(monkeypatch):
+    """Each fold tests on exactly one batch; a batch-aware method is refit with the training rows' batches, a
+    method without batch-aware statistics and a fixed ranking without them (the batch_aware column says so)."""
+    import bioqpfs.evaluate as ev
+
+    X, y, batch = _three_batches()
+    calls = []
+    real = ev.select
+
+    def spy(Xs, ys, *, method, **kw):
+        calls.append((method, Xs.shape[0], kw.get("batch")))
+        return real(Xs, ys, method=method, **kw)
+
+    monkeypatch.setattr(ev, "select", spy)
+    summary, folds = ev.error_curve(X, y, {"mrmr": "mrmr_mid", "rnd": "random", "fixed": [1, 2, 3, 4]},
+                                    n_genes=[3], cv="leave_one_batch_out", batch=batch, return_folds=True)
+    assert summary.set_index("method")["batch_aware"].to_dict() == {"mrmr": True, "rnd": False, "fixed": False}
+    assert (summary["cv"] == "leave_one_batch_out").all() and (summary["n_folds"] == 3).all()
+    assert sorted(folds.loc[folds["method"] == "mrmr", "n_test"]) == [100, 100, 100]
+    mrmr = [c for c in calls if c[0] == "mrmr_mid"]
+    assert len(mrmr) == 3
+    for _, n_train, b in mrmr:   # trained on the two other batches, with their batches
+        assert n_train == 200 and b is not None and len(set(b)) == 2 and len(b) == 200
+    assert all(c[2] is None for c in calls if c[0] == "random")
+    # same folds, batches for the folds only
+    calls.clear()
+    plain = ev.error_curve(X, y, ["mrmr_mid"], n_genes=[3], cv="leave_one_batch_out", batch=batch,
+                           batch_selection=False)
+    assert all(c[2] is None for c in calls) and not plain["batch_aware"].any()
+
+
+def test_error_curve_batch_aware_fold_equals_a_hand_run_fold():
+    """One leave-one-batch-out fold recomputed by hand (select with the training batches, LinearSVC on the panel)."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    from bioqpfs.evaluate import make_classifier
+
+    X, y, batch = _three_batches()
+    _, folds = bioqpfs.evaluate.error_curve(X, y, ["mrmr_mid"], n_genes=[5], cv="leave_one_batch_out",
+                                            batch=batch, return_folds=True)
+    for f, held in enumerate(["b0", "b1", "b2"]):   # LeaveOneGroupOut orders the groups
+        train, test = batch != held, batch == held
+        genes = bioqpfs.select(X[train], y[train], method="mrmr_mid", n_genes=5, batch=batch[train],
+                               random_state=1000 * 0 + f).ranking[:5]
+        clf = make_classifier("linear_svm").fit(X[train][:, genes], y[train])
+        expected = balanced_accuracy_score(y[test], clf.predict(X[test][:, genes]))
+        assert folds.loc[folds["fold"] == f, "balanced_accuracy"].item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_error_curve_batch_errors():
+    X, y, batch = _three_batches()
+    with pytest.raises(ValueError, match="cv='leave_one_batch_out' needs the batches: pass batch="):
+        bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[3], cv="leave_one_batch_out")
+    with pytest.raises(ValueError, match="needs at least 2 batches, got only 'b0'"):
+        bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[3], cv="leave_one_batch_out",
+                                     batch=np.full(y.size, "b0"))
+    with pytest.raises(ValueError, match="pass the batches as error_curve\\(batch=...\\)"):
+        bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[3], cv=3, method_params={"maxrel": {"batch": batch}})
+    with pytest.raises(ValueError, match="batch='donor' is a column name, which needs an AnnData"):
+        bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[3], cv=3, batch="donor")
+    with pytest.raises(ValueError, match="batch"):
+        bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[3], cv=3, batch=batch[:-1])
+    with pytest.raises(ValueError, match="batch_selection must be True or False"):
+        bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[3], cv=3, batch=batch, batch_selection="yes")
+    with pytest.raises(ValueError, match="one of \\('loo', 'leave_one_batch_out'\\)"):
+        bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[3], cv="lobo", batch=batch)
+
+
+def test_tl_n_genes_auto_with_batch_key_uses_the_batches_in_the_folds(monkeypatch):
+    import bioqpfs.evaluate as ev
+
+    adata = _adata()
+    seen = []
+    real = ev.error_curve
+
+    def spy(*args, **kw):
+        seen.append(kw.get("batch"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ev, "error_curve", spy)
+    bioqpfs.tl.select_genes(adata, "ct", method="mrmr_mid", n_genes="auto", batch_key="donor")
+    assert seen == ["donor"]
+    record = adata.uns["mrmr_mid"]
+    assert record["params"]["batch_key"] == "donor" and record["n_genes_auto"]["n_genes"] in record["n_genes_auto"]["grid"]
+    assert record["n_genes_auto"]["curve"]["batch_aware"].all()

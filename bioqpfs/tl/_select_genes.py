@@ -117,7 +117,7 @@ def _check_n_genes(n_genes):
 
 
 def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer, use_raw, mask_var, random_state,
-                  progress, n_jobs, logg):
+                  progress, n_jobs, logg, batch_key=None):
     """``n_genes="auto"``: the one-SE size of a cross-validated error curve of ``method`` on ``adata``.
 
     Returns ``(n_genes, record)`` with ``record`` the h5ad-storable ``.uns[key]["n_genes_auto"]``.
@@ -134,7 +134,7 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
     cv = AUTO_FOLDS if smallest >= AUTO_FOLDS else None   # None: error_curve's choice from the class sizes
     curve = evaluate.error_curve(adata, groupby, [(method, dict(params))], n_genes=sizes, cv=cv,
                                  random_state=random_state, layer=layer, use_raw=use_raw, mask_var=mask_var,
-                                 progress=progress, n_jobs=n_jobs)
+                                 progress=progress, n_jobs=n_jobs, batch=batch_key)
     chosen = evaluate.suggest_n_genes(curve)
     row = curve[curve["n_genes"] == chosen].iloc[0]
     logg.info(f"    n_genes='auto': CV error (cv={curve['cv'].iloc[0]}) over sizes {sizes} -> {chosen} genes "
@@ -210,7 +210,8 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         estimation as mRMRe's ``strata``), discretisation thresholds per batch, |correlation| within batches
         (see :func:`bioqpfs.qpfs`; ``batch_weights=`` and ``batch_discretization=`` go through
         ``**method_params``).  Recorded in ``.uns[key]["params"]``.  Methods without a batch-aware form
-        (:func:`bioqpfs.batch_methods` lists those with one) refuse it; so does ``n_genes="auto"`` for now.
+        (:func:`bioqpfs.batch_methods` lists those with one) refuse it.  With ``n_genes="auto"`` the
+        cross-validated selections use the training folds' batches too (stratified k-fold, as without).
     key_added : str, optional
         Prefix of the written keys; default the method name, ``"bioqpfs"`` for the default recipe.  A non-empty string without ``"/"``.
         Re-running under a key that holds a bioqpfs selection replaces it: the ``.var`` columns the
@@ -279,9 +280,6 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         if "batch" not in accepted:
             raise ValueError(f"method {method!r} does not take batch_key (batch-aware statistics); methods that do: "
                              f"{', '.join(batch_methods())}")
-        if n_genes == "auto":
-            raise ValueError("n_genes='auto' with batch_key is not supported yet (the cross-validation folds would "
-                             "need the batches too); pass an integer n_genes")
         batch = obs_batch(adata, batch_key).array
     X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
     source = check_use_raw(adata, layer, use_raw)[1]
@@ -298,7 +296,7 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
     if n_genes == "auto":
         n_genes, auto = _auto_n_genes(adata, groupby, labels, method, params, n_candidates=Xm.shape[1], layer=layer,
                                       use_raw=use_raw, mask_var=mask_var, random_state=random_state,
-                                      progress=progress, n_jobs=n_jobs, logg=logg)
+                                      progress=progress, n_jobs=n_jobs, logg=logg, batch_key=batch_key)
     with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info) as jit:
         sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
                      method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask],
