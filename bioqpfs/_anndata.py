@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._io import read_backed
+from ._io import _h5_datasets, lazy_rows, read_backed
 from ._validation import check_labels, describe_indices
 
-__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "check_mask", "obs_labels", "source_params",
+__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_mask", "obs_labels", "source_params",
            "is_record", "key_columns"]
 
 
@@ -77,6 +77,48 @@ def get_obs_rep(adata, *, layer=None, use_raw=None):
                                 "does): pass use_raw=False to use adata.X" if implicit else ""))
         return in_memory(adata, lambda: adata.raw[:, adata.var_names].X)
     return in_memory(adata, lambda: adata.X)
+
+
+def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progress=False):
+    """:func:`get_obs_rep` for the selections ``runs`` (``(method, params)`` pairs) will make; a backed ``.X``
+    is read lazily in sample chunks when every run can count it so.
+
+    A backed AnnData (``anndata.read_h5ad(path, backed="r")``, not a view) whose ``.X`` is read (no ``layer``,
+    no ``.raw``) becomes a Dask array of sample chunks of ``chunk_size`` rows (:func:`bioqpfs._io.lazy_rows`:
+    dense or CSR, each chunk read from the file when a task needs it, a changed or deleted file an error
+    naming the chunk) when dask is installed and every run has a Dask path
+    (:func:`bioqpfs._registry.dask_refusal`).  Otherwise X is read whole, as :func:`get_obs_rep` does, after
+    a check that its stored size fits the available memory (:func:`bioqpfs._validation.memory_guard`, whose
+    error names the fix).
+
+    Returns
+    -------
+    (X, str or None)
+        The matrix, and why a backed X was read whole (for the log; ``None`` when it is lazy or not backed).
+    """
+    from ._registry import dask_refusal
+    from ._validation import memory_guard
+
+    whole = lambda: get_obs_rep(adata, layer=layer, use_raw=use_raw)  # noqa: E731
+    if not adata.isbacked or adata.is_view or layer is not None or check_use_raw(adata, layer, use_raw)[0]:
+        return whole(), None
+    try:
+        import dask.array  # noqa: F401
+    except ImportError:
+        X, why = None, "dask is not installed"
+    else:
+        X = lazy_rows(adata.filename, "X", chunk_size=chunk_size, progress=progress)
+        why = "X is stored by columns (CSC), which cannot be read by samples" if X is None else None
+    for method, params in runs if why is None else ():
+        why = dask_refusal(method, params, X)
+        if why is not None:
+            break
+    if why is None:
+        return X, None
+    stored = sum(ds.size * ds.dtype.itemsize for ds in _h5_datasets(adata.X))
+    memory_guard(stored, f"reading X of {adata.filename} whole ({why})",
+                 (["lazy"] if why != "dask is not installed" else ["dask", "lazy"]))
+    return whole(), why
 
 
 def check_mask(adata, mask_var):
