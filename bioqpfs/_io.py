@@ -8,6 +8,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -227,6 +228,11 @@ def read_backed(get, filename=None):
 CHUNK_BYTES = 128 * 2**20
 
 
+#: at most one progress line of the lazy reads (:func:`lazy_rows`) per this many seconds
+PROGRESS_SECONDS = 1.0
+_last_line = [0.0]
+
+
 class LazyReadError(ValueError):
     """A sample chunk of a lazily read file could not be read (file gone, changed or damaged meanwhile)."""
 
@@ -276,7 +282,8 @@ def _read_rows(filename, elem, start, stop, *, stamp, chunk, n_chunks, shape, pr
         text = str(e).strip("'\" ").splitlines()[0] if str(e).strip() else type(e).__name__
         raise LazyReadError(f"cannot read {where}: {text}; the file is damaged or was changed during the run -- "
                             "restore or copy it again and rerun") from None
-    if progress:
+    if progress and time.monotonic() - _last_line[0] >= PROGRESS_SECONDS:
+        _last_line[0] = time.monotonic()
         print(f"    read {where}", file=sys.stderr, flush=True)
     return block
 
@@ -294,8 +301,9 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
     chunk_size : int, optional
         Samples per chunk (:func:`chunk_rows`: default :data:`CHUNK_BYTES` of float64 rows).
     progress : bool
-        Print a line to stderr for every chunk read (``read rows a..b (chunk k of K) of X in <file>``); a
-        computation that passes over X several times reads every chunk once per pass.
+        Print a line to stderr when a chunk has been read (``read rows a..b (chunk k of K) of X in <file>``),
+        at most one per :data:`PROGRESS_SECONDS`; a computation that passes over X several times reads every
+        chunk once per pass.
 
     Returns
     -------
@@ -325,8 +333,11 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
     rows = chunk_rows(shape[0], shape[1], chunk_size)
     bounds = list(range(0, shape[0], rows)) + [shape[0]]
     read = dask.delayed(_read_rows, pure=True)
+    token = dask.base.tokenize(filename, elem, stamp, rows)
+    # the task names carry the rows, so a scheduler's error about a task (a worker killed while reading it,
+    # distributed's KilledWorker) names the chunk too
     blocks = [da.from_delayed(read(filename, elem, a, b, stamp=stamp, chunk=k, n_chunks=len(bounds) - 1,
-                                   shape=shape, progress=bool(progress)),
+                                   shape=shape, progress=bool(progress), dask_key_name=f"read-{elem}-rows-{a}-{b - 1}-{token}"),
                               shape=(b - a, shape[1]), dtype=dtype, meta=meta)
               for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
     return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
