@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._io import _h5_datasets, lazy_rows, read_backed
+from ._io import lazy_rows, read_backed, stored_bytes
 from ._validation import check_labels, describe_indices
 
 __all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_mask", "obs_labels", "source_params",
@@ -115,8 +115,7 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
             break
     if why is None:
         return X, None
-    stored = sum(ds.size * ds.dtype.itemsize for ds in _h5_datasets(adata.X))
-    memory_guard(stored, f"reading X of {adata.filename} whole ({why})",
+    memory_guard(stored_bytes(adata.X), f"reading X of {adata.filename} whole ({why})",
                  (["lazy"] if why != "dask is not installed" else ["dask", "lazy"]))
     return whole(), why
 

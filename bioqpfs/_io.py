@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["atomic_path", "read_backed", "to_storable", "lazy_rows", "chunk_rows", "CHUNK_BYTES", "LazyReadError"]
+__all__ = ["atomic_path", "read_backed", "to_storable", "lazy_rows", "chunk_rows", "stored_bytes", "CHUNK_BYTES", "LazyReadError"]
 
 
 def _umask():
@@ -177,6 +177,11 @@ def _h5_datasets(matrix):
         return [matrix]
     group = getattr(matrix, "group", None)
     return [v for v in group.values() if isinstance(v, h5py.Dataset)] if isinstance(group, h5py.Group) else []
+
+
+def stored_bytes(matrix):
+    """Bytes of the values of a backed matrix once in memory (its HDF5 datasets, uncompressed); 0 for others."""
+    return sum(ds.size * ds.dtype.itemsize for ds in _h5_datasets(matrix))
 
 
 def _stored_end(ds):
