@@ -19,7 +19,7 @@ import pandas as pd
 from ._io import lazy_rows, read_backed, stored_bytes
 from ._validation import check_labels, describe_indices
 
-__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_mask", "obs_labels", "source_params",
+__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask", "obs_labels", "source_params",
            "is_record", "key_columns"]
 
 
@@ -31,6 +31,19 @@ def in_memory(adata, get):
         return read_backed(get, adata.filename)
     X = get()
     return read_backed(lambda: X) if hasattr(X, "to_memory") or type(X).__module__.startswith("h5py") else X
+
+
+def check_annotations(adata):
+    """Refuse an AnnData whose ``.obs``/``.var`` are not pandas DataFrames (``anndata.experimental.read_lazy``
+    gives xarray-backed ones), naming the two ways that work; its lazy X itself is fine (a Dask array)."""
+    lazy = [name for name in ("obs", "var") if not isinstance(getattr(adata, name), pd.DataFrame)]
+    if lazy:
+        raise TypeError(
+            f"adata.{' and adata.'.join(lazy)} {'is' if len(lazy) == 1 else 'are'} lazily loaded "
+            f"({type(getattr(adata, lazy[0])).__name__}, anndata.experimental.read_lazy), which bioqpfs cannot read "
+            "labels from or write results into; load the annotations and keep X lazy: adata.obs = "
+            "adata.obs.to_memory(); adata.var = adata.var.to_memory() -- or open the file with "
+            "anndata.read_h5ad(path, backed='r'), whose X bioqpfs reads in sample chunks")
 
 
 def check_use_raw(adata, layer, use_raw):

@@ -29,7 +29,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _progress, _threads
-from ._anndata import check_mask, check_use_raw, obs_labels, obs_rep_for
+from ._anndata import check_annotations, check_mask, check_use_raw, obs_labels, obs_rep_for
 from ._jit import announce_compilation
 from ._kernels.counting_dask import is_dask_array
 from ._registry import methods as _methods
@@ -104,6 +104,7 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
     if _is_anndata(data):
         from scanpy import logging as logg
 
+        check_annotations(data)
         names = data.var_names.to_numpy().astype(str)
         mask = check_mask(data, mask_var)
         X, whole = obs_rep_for(data, [] if runs is None else runs(names, data.n_vars, np.flatnonzero(mask)),
@@ -366,7 +367,8 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         method to run has a Dask path (as in :func:`bioqpfs.tl.select_genes`; fixed rankings need none):
         the selections count the training folds' rows chunk by chunk (a Dask X indexed by the fold's
         rows), and the classifiers read only the panel's columns, one pass over the chunks per fold and
-        method.  Otherwise X is read whole after a memory check.
+        method.  Otherwise X is read whole after a memory check.  An AnnData of
+        ``anndata.experimental.read_lazy`` needs its ``.obs``/``.var`` loaded first (the error says how).
     labels : str or array-like
         Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData.
     selections : str, Selection, DataFrame, gene list, or a list/dict of them

@@ -239,3 +239,28 @@ def test_task_names_carry_the_rows(h5ad):
     assert {k.rsplit("-", 1)[0] for k in keys if str(k).startswith("read-")} == \
         {"read-X-rows-0-99", "read-X-rows-100-199", "read-X-rows-200-239"}
     np.testing.assert_array_equal(X.compute(), _backed(path).X[()])
+
+
+# ---- anndata.experimental.read_lazy ------------------------------------------------------------------------------
+@pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
+def test_read_lazy_anndata_is_refused_clearly_and_works_once_obs_and_var_are_loaded(h5ad):
+    import anndata.experimental
+    import xarray  # noqa: F401  (the dev extra installs it: read_lazy needs it)
+
+    read_lazy = getattr(anndata.experimental, "read_lazy", None)
+    if read_lazy is None:
+        pytest.skip("this anndata (< 0.12) has no experimental.read_lazy")
+    path, mem = h5ad
+    lazy = read_lazy(path)
+    assert isinstance(lazy.X, da.Array)
+    with pytest.raises(TypeError, match=r"adata\.obs and adata\.var are lazily loaded .*read_lazy.*"
+                                        r"adata\.obs = adata\.obs\.to_memory\(\).*backed='r'"):
+        bioqpfs.tl.select_genes(lazy, "cell_type", method="qpfs", n_genes=5)
+    with pytest.raises(TypeError, match="lazily loaded"):
+        bioqpfs.evaluate.error_curve(lazy, "cell_type", ["qpfs"], n_genes=[3], cv=3)
+    lazy.obs, lazy.var = lazy.obs.to_memory(), lazy.var.to_memory()
+    bioqpfs.tl.select_genes(lazy, "cell_type", method="qpfs", n_genes=5)
+    bioqpfs.tl.select_genes(mem, "cell_type", method="qpfs", n_genes=5)
+    assert isinstance(lazy.X, da.Array)  # X never loaded into the AnnData
+    np.testing.assert_allclose(lazy.var["qpfs_weight"], mem.var["qpfs_weight"], rtol=0, atol=1e-12)
+    assert list(lazy.uns["qpfs"]["selected"]) == list(mem.uns["qpfs"]["selected"])

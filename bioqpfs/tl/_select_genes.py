@@ -9,6 +9,7 @@ import pandas as pd
 
 from .. import _progress, _threads
 from .._anndata import (
+    check_annotations,
     check_mask,
     check_use_raw,
     is_record,
@@ -165,7 +166,9 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         from the file, when dask is installed and the method has a Dask path (``qpfs``, ``qpfs_cover``,
         ``spec_cmi_nystrom`` with MI and ``discretization="mean_sd"``); otherwise its X is read whole, after
         a check that it fits in memory (the error names the fix; the reason is logged).  A file deleted or
-        changed during such a run is an error naming the chunk (rows) that could not be read.  A view (``adata[mask]``) is
+        changed during such a run is an error naming the chunk (rows) that could not be read.  An AnnData of
+        ``anndata.experimental.read_lazy`` is refused until its ``.obs``/``.var`` are loaded
+        (``adata.obs = adata.obs.to_memory()``, the same for ``.var``; X stays lazy).  A view (``adata[mask]``) is
         turned into an actual AnnData in place, with a warning, as scanpy's tools do (the AnnData it
         was taken from is not changed); with ``copy=True`` the view is left as it is.
     groupby : str
@@ -266,6 +269,7 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
 
     if not isinstance(adata, ad.AnnData):
         raise TypeError(f"adata must be an AnnData, got {type(adata).__name__}; for arrays use bioqpfs.select(X, y)")
+    check_annotations(adata)
     if adata.isbacked and copy:
         raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
                          "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
