@@ -111,7 +111,7 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
                                layer=layer, use_raw=use_raw, chunk_size=chunk_size, progress=progress)
         logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}"
                   + (f" (the backed X read whole: {whole})" if whole else
-                     " (the backed X read lazily in sample chunks)" if data.isbacked and X is not data.X else ""))
+                     " (the backed X read lazily in sample chunks)" if data.isbacked and is_dask_array(X) else ""))
         y = obs_labels(data, labels) if isinstance(labels, str) else labels
     else:
         if layer is not None or use_raw or isinstance(mask_var, str):

@@ -123,6 +123,18 @@ def test_a_method_without_a_dask_path_reads_x_whole_after_a_memory_check(h5ad, m
     backed.file.close()
 
 
+@pytest.mark.parametrize("bad", [0, -5, 2.5, "10"])
+def test_bad_chunk_size_is_refused_before_any_read(h5ad, spy, bad):
+    path, mem = h5ad
+    backed = _backed(path)
+    with pytest.raises((ValueError, TypeError), match="chunk_size"):
+        bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, chunk_size=bad)
+    with pytest.raises((ValueError, TypeError), match="chunk_size"):
+        bioqpfs.evaluate.error_curve(backed, "cell_type", ["qpfs"], n_genes=[3], cv=3, chunk_size=bad)
+    assert spy == [] and "qpfs_weight" not in backed.var
+    backed.file.close()
+
+
 def test_dask_refusal_names_each_reason(rng):
     X = da.from_array(rng.random((20, 3)), chunks=(10, 3))
     assert _registry.dask_refusal("qpfs", {}, X) is None

@@ -21,6 +21,7 @@ from .._anndata import (
 )
 from .._io import to_storable
 from .._jit import announce_compilation
+from .._kernels.counting_dask import is_dask_array
 from .._registry import batch_methods, method_function, resolve_method, result_key, select
 from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
 
@@ -309,7 +310,7 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
     start = logg.info(f"selecting {n_genes if n_genes != 'auto' else 'n_genes=auto'} genes with {method!r} by {groupby!r} on {source}")
     if whole is not None:
         logg.info(f"    X of the backed file is read whole: {whole}")
-    elif adata.isbacked and X is not adata.X:
+    elif adata.isbacked and is_dask_array(X):
         logg.info(f"    X of the backed file is read lazily in {len(X.chunks[0])} chunks of up to {X.chunks[0][0]} samples")
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
