@@ -159,13 +159,18 @@ def test_cli_chunk_size_on_a_backed_file_equals_the_in_memory_run(h5ad, tmp_path
     monkeypatch.setattr(_io, "PROGRESS_SECONDS", 0.0)
     assert _select(path, tmp_path / "mem.h5ad", "--no-lazy") == 0
     capfd.readouterr()
-    assert _select(path, tmp_path / "lazy.h5ad", "--lazy", "--chunk-size", "100") == 0
+    with monkeypatch.context() as m:  # anndata's write of a backed AnnData would read a sparse X's arrays whole
+        m.setattr(ad.AnnData, "write_h5ad", lambda *a, **k: pytest.fail("backed AnnData written by anndata"))
+        assert _select(path, tmp_path / "lazy.h5ad", "--lazy", "--chunk-size", "100") == 0
     err = capfd.readouterr().err
     assert f"read rows 200..239 (chunk 3 of 3) of X in {path}" in err  # progress per chunk
     assert (tmp_path / "lazy.h5ad.tsv").read_text() == (tmp_path / "mem.h5ad.tsv").read_text()
     a, b = ad.read_h5ad(tmp_path / "mem.h5ad"), ad.read_h5ad(tmp_path / "lazy.h5ad")
     pd.testing.assert_frame_equal(a.var, b.var)
     assert (a.X != b.X).nnz == 0  # the output holds the input's X
+    assert list(a.uns["qpfs"]["selected"]) == list(b.uns["qpfs"]["selected"])
+    assert {k: str(v) for k, v in a.uns["qpfs"]["params"].items()} == \
+        {k: str(v) for k, v in b.uns["qpfs"]["params"].items()}
     assert _select(path, tmp_path / "q.h5ad", "--lazy", "--quiet") == 0
     assert "read rows" not in capfd.readouterr().err
     # evaluate too
@@ -241,6 +246,25 @@ def test_cli_input_deleted_during_a_lazy_run_writes_nothing(h5ad, tmp_path, monk
     assert f"cannot read rows 0..99 (chunk 1 of 3) of X in {path}: the file no longer exists" in err or \
         "(chunk" in err and "no longer exists" in err
     assert os.listdir(out.parent) == []  # no output, no temporary file
+
+
+@pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
+def test_cli_input_changed_after_the_selection_is_not_copied_to_the_output(h5ad, tmp_path, monkeypatch, capsys):
+    """The output of a lazy run is a copy of the input with the results: refused if the input changed meanwhile."""
+    path, _ = h5ad
+    select_genes = bioqpfs.tl.select_genes
+
+    def then_touch(*a, **k):
+        select_genes(*a, **k)
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+    monkeypatch.setattr(bioqpfs.tl, "select_genes", then_touch)
+    out = tmp_path / "out" / "o.h5ad"
+    out.parent.mkdir()
+    assert _select(path, out, "--lazy") == 1
+    assert "changed during the run" in capsys.readouterr().err
+    assert os.listdir(out.parent) == []
 
 
 def test_task_names_carry_the_rows(h5ad):
