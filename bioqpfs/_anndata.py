@@ -6,7 +6,8 @@ Modelled on scanpy's ``scanpy/get/get.py`` (``_get_obs_rep``, ``_check_mask``) a
 error messages.  :func:`source_params` records what was used for ``.uns[key]["params"]``; a value
 that was not given is stored as a real ``None`` (anndata >= 0.12 writes it to h5ad, earlier versions
 leave the key out; reticulate and rpy2 turn it into R's ``NULL``), never as the string ``"None"``.
-Readers therefore use ``params.get(name)``.
+Readers therefore use ``params.get(name)``.  :func:`obs_rep_for` is the variant for the selection faces: a
+backed ``.X`` becomes a Dask array of sample chunks read from the file when the methods can count it so.
 
 Also here: which ``.uns`` entries and ``.var`` columns are a bioqpfs selection
 (:func:`is_record`, :func:`key_columns`), read by ``tl`` (re-runs), ``get`` and the R faces.
@@ -19,8 +20,8 @@ import pandas as pd
 from ._io import lazy_rows, read_backed, stored_bytes
 from ._validation import check_labels, describe_indices
 
-__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask", "obs_labels", "source_params",
-           "is_record", "key_columns"]
+__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
+           "obs_labels", "source_params", "is_record", "key_columns"]
 
 
 def in_memory(adata, get):
