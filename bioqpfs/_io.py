@@ -322,7 +322,7 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
     import h5py
     import scipy.sparse as sp
 
-    filename = os.fspath(filename)
+    filename = os.path.abspath(os.fspath(filename))  # tasks may run after a chdir, or in another process
     stamp = _stamp(filename)
     with h5py.File(filename, "r") as f:
         node = f[elem]
