@@ -6,7 +6,8 @@ Modelled on scanpy's ``scanpy/get/get.py`` (``_get_obs_rep``, ``_check_mask``) a
 error messages.  :func:`source_params` records what was used for ``.uns[key]["params"]``; a value
 that was not given is stored as a real ``None`` (anndata >= 0.12 writes it to h5ad, earlier versions
 leave the key out; reticulate and rpy2 turn it into R's ``NULL``), never as the string ``"None"``.
-Readers therefore use ``params.get(name)``.
+Readers therefore use ``params.get(name)``.  :func:`obs_rep_for` is the variant for the selection faces: a
+backed ``.X`` becomes a Dask array of sample chunks read from the file when the methods can count it so.
 
 Also here: which ``.uns`` entries and ``.var`` columns are a bioqpfs selection
 (:func:`is_record`, :func:`key_columns`), read by ``tl`` (re-runs), ``get`` and the R faces.
@@ -16,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._io import read_backed
+from ._io import lazy_rows, read_backed, stored_bytes
 from ._validation import check_labels, describe_indices
 
-__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "check_mask", "obs_labels", "source_params",
-           "is_record", "key_columns"]
+__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
+           "obs_labels", "source_params", "is_record", "key_columns"]
 
 
 def in_memory(adata, get):
@@ -31,6 +32,19 @@ def in_memory(adata, get):
         return read_backed(get, adata.filename)
     X = get()
     return read_backed(lambda: X) if hasattr(X, "to_memory") or type(X).__module__.startswith("h5py") else X
+
+
+def check_annotations(adata):
+    """Refuse an AnnData whose ``.obs``/``.var`` are not pandas DataFrames (``anndata.experimental.read_lazy``
+    gives xarray-backed ones), naming the two ways that work; its lazy X itself is fine (a Dask array)."""
+    lazy = [name for name in ("obs", "var") if not isinstance(getattr(adata, name), pd.DataFrame)]
+    if lazy:
+        raise TypeError(
+            f"adata.{' and adata.'.join(lazy)} {'is' if len(lazy) == 1 else 'are'} lazily loaded "
+            f"({type(getattr(adata, lazy[0])).__name__}, anndata.experimental.read_lazy), which bioqpfs cannot read "
+            "labels from or write results into; load the annotations and keep X lazy: adata.obs = "
+            "adata.obs.to_memory(); adata.var = adata.var.to_memory() -- or open the file with "
+            "anndata.read_h5ad(path, backed='r'), whose X bioqpfs reads in sample chunks")
 
 
 def check_use_raw(adata, layer, use_raw):
@@ -77,6 +91,47 @@ def get_obs_rep(adata, *, layer=None, use_raw=None):
                                 "does): pass use_raw=False to use adata.X" if implicit else ""))
         return in_memory(adata, lambda: adata.raw[:, adata.var_names].X)
     return in_memory(adata, lambda: adata.X)
+
+
+def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progress=False):
+    """:func:`get_obs_rep` for the selections ``runs`` (``(method, params)`` pairs) will make; a backed ``.X``
+    is read lazily in sample chunks when every run can count it so.
+
+    A backed AnnData (``anndata.read_h5ad(path, backed="r")``, not a view) whose ``.X`` is read (no ``layer``,
+    no ``.raw``) becomes a Dask array of sample chunks of ``chunk_size`` rows (:func:`bioqpfs._io.lazy_rows`:
+    dense or CSR, each chunk read from the file when a task needs it, a changed or deleted file an error
+    naming the chunk) when dask is installed and every run has a Dask path
+    (:func:`bioqpfs._registry.dask_refusal`).  Otherwise X is read whole, as :func:`get_obs_rep` does, after
+    a check that its stored size fits the available memory (:func:`bioqpfs._validation.memory_guard`, whose
+    error names the fix).
+
+    Returns
+    -------
+    (X, str or None)
+        The matrix, and why a backed X was read whole (for the log; ``None`` when it is lazy or not backed).
+    """
+    from ._registry import dask_refusal
+    from ._validation import memory_guard
+
+    whole = lambda: get_obs_rep(adata, layer=layer, use_raw=use_raw)  # noqa: E731
+    if not adata.isbacked or adata.is_view or layer is not None or check_use_raw(adata, layer, use_raw)[0]:
+        return whole(), None
+    try:
+        import dask.array  # noqa: F401
+    except ImportError:
+        X, why = None, "dask is not installed"
+    else:
+        X = lazy_rows(adata.filename, "X", chunk_size=chunk_size, progress=progress)
+        why = "X is stored by columns (CSC), which cannot be read by samples" if X is None else None
+    for method, params in runs if why is None else ():
+        why = dask_refusal(method, params, X)
+        if why is not None:
+            break
+    if why is None:
+        return X, None
+    memory_guard(stored_bytes(adata.X), f"reading X of {adata.filename} whole ({why})",
+                 (["lazy"] if why != "dask is not installed" else ["dask", "lazy"]))
+    return whole(), why
 
 
 def check_mask(adata, mask_var):

@@ -5,13 +5,15 @@ import errno
 import os
 import re
 import signal
+import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["atomic_path", "read_backed", "to_storable"]
+__all__ = ["atomic_path", "read_backed", "to_storable", "lazy_rows", "chunk_rows", "stored_bytes", "CHUNK_BYTES", "LazyReadError"]
 
 
 def _umask():
@@ -177,6 +179,11 @@ def _h5_datasets(matrix):
     return [v for v in group.values() if isinstance(v, h5py.Dataset)] if isinstance(group, h5py.Group) else []
 
 
+def stored_bytes(matrix):
+    """Bytes of the values of a backed matrix once in memory (its HDF5 datasets, uncompressed); 0 for others."""
+    return sum(ds.size * ds.dtype.itemsize for ds in _h5_datasets(matrix))
+
+
 def _stored_end(ds):
     """The offset just past the last byte of the file that dataset ``ds`` keeps its values in (0: none)."""
     if ds.chunks is None:  # contiguous (None when nothing was written) or compact (in the header)
@@ -220,6 +227,125 @@ def read_backed(get, filename=None):
                              f"values of {ds.name} reach byte {end:,}, so the values read past the end are not the "
                              "stored ones; restore or copy the file again and rerun")
     return values
+
+
+#: default size of a sample chunk of a lazily read matrix: rows x genes x 8 bytes (float64) up to this (128 MiB)
+CHUNK_BYTES = 128 * 2**20
+
+
+#: at most one progress line of the lazy reads (:func:`lazy_rows`) per this many seconds
+PROGRESS_SECONDS = 1.0
+_last_line = [0.0]
+
+
+class LazyReadError(ValueError):
+    """A sample chunk of a lazily read file could not be read (file gone, changed or damaged meanwhile)."""
+
+
+def chunk_rows(n_obs, n_vars, chunk_size=None):
+    """Samples per chunk: ``chunk_size`` (a positive int), or as many rows as fit :data:`CHUNK_BYTES` as float64
+    (8,388 rows of 2,000 genes); at least 1, at most ``n_obs``."""
+    if chunk_size is None:
+        chunk_size = CHUNK_BYTES // (8 * max(int(n_vars), 1))
+    return int(max(1, min(int(chunk_size), max(int(n_obs), 1))))
+
+
+def _stamp(filename):
+    st = os.stat(filename)
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _read_rows(filename, elem, start, stop, *, stamp, chunk, n_chunks, shape, progress):
+    """Rows ``start:stop`` of the matrix ``elem`` of the HDF5 file ``filename`` (dense, or a CSR group), read
+    by path (so that a process of a Dask cluster can read it too).  The file must be the one the graph was
+    built on (same size, modification time and inode): a file deleted, truncated, rewritten or replaced
+    meanwhile is a :class:`LazyReadError` naming the chunk, never values that are not the stored ones."""
+    import h5py  # a dependency of anndata
+    import scipy.sparse as sp
+
+    where = f"rows {start}..{stop - 1} (chunk {chunk + 1} of {n_chunks}) of {elem} in {filename}"
+    try:
+        if _stamp(filename) != stamp:
+            raise LazyReadError(f"cannot read {where}: the file was changed (rewritten, truncated or replaced) "
+                                "after the lazy run started, so its values are no longer the ones being analysed; "
+                                "rerun once the file is complete and stays unchanged")
+        with h5py.File(filename, "r") as f:
+            node = f[elem]
+            if isinstance(node, h5py.Dataset):
+                block = node[start:stop]
+            else:
+                indptr = node["indptr"][start:stop + 1]
+                lo, hi = int(indptr[0]), int(indptr[-1])
+                block = sp.csr_matrix((node["data"][lo:hi], node["indices"][lo:hi], indptr - lo),
+                                      shape=(stop - start, shape[1]))
+    except LazyReadError:
+        raise
+    except FileNotFoundError:
+        raise LazyReadError(f"cannot read {where}: the file no longer exists (deleted or moved while the lazy run "
+                            "was in progress); restore it and rerun") from None
+    except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py on a damaged file
+        text = str(e).strip("'\" ").splitlines()[0] if str(e).strip() else type(e).__name__
+        raise LazyReadError(f"cannot read {where}: {text}; the file is damaged or was changed during the run -- "
+                            "restore or copy it again and rerun") from None
+    if progress and time.monotonic() - _last_line[0] >= PROGRESS_SECONDS:
+        _last_line[0] = time.monotonic()
+        print(f"    read {where}", file=sys.stderr, flush=True)
+    return block
+
+
+def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
+    """The matrix ``elem`` of an .h5ad file as a Dask array of sample (row) chunks, each read from the file when
+    a task needs it, so the matrix is never loaded whole.
+
+    Parameters
+    ----------
+    filename : str or path
+        The .h5ad file (e.g. ``adata.filename`` of ``anndata.read_h5ad(path, backed="r")``).
+    elem : str
+        The matrix inside it: a dense dataset (numpy chunks) or a ``csr_matrix`` group (scipy CSR chunks).
+    chunk_size : int, optional
+        Samples per chunk (:func:`chunk_rows`: default :data:`CHUNK_BYTES` of float64 rows).
+    progress : bool
+        Print a line to stderr when a chunk has been read (``read rows a..b (chunk k of K) of X in <file>``),
+        at most one per :data:`PROGRESS_SECONDS`; a computation that passes over X several times reads every
+        chunk once per pass.
+
+    Returns
+    -------
+    dask.array.Array or None
+        ``None`` when the matrix is stored in a way that cannot be read by rows (a ``csc_matrix`` group).
+        A read of a chunk fails with :class:`LazyReadError` naming the chunk and the file when the file was
+        deleted, truncated or rewritten after this call (see :func:`_read_rows`).
+    """
+    import dask
+    import dask.array as da
+    import h5py
+    import scipy.sparse as sp
+
+    filename = os.path.abspath(os.fspath(filename))  # tasks may run after a chdir, or in another process
+    stamp = _stamp(filename)
+    with h5py.File(filename, "r") as f:
+        node = f[elem]
+        if isinstance(node, h5py.Dataset):
+            shape, dtype, meta = node.shape, node.dtype, None
+        elif node.attrs.get("encoding-type") == "csr_matrix":
+            shape, dtype = tuple(int(v) for v in node.attrs["shape"]), node["data"].dtype
+            meta = sp.csr_matrix((0, 0), dtype=dtype)
+        else:
+            return None
+    if len(shape) != 2 or not shape[0]:
+        return None
+    rows = chunk_rows(shape[0], shape[1], chunk_size)
+    bounds = list(range(0, shape[0], rows)) + [shape[0]]
+    read = dask.delayed(_read_rows, pure=True)
+    token = dask.base.tokenize(filename, elem, stamp, rows)
+    # the task names carry the rows, so a scheduler's error about a task (a worker killed while reading it,
+    # distributed's KilledWorker) names the chunk too
+    blocks = [da.from_delayed(read(filename, elem, a, b, stamp=stamp, chunk=k, n_chunks=len(bounds) - 1,
+                                   shape=shape, progress=bool(progress), dask_key_name=f"read-{elem}-rows-{a}-{b - 1}-{token}"),
+                              shape=(b - a, shape[1]), dtype=dtype, meta=meta)
+              for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
 
 
 def to_storable(value):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ._typing import MatrixLike, SeedLike
 
 __all__ = ["select", "methods", "register", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
-           "DEFAULT_KEY", "resolve_method", "result_key"]
+           "DEFAULT_KEY", "resolve_method", "result_key", "DASK_METHODS", "dask_refusal"]
 
 from typing import NamedTuple
 
@@ -180,6 +180,43 @@ def method_function(method):
 def batch_methods():
     """The registered methods that take ``batch=`` (batch-aware statistics), in registry order."""
     return [name for name in methods() if "batch" in inspect.signature(method_function(name)).parameters]
+
+
+#: methods with a Dask path, tested equal to in memory (README "Large data (Dask)"): with MI similarity and
+#: relevance, no batches, and a discretisation that the Dask codes implement (:func:`dask_refusal`)
+DASK_METHODS = ("qpfs", "qpfs_cover", "spec_cmi_nystrom")
+
+
+def dask_refusal(method, params, X):
+    """Why ``method`` with ``params`` does not run chunk by chunk on the Dask array ``X``; ``None`` when it does.
+
+    Used by the faces that read a backed or lazy AnnData (:func:`bioqpfs._anndata.obs_rep_for`) to decide
+    between reading X lazily in sample chunks and reading it whole.  ``discretization="auto"`` is resolved on
+    ``X`` (one pass: the fraction of zeros); whether the Dask codes implement the resolved rule is asked of
+    :func:`bioqpfs._kernels.discretize.codes` itself on a 2 x 1 Dask array, so the answer follows that module.
+    """
+    import dask.array as da
+
+    from ._kernels import discretize
+
+    if method not in DASK_METHODS:
+        return f"method {method!r} has no Dask path (methods with one: {', '.join(DASK_METHODS)})"
+    defaults = {k: v.default for k, v in inspect.signature(method_function(method)).parameters.items()}
+    settings = {**defaults, **params}
+    if settings.get("similarity", "mi") != "mi":
+        return f"similarity={settings['similarity']!r} has no Dask path (similarity='mi' has)"
+    if settings.get("batch") is not None:
+        return "batch-aware statistics (batch_key) have no Dask path yet"
+    relevance = settings.get("relevance")
+    if isinstance(relevance, str) and relevance != "mi":
+        return f"relevance={relevance!r} has no Dask path (relevance='mi' has)"
+    rule = discretize.resolve_discretization(X, settings.get("discretization", "mean_sd"))
+    try:
+        discretize.codes(da.zeros((2, 1), chunks=(2, 1)), rule)
+    except ValueError as e:
+        auto = " ('auto' resolved to it on this X)" if settings.get("discretization") == "auto" else ""
+        return f"{str(e).split(';')[0]}{auto}"
+    return None
 
 
 def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: int | None = None,

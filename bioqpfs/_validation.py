@@ -550,6 +550,11 @@ REMEDIES = {
     "ikm": ("use a method with O(M) memory (method='ikm_qpfs')", "use --method ikm_qpfs"),
     "samples": ("subsample the samples", "subsample the samples"),
     "components": ("lower n_components", None),
+    "lazy": ("use method='qpfs', 'qpfs_cover' or 'spec_cmi_nystrom' with discretization='mean_sd', which read a "
+             "backed X in sample chunks (README 'Large data (Dask)')",
+             "use --method qpfs, qpfs_cover or spec_cmi_nystrom with --discretization mean_sd, which read the "
+             "file in sample chunks"),
+    "dask": ("install dask (pip install 'bioqpfs[dask]')", "install dask (pip install 'bioqpfs[dask]')"),
 }
 
 

@@ -234,16 +234,26 @@ def _save_plot(draw, path):
     plt.close(ax.figure)
 
 
+#: an .h5ad input larger than this (1 GiB) is read lazily (backed, X read in sample chunks) unless --no-lazy
+LAZY_BYTES = 2**30
+
+
 def _load_input(args):
     from . import datasets
 
     if args.input is None:
         return datasets.load(args.dataset)
-    return _read_table(args) if _is_table(args.input) else _read_h5ad(args.input)
+    if _is_table(args.input):
+        return _read_table(args)
+    lazy = args.lazy if args.lazy is not None else os.path.isfile(args.input) and os.path.getsize(args.input) > LAZY_BYTES
+    return _read_h5ad(args.input, backed=lazy)
 
 
-def _read_h5ad(path):
+def _read_h5ad(path, backed=False):
     """``anndata.read_h5ad`` with one message per cause that names the file (not h5py's text).
+
+    ``backed``: open it with ``backed="r"`` (X stays in the file; :func:`bioqpfs._anndata.obs_rep_for` reads it
+    in sample chunks or whole).
 
     A file cut short while it is read (another program rewriting it) is refused: HDF5 reads the
     bytes past the new end as zeros, without an error.  The size is taken through a handle opened
@@ -262,7 +272,7 @@ def _read_h5ad(path):
     size = (lambda: os.fstat(handle.fileno()).st_size) if handle is not None else (lambda: 0)
     before = size()
     try:
-        adata = ad.read_h5ad(path)
+        adata = ad.read_h5ad(path, backed="r" if backed else None)
         error = None
     except (OSError, KeyError, RuntimeError) as e:  # KeyError/RuntimeError: h5py on a damaged object
         adata, error = None, e
@@ -308,6 +318,14 @@ def _add_input_args(p, datasets):
     p.add_argument("--force", action="store_true",
                    help="allow an output to overwrite an input file (the input or --labels)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
+    p.add_argument("--chunk-size", type=_chunk_size_arg, default=None, metavar="N",
+                   help="samples per chunk when an .h5ad is read lazily (default: as many as fit 128 MiB as float64)")
+    lazy = p.add_mutually_exclusive_group()
+    lazy.add_argument("--lazy", dest="lazy", action="store_true", default=None,
+                      help="read the .h5ad lazily: X stays in the file and the methods with a Dask path (qpfs, "
+                           "qpfs_cover, spec_cmi_nystrom with --discretization mean_sd) read it in sample chunks "
+                           f"(default: for files over {LAZY_BYTES // 2**30} GiB)")
+    lazy.add_argument("--no-lazy", dest="lazy", action="store_false", help="read the whole .h5ad into memory")
 
 
 _USE_RAW = {"auto": None, "yes": True, "no": False}
@@ -320,6 +338,16 @@ def _method_arg(text):
     if text not in methods():
         raise argparse.ArgumentTypeError(f"invalid choice: {unknown_method_message(text)}")
     return text
+
+
+def _chunk_size_arg(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--chunk-size must be a positive number of samples, got {text!r}")
+    return value
 
 
 def _positive_int_or(text, words, expected):
@@ -452,29 +480,33 @@ def _cmd_evaluate(args):
     _check_paths(args, [("-o", args.output, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
     evaluate.resolve_scoring(args.scoring)    # an unknown scorer name fails before any computation
     adata = _load_input(args)
-    method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
-    known = _registry.methods()
-    unknown = [m for m in method_names if m not in known]
-    if unknown:
-        hints = [f"{m!r} -> {_registry.closest_method(m)!r}" for m in unknown if _registry.closest_method(m)]
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}{' (did you mean ' + ', '.join(hints) + '?)' if hints else ''}"
-                         f"; available: {', '.join(known)}")
-    with _progress.enabled(not args.quiet):
-        df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
-                                  repeats=args.repeats, scoring=args.scoring, layer=args.layer,
-                                  use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
-                                  random_state=args.random_state, progress=not args.quiet)
-    with atomic_path(args.output) as tmp:
-        df.to_csv(tmp, sep="\t", index=False)
-    if args.plot:
-        from . import pl
+    try:
+        method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
+        known = _registry.methods()
+        unknown = [m for m in method_names if m not in known]
+        if unknown:
+            hints = [f"{m!r} -> {_registry.closest_method(m)!r}" for m in unknown if _registry.closest_method(m)]
+            raise ValueError(f"unknown method(s) {', '.join(unknown)}{' (did you mean ' + ', '.join(hints) + '?)' if hints else ''}"
+                             f"; available: {', '.join(known)}")
+        with _progress.enabled(not args.quiet):
+            df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
+                                      repeats=args.repeats, scoring=args.scoring, layer=args.layer,
+                                      use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
+                                      random_state=args.random_state, progress=not args.quiet,
+                                      chunk_size=args.chunk_size)
+        with atomic_path(args.output) as tmp:
+            df.to_csv(tmp, sep="\t", index=False)
+        if args.plot:
+            from . import pl
 
-        _save_plot(lambda: pl.error_curve(df, show=False), args.plot)
-    if not args.quiet:
-        score = df["scoring"].iloc[0]
-        shown = [f"mean_{score}", f"sd_{score}"] + [f"mean_{m}" for m in evaluate.DEFAULT_METRICS if m != score]
-        print(df[["method", "n_genes", *shown]].to_string(index=False), file=sys.stderr)
-    return EXIT_OK
+            _save_plot(lambda: pl.error_curve(df, show=False), args.plot)
+        if not args.quiet:
+            score = df["scoring"].iloc[0]
+            shown = [f"mean_{score}", f"sd_{score}"] + [f"mean_{m}" for m in evaluate.DEFAULT_METRICS if m != score]
+            print(df[["method", "n_genes", *shown]].to_string(index=False), file=sys.stderr)
+        return EXIT_OK
+    finally:
+        _close_backed(adata)
 
 
 def _cmd_select(args):
@@ -486,37 +518,41 @@ def _cmd_select(args):
     sc.settings.verbosity = 0 if args.quiet else 3
     _check_paths(args, [("-o", args.output, None), ("--tsv", args.tsv, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
     adata = _load_input(args)
-    params = {}
-    if args.discretization is not None:
-        params["discretization"] = None if args.discretization == "none" else args.discretization
-    if args.nystrom_rate is not None:
-        params["nystrom_rate"] = args.nystrom_rate
-    if args.solver is not None:
-        params["solver"] = args.solver
-    if args.preselected is not None:
-        params["preselected"] = _preselected_arg(args.preselected)
-    with _progress.enabled(not args.quiet):
-        tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
-                        layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
-                        batch_key=args.batch_key, key_added=args.key_added,
-                        random_state=args.random_state, **params)
-    key = _registry.result_key(args.method, args.key_added)
-    with atomic_path(args.output) as tmp:
-        adata.write_h5ad(tmp)
-    if args.tsv:
-        df = get.selection_df(adata, key)
-        with atomic_path(args.tsv) as tmp:
-            df.to_csv(tmp, sep="\t", index=False)
-    if args.plot:
-        from . import pl
+    loaded = _stamp(adata.filename) if adata.isbacked else None
+    try:
+        params = {}
+        if args.discretization is not None:
+            params["discretization"] = None if args.discretization == "none" else args.discretization
+        if args.nystrom_rate is not None:
+            params["nystrom_rate"] = args.nystrom_rate
+        if args.solver is not None:
+            params["solver"] = args.solver
+        if args.preselected is not None:
+            params["preselected"] = _preselected_arg(args.preselected)
+        with _progress.enabled(not args.quiet):
+            tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
+                            layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
+                            batch_key=args.batch_key, key_added=args.key_added,
+                            random_state=args.random_state, chunk_size=args.chunk_size, **params)
+        key = _registry.result_key(args.method, args.key_added)
+        with atomic_path(args.output) as tmp:
+            _write_result(adata, tmp, loaded)
+        if args.tsv:
+            df = get.selection_df(adata, key)
+            with atomic_path(args.tsv) as tmp:
+                df.to_csv(tmp, sep="\t", index=False)
+        if args.plot:
+            from . import pl
 
-        _save_plot(lambda: pl.weights(adata, key, n_ranks=args.plot_ranks, show=False), args.plot)
-    if not args.quiet:
-        top = ", ".join(adata.uns[key]["selected"][:10])
-        used = adata.uns[key]["params"]["method"] + (" (default recipe)" if args.method is None else "")
-        print(f"selected {len(adata.uns[key]['selected'])} genes with {used}: {top}"
-              f"{', ...' if len(adata.uns[key]['selected']) > 10 else ''}", file=sys.stderr)
-    return EXIT_OK
+            _save_plot(lambda: pl.weights(adata, key, n_ranks=args.plot_ranks, show=False), args.plot)
+        if not args.quiet:
+            top = ", ".join(adata.uns[key]["selected"][:10])
+            used = adata.uns[key]["params"]["method"] + (" (default recipe)" if args.method is None else "")
+            print(f"selected {len(adata.uns[key]['selected'])} genes with {used}: {top}"
+                  f"{', ...' if len(adata.uns[key]['selected']) > 10 else ''}", file=sys.stderr)
+        return EXIT_OK
+    finally:
+        _close_backed(adata)
 
 
 def _cmd_datasets(args):
@@ -535,6 +571,47 @@ def _cmd_datasets(args):
     else:
         print(adata)
     return EXIT_OK
+
+
+def _stamp(path):
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _write_result(adata, path, loaded=None):
+    """Write ``adata`` to ``path`` (a temporary file of :func:`bioqpfs._io.atomic_path`).
+
+    A backed input (read lazily) is copied byte for byte and its ``.var`` and ``.uns`` (where tl wrote the
+    results) are rewritten in the copy: anndata's own ``write_h5ad`` of a backed AnnData reads the arrays of a
+    sparse X whole (+53 MB peak for a 71 MB CSR file).  The copy is refused if the input is no longer the file
+    it was when it was opened (``loaded``: its size, modification time and inode then).
+    """
+    import shutil
+
+    if not getattr(adata, "isbacked", False):
+        adata.write_h5ad(path)
+        return
+    import h5py
+
+    try:
+        from anndata.io import write_elem
+    except ImportError:  # anndata < 0.11
+        from anndata.experimental import write_elem
+
+    source = os.fspath(adata.filename)
+    shutil.copyfile(source, path)
+    if _stamp(source) != (loaded or _stamp(source)):
+        raise ValueError(f"{source} changed during the run (rewritten, truncated or replaced); nothing was written "
+                         "-- rerun once the file stays unchanged")
+    with h5py.File(path, "r+") as f:
+        write_elem(f, "var", adata.var)
+        write_elem(f, "uns", dict(adata.uns))
+
+
+def _close_backed(adata):
+    """Close the file of an input read lazily (backed), if any."""
+    if getattr(adata, "isbacked", False):
+        adata.file.close()
 
 
 def main(argv=None):

@@ -29,8 +29,9 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _progress, _threads
-from ._anndata import check_mask, check_use_raw, get_obs_rep, obs_batch, obs_labels
+from ._anndata import check_annotations, check_mask, check_use_raw, obs_batch, obs_labels, obs_rep_for
 from ._jit import announce_compilation
+from ._kernels.counting_dask import is_dask_array
 from ._registry import batch_methods, select
 from ._registry import methods as _methods
 from ._selection import Selection
@@ -93,16 +94,25 @@ def _is_anndata(data):
     return isinstance(data, ad.AnnData)
 
 
-def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
-    """(X over all genes, y labels, gene names, candidate gene indices)."""
+def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, chunk_size=None, progress=False):
+    """(X over all genes, y labels, gene names, candidate gene indices).
+
+    ``runs(names, n_vars, cand)``: the ``(method, params)`` selections that will run on X; a backed AnnData's
+    X is then read lazily in sample chunks when all of them can count it so
+    (:func:`bioqpfs._anndata.obs_rep_for`).
+    """
     if _is_anndata(data):
         from scanpy import logging as logg
 
-        X = get_obs_rep(data, layer=layer, use_raw=use_raw)
-        logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}")
-        y = obs_labels(data, labels) if isinstance(labels, str) else labels
+        check_annotations(data)
         names = data.var_names.to_numpy().astype(str)
         mask = check_mask(data, mask_var)
+        X, whole = obs_rep_for(data, [] if runs is None else runs(names, data.n_vars, np.flatnonzero(mask)),
+                               layer=layer, use_raw=use_raw, chunk_size=chunk_size, progress=progress)
+        logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}"
+                  + (f" (the backed X read whole: {whole})" if whole else
+                     " (the backed X read lazily in sample chunks)" if data.isbacked and is_dask_array(X) else ""))
+        y = obs_labels(data, labels) if isinstance(labels, str) else labels
     else:
         if layer is not None or use_raw or isinstance(mask_var, str):
             raise ValueError("layer=, use_raw= and a mask_var column name need an AnnData; with an array pass "
@@ -356,7 +366,10 @@ def resolve_scoring(scoring):
 
 
 def _dense(block):
-    """The panel's columns as a dense array (cheap: k columns), so any scikit-learn pipeline can centre them."""
+    """The panel's columns as a dense array (cheap: k columns), so any scikit-learn pipeline can centre them; a
+    Dask block (a lazily read X) is computed: one pass over its sample chunks."""
+    if is_dask_array(block):
+        block = block.compute()
     return block.toarray() if sp.issparse(block) else np.asarray(block)
 
 
@@ -372,14 +385,20 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                 method_params: Mapping[str, Mapping[str, Any]] | None = None, layer: str | None = None,
                 use_raw: bool | None = None, mask_var: MaskLike = None, feature_names: Sequence[str] | None = None,
                 random_state: SeedLike = 0, return_folds: bool = False, progress: bool | None = None,
-                n_jobs: int | None = None) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
+                n_jobs: int | None = None, chunk_size: int | None = None) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
     """Cross-validated classification error of the top-k genes of one or several selections.
 
     Parameters
     ----------
     data : AnnData, array-like or sparse matrix, shape (n_samples, n_genes)
         Expression.  For an AnnData, ``layer``/``use_raw``/``mask_var`` choose the matrix and the
-        candidate genes exactly as in :func:`bioqpfs.tl.select_genes`.
+        candidate genes exactly as in :func:`bioqpfs.tl.select_genes`.  A backed AnnData
+        (``read_h5ad(path, backed="r")``) is read in sample chunks from its file, never whole, when every
+        method to run has a Dask path (as in :func:`bioqpfs.tl.select_genes`; fixed rankings need none):
+        the selections count the training folds' rows chunk by chunk (a Dask X indexed by the fold's
+        rows), and the classifiers read only the panel's columns, one pass over the chunks per fold and
+        method.  Otherwise X is read whole after a memory check.  An AnnData of
+        ``anndata.experimental.read_lazy`` needs its ``.obs``/``.var`` loaded first (the error says how).
     labels : str or array-like
         Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData.
     selections : str, Selection, DataFrame, gene list, or a list/dict of them
@@ -458,6 +477,9 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     n_jobs : int, optional
         Worker threads of the selections, as in :func:`bioqpfs.tl.select_genes` (``None``:
         ``scanpy.settings.n_jobs`` when set, else ``NUMBA_NUM_THREADS``).
+    chunk_size : int, optional
+        Samples per chunk when X of a backed AnnData is read lazily (see ``data``; default as in
+        :func:`bioqpfs.tl.select_genes`).
 
     Returns
     -------
@@ -489,14 +511,24 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     if batch_selection not in (True, False):
         raise ValueError(f"batch_selection must be True or False, got {batch_selection!r}")
     score_name, scorer = resolve_scoring(scoring)
+    if chunk_size is not None:
+        check_positive_int(chunk_size, "chunk_size")
+
+    with_batches = set(batch_methods()) if batch is not None and batch_selection else set()
+
+    def runs(names, n_vars, cand):  # the selections that will run on X (a backed X is read lazily if all can)
+        methods = [p for _, kind, p in _specs(selections, data, names, n_vars, cand, method_params) if kind == "method"]
+        return [(name, {**params, "batch": batch} if name in with_batches else params) for name, params in methods]
+
     X, y, names, cand = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
-                              feature_names=feature_names)
+                              feature_names=feature_names, runs=runs, chunk_size=chunk_size,
+                              progress=_progress.wanted(progress))
     if ks[-1] > cand.size:
         raise ValueError(f"n_genes up to {ks[-1]} but only {cand.size} candidate genes")
     adata = data if _is_anndata(data) else None
     batch = _batches(data, batch, y.size)
     specs = _specs(selections, adata, names, X.shape[1], cand, method_params)
-    aware = set(batch_methods()) if batch is not None and batch_selection else set()
+    aware = with_batches
     for lab, kind, payload in specs:
         if kind == "method" and "batch" in payload[1]:
             raise ValueError(f"{lab!r}: pass the batches as error_curve(batch=...), not as a method parameter "
@@ -537,18 +569,16 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
             elif not refit:
                 rankings[lab], seconds[lab] = run(*payload, np.arange(y.size), seed0)
         for r, f, train, test in splits:
-            Xtr, Xte = X[train], X[test]
             for lab, kind, payload in specs:
                 if kind == "method" and refit:
                     ranking, secs = run(*payload, train, seed0 + 1000 * r + f)
                     fold_seconds[lab].append(secs)
                 else:
                     ranking = rankings[lab]
-                for k in ks:
-                    if k > ranking.size:
-                        continue
-                    genes = ranking[:k]
-                    Ptr, Pte = _dense(Xtr[:, genes]), _dense(Xte[:, genes])
+                fitted = [k for k in ks if k <= ranking.size]
+                panel = _dense(X[:, ranking[:max(fitted)]]) if fitted else None  # all samples: one pass over X
+                for k in fitted:
+                    Ptr, Pte = panel[train, :k], panel[test, :k]
                     clf = clone(base_clf).fit(Ptr, y[train])
                     scores = _prediction_metrics(y[test], clf.predict(Pte))
                     if scorer is not None:

@@ -9,17 +9,19 @@ import pandas as pd
 
 from .. import _progress, _threads
 from .._anndata import (
+    check_annotations,
     check_mask,
     check_use_raw,
-    get_obs_rep,
     is_record,
     key_columns,
     obs_batch,
     obs_labels,
+    obs_rep_for,
     source_params,
 )
 from .._io import to_storable
 from .._jit import announce_compilation
+from .._kernels.counting_dask import is_dask_array
 from .._registry import batch_methods, method_function, resolve_method, result_key, select
 from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
 
@@ -117,7 +119,7 @@ def _check_n_genes(n_genes):
 
 
 def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer, use_raw, mask_var, random_state,
-                  progress, n_jobs, logg, batch_key=None):
+                  progress, n_jobs, chunk_size, logg, batch_key=None):
     """``n_genes="auto"``: the one-SE size of a cross-validated error curve of ``method`` on ``adata``.
 
     Returns ``(n_genes, record)`` with ``record`` the h5ad-storable ``.uns[key]["n_genes_auto"]``.
@@ -134,7 +136,7 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
     cv = AUTO_FOLDS if smallest >= AUTO_FOLDS else None   # None: error_curve's choice from the class sizes
     curve = evaluate.error_curve(adata, groupby, [(method, dict(params))], n_genes=sizes, cv=cv,
                                  random_state=random_state, layer=layer, use_raw=use_raw, mask_var=mask_var,
-                                 progress=progress, n_jobs=n_jobs, batch=batch_key)
+                                 progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, batch=batch_key)
     chosen = evaluate.suggest_n_genes(curve)
     row = curve[curve["n_genes"] == chosen].iloc[0]
     logg.info(f"    n_genes='auto': CV error (cv={curve['cv'].iloc[0]}) over sizes {sizes} -> {chosen} genes "
@@ -150,7 +152,8 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
                  similarity: Literal["mi", "correlation"] = "mi", layer: str | None = None,
                  use_raw: bool | None = None, mask_var: MaskLike = None, preselected: Sequence[str] | None = None,
                  batch_key: str | None = None, key_added: str | None = None, copy: bool = False, random_state: SeedLike = 0,
-                 progress: bool | None = None, n_jobs: int | None = None, **method_params) -> AnnData | None:
+                 progress: bool | None = None, n_jobs: int | None = None, chunk_size: int | None = None,
+                 **method_params) -> AnnData | None:
     """Select a gene panel with a global method and store it in ``adata``.
 
     Parameters
@@ -159,7 +162,14 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         Cells/samples x genes; typically normalised and log-transformed.  Array support of the matrix read:
         numpy, scipy.sparse, and a Dask array chunked by cells (e.g. X lazily loaded with
         ``anndata.experimental.read_elem_lazy``; MI methods with ``discretization="mean_sd"``), which is
-        counted chunk by chunk and never loaded whole.  A view (``adata[mask]``) is
+        counted chunk by chunk and never loaded whole.  A backed AnnData (``anndata.read_h5ad(path,
+        backed="r")``, dense or CSR X) is read the same way, in sample chunks of ``chunk_size`` rows straight
+        from the file, when dask is installed and the method has a Dask path (``qpfs``, ``qpfs_cover``,
+        ``spec_cmi_nystrom`` with MI and ``discretization="mean_sd"``); otherwise its X is read whole, after
+        a check that it fits in memory (the error names the fix; the reason is logged).  A file deleted or
+        changed during such a run is an error naming the chunk (rows) that could not be read.  An AnnData of
+        ``anndata.experimental.read_lazy`` is refused until its ``.obs``/``.var`` are loaded
+        (``adata.obs = adata.obs.to_memory()``, the same for ``.var``; X stays lazy).  A view (``adata[mask]``) is
         turned into an actual AnnData in place, with a warning, as scanpy's tools do (the AnnData it
         was taken from is not changed); with ``copy=True`` the view is left as it is.
     groupby : str
@@ -235,6 +245,9 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         ``scanpy.settings.n_jobs`` when it is set to something other than its default 1, else
         ``NUMBA_NUM_THREADS`` (default: the number of cores).  Not recorded in ``.uns`` (it does
         not change the result).
+    chunk_size : int, optional
+        Samples per chunk when X of a backed AnnData is read lazily (default: as many rows as fit 128 MiB as
+        float64, :data:`bioqpfs._io.CHUNK_BYTES`).  With ``progress`` on, a line per chunk read goes to stderr.
     **method_params
         Passed to the method and recorded in ``.uns[key]["params"]``.
 
@@ -258,6 +271,7 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
 
     if not isinstance(adata, ad.AnnData):
         raise TypeError(f"adata must be an AnnData, got {type(adata).__name__}; for arrays use bioqpfs.select(X, y)")
+    check_annotations(adata)
     if adata.isbacked and copy:
         raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
                          "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
@@ -281,7 +295,10 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
             raise ValueError(f"method {method!r} does not take batch_key (batch-aware statistics); methods that do: "
                              f"{', '.join(batch_methods())}")
         batch = obs_batch(adata, batch_key).array
-    X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
+    if chunk_size is not None:
+        check_positive_int(chunk_size, "chunk_size")
+    X, whole = obs_rep_for(adata, [(method, {**params, **({} if batch is None else {"batch": batch})})],
+                           layer=layer, use_raw=use_raw, chunk_size=chunk_size, progress=_progress.wanted(progress))
     source = check_use_raw(adata, layer, use_raw)[1]
     mask = check_mask(adata, mask_var)
     labels = obs_labels(adata, groupby)
@@ -289,6 +306,10 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
     stale = _check_key(adata, key)
     duplicated = _warn_duplicated_names(adata)
     start = logg.info(f"selecting {n_genes if n_genes != 'auto' else 'n_genes=auto'} genes with {method!r} by {groupby!r} on {source}")
+    if whole is not None:
+        logg.info(f"    X of the backed file is read whole: {whole}")
+    elif adata.isbacked and is_dask_array(X):
+        logg.info(f"    X of the backed file is read lazily in {len(X.chunks[0])} chunks of up to {X.chunks[0][0]} samples")
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
     _hint_long_exact_run(method, params, Xm.shape, logg)
@@ -296,7 +317,8 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
     if n_genes == "auto":
         n_genes, auto = _auto_n_genes(adata, groupby, labels, method, params, n_candidates=Xm.shape[1], layer=layer,
                                       use_raw=use_raw, mask_var=mask_var, random_state=random_state,
-                                      progress=progress, n_jobs=n_jobs, logg=logg, batch_key=batch_key)
+                                      progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, logg=logg,
+                                      batch_key=batch_key)
     with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info) as jit:
         sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
                      method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask],
