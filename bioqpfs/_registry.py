@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from ._typing import MatrixLike, SeedLike
 
-__all__ = ["select", "methods", "register", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
+__all__ = ["select", "methods", "register", "hierarchy_methods", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
            "DEFAULT_KEY", "resolve_method", "result_key"]
 
 from typing import NamedTuple
@@ -182,6 +182,12 @@ def batch_methods():
     return [name for name in methods() if "batch" in inspect.signature(method_function(name)).parameters]
 
 
+def hierarchy_methods():
+    """The registered methods that take hierarchical labels (a 2-D ``y``, ``groupby_weights=``), in registry order:
+    those whose class relevance F is summed over the levels (README "Hierarchical labels")."""
+    return [name for name in methods() if "groupby_weights" in inspect.signature(method_function(name)).parameters]
+
+
 def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: int | None = None,
            random_state: SeedLike = 0, feature_names: Sequence[str] | None = None, progress: bool | None = None,
            n_jobs: int | None = None, **params) -> Selection:
@@ -230,6 +236,14 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
         raise ValueError(
             f"method {method!r} does not take batch= (batch-aware statistics: it has no within-batch formulation "
             f"here). Methods that do: {', '.join(batch_methods())}; or correct the batch effect before selecting")
+    from .selectors._common import label_levels
+
+    if label_levels(y) > 1 and "groupby_weights" not in accepted:
+        raise ValueError(
+            f"method {method!r}{' (the default recipe, method=None)' if preset else ''} does not take hierarchical "
+            f"labels (y has {label_levels(y)} columns): its class statistics are not one relevance vector that could "
+            f"be summed over the levels (README 'Hierarchical labels'). Methods that do: "
+            f"{', '.join(hierarchy_methods())}; or pass the finest level alone")
     unknown = set(params) - accepted
     if unknown:
         raise TypeError(
