@@ -34,6 +34,7 @@ from ._jit import announce_compilation
 from ._registry import methods as _methods
 from ._registry import select
 from ._selection import Selection
+from .selectors._common import label_levels
 from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
 
 if TYPE_CHECKING:
@@ -94,21 +95,26 @@ def _is_anndata(data):
 
 
 def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
-    """(X over all genes, y labels, gene names, candidate gene indices)."""
+    """(X over all genes, y labels, gene names, candidate gene indices, the labels the selections get).
+
+    Hierarchical labels (a list of ``.obs`` columns, or a 2-D array / DataFrame, coarse to fine): ``y`` is the
+    finest level (folds, classifier, scores), the selections get every level (an object array, one column per
+    level, each aligned to the samples as 1-D labels are)."""
     if _is_anndata(data):
         from scanpy import logging as logg
 
         X = get_obs_rep(data, layer=layer, use_raw=use_raw)
         logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}")
-        y = obs_labels(data, labels) if isinstance(labels, str) else labels
+        y = obs_labels(data, labels) if isinstance(labels, (str, list, tuple)) else labels
         names = data.var_names.to_numpy().astype(str)
         mask = check_mask(data, mask_var)
     else:
         if layer is not None or use_raw or isinstance(mask_var, str):
             raise ValueError("layer=, use_raw= and a mask_var column name need an AnnData; with an array pass "
                              "mask_var as a boolean array")
-        if isinstance(labels, str):
-            raise ValueError(f"labels={labels!r} is a column name, which needs an AnnData; pass the label array")
+        if isinstance(labels, str) or (isinstance(labels, (list, tuple)) and labels
+                                       and all(isinstance(c, str) for c in labels) and len(labels) != np.shape(data)[0]):
+            raise ValueError(f"labels={labels!r} names .obs columns, which needs an AnnData; pass the label array")
         X, y = data, labels
         names = None if feature_names is None else np.asarray(feature_names).astype(str)
         n_vars = np.shape(X)[1]
@@ -119,8 +125,15 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
     if sp.issparse(X):
         X = X.tocsr()
     # a labels Series is aligned to the samples by its index (check_labels' rules)
-    codes, classes = check_labels(y, X.shape[0], name="labels", sample_names=sample_names_of(data))
-    return X, classes[codes], names, np.flatnonzero(mask)
+    n_levels = label_levels(y)
+    frame = (y if isinstance(y, pd.DataFrame) else pd.DataFrame(np.asarray(y, dtype=object))) if n_levels > 1 else None
+    columns = [frame.iloc[:, i] for i in range(n_levels)] if frame is not None else [y]
+    levels = []
+    for column in columns:
+        codes, classes = check_labels(column, X.shape[0], name="labels", sample_names=sample_names_of(data))
+        levels.append(classes[codes])
+    y_select = np.column_stack([np.asarray(v, dtype=object) for v in levels]) if n_levels > 1 else levels[0]
+    return X, levels[-1], names, np.flatnonzero(mask), y_select
 
 
 def _gene_indices(genes, names, n_vars, label):
@@ -350,8 +363,11 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     data : AnnData, array-like or sparse matrix, shape (n_samples, n_genes)
         Expression.  For an AnnData, ``layer``/``use_raw``/``mask_var`` choose the matrix and the
         candidate genes exactly as in :func:`bioqpfs.tl.select_genes`.
-    labels : str or array-like
-        Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData.
+    labels : str, list of str or array-like
+        Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData.  Hierarchical labels
+        (a list of ``.obs`` columns, or an array / DataFrame with one column per level, coarse to fine): the
+        selections refit in the folds get every level (README "Hierarchical labels"); the folds, the
+        classifier and the scores use the finest level.
     selections : str, Selection, DataFrame, gene list, or a list/dict of them
         What to evaluate.  A registered **method name** (or ``(name, params)``) is run by this
         function (refit per fold by default, see below); a :class:`~bioqpfs.Selection`, a
@@ -443,7 +459,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     if refit_selection not in (None, True, False):
         raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
     score_name, scorer = resolve_scoring(scoring)
-    X, y, names, cand = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
+    X, y, names, cand, y_select = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
                               feature_names=feature_names)
     if ks[-1] > cand.size:
         raise ValueError(f"n_genes up to {ks[-1]} but only {cand.size} candidate genes")
@@ -467,7 +483,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
 
     def run(name, params, rows, seed):
         t0 = time.perf_counter()
-        sel = select(Xc[rows], y[rows], method=name, n_genes=min(ks[-1], cand.size), random_state=seed,
+        sel = select(Xc[rows], y_select[rows], method=name, n_genes=min(ks[-1], cand.size), random_state=seed,
                      feature_names=cand_names, **params)
         return cand[sel.ranking], time.perf_counter() - t0
 
