@@ -34,8 +34,8 @@ from ._jit import announce_compilation
 from ._registry import methods as _methods
 from ._registry import select
 from ._selection import Selection
-from .selectors._common import label_levels
 from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
+from .selectors._common import label_levels
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence

@@ -21,8 +21,8 @@ from .._anndata import (
 from .._io import to_storable
 from .._jit import announce_compilation
 from .._registry import batch_methods, check_levels_supported, method_function, resolve_method, result_key, select
-from ..selectors._common import check_levels
 from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
+from ..selectors._common import check_levels
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
