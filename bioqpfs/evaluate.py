@@ -114,7 +114,8 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names):
                              "mask_var as a boolean array")
         if isinstance(labels, str) or (isinstance(labels, (list, tuple)) and labels
                                        and all(isinstance(c, str) for c in labels) and len(labels) != np.shape(data)[0]):
-            raise ValueError(f"labels={labels!r} names .obs columns, which needs an AnnData; pass the label array")
+            what = "a column name" if isinstance(labels, str) else "a list of .obs column names"
+            raise ValueError(f"labels={labels!r} is {what}, which needs an AnnData; pass the label array")
         X, y = data, labels
         names = None if feature_names is None else np.asarray(feature_names).astype(str)
         n_vars = np.shape(X)[1]
