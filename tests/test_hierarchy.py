@@ -306,3 +306,24 @@ def test_cli_groupby_levels(tmp_path):
                         "--groupby", "lineage,cell_type", "--method", "jmi", "-o", str(out), "--quiet"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode != 0 and "does not take hierarchical labels" in r.stderr
+
+
+def test_r_faces_take_several_label_columns():
+    """rpy2 face (a list of colData columns) and the R package's entry point (labels per level, groupby a list)."""
+    pytest.importorskip("rpy2.robjects", reason="rpy2/R not installed (pip install .[r])")
+    from bioqpfs import r as br
+
+    adata = _adata()
+    reference = adata.copy()
+    bioqpfs.tl.select_genes(reference, ["lineage", "cell_type"], method="qpfs", n_genes=3)
+    robj = br.from_anndata(adata, to="SummarizedExperiment", assay="logcounts")
+    out = br.to_anndata(br.select_genes(robj, ["lineage", "cell_type"], method="qpfs", n_genes=3))
+    np.testing.assert_array_equal(out.var["qpfs_weight"].to_numpy(), reference.var["qpfs_weight"].to_numpy())
+    assert list(out.uns["qpfs"]["params"]["groupby"]) == ["lineage", "cell_type"]
+    X = adata.X
+    data = np.asfortranarray(X.T).astype("<f8").tobytes(order="F")
+    res = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], list(adata.var_names),
+                                [list(adata.obs["lineage"].astype(str)), list(adata.obs["cell_type"].astype(str))],
+                                method="qpfs", n_genes=3.0, groupby=["lineage", "cell_type"])
+    assert res["columns"]["qpfs_weight"] == reference.var["qpfs_weight"].tolist()
+    assert res["record"]["params"]["groupby"] == ["lineage", "cell_type"]
