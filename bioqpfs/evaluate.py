@@ -637,7 +637,7 @@ def suggest_n_genes(table: pd.DataFrame, *, score: str | None = None) -> int | p
     return pd.Series(chosen, name="n_genes")
 
 
-def compare(adata: AnnData, groupby: str, methods: str | Sequence[str] | Mapping[str, Any] | None = None, *,
+def compare(adata: AnnData, groupby: str | Sequence[str], methods: str | Sequence[str] | Mapping[str, Any] | None = None, *,
             n_genes: int | Sequence[int] = DEFAULT_N_GENES,
             method_params: Mapping[str, Mapping[str, Any]] | None = None,
             **kwargs) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
@@ -646,8 +646,9 @@ def compare(adata: AnnData, groupby: str, methods: str | Sequence[str] | Mapping
     Parameters
     ----------
     adata : AnnData
-    groupby : str
-        ``.obs`` column with the classes.
+    groupby : str or list of str
+        ``.obs`` column with the classes; or several, coarse to fine (hierarchical labels, as in
+        :func:`error_curve`: then name methods of :func:`bioqpfs.hierarchy_methods`, the default list has others).
     methods : list of str or dict, optional
         Registered method names, or ``{label: name or (name, params)}`` to compare settings of one
         method (e.g. ``{"QPFS a=0.2": ("qpfs", {"alpha": 0.2}), "QPFS": "qpfs"}``); default: ``"qpfs"`` and whichever of ``"spec_cmi"``, ``"ikm_qpfs"``,

@@ -327,3 +327,11 @@ def test_r_faces_take_several_label_columns():
                                 method="qpfs", n_genes=3.0, groupby=["lineage", "cell_type"])
     assert res["columns"]["qpfs_weight"] == reference.var["qpfs_weight"].tolist()
     assert res["record"]["params"]["groupby"] == ["lineage", "cell_type"]
+
+
+def test_panel_plot_groups_by_the_finest_recorded_level():
+    adata = _adata()
+    bioqpfs.tl.select_genes(adata, ["lineage", "cell_type"], method="maxrel", n_genes=3)
+    axes = bioqpfs.pl.panel(adata, "maxrel", show=False)
+    labels = [t.get_text() for t in axes["mainplot_ax"].get_yticklabels()]
+    assert labels == sorted(set(adata.obs["cell_type"]))
