@@ -309,16 +309,17 @@ setGeneric("selectGenes", function(x, labels, ...) {
 }
 
 ## Whether 'labels' names colData/pData columns: one name, or (labels only: several = TRUE) several names,
-## coarse to fine (hierarchical labels), rather than one value per sample.
-.areNames <- function(labels, n, several = FALSE) {
+## coarse to fine (hierarchical labels) of which at least one is a column of 'coldata' -- else a character
+## vector of the wrong length is labels (and its length the error).
+.areNames <- function(labels, n, several = FALSE, coldata = NULL) {
     is.character(labels) && !anyNA(labels) && length(labels) != n &&
-        (length(labels) == 1L || (several && length(labels) > 1L))
+        (length(labels) == 1L || (several && length(labels) > 1L && any(labels %in% colnames(coldata))))
 }
 
 ## What params$groupby records: the colData/pData column(s) the labels came from, the columns of a data frame
 ## of levels, else "labels" (a vector).
-.groupbyName <- function(labels, n, vector = "labels", several = FALSE) {
-    if (.areNames(labels, n, several)) labels
+.groupbyName <- function(labels, n, vector = "labels", several = FALSE, coldata = NULL) {
+    if (.areNames(labels, n, several, coldata)) labels
     else if (several && (is.data.frame(labels) || is(labels, "DataFrame"))) colnames(labels)
     else vector
 }
@@ -326,7 +327,7 @@ setGeneric("selectGenes", function(x, labels, ...) {
 ## A column name (looked up in 'coldata') or a vector of labels; for 'labels' (several = TRUE) also several
 ## column names, coarse to fine, returned as a data frame of the levels.
 .resolveLabels <- function(labels, coldata, where, n, what = "labels", several = FALSE) {
-    if (.areNames(labels, n, several)) {
+    if (.areNames(labels, n, several, coldata)) {
         missing <- setdiff(labels, colnames(coldata))
         if (length(missing)) {
             stop("bioqpfs: ", what, " = \"", missing[[1]], "\" is not a column of ", where, "; available: ",
@@ -382,7 +383,7 @@ setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = NU
     available <- assayNames(x)
     if (is.null(available)) available <- as.character(seq_along(SummarizedExperiment::assays(x)))
     name <- .checkAssay(assay.type, available, "an assay of x")
-    groupby <- .groupbyName(labels, ncol(x), several = TRUE)
+    groupby <- .groupbyName(labels, ncol(x), several = TRUE, coldata = colData(x))
     labels <- .resolveLabels(labels, colData(x), "colData(x)", ncol(x), several = TRUE)
     blockName <- if (is.null(block)) "block" else .groupbyName(block, ncol(x), "block")
     block <- .resolveLabels(block, colData(x), "colData(x)", ncol(x), "block")
@@ -411,7 +412,7 @@ setMethod("selectGenes", "ExpressionSet", function(x, labels, method = NULL, nGe
                                                    assay.type = "exprs", keyAdded = NULL, randomState = 0,
                                                    ..., subset.row = NULL, block = NULL) {
     name <- .checkAssay(assay.type, assayDataElementNames(x), "an assayData element of x")
-    groupby <- .groupbyName(labels, ncol(x), several = TRUE)
+    groupby <- .groupbyName(labels, ncol(x), several = TRUE, coldata = pData(x))
     labels <- .resolveLabels(labels, pData(x), "pData(x)", ncol(x), several = TRUE)
     blockName <- if (is.null(block)) "block" else .groupbyName(block, ncol(x), "block")
     block <- .resolveLabels(block, pData(x), "pData(x)", ncol(x), "block")

@@ -29,9 +29,10 @@ def result_columns(adata, key):
 def _labels_to_obs(adata, labels, where):
     """Put the class labels into ``adata.obs``; return the groupby column name (a list of names for several
     columns, coarse to fine: hierarchical labels, as ``tl.select_genes(groupby=[...])``)."""
+    # several names: a list of strings, not one per sample, naming at least one column (else: labels of a wrong length)
     names = [labels] if isinstance(labels, str) else list(labels) if (
         isinstance(labels, (list, tuple)) and labels and len(labels) != adata.n_obs
-        and all(isinstance(c, str) for c in labels)) else None
+        and all(isinstance(c, str) for c in labels) and any(c in adata.obs.columns for c in labels)) else None
     if names is not None:
         for name in names:
             if name not in adata.obs.columns:
