@@ -28,7 +28,11 @@ the name).  The function
    :func:`bioqpfs._selection.check_informative`; a method with a batch-aware form takes ``batch=``,
    ``batch_weights=``, ``batch_discretization=`` (docstring :data:`bioqpfs._docs.BATCH_DOC`), validates them with
    :func:`check_batch` and passes the :class:`Batches` to these helpers (``batch=``), which then stratify every
-   measure; :func:`bioqpfs.select` refuses ``batch`` for a method without the parameter;
+   measure; :func:`bioqpfs.select` refuses ``batch`` for a method without the parameter; a method whose class
+   relevance is one vector F takes hierarchical labels (a 2-D ``y``, coarse to fine) with ``groupby_weights=``
+   (docstrings :data:`bioqpfs._docs.Y_HIERARCHY_DOC`, :data:`bioqpfs._docs.HIERARCHY_DOC`): :func:`check_levels`
+   before :func:`prepare` gives the finest level and the :class:`Levels`, which the relevance helpers take
+   (``levels=``) to return F = sum_l v_l F(C_l); :func:`prepare` refuses a 2-D ``y`` for every other method;
 5. ranks with the one tie rule (:func:`weights_and_ranking` / :func:`bioqpfs._selection.rank_by_weight`:
    weight, then relevance F, then index; constant genes last) and returns a
    :class:`bioqpfs.Selection` with ``params`` (what was used, resolved defaults included) and
