@@ -306,6 +306,13 @@ def test_cli_groupby_levels(tmp_path):
                         "--groupby", "lineage,cell_type", "--method", "jmi", "-o", str(out), "--quiet"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode != 0 and "does not take hierarchical labels" in r.stderr
+    tsv = tmp_path / "curve.tsv"
+    r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "evaluate", str(table), "--orientation",
+                        "samples-by-genes", "--groupby", "lineage,cell_type", "--methods", "maxrel", "--n-genes", "2,3",
+                        "--cv", "3", "-o", str(tsv), "--quiet"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    expected = bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[2, 3], cv=3)
+    np.testing.assert_allclose(pd.read_csv(tsv, sep="\t")["mean_error"], expected["mean_error"])
 
 
 def test_r_faces_take_several_label_columns():
