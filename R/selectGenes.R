@@ -33,6 +33,13 @@
 #' @param labels The classes the panel must separate: the name of a
 #'   `colData(x)` (`pData(x)`) column, or a vector or factor with one label per
 #'   sample (the only choice for a matrix).  Missing labels are an error.
+#'   Hierarchical labels: several column names, coarse to fine (e.g.
+#'   `c("lineage", "cell_type")`), or a data frame with one column per level;
+#'   the levels must be nested.  The class relevance is then summed over the
+#'   levels, `sum_l v_l I(X; C_l)`, with `groupby_weights = c(...)` in `...`
+#'   (default equal weights); methods qpfs, eqpfs, maxrel, mrmr_mid, mrmr_miq
+#'   only (the others, and the default recipe, refuse it).  Recorded as
+#'   `params$groupby`, `params$groupby_levels`, `params$groupby_weights`.
 #' @param method `NULL` (default) for the default panel recipe (`"qpfs_cover"`
 #'   with `class_weight = "balanced"`, `discretization = "auto"`; parameters in
 #'   `...` override the recipe's), or a method name from [bioqpfsMethods()],
@@ -169,7 +176,8 @@ setGeneric("selectGenes", function(x, labels, ...) {
     res <- tryCatch({
         data <- .sendMatrix(engine, mat)
         engine$`_reticulate_select`(data, ncol(mat), nrow(mat), as.character(genes[if (is.null(keep)) TRUE else keep]),
-                                    labels, method = method,
+                                    if (is.list(labels)) unname(lapply(labels, as.list)) else labels,
+                                    method = method,
                                     n_genes = if (identical(nGenes, "auto")) nGenes else as.integer(nGenes),
                                     key_added = if (is.null(keyAdded)) NULL else as.character(keyAdded),
                                     random_state = if (is.null(randomState)) NULL else as.integer(randomState),
@@ -274,6 +282,14 @@ setGeneric("selectGenes", function(x, labels, ...) {
 }
 
 .checkLabels <- function(labels, samples, n, what = "labels") {
+    if (is.data.frame(labels) || is(labels, "DataFrame")) {   # hierarchical labels: one column per level
+        if (ncol(labels) < 1L || is.null(colnames(labels))) {
+            stop("bioqpfs: '", what, "' as a data frame needs named columns, one per level (coarse to fine)",
+                 call. = FALSE)
+        }
+        return(lapply(stats::setNames(as.list(as.data.frame(labels)), colnames(labels)), .checkLabels,
+                      samples = samples, n = n, what = what))
+    }
     if (is.factor(labels)) labels <- as.character(labels)
     if (!is.atomic(labels) || is.null(labels)) {
         stop("bioqpfs: '", what, "' must be a column name or an atomic vector/factor with one label per sample",
@@ -292,20 +308,34 @@ setGeneric("selectGenes", function(x, labels, ...) {
     as.character(labels)
 }
 
-## What params$groupby records: the colData/pData column the labels came from, else "labels" (a vector).
-.groupbyName <- function(labels, n, vector = "labels") {
-    if (is.character(labels) && length(labels) == 1L && n != 1L) labels else vector
+## Whether 'labels' names colData/pData columns: one name, or (labels only: several = TRUE) several names,
+## coarse to fine (hierarchical labels) of which at least one is a column of 'coldata' -- else a character
+## vector of the wrong length is labels (and its length the error).
+.areNames <- function(labels, n, several = FALSE, coldata = NULL) {
+    is.character(labels) && !anyNA(labels) && length(labels) != n &&
+        (length(labels) == 1L || (several && length(labels) > 1L && any(labels %in% colnames(coldata))))
 }
 
-## A column name (looked up in 'coldata') or a vector of labels.
-.resolveLabels <- function(labels, coldata, where, n, what = "labels") {
-    if (is.character(labels) && length(labels) == 1L && n != 1L) {
-        if (!labels %in% colnames(coldata)) {
-            stop("bioqpfs: ", what, " = \"", labels, "\" is not a column of ", where, "; available: ",
+## What params$groupby records: the colData/pData column(s) the labels came from, the columns of a data frame
+## of levels, else "labels" (a vector).
+.groupbyName <- function(labels, n, vector = "labels", several = FALSE, coldata = NULL) {
+    if (.areNames(labels, n, several, coldata)) labels
+    else if (several && (is.data.frame(labels) || is(labels, "DataFrame"))) colnames(labels)
+    else vector
+}
+
+## A column name (looked up in 'coldata') or a vector of labels; for 'labels' (several = TRUE) also several
+## column names, coarse to fine, returned as a data frame of the levels.
+.resolveLabels <- function(labels, coldata, where, n, what = "labels", several = FALSE) {
+    if (.areNames(labels, n, several, coldata)) {
+        missing <- setdiff(labels, colnames(coldata))
+        if (length(missing)) {
+            stop("bioqpfs: ", what, " = \"", missing[[1]], "\" is not a column of ", where, "; available: ",
                  if (ncol(coldata)) paste(colnames(coldata), collapse = ", ") else "none",
-                 ". Pass a column name or a vector with one value per sample.", call. = FALSE)
+                 ". Pass a column name", if (several) " (or several, coarse to fine)",
+                 " or a vector with one value per sample.", call. = FALSE)
         }
-        labels <- coldata[[labels]]
+        labels <- if (length(labels) == 1L) coldata[[labels]] else as.data.frame(coldata[, labels, drop = FALSE])
     }
     labels
 }
@@ -338,7 +368,8 @@ setGeneric("selectGenes", function(x, labels, ...) {
 setMethod("selectGenes", "ANY", function(x, labels, method = NULL, nGenes = 50, keyAdded = NULL,
                                          randomState = 0, ..., subset.row = NULL, block = NULL) {
     res <- .selectGenesWorker(x, labels, method, nGenes, keyAdded, randomState, list(...), "matrix",
-                              subset.row = subset.row, block = block)
+                              groupby = .groupbyName(labels, ncol(x), several = TRUE), subset.row = subset.row,
+                              block = block)
     out <- DataFrame(res$columns, row.names = res$genes, check.names = FALSE)
     metadata(out)[[res$key]] <- res$record
     out
@@ -352,8 +383,8 @@ setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = NU
     available <- assayNames(x)
     if (is.null(available)) available <- as.character(seq_along(SummarizedExperiment::assays(x)))
     name <- .checkAssay(assay.type, available, "an assay of x")
-    groupby <- .groupbyName(labels, ncol(x))
-    labels <- .resolveLabels(labels, colData(x), "colData(x)", ncol(x))
+    groupby <- .groupbyName(labels, ncol(x), several = TRUE, coldata = colData(x))
+    labels <- .resolveLabels(labels, colData(x), "colData(x)", ncol(x), several = TRUE)
     blockName <- if (is.null(block)) "block" else .groupbyName(block, ncol(x), "block")
     block <- .resolveLabels(block, colData(x), "colData(x)", ncol(x), "block")
     res <- .selectGenesWorker(assay(x, assay.type, withDimnames = TRUE), labels, method, nGenes, keyAdded,
@@ -381,8 +412,8 @@ setMethod("selectGenes", "ExpressionSet", function(x, labels, method = NULL, nGe
                                                    assay.type = "exprs", keyAdded = NULL, randomState = 0,
                                                    ..., subset.row = NULL, block = NULL) {
     name <- .checkAssay(assay.type, assayDataElementNames(x), "an assayData element of x")
-    groupby <- .groupbyName(labels, ncol(x))
-    labels <- .resolveLabels(labels, pData(x), "pData(x)", ncol(x))
+    groupby <- .groupbyName(labels, ncol(x), several = TRUE, coldata = pData(x))
+    labels <- .resolveLabels(labels, pData(x), "pData(x)", ncol(x), several = TRUE)
     blockName <- if (is.null(block)) "block" else .groupbyName(block, ncol(x), "block")
     block <- .resolveLabels(block, pData(x), "pData(x)", ncol(x), "block")
     res <- .selectGenesWorker(assayDataElement(x, name), labels, method, nGenes, keyAdded, randomState,

@@ -152,11 +152,25 @@ def check_mask(adata, mask_var):
 
 
 def obs_labels(adata, groupby):
-    """The class labels ``adata.obs[groupby]`` (a Series), checked and named by their column."""
+    """The class labels ``adata.obs[groupby]`` (a Series), checked and named by their column.
+
+    ``groupby`` may be a list of columns, coarse to fine (hierarchical labels, e.g. ``["lineage", "cell_type"]``):
+    a DataFrame of them, each column checked as one (their nesting is checked by the selector,
+    :func:`bioqpfs.selectors._common.check_levels`); a list of one column is that column.
+    """
+    if isinstance(groupby, (list, tuple)) and groupby and all(isinstance(g, str) for g in groupby):
+        repeated = sorted({g for g in groupby if groupby.count(g) > 1})
+        if repeated:
+            raise ValueError(f"groupby lists column(s) {', '.join(map(repr, repeated))} more than once; give each "
+                             "level once, coarse to fine")
+        if len(groupby) == 1:
+            return obs_labels(adata, groupby[0])
+        return pd.DataFrame({g: obs_labels(adata, g) for g in groupby}, index=adata.obs_names)
     if pd.api.types.is_list_like(groupby) or groupby is None:
         shown = repr(groupby) if groupby is None or len(groupby) <= 5 else f"a {type(groupby).__name__} of {len(groupby)}"
-        raise TypeError(f"groupby must be the name of one .obs column, got {shown}; to use labels that are not "
-                        "in .obs, add them first: adata.obs['labels'] = labels")
+        raise TypeError(f"groupby must be the name of one .obs column, or a list of column names (hierarchical "
+                        f"labels, coarse to fine), got {shown}; to use labels that are not in .obs, add them first: "
+                        "adata.obs['labels'] = labels")
     if groupby not in adata.obs.columns:
         raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(map(str, adata.obs.columns)) or 'none'}")
     labels = adata.obs[groupby]
@@ -192,11 +206,13 @@ def obs_batch(adata, batch_key):
 def source_params(adata, *, groupby, layer, use_raw, mask_var, assay=None):
     """What a call read, for ``.uns[key]["params"]``: ``groupby``, ``layer``, ``use_raw`` (resolved), ``mask_var``.
 
+    ``groupby`` is the column name, or the list of column names of hierarchical labels (coarse to fine).
+
     ``layer`` is ``None`` when ``.X``/``.raw`` was read; ``mask_var`` is the column name, ``"array"``
     for a boolean array, or ``None``; ``assay`` (the R assay or ExpressionSet element the matrix came
     from) is added when given.  Absent values are real ``None``, never the string ``"None"``.
     """
-    record = {"groupby": str(groupby), "layer": layer, "use_raw": check_use_raw(adata, layer, use_raw)[0],
+    record = {"groupby": str(groupby) if isinstance(groupby, str) else [str(g) for g in groupby], "layer": layer, "use_raw": check_use_raw(adata, layer, use_raw)[0],
               "mask_var": mask_var if isinstance(mask_var, str) or mask_var is None else "array"}
     if assay is not None:
         record["assay"] = str(assay)

@@ -31,6 +31,28 @@ batch_discretization : {"per_batch", "global"}, default "per_batch"
     on all samples.
 """
 
+#: ``y`` of the methods that take hierarchical labels (:func:`bioqpfs.selectors._common.check_levels`)
+Y_HIERARCHY_DOC = """
+y : array-like, shape (n_samples,) or (n_samples, n_levels)
+    Class labels (any hashable values; at least 2 classes); or hierarchical labels, one column per level,
+    coarse to fine (a 2-D array or a DataFrame, e.g. ``adata.obs[["lineage", "cell_type"]]``), nested: each
+    class of a level inside one class of the level before it.  The class relevance is then summed over the
+    levels (``groupby_weights``); everything else (redundancy, class weights, the classes counted in the
+    diagnostics) uses the finest level, the last column.
+"""
+
+#: ``groupby_weights`` of the methods that take hierarchical labels (README "Hierarchical labels")
+HIERARCHY_DOC = """
+groupby_weights : sequence of float, optional
+    With hierarchical labels: v_l, one weight per level (coarse to fine, non-negative, normalised to sum 1),
+    and the relevance is ``F_i = sum_l v_l I(X_i; C_l)`` (for Hall's or the MST relevance the same sum of
+    that relevance).  Default ``1 / L`` for every level: for nested levels ``I(X; C_l)`` grows from coarse
+    to fine by the information within the coarser classes, so equal weights count what a gene tells about
+    the coarsest classes fully and what it adds at level k with weight (L - k + 1) / L -- the between-lineage
+    genes move up, the within-lineage genes stay in.  Recorded in ``params`` (``groupby_levels``,
+    ``groupby_weights``, normalised).
+"""
+
 #: ``n_bins`` of the discretisations that take a bin count
 N_BINS_DOC = """
 n_bins : int

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from ._typing import MatrixLike, SeedLike
 
-__all__ = ["select", "methods", "register", "method_function", "family", "FAMILIES", "DEFAULT_PANEL",
-           "DEFAULT_KEY", "resolve_method", "result_key", "DASK_METHODS", "dask_refusal"]
+__all__ = ["select", "methods", "register", "hierarchy_methods", "method_function", "family", "FAMILIES",
+           "DEFAULT_PANEL", "DEFAULT_KEY", "resolve_method", "result_key", "DASK_METHODS", "dask_refusal"]
 
 from typing import NamedTuple
 
@@ -219,6 +219,26 @@ def dask_refusal(method, params, X):
     return None
 
 
+def hierarchy_methods():
+    """The registered methods that take hierarchical labels (a 2-D ``y``, ``groupby_weights=``), in registry order:
+    those whose class relevance F is summed over the levels (README "Hierarchical labels")."""
+    return [name for name in methods() if "groupby_weights" in inspect.signature(method_function(name)).parameters]
+
+
+def check_levels_supported(method, y, preset=None):
+    """Refuse hierarchical labels (a 2-D ``y`` with several columns) for a method without ``groupby_weights``,
+    naming the method and those that take them (one wording for :func:`select` and ``tl.select_genes``)."""
+    from .selectors._common import label_levels
+
+    n_levels = label_levels(y)
+    if n_levels > 1 and "groupby_weights" not in inspect.signature(method_function(method)).parameters:
+        raise ValueError(
+            f"method {method!r}{' (the default recipe, method=None)' if preset else ''} does not take hierarchical "
+            f"labels ({n_levels} levels): its class statistics are not one relevance vector that could be summed "
+            f"over the levels (README 'Hierarchical labels'). Methods that do: {', '.join(hierarchy_methods())}; "
+            "or pass the finest level alone")
+
+
 def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: int | None = None,
            random_state: SeedLike = 0, feature_names: Sequence[str] | None = None, progress: bool | None = None,
            n_jobs: int | None = None, **params) -> Selection:
@@ -230,8 +250,10 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
         Array support per method: numpy and scipy.sparse for every method; a Dask array chunked by samples
         for the MI methods with ``discretization="mean_sd"`` (tested equal to in memory: ``qpfs`` exact and
         Nystrom, ``qpfs_cover``, ``spec_cmi_nystrom``; README "Large data (Dask)").  A pandas DataFrame's columns become the gene names (``Selection.genes``) unless ``feature_names`` is given.
-    y : array-like, shape (n_samples,)
-        Class labels.
+    y : array-like, shape (n_samples,) or (n_samples, n_levels)
+        Class labels; or hierarchical labels, one column per level, coarse to fine (a 2-D array or a
+        DataFrame), for the methods of :func:`hierarchy_methods` (the relevance is summed over the levels,
+        ``groupby_weights=``; see :func:`bioqpfs.qpfs`); any other method refuses them.
     method : str, optional
         A name from :func:`bioqpfs.methods`, run with its published settings (plus ``**params``).
         ``None`` (default): the benchmarked default panel recipe :data:`DEFAULT_PANEL`; the
@@ -267,6 +289,7 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
         raise ValueError(
             f"method {method!r} does not take batch= (batch-aware statistics: it has no within-batch formulation "
             f"here). Methods that do: {', '.join(batch_methods())}; or correct the batch effect before selecting")
+    check_levels_supported(method, y, preset)
     unknown = set(params) - accepted
     if unknown:
         raise TypeError(

@@ -68,6 +68,9 @@ def _parser():
                         "--labels file (or of a samples-by-genes table); statistics are then estimated within each "
                         "batch and averaged (batch-aware methods only: qpfs, qpfs_cover, eqpfs, maxrel, mrmr_*, jmi, "
                         "cife, spec_cmi)")
+    s.add_argument("--groupby-weights", type=_float_list, default=None, metavar="W1,W2,...",
+                   help="with hierarchical --groupby: one weight per level, coarse to fine (normalised to sum 1; "
+                        "default equal); the relevance is sum_l w_l I(X; C_l)")
     s.add_argument("--preselected", default=None, metavar="GENES_OR_FILE",
                    help="genes always kept in the panel and ranked first, in this order (every method): "
                         "comma-separated names, or the path of a text file with one name per line (blank lines "
@@ -166,11 +169,14 @@ def _read_table(args):
         raise ValueError("a CSV/TSV input needs --orientation samples-by-genes or genes-by-samples")
     rows_cols = ("samples", "genes") if args.orientation == "samples-by-genes" else ("genes", "samples")
     df = _read_delimited(args.input, rows_cols)
+    levels = _levels(args)
     labels = None
     if args.labels is None:
-        if args.orientation != "samples-by-genes" or args.groupby not in df.columns:
-            raise ValueError(f"no labels: give --labels FILE, or a {args.groupby!r} column in a samples-by-genes table")
-        labels = df.pop(args.groupby)
+        absent = [c for c in levels if c not in df.columns]
+        if args.orientation != "samples-by-genes" or absent:
+            raise ValueError(f"no labels: give --labels FILE, or {'a column' if len(levels) == 1 else 'columns'} "
+                             f"{', '.join(map(repr, absent or levels))} in a samples-by-genes table")
+        labels = pd.DataFrame({c: df.pop(c) for c in levels})
     batch = df.pop(args.batch_key) if (getattr(args, "batch_key", None) and args.labels is None
                                        and args.orientation == "samples-by-genes" and args.batch_key in df.columns) \
         else None
@@ -187,14 +193,15 @@ def _read_table(args):
                          "check --orientation and the labels column")
     if args.labels is not None:
         lab = _read_delimited(args.labels, ("sample ids", "columns"))
-        if args.groupby in lab.columns:
-            col = args.groupby
-        elif lab.shape[1] == 1:   # a single label column may have any name
-            col = lab.columns[0]
+        absent = [c for c in levels if c not in lab.columns]
+        if not absent:
+            cols = levels
+        elif len(levels) == 1 and lab.shape[1] == 1:   # a single label column may have any name
+            cols = [lab.columns[0]]
         elif lab.shape[1] == 0:
             raise ValueError(f"{args.labels} needs a sample-id column and a label column")
         else:
-            raise ValueError(f"{args.labels} has no column {args.groupby!r} (columns: "
+            raise ValueError(f"{args.labels} has no column(s) {', '.join(map(repr, absent))} (columns: "
                              f"{', '.join(map(str, lab.columns))}); pass the label column's name as --groupby")
         lab.index = lab.index.astype(str)
         missing = [s for s in df.index.astype(str) if s not in lab.index]
@@ -205,10 +212,11 @@ def _read_table(args):
                     f"genes, so the orientation looks wrong: try --orientation {other}") if as_genes > len(lab) / 2 else ""
             raise ValueError(f"{len(missing)} sample(s) have no label in {args.labels} "
                              f"(e.g. {', '.join(missing[:3])}){hint}")
-        labels = lab.loc[df.index.astype(str), col]
-        if getattr(args, "batch_key", None) in lab.columns and args.batch_key != col:
+        labels = lab.loc[df.index.astype(str), cols]
+        if getattr(args, "batch_key", None) in lab.columns and args.batch_key not in cols:
             batch = lab.loc[df.index.astype(str), args.batch_key]
-    obs = pd.DataFrame({args.groupby: pd.Categorical(np.asarray(labels, dtype=object))}, index=df.index.astype(str))
+    obs = pd.DataFrame({c: pd.Categorical(np.asarray(labels.iloc[:, i], dtype=object)) for i, c in enumerate(levels)},
+                       index=df.index.astype(str))
     if batch is not None:
         obs[args.batch_key] = pd.Categorical(np.asarray(batch, dtype=object))
     return ad.AnnData(X=df.to_numpy(dtype=np.float64), obs=obs, var=pd.DataFrame(index=df.columns.astype(str)))
@@ -302,8 +310,11 @@ def _add_input_args(p, datasets):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("input", nargs="?", help="input .h5ad, or a .csv/.tsv expression table (needs --orientation)")
     src.add_argument("--dataset", choices=sorted(datasets.available()), help="use a bundled dataset instead of a file")
-    p.add_argument("--groupby", required=True,
-                   help="column holding the classes: of .obs (h5ad), of the table (samples-by-genes CSV) or of --labels")
+    p.add_argument("--groupby", required=True, type=_groupby_arg, metavar="COLUMN[,COLUMN...]",
+                   help="column holding the classes: of .obs (h5ad), of the table (samples-by-genes CSV) or of "
+                        "--labels; comma-separated columns, coarse to fine (e.g. lineage,cell_type), give "
+                        "hierarchical labels (methods qpfs, eqpfs, maxrel, mrmr_mid, mrmr_miq; README "
+                        "'Hierarchical labels')")
     p.add_argument("--orientation", choices=["samples-by-genes", "genes-by-samples"],
                    help="layout of a CSV/TSV input: rows are samples (samples-by-genes) or genes")
     p.add_argument("--labels", default=None,
@@ -381,6 +392,30 @@ def _int_list(text):
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+def _groupby_arg(text):
+    """``--groupby``: one column, or comma-separated columns coarse to fine (hierarchical labels) -> a list."""
+    columns = [c.strip() for c in text.split(",")]
+    if not all(columns):
+        raise argparse.ArgumentTypeError(f"expected a column name or comma-separated column names (coarse to fine), "
+                                         f"got {text!r}")
+    return columns[0] if len(columns) == 1 else columns
+
+
+def _float_list(text):
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
+    return values
+
+
+def _levels(args):
+    """The label columns ``--groupby`` names, as a list (one column, or the levels coarse to fine)."""
+    return [args.groupby] if isinstance(args.groupby, str) else list(args.groupby)
 
 
 def _cv_arg(text):
@@ -529,6 +564,8 @@ def _cmd_select(args):
             params["solver"] = args.solver
         if args.preselected is not None:
             params["preselected"] = _preselected_arg(args.preselected)
+        if args.groupby_weights is not None:
+            params["groupby_weights"] = args.groupby_weights
         with _progress.enabled(not args.quiet):
             tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
                             layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,

@@ -35,8 +35,9 @@ from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._registry import FAMILIES, family, method_function, methods, select
+from ._registry import FAMILIES, check_levels_supported, family, method_function, methods, select
 from ._validation import check_labels, seed_of
+from .selectors._common import label_levels
 
 __all__ = ["BioQPFSSelector", "QPFSSelector", "SpecCMISelector", "IKMQPFSSelector", "BaselineSelector"]
 
@@ -160,8 +161,10 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Expression (samples x genes).
-        y : array-like of shape (n_samples,)
-            Class labels.
+        y : array-like of shape (n_samples,) or (n_samples, n_levels)
+            Class labels; or hierarchical labels, one column per level, coarse to fine, for the methods of
+            :func:`bioqpfs.hierarchy_methods` (the relevance is summed over the levels; ``groupby_weights``
+            goes in ``method_params``; README "Hierarchical labels").  The class checks use the finest level.
         batch : array-like of shape (n_samples,), optional
             Batch of every sample (a fit parameter, because it is per sample, like ``sample_weight``):
             batch-aware statistics (``batch=`` of :func:`bioqpfs.select`; methods of
@@ -175,6 +178,11 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         """
         func = method_function(self.method)      # unknown name: ValueError listing the registered ones
         kwargs = self._method_kwargs(func)
+        levels = None
+        if label_levels(y) > 1:  # hierarchical labels: sklearn's checks see the finest level, the method every level
+            check_levels_supported(self.method, y)
+            levels = np.asarray(y, dtype=object)
+            y = levels[:, -1]
         # at least 2 features: choosing among one gene is no selection (and some methods refuse it)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32),
                              ensure_min_features=2)
@@ -187,7 +195,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         names = getattr(self, "feature_names_in_", None)
         if batch is not None:
             kwargs["batch"] = batch
-        sel = select(X, y, method=self.method, n_genes=k, random_state=seed_of(self.random_state), feature_names=names, **kwargs)
+        sel = select(X, y if levels is None else levels, method=self.method, n_genes=k, random_state=seed_of(self.random_state), feature_names=names, **kwargs)
         if sel.n_features != X.shape[1]:
             raise RuntimeError(f"method {self.method!r} returned {sel.n_features} weights for {X.shape[1]} features")
         self.selection_ = sel

@@ -36,6 +36,7 @@ from ._registry import batch_methods, select
 from ._registry import methods as _methods
 from ._selection import Selection
 from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
+from .selectors._common import label_levels
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -95,11 +96,13 @@ def _is_anndata(data):
 
 
 def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, chunk_size=None, progress=False):
-    """(X over all genes, y labels, gene names, candidate gene indices).
+    """(X over all genes, y labels, gene names, candidate gene indices, the labels the selections get).
 
     ``runs(names, n_vars, cand)``: the ``(method, params)`` selections that will run on X; a backed AnnData's
     X is then read lazily in sample chunks when all of them can count it so
-    (:func:`bioqpfs._anndata.obs_rep_for`).
+    (:func:`bioqpfs._anndata.obs_rep_for`).  Hierarchical labels (a list of ``.obs`` columns, or a 2-D array /
+    DataFrame, coarse to fine): ``y`` is the finest level (folds, classifier, scores), the selections get every
+    level (an object array, one column per level, each aligned to the samples as 1-D labels are).
     """
     if _is_anndata(data):
         from scanpy import logging as logg
@@ -112,13 +115,15 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}"
                   + (f" (the backed X read whole: {whole})" if whole else
                      " (the backed X read lazily in sample chunks)" if data.isbacked and is_dask_array(X) else ""))
-        y = obs_labels(data, labels) if isinstance(labels, str) else labels
+        y = obs_labels(data, labels) if isinstance(labels, (str, list, tuple)) else labels
     else:
         if layer is not None or use_raw or isinstance(mask_var, str):
             raise ValueError("layer=, use_raw= and a mask_var column name need an AnnData; with an array pass "
                              "mask_var as a boolean array")
-        if isinstance(labels, str):
-            raise ValueError(f"labels={labels!r} is a column name, which needs an AnnData; pass the label array")
+        if isinstance(labels, str) or (isinstance(labels, (list, tuple)) and labels
+                                       and all(isinstance(c, str) for c in labels) and len(labels) != np.shape(data)[0]):
+            what = "a column name" if isinstance(labels, str) else "a list of .obs column names"
+            raise ValueError(f"labels={labels!r} is {what}, which needs an AnnData; pass the label array")
         X, y = data, labels
         names = None if feature_names is None else np.asarray(feature_names).astype(str)
         n_vars = np.shape(X)[1]
@@ -129,8 +134,15 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
     if sp.issparse(X):
         X = X.tocsr()
     # a labels Series is aligned to the samples by its index (check_labels' rules)
-    codes, classes = check_labels(y, X.shape[0], name="labels", sample_names=sample_names_of(data))
-    return X, classes[codes], names, np.flatnonzero(mask)
+    n_levels = label_levels(y)
+    frame = (y if isinstance(y, pd.DataFrame) else pd.DataFrame(np.asarray(y, dtype=object))) if n_levels > 1 else None
+    columns = [frame.iloc[:, i] for i in range(n_levels)] if frame is not None else [y]
+    levels = []
+    for column in columns:
+        codes, classes = check_labels(column, X.shape[0], name="labels", sample_names=sample_names_of(data))
+        levels.append(classes[codes])
+    y_select = np.column_stack([np.asarray(v, dtype=object) for v in levels]) if n_levels > 1 else levels[0]
+    return X, levels[-1], names, np.flatnonzero(mask), y_select
 
 
 def _batches(data, batch, n_samples):
@@ -399,8 +411,11 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         rows), and the classifiers read only the panel's columns, one pass over the chunks per fold and
         method.  Otherwise X is read whole after a memory check.  An AnnData of
         ``anndata.experimental.read_lazy`` needs its ``.obs``/``.var`` loaded first (the error says how).
-    labels : str or array-like
-        Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData.
+    labels : str, list of str or array-like
+        Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData.  Hierarchical labels
+        (a list of ``.obs`` columns, or an array / DataFrame with one column per level, coarse to fine): the
+        selections refit in the folds get every level (README "Hierarchical labels"); the folds, the
+        classifier and the scores use the finest level.
     selections : str, Selection, DataFrame, gene list, or a list/dict of them
         What to evaluate.  A registered **method name** (or ``(name, params)``) is run by this
         function (refit per fold by default, see below); a :class:`~bioqpfs.Selection`, a
@@ -520,9 +535,9 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         methods = [p for _, kind, p in _specs(selections, data, names, n_vars, cand, method_params) if kind == "method"]
         return [(name, {**params, "batch": batch} if name in with_batches else params) for name, params in methods]
 
-    X, y, names, cand = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
-                              feature_names=feature_names, runs=runs, chunk_size=chunk_size,
-                              progress=_progress.wanted(progress))
+    X, y, names, cand, y_select = _data(data, labels, layer=layer, use_raw=use_raw, mask_var=mask_var,
+                                        feature_names=feature_names, runs=runs, chunk_size=chunk_size,
+                                        progress=_progress.wanted(progress))
     if ks[-1] > cand.size:
         raise ValueError(f"n_genes up to {ks[-1]} but only {cand.size} candidate genes")
     adata = data if _is_anndata(data) else None
@@ -553,7 +568,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         t0 = time.perf_counter()
         if name in aware:
             params = {**params, "batch": batch[rows]}
-        sel = select(Xc[rows], y[rows], method=name, n_genes=min(ks[-1], cand.size), random_state=seed,
+        sel = select(Xc[rows], y_select[rows], method=name, n_genes=min(ks[-1], cand.size), random_state=seed,
                      feature_names=cand_names, **params)
         return cand[sel.ranking], time.perf_counter() - t0
 
@@ -709,7 +724,7 @@ def suggest_n_genes(table: pd.DataFrame, *, score: str | None = None) -> int | p
     return pd.Series(chosen, name="n_genes")
 
 
-def compare(adata: AnnData, groupby: str, methods: str | Sequence[str] | Mapping[str, Any] | None = None, *,
+def compare(adata: AnnData, groupby: str | Sequence[str], methods: str | Sequence[str] | Mapping[str, Any] | None = None, *,
             n_genes: int | Sequence[int] = DEFAULT_N_GENES,
             method_params: Mapping[str, Mapping[str, Any]] | None = None,
             **kwargs) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
@@ -718,8 +733,9 @@ def compare(adata: AnnData, groupby: str, methods: str | Sequence[str] | Mapping
     Parameters
     ----------
     adata : AnnData
-    groupby : str
-        ``.obs`` column with the classes.
+    groupby : str or list of str
+        ``.obs`` column with the classes; or several, coarse to fine (hierarchical labels, as in
+        :func:`error_curve`: then name methods of :func:`bioqpfs.hierarchy_methods`, the default list has others).
     methods : list of str or dict, optional
         Registered method names, or ``{label: name or (name, params)}`` to compare settings of one
         method (e.g. ``{"QPFS a=0.2": ("qpfs", {"alpha": 0.2}), "QPFS": "qpfs"}``); default: ``"qpfs"`` and whichever of ``"spec_cmi"``, ``"ikm_qpfs"``,

@@ -501,3 +501,25 @@ def stratified_sum(X, y, batch, weighting, discretization, measure):
         codes = mean_sd_codes(X[rows]) if discretization == "per_batch" else codes_all[rows]
         total = total + w_b * measure(codes, y[rows])
     return total
+
+
+def level_weighted_relevance(codes, levels, weights, sample_weights=None, base=2.0):
+    """Relevance summed over the levels of hierarchical labels, by plain loops over genes and levels.
+
+    ``F_i = sum_l v_l I(X_i; C_l)`` (bioqpfs README "Hierarchical labels"): :func:`mutual_info` of gene i's codes
+    with each level's labels (or :func:`weighted_mutual_info` under ``sample_weights``), weighted by ``v_l``.
+
+    Parameters
+    ----------
+    codes : array of int, shape (n_samples, n_genes)
+    levels : sequence of arrays of int, the class codes of each level
+    weights : sequence of float, v_l (used as given: pass them normalised)
+    sample_weights : array of float, optional
+    base : float
+    """
+    out = np.zeros(codes.shape[1])
+    for i in range(codes.shape[1]):
+        for v, c in zip(weights, levels):
+            out[i] += v * (mutual_info(codes[:, i], c, base) if sample_weights is None
+                           else weighted_mutual_info(codes[:, i], c, sample_weights, base))
+    return out

@@ -29,7 +29,7 @@ def panel(adata: AnnData, key: str = "qpfs", groupby: str | None = None, *,
     key : str
     groupby : str, optional
         ``.obs`` column to group cells by; default the column the selection used
-        (``.uns[key]["params"]["groupby"]``).
+        (``.uns[key]["params"]["groupby"]``; its finest level for hierarchical labels).
     kind : {"dotplot", "heatmap", "matrixplot"}
         :func:`scanpy.pl.dotplot`, :func:`scanpy.pl.heatmap` or :func:`scanpy.pl.matrixplot`.
     n_genes : int, optional
@@ -57,6 +57,8 @@ def panel(adata: AnnData, key: str = "qpfs", groupby: str | None = None, *,
         groupby = dict(adata.uns.get(key, {}).get("params", {})).get("groupby")
         if groupby is None:
             raise ValueError(f"groupby not given and not recorded in .uns[{key!r}]['params']")
+        if not isinstance(groupby, str):   # hierarchical labels (coarse to fine): group by the finest level
+            groupby = str(list(groupby)[-1])
     if groupby not in adata.obs.columns:
         raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(adata.obs.columns)}")
     use_raw = kwargs.get("use_raw")

@@ -114,7 +114,9 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
     assays).  R's ``writeBin(as.double(m), raw())`` writes column after column of the genes x samples
     matrix, i.e. sample after sample: the buffer read as C-order (n_samples, n_features) *is* the
     samples x genes matrix AnnData wants.  ``groupby`` is the colData column the labels came from (or
-    ``"labels"`` for a vector) and ``assay`` the assay used; both are recorded in the parameters.
+    ``"labels"`` for a vector) and ``assay`` the assay used; both are recorded in the parameters.  Hierarchical
+    labels (R's ``labels = c("lineage", "cell_type")`` or a data frame of levels): ``groupby`` is the list of
+    level names, coarse to fine, and ``labels`` one list of labels per level.
     ``method=None`` (R's ``method = NULL``) is the default recipe and ``n_genes="auto"`` the one-SE size of a
     cross-validated error curve, both as in :func:`bioqpfs.tl.select_genes`.  ``block`` (R's ``block =``, scran's
     name): the batch of every sample, stored as ``obs[block_key]`` (the colData column it came from, else
@@ -141,15 +143,22 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
     if X.shape != (n_samples, n_features):
         raise ValueError(f"received a {X.shape[1]} x {X.shape[0]} matrix, expected {n_features} x {n_samples}")
     genes = [genes] if isinstance(genes, str) else list(genes)
-    labels = [labels] if isinstance(labels, (str, int, float)) else list(labels)
-    groupby = str(groupby) if groupby else "labels"
+    if isinstance(groupby, (list, tuple)):   # hierarchical labels: one list of labels per level, coarse to fine
+        groupby = [str(g) for g in groupby]
+        if len(labels) != len(groupby):
+            raise ValueError(f"received {len(labels)} label level(s) for the {len(groupby)} columns {groupby}")
+        levels = [[lab] if isinstance(lab, (str, int, float)) else list(lab) for lab in labels]
+    else:
+        groupby = str(groupby) if groupby else "labels"
+        levels = [[labels] if isinstance(labels, (str, int, float)) else list(labels)]
+    names = groupby if isinstance(groupby, list) else [groupby]
     adata = ad.AnnData(X=X, var=pd.DataFrame(index=pd.Index([str(g) for g in genes])),
-                       obs=pd.DataFrame({groupby: pd.Categorical([str(v) for v in labels])},
+                       obs=pd.DataFrame({g: pd.Categorical([str(v) for v in lab]) for g, lab in zip(names, levels)},
                                         index=pd.Index([str(i) for i in range(n_samples)])))
     batch_key = None
     if block is not None:
         batch_key = str(block_key) if block_key else "block"
-        if batch_key == groupby:
+        if batch_key in names:
             raise ValueError(f"block and labels are the same column {batch_key!r}: the batches must differ from "
                              "the classes")
         block = [block] if isinstance(block, (str, int, float)) else list(block)

@@ -28,12 +28,18 @@ def result_columns(adata, key):
 
 def _labels_to_obs(adata, labels, where, what="labels"):
     """Put one value per sample (the class labels, or the batches with ``what="block"``) into ``adata.obs``
-    under the column ``what``, or check that the column named by a string exists; return the column name."""
-    if isinstance(labels, str):
-        if labels not in adata.obs.columns:
-            raise KeyError(f"{what}={labels!r} is not a column of {where}; available: "
-                           f"{', '.join(map(str, adata.obs.columns)) or 'none'}")
-        return labels
+    under the column ``what``, or check that the column(s) named exist; return the column name (for the labels,
+    a list of names for several columns, coarse to fine: hierarchical labels, as ``tl.select_genes(groupby=[...])``)."""
+    # several names: a list of strings, not one per sample, naming at least one column (else: labels of a wrong length)
+    names = [labels] if isinstance(labels, str) else list(labels) if (
+        what == "labels" and isinstance(labels, (list, tuple)) and labels and len(labels) != adata.n_obs
+        and all(isinstance(c, str) for c in labels) and any(c in adata.obs.columns for c in labels)) else None
+    if names is not None:
+        for name in names:
+            if name not in adata.obs.columns:
+                raise KeyError(f"{what}={name!r} is not a column of {where}; available: "
+                               f"{', '.join(map(str, adata.obs.columns)) or 'none'}")
+        return labels if isinstance(labels, str) else names
     try:
         from rpy2.rinterface import Sexp
 
@@ -63,7 +69,8 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
     robj : rpy2 R object
         SummarizedExperiment, SingleCellExperiment, ExpressionSet or matrix (genes x samples).
     labels : str or sequence or R vector
-        A colData (pData) column name, or one class label per sample.
+        A colData (pData) column name, or one class label per sample; or a list of column names, coarse to
+        fine (hierarchical labels, as ``groupby=[...]`` of :func:`bioqpfs.tl.select_genes`).
     method : str, optional
         ``None`` (default): the default panel recipe :data:`bioqpfs.DEFAULT_PANEL`, stored under the key
         ``"bioqpfs"`` with ``params$preset = "default"``; a method name (``"qpfs"`` ...) runs that method

@@ -28,7 +28,11 @@ the name).  The function
    :func:`bioqpfs._selection.check_informative`; a method with a batch-aware form takes ``batch=``,
    ``batch_weights=``, ``batch_discretization=`` (docstring :data:`bioqpfs._docs.BATCH_DOC`), validates them with
    :func:`check_batch` and passes the :class:`Batches` to these helpers (``batch=``), which then stratify every
-   measure; :func:`bioqpfs.select` refuses ``batch`` for a method without the parameter;
+   measure; :func:`bioqpfs.select` refuses ``batch`` for a method without the parameter; a method whose class
+   relevance is one vector F takes hierarchical labels (a 2-D ``y``, coarse to fine) with ``groupby_weights=``
+   (docstrings :data:`bioqpfs._docs.Y_HIERARCHY_DOC`, :data:`bioqpfs._docs.HIERARCHY_DOC`): :func:`check_levels`
+   before :func:`prepare` gives the finest level and the :class:`Levels`, which the relevance helpers take
+   (``levels=``) to return F = sum_l v_l F(C_l); :func:`prepare` refuses a 2-D ``y`` for every other method;
 5. ranks with the one tie rule (:func:`weights_and_ranking` / :func:`bioqpfs._selection.rank_by_weight`:
    weight, then relevance F, then index; constant genes last) and returns a
    :class:`bioqpfs.Selection` with ``params`` (what was used, resolved defaults included) and
@@ -61,6 +65,9 @@ CONSTANT_ULPS = 64
 def prepare(X, y, feature_names=None):
     """Validate (X, y); return (X, y_codes, classes, constant_mask).
 
+    ``y`` is one level of labels: hierarchical labels (2-D, several columns) are refused with a message naming
+    the methods that take them (:func:`check_levels` turns them into the finest level first).
+
     Constant genes: centred sum of squares at most ``n * (CONSTANT_ULPS * eps * mean)**2`` (a
     relative tolerance, so that the round-off of the mean of a constant gene does not count).
 
@@ -68,6 +75,13 @@ def prepare(X, y, feature_names=None):
     (see :func:`bioqpfs._validation.check_labels`).
     """
     names = sample_names_of(X)
+    if label_levels(y) > 1:
+        from .._registry import hierarchy_methods
+
+        raise ValueError(f"y has {label_levels(y)} columns (hierarchical labels, coarse to fine), but this method "
+                         "takes one level of labels (it has no class-relevance vector to sum over levels); pass "
+                         "the finest level alone (y[:, -1], groupby='<finest column>'), or use a method that takes "
+                         f"hierarchical labels: {', '.join(hierarchy_methods())}")
     X = check_matrix(X, feature_names=feature_names)
     y_codes, classes = check_labels(y, X.shape[0], name="y", sample_names=names)
     mean, ss, _ = _corr.scaled_column_moments(X)  # scaled: no overflow/underflow for extreme genes
@@ -75,6 +89,108 @@ def prepare(X, y, feature_names=None):
     # the rounding of its mean; spreads within CONSTANT_ULPS units in the last place of the mean are none
     constant = ss <= X.shape[0] * (CONSTANT_ULPS * np.finfo(np.float64).eps * mean) ** 2
     return X, y_codes, classes, constant
+
+
+def label_levels(y):
+    """Columns of a 2-D ``y`` (hierarchical labels), 1 for 1-D labels."""
+    shape = getattr(y, "shape", None)
+    if shape is None:
+        shape = np.shape(np.asarray(y, dtype=object)) if isinstance(y, (list, tuple)) else ()
+    return int(shape[1]) if len(shape) == 2 else 1
+
+
+class Levels:
+    """Validated hierarchical labels (:func:`check_levels`): what the relevance sums over.
+
+    Attributes
+    ----------
+    codes : list of ndarray of int, the class codes of every sample at each level, coarse to fine
+    classes : list of ndarray, the labels of each level in code order
+    names : list of str, the level names (the DataFrame columns, else ``"level 0"``, ``"level 1"`` ...)
+    weights : ndarray of float, v_l (non-negative, sum 1)
+    """
+
+    def __init__(self, codes, classes, names, weights):
+        self.codes, self.classes, self.names, self.weights = codes, classes, names, weights
+
+    def params(self):
+        """The ``params`` entries recording the levels (plain types)."""
+        return dict(groupby_levels=[str(n) for n in self.names], groupby_weights=[float(v) for v in self.weights])
+
+
+def check_levels(y, X, groupby_weights=None):
+    """The one validation of hierarchical labels (every method that takes them): ``(y_finest, Levels or None)``.
+
+    ``y`` of shape (n_samples, n_levels) -- a 2-D array or a DataFrame, columns coarse to fine -- is
+    hierarchical; 1-D labels (or a single column) are the plain case and give ``(y, None)``, so the method runs
+    exactly as without levels.  The levels must be nested: every class of a level lies within one class of
+    the level before it (each cell type in one lineage); a class that sits in two coarser classes is an error
+    naming it.  ``groupby_weights`` (v_l, one per level, non-negative, not all zero) are normalised to sum 1
+    so that F = sum_l v_l I(X; C_l) stays on the scale of one MI; default ``1 / L`` (see :func:`level_sum`).
+    ``X`` is the caller's matrix (a DataFrame's index matches a DataFrame ``y`` by sample name, as for 1-D
+    labels).  Returns the finest level (as given: a Series stays a Series) for :func:`prepare`.
+    """
+    import pandas as pd
+
+    n_levels = label_levels(y)
+    if n_levels > 1:
+        frame = y if isinstance(y, pd.DataFrame) else None
+        columns = list(frame.columns) if frame is not None else [f"level {i}" for i in range(n_levels)]
+        arr = None if frame is not None else np.asarray(y, dtype=object)
+        cols = [frame[c] if frame is not None else arr[:, i] for i, c in enumerate(columns)]
+    else:
+        cols, columns = [y], ["labels"]
+    if groupby_weights is None:
+        weights = np.full(n_levels, 1.0 / n_levels)
+    else:
+        try:
+            weights = np.asarray(groupby_weights, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"groupby_weights must be a list of numbers, one per level, got {groupby_weights!r}") \
+                from None
+        if weights.shape != (n_levels,):
+            raise ValueError(f"groupby_weights has {weights.size} value(s) but the labels have {n_levels} level(s) "
+                             f"({', '.join(map(str, columns))}); give one weight per level, coarse to fine")
+        if not np.isfinite(weights).all() or (weights < 0).any() or not weights.sum() > 0:
+            raise ValueError(f"groupby_weights must be finite, non-negative and not all zero, got {weights.tolist()}")
+        weights = weights / weights.sum()
+    if n_levels == 1:
+        return cols[0], None
+    names = sample_names_of(X)
+    codes, classes = [], []
+    for column, values in zip(columns, cols):
+        c, k = check_labels(values, X.shape[0], name=f"y level {column!r}", sample_names=names)
+        codes.append(np.asarray(c, dtype=np.int64))
+        classes.append(k)
+    for i in range(1, n_levels):  # nested: each class of level i within one class of level i - 1
+        pairs = np.unique(codes[i] * len(classes[i - 1]) + codes[i - 1])
+        fine, coarse = pairs // len(classes[i - 1]), pairs % len(classes[i - 1])
+        split = np.flatnonzero(np.bincount(fine) > 1)
+        if split.size:
+            f = split[0]
+            raise ValueError(
+                f"the levels are not nested: class {classes[i][f]!r} of level {columns[i]!r} lies in "
+                f"{(fine == f).sum()} classes of level {columns[i - 1]!r} "
+                f"({', '.join(repr(classes[i - 1][c]) for c in coarse[fine == f][:5])})"
+                f"{f' (and {split.size - 1} other class(es) alike)' if split.size > 1 else ''}; give the levels "
+                "coarse to fine with every finer class inside one coarser class, e.g. make the fine labels unique "
+                "per coarse class ('lineage/cell_type')")
+    return cols[-1], Levels(codes, classes, [str(c) for c in columns], weights)
+
+
+def level_sum(relevance_of, y_codes, levels=None):
+    """F = sum_l v_l r(C_l): a class relevance ``relevance_of(codes)`` summed over the levels of hierarchical
+    labels (:class:`Levels`), or ``relevance_of(y_codes)`` without levels.
+
+    For nested levels C_1 (coarse) ... C_L (fine) and the information, the chain rule gives
+    ``I(X; C_l) = sum_{k <= l} I(X; C_k | C_{k-1})``, so F = sum_k (v_k + ... + v_L) I(X; C_k | C_{k-1}): what a
+    gene tells about the classes of level k within level k - 1 counts with the weights of level k and of every
+    finer level.  With the default v_l = 1 / L the between-lineage information of a two-level hierarchy counts
+    fully and the within-lineage information half (the finest level alone counts both fully).
+    """
+    if levels is None:
+        return relevance_of(y_codes)
+    return sum(v * relevance_of(c) for v, c in zip(levels.weights, levels.codes))
 
 
 def warn_constant(constant, feature_names):
@@ -305,13 +421,18 @@ def within_batch_standardized(X, batch):
     return out
 
 
-def information_relevance(table, y_codes, base):
-    """F_i = I(X_i; C) of the genes of ``table`` (its weights, e.g. class-balanced, included), in ``base``."""
-    return _info.class_relevance(table, y_codes) / np.log(base)
+def information_relevance(table, y_codes, base, levels=None):
+    """F_i = I(X_i; C) of the genes of ``table`` (its weights, e.g. class-balanced, included), in ``base``;
+    with hierarchical labels (:class:`Levels`) F_i = sum_l v_l I(X_i; C_l) (:func:`level_sum`), the table's
+    sample weights (those of the finest level) kept for every level."""
+    if levels is None:
+        return _info.class_relevance(table, y_codes) / np.log(base)
+    return level_sum(lambda c: _info.class_relevance(table.regrouped(c)), y_codes, levels) / np.log(base)
 
 
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
-                             rows=None, dtype=np.float64, class_weight=None, working_bytes=0, batch=None):
+                             rows=None, dtype=np.float64, class_weight=None, working_bytes=0, batch=None,
+                             levels=None):
     """Redundancy Q (|Pearson| or MI) and relevance F of the genes of X -- the one place selectors get them.
 
     ``relevance`` is a kind ("mi", "hall", "mst", "mst_cpx") or a precomputed vector; the defaults follow
@@ -321,7 +442,9 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     ``working_bytes``: the memory the caller needs on top of Q (e.g. its solver), so that the guard
     refuses the whole operation before Q is computed rather than after.  ``batch`` (:class:`Batches`): MI
     measures ``sum_b w_b I_b`` (:func:`info_table`), |Pearson| and Hall's relevance on the genes standardised
-    within each batch (:func:`within_batch_standardized`); the MST relevances refuse it.
+    within each batch (:func:`within_batch_standardized`); the MST relevances refuse it.  ``levels``
+    (:class:`Levels`, hierarchical labels): F = sum_l v_l F(C_l) (:func:`level_sum`) for every relevance kind;
+    Q and the class weights use the finest level ``y_codes``; a precomputed vector refuses it.
     Returns ``(Q, F, relevance_name, code_table_or_None)``."""
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}; choose one of {SIMILARITIES}")
@@ -354,12 +477,15 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
             Q = _corr.abs_pearson(X, rows=rows, dtype=dtype)
     if isinstance(relevance, str):
         if relevance == "mi":
-            F = information_relevance(table, y_codes, base)
+            F = information_relevance(table, y_codes, base, levels)
         elif relevance in ("hall", "mst", "mst_cpx"):  # the continuous-data relevances of measures.relevance
-            F = measures.relevance(X, y_codes, kind=relevance, base=base)
+            F = level_sum(lambda c: measures.relevance(X, c, kind=relevance, base=base), y_codes, levels)
         else:
             raise ValueError(f"unknown relevance {relevance!r}; choose one of {RELEVANCES} or pass a vector")
     else:
+        if levels is not None:
+            raise ValueError("a precomputed relevance vector with hierarchical labels: the levels would be ignored; "
+                             "pass relevance='mi' (or another kind) to sum it over the levels, or 1-D labels")
         F = np.asarray(relevance, dtype=np.float64)
         if F.shape != (m,):
             raise ValueError(f"relevance vector has shape {F.shape}; expected ({m},), one value per gene")

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import measures
-from .._docs import BATCH_DOC, N_BINS_DOC, append_doc
+from .._docs import BATCH_DOC, HIERARCHY_DOC, N_BINS_DOC, Y_HIERARCHY_DOC, append_doc
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
 from .._selection import Selection, rank_by_weight
@@ -64,6 +64,7 @@ from ._common import (
     BATCH_DISCRETIZATIONS,
     BATCH_WEIGHTS,
     check_batch,
+    check_levels,
     forced_first,
     info_table,
     information_relevance,
@@ -110,16 +111,23 @@ def pick_best(scores, relevance, available):
 
 
 def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None, batch=None, batch_weights="size",
-           batch_discretization="per_batch"):
+           batch_discretization="per_batch", groupby_weights=None, hierarchical=False):
+    """Validated inputs, the class-grouped code table and F; ``hierarchical``: the method sums F over the levels of a
+    2-D ``y`` (:func:`check_levels`), else a 2-D ``y`` is refused by :func:`prepare`.  Returns
+    ``(X, y_codes, classes, constant, strata, by_class, F, params)`` with ``params`` recording batches and levels."""
     base = check_base(base)
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
+    levels = None
+    if hierarchical:
+        y, levels = check_levels(y, X, groupby_weights)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
     by_class = info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
                           grouped=True, batch=strata)
-    F = information_relevance(by_class, y_codes, base)
+    F = information_relevance(by_class, y_codes, base, levels)
     F[constant] = 0.0
-    return X, y_codes, classes, constant, strata, by_class, F
+    params = {**({} if strata is None else strata.params()), **({} if levels is None else levels.params())}
+    return X, y_codes, classes, constant, strata, by_class, F, params
 
 
 def greedy_mi(codes, levels, y_codes, criterion, n_select, *, base=2.0, candidates=None, F=None, table=None,
@@ -210,10 +218,11 @@ def _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, u
 
 
 def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, feature_names, class_weight=None,
-                     preselected=None, **batch_options):
+                     preselected=None, **options):
     t0 = time.perf_counter()
-    X, y_codes, classes, constant, strata, by_class, F = _setup(X, y, feature_names, discretization, n_bins, base,
-                                                                class_weight, **batch_options)
+    X, y_codes, classes, constant, strata, by_class, F, recorded = _setup(
+        X, y, feature_names, discretization, n_bins, base, class_weight, **options,
+        hierarchical=method in ("mrmr_mid", "mrmr_miq"))
     codes, levels, weights = by_class.codes, by_class.n_levels, by_class.weights
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
@@ -230,8 +239,7 @@ def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, featur
     greedy_score = np.full(m, np.nan)
     greedy_score[order] = scores
     params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, n_ranked=int(n_rank),
-                  class_weight=class_weight, **preselected_record(P, feature_names),
-                  **({} if strata is None else strata.params()))
+                  class_weight=class_weight, **preselected_record(P, feature_names), **recorded)
     diagnostics = dict(n_classes=int(classes.size), n_constant=int(constant.sum()),
                        seconds_total=time.perf_counter() - t0)
     return Selection(method, weights, order, n_genes=n_genes, params=params, diagnostics=diagnostics, relevance=F,
@@ -244,8 +252,7 @@ _PARAMS_DOC = """
     ----------
     X : array-like or sparse, shape (n_samples, n_genes)
         Expression (continuous; or integer codes with ``discretization=None``).
-    y : array-like, shape (n_samples,)
-        Class labels.
+    {y_doc}
     n_genes : int, optional
         Number of genes to select greedily (default :data:`DEFAULT_N_RANKED`, capped at the number of genes).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
@@ -260,6 +267,7 @@ _PARAMS_DOC = """
         given order, and adds the rest given them -- every sum over S in the criterion includes them, exactly
         as if the search had picked them first.  They count towards ``n_genes``.
     {batch_doc}
+    {groupby_weights}
     random_state : ignored (deterministic); accepted so every selector has the same signature, and validated
         (an invalid value such as -1 or "abc" is an error, as for the random methods).
     feature_names : sequence of str, optional
@@ -276,24 +284,26 @@ _PARAMS_DOC = """
 def mrmr_mid(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretization: str | None = "mean_sd",
              n_bins: int = 3, base: float = 2, class_weight: str | None = None,
              preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
-             batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+             batch_weights: str = "size", batch_discretization: str = "per_batch",
+             groupby_weights: ArrayLike | None = None, random_state: SeedLike = 0,
              feature_names: Sequence[str] | None = None) -> Selection:
     """mRMR, difference form (MID): max I(X_j; C) - mean_{s in S} I(X_j; X_s) (Peng, Long & Ding 2005, eq. 7)."""
     return _greedy_selector("mrmr_mid", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
                             preselected, batch=batch, batch_weights=batch_weights,
-                            batch_discretization=batch_discretization)
+                            batch_discretization=batch_discretization, groupby_weights=groupby_weights)
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def mrmr_miq(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretization: str | None = "mean_sd",
              n_bins: int = 3, base: float = 2, class_weight: str | None = None,
              preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
-             batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
+             batch_weights: str = "size", batch_discretization: str = "per_batch",
+             groupby_weights: ArrayLike | None = None, random_state: SeedLike = 0,
              feature_names: Sequence[str] | None = None) -> Selection:
     """mRMR, quotient form (MIQ): max I(X_j; C) / mean_{s in S} I(X_j; X_s) (Ding & Peng 2005)."""
     return _greedy_selector("mrmr_miq", X, y, n_genes, discretization, n_bins, base, feature_names, class_weight,
                             preselected, batch=batch, batch_weights=batch_weights,
-                            batch_discretization=batch_discretization)
+                            batch_discretization=batch_discretization, groupby_weights=groupby_weights)
 
 
 @parameter_constraints(**_CONSTRAINTS)
@@ -320,34 +330,45 @@ def cife(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretizat
                             batch_discretization=batch_discretization)
 
 
-for _f in (mrmr_mid, mrmr_miq, jmi, cife):
-    append_doc(_f, _PARAMS_DOC, n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)
+#: ``y`` of the criteria with a conditional class term (JMI, CIFE): one level of labels
+_Y_DOC = """
+y : array-like, shape (n_samples,)
+    Class labels (one level: the criterion conditions on the classes, so hierarchical labels are refused).
+"""
+
+for _f in (mrmr_mid, mrmr_miq):
+    append_doc(_f, _PARAMS_DOC, n_bins=N_BINS_DOC, batch_doc=BATCH_DOC, y_doc=Y_HIERARCHY_DOC,
+               groupby_weights=HIERARCHY_DOC)
+for _f in (jmi, cife):
+    append_doc(_f, _PARAMS_DOC, n_bins=N_BINS_DOC, batch_doc=BATCH_DOC, y_doc=_Y_DOC, groupby_weights="")
 
 
 @parameter_constraints(**_CONSTRAINTS)
 def maxrel(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, discretization: str | None = "mean_sd",
            n_bins: int = 3, base: float = 2, class_weight: str | None = None,
            preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
-           batch_discretization: str = "per_batch", random_state: SeedLike = 0,
-           feature_names: Sequence[str] | None = None) -> Selection:
+           batch_discretization: str = "per_batch", groupby_weights: ArrayLike | None = None,
+           random_state: SeedLike = 0, feature_names: Sequence[str] | None = None) -> Selection:
     """Max-relevance: rank every gene by I(X_j; C) (Peng, Long & Ding 2005, eq. 4).
 
     ``weights`` = I(X_j; C) in bits; ties by index; constant genes rank last.  Parameters as in
     :func:`mrmr_mid`, except that the ranking covers every gene.  ``preselected`` genes rank first in the
     given order; the rest keep their MaxRel order, because the criterion has no term in the selected set
     S (I(X_j; C) is the same given any S), so ranking the rest given the forced genes changes nothing.
-    With ``batch``, F = sum_b w_b I_b(X_j; C) (see :func:`mrmr_mid`).
+    With ``batch``, F = sum_b w_b I_b(X_j; C) (see :func:`mrmr_mid`); with hierarchical labels (a 2-D ``y``,
+    coarse to fine), F = sum_l v_l I(X_j; C_l) (``groupby_weights``, see :func:`mrmr_mid`).
     """
     t0 = time.perf_counter()
-    X, y_codes, classes, constant, strata, _, F = _setup(X, y, feature_names, discretization, n_bins, base,
-                                                         class_weight, batch, batch_weights, batch_discretization)
+    X, y_codes, classes, constant, strata, _, F, recorded = _setup(
+        X, y, feature_names, discretization, n_bins, base, class_weight, batch, batch_weights, batch_discretization,
+        groupby_weights, hierarchical=True)
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
     P = resolve_preselected(preselected, m, feature_names, n_genes, constant)
     ranking = np.concatenate([rank_by_weight(F, F, candidates=np.flatnonzero(~constant)), np.flatnonzero(constant)])
     ranking = forced_first(ranking, P)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, n_genes=n_genes, class_weight=class_weight,
-                  **preselected_record(P, feature_names), **({} if strata is None else strata.params()))
+                  **preselected_record(P, feature_names), **recorded)
     diagnostics = dict(n_classes=int(classes.size), n_constant=int(constant.sum()),
                        seconds_total=time.perf_counter() - t0)
     return Selection("maxrel", F.copy(), ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,

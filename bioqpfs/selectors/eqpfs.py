@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import measures
-from .._docs import BATCH_DOC, doc_params
+from .._docs import BATCH_DOC, HIERARCHY_DOC, Y_HIERARCHY_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels import simplex_qp
 from .._kernels.psd import PSD_FIXES
@@ -26,6 +26,7 @@ from ._common import (
     BATCH_DISCRETIZATIONS,
     BATCH_WEIGHTS,
     check_batch,
+    check_levels,
     discretized,
     information_relevance,
     prepare,
@@ -61,7 +62,7 @@ def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2, batch=None):
     return H
 
 
-@doc_params(batch_doc=BATCH_DOC)
+@doc_params(batch_doc=BATCH_DOC, y_doc=Y_HIERARCHY_DOC, groupby_weights=HIERARCHY_DOC)
 @parameter_constraints(
     alpha=Interval("real", 0, None, closed="neither", none=True), beta=Interval("real", 0, None),
     lam=Interval("real", 0, None, none=True), discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"),
@@ -72,15 +73,15 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
           lam: float | None = None, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
           solver: str = "auto", psd_fix: str = "shift", preselected: Sequence[str | int] | None = None,
           preselected_share: float | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
-          batch_discretization: str = "per_batch", random_state: SeedLike = 0,
-          feature_names: Sequence[str] | None = None) -> Selection:
+          batch_discretization: str = "per_batch", groupby_weights: ArrayLike | None = None,
+          random_state: SeedLike = 0, feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with convexified EQPFS (eq. 13 of Nguyen et al. 2014).
 
     Parameters
     ----------
     X : array-like or sparse, shape (n_samples, n_genes)
-    y : array-like, shape (n_samples,)
-        Class labels.
+    {y_doc}
+        With hierarchical labels only f is summed over the levels; H2 conditions on the finest level.
     n_genes : int, optional
         Panel size.
     alpha : float > 0, optional
@@ -106,6 +107,7 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
         Forced genes, as in :func:`bioqpfs.qpfs`.
     {batch_doc}
         H1, H2 and f are all within-batch averages.
+    {groupby_weights}
     random_state : ignored (deterministic); validated like every selector's (an invalid value is an error).
     feature_names : sequence of str, optional
 
@@ -117,6 +119,7 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     """
     t0 = time.perf_counter()
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
+    y, hierarchy = check_levels(y, X, groupby_weights)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
@@ -128,13 +131,15 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     m = keep.size
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
 
-    if strata is None:
+    if strata is None and hierarchy is None:
         codes, levels = measures.codes_and_levels(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
         f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
     else:
         codes, levels = discretized(X[:, keep], discretization, n_bins, y_codes, strata)
-        f = information_relevance(_info.CodeTable(codes, levels, groups=y_codes, strata=strata.codes,
-                                                  strata_weights=strata.weights), y_codes, base)
+        f = information_relevance(_info.CodeTable(codes, levels, groups=y_codes,
+                                                  strata=None if strata is None else strata.codes,
+                                                  strata_weights=None if strata is None else strata.weights),
+                                  y_codes, base, hierarchy)
     H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base, batch=strata)
     check_informative("eqpfs", f, dict(discretization=discretization))  # before alpha and lambda fail on it
     t_measures = time.perf_counter() - t0
@@ -168,6 +173,8 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     params.update(preselected_params(P_all, feature_names, share))
     if strata is not None:
         params.update(strata.params())
+    if hierarchy is not None:
+        params.update(hierarchy.params())
     diagnostics = dict(h_bar=h_bar, f_bar=f_bar, redundancy_min_eigenvalue=H_min, **solve_diag,
                        n_constant=int(constant.sum()), constant_genes=[int(i) for i in np.flatnonzero(constant)],
                        n_classes=int(classes.size), seconds_measures=t_measures, seconds_solve=t_solve,

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import measures
-from .._docs import BATCH_DOC, N_BINS_DOC, RANDOM_STATE_DOC, doc_params
+from .._docs import BATCH_DOC, HIERARCHY_DOC, N_BINS_DOC, RANDOM_STATE_DOC, Y_HIERARCHY_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels.psd import PSD_FIXES, apply_psd_fix, min_eigenvalue_with_safety
 from .._selection import Selection
@@ -50,6 +50,7 @@ from ._common import (
     RELEVANCES,
     SIMILARITIES,
     check_batch,
+    check_levels,
     prepare,
     resolve_preselected,
     similarity_and_relevance,
@@ -120,7 +121,8 @@ def _relevance_of_kept(relevance, m_total, keep):
                      "(as bioqpfs.measures.relevance(X, y) returns it)")
 
 
-@doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC, random_state=RANDOM_STATE_DOC)
+@doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC, random_state=RANDOM_STATE_DOC, y_doc=Y_HIERARCHY_DOC,
+            groupby_weights=HIERARCHY_DOC)
 @parameter_constraints(
     similarity=Options(*SIMILARITIES), alpha=Interval("real", 0, 1, none=True), discretization=Options(*measures.DISCRETIZATIONS),
     n_bins=Interval("integer"), solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES),
@@ -134,8 +136,8 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
          nystrom_rate: float | None = None, eig_threshold: float = 0.0, nystrom_qp: str = "auto",
          preselected: Sequence[str | int] | None = None, preselected_share: float | None = None,
          class_weight: str | None = None, batch: ArrayLike | None = None, batch_weights: str = "size",
-         batch_discretization: str = "per_batch", random_state: SeedLike = 0,
-         feature_names: Sequence[str] | None = None) -> Selection:
+         batch_discretization: str = "per_batch", groupby_weights: ArrayLike | None = None,
+         random_state: SeedLike = 0, feature_names: Sequence[str] | None = None) -> Selection:
     """Rank genes with QPFS (exact, or QPFS+Nystrom).
 
     Parameters
@@ -144,8 +146,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
         Expression (continuous; or integer codes with ``discretization=None``).  Array support: numpy,
         scipy.sparse, and a Dask array chunked by samples (numpy or CSR chunks; MI similarity with
         ``discretization="mean_sd"``, exact and Nystrom), counted chunk by chunk -- README "Large data (Dask)".
-    y : array-like, shape (n_samples,)
-        Class labels (any hashable values; at least 2 classes).
+    {y_doc}
     n_genes : int, optional
         Panel size; marks ``Selection.selected``.  The ranking always covers every gene.
     similarity : {"mi", "correlation"}
@@ -227,6 +228,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
         weighs ``N / (C n_c)``), so a rare cell type is as relevant as a common one.  Goes beyond the
         paper, which estimates the MI with the empirical class frequencies (``None``).  MI only.
     {batch_doc}
+    {groupby_weights}
     {random_state}
         Seeds the Nystrom row sample (exact QPFS is deterministic).
     feature_names : sequence of str, optional
@@ -245,6 +247,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
     """
     t0 = time.perf_counter()
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
+    y, levels = check_levels(y, X, groupby_weights)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     if strata is not None and nystrom_rate is not None and similarity != "mi":
         raise ValueError("QPFS+Nystrom with batch= needs similarity='mi' (the landmark rows of the |correlation| "
@@ -271,7 +274,8 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
         Q, F, relevance_used, _ = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                             discretization=discretization, n_bins=n_bins, base=base,
                                             need_full=True, dtype=dtype, class_weight=class_weight,
-                                            working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
+                                            working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata,
+                                            levels=levels)
         t_measures = time.perf_counter() - t0
         a_hat, q_bar, f_bar = alpha_hat(Q, F)
         alpha_used = a_hat if alpha is None else float(alpha)
@@ -284,7 +288,8 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
     else:
         _, F, relevance_used, table = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                                 discretization=discretization, n_bins=n_bins, base=base,
-                                                need_full=False, class_weight=class_weight, batch=strata)
+                                                need_full=False, class_weight=class_weight, batch=strata,
+                                                levels=levels)
         t_measures = time.perf_counter() - t0
         t1 = time.perf_counter()
         x, alpha_used, a_hat, q_bar, f_bar, solve_diag = nystrom_qpfs(
@@ -299,6 +304,8 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
                   psd_fix=psd_fix, n_genes=n_genes, class_weight=class_weight)
     if strata is not None:
         params.update(strata.params())
+    if levels is not None:
+        params.update(levels.params())
     if nystrom_rate is not None:
         params.update(nystrom_rate=float(nystrom_rate), eig_threshold=float(eig_threshold), nystrom_qp=nystrom_qp)
     params.update(preselected_params(P_all, feature_names, share))

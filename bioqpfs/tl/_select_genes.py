@@ -22,8 +22,9 @@ from .._anndata import (
 from .._io import to_storable
 from .._jit import announce_compilation
 from .._kernels.counting_dask import is_dask_array
-from .._registry import batch_methods, method_function, resolve_method, result_key, select
+from .._registry import batch_methods, check_levels_supported, method_function, resolve_method, result_key, select
 from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
+from ..selectors._common import check_levels
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -132,7 +133,8 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
         raise ValueError(f"n_genes='auto' compares panel sizes {list(AUTO_N_GENES)} (capped by the {n_candidates} "
                          f"candidate genes{f' and the {n_forced} preselected ones' if n_forced else ''}), which "
                          f"leaves the single size {sizes[0]}: nothing to choose; pass an integer n_genes")
-    smallest = int(pd.Series(np.asarray(labels, dtype=object)).value_counts().min())
+    finest = labels.iloc[:, -1] if isinstance(labels, pd.DataFrame) else labels  # folds stratify by the finest level
+    smallest = int(pd.Series(np.asarray(finest, dtype=object)).value_counts().min())
     cv = AUTO_FOLDS if smallest >= AUTO_FOLDS else None   # None: error_curve's choice from the class sizes
     curve = evaluate.error_curve(adata, groupby, [(method, dict(params))], n_genes=sizes, cv=cv,
                                  random_state=random_state, layer=layer, use_raw=use_raw, mask_var=mask_var,
@@ -148,7 +150,7 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
 
 
 @one_labels_warning()   # labels checked here (named by column) and again by the selector: warn once
-def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_genes: int | Literal["auto"] = 50,
+def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | None = None, n_genes: int | Literal["auto"] = 50,
                  similarity: Literal["mi", "correlation"] = "mi", layer: str | None = None,
                  use_raw: bool | None = None, mask_var: MaskLike = None, preselected: Sequence[str] | None = None,
                  batch_key: str | None = None, key_added: str | None = None, copy: bool = False, random_state: SeedLike = 0,
@@ -172,8 +174,17 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
         (``adata.obs = adata.obs.to_memory()``, the same for ``.var``; X stays lazy).  A view (``adata[mask]``) is
         turned into an actual AnnData in place, with a warning, as scanpy's tools do (the AnnData it
         was taken from is not changed); with ``copy=True`` the view is left as it is.
-    groupby : str
-        Column of ``adata.obs`` with the classes the panel must separate.
+    groupby : str or list of str
+        Column of ``adata.obs`` with the classes the panel must separate.  A list of columns, coarse to fine
+        (e.g. ``["lineage", "cell_type"]``), gives hierarchical labels: the class relevance becomes
+        ``F_i = sum_l v_l I(X_i; C_l)``, with ``groupby_weights=[v_1, ...]`` through ``**method_params``
+        (default 1/L each; see :func:`bioqpfs.qpfs`), so genes that separate the coarse groups count beyond
+        their share of the fine classes.  The levels must be nested (each fine class inside one coarse class).
+        Only the methods of :func:`bioqpfs.hierarchy_methods` take it (qpfs, eqpfs, maxrel, mrmr_mid,
+        mrmr_miq; the default recipe does not: name a method); everything else -- class weights,
+        ``n_genes="auto"``'s folds and classifier -- uses the finest level.  ``.uns[key]["params"]`` records
+        ``groupby`` (the list), ``groupby_levels`` and ``groupby_weights`` (normalised).  README
+        "Hierarchical labels".
     method : str, optional
         ``None`` (default): the benchmarked default panel recipe, :data:`bioqpfs.DEFAULT_PANEL` (README
         "Panel quality"); its parameters can be overridden through ``**method_params``.  A method name
@@ -302,6 +313,9 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
     source = check_use_raw(adata, layer, use_raw)[1]
     mask = check_mask(adata, mask_var)
     labels = obs_labels(adata, groupby)
+    check_levels_supported(method, labels, preset)
+    if isinstance(labels, pd.DataFrame):  # hierarchical labels: nesting and weights checked before any work
+        check_levels(labels, adata, params.get("groupby_weights"))
     key = result_key(named, key_added)
     stale = _check_key(adata, key)
     duplicated = _warn_duplicated_names(adata)
@@ -320,7 +334,9 @@ def select_genes(adata: AnnData, groupby: str, *, method: str | None = None, n_g
                                       progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, logg=logg,
                                       batch_key=batch_key)
     with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info) as jit:
-        sel = select(Xm, labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array,
+        y = labels if isinstance(labels, pd.DataFrame) else \
+            labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array
+        sel = select(Xm, y,
                      method=method, n_genes=n_genes, random_state=random_state, feature_names=genes[mask],
                      **params, **({} if batch is None else {"batch": batch}))
     if jit["compiled"]:

@@ -247,3 +247,30 @@ test_that("block = (scran's name) gives batch-aware statistics: a vector or a co
     expect_error(selectGenes(se, "type", method = "qpfs", block = "site"), "block = \"site\" is not a column")
     expect_error(selectGenes(t$m, t$cls, method = "random", block = donor), "does not take batch_key")
 })
+
+test_that("hierarchical labels: several colData columns (coarse to fine) or a data frame of levels", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    lineage <- ifelse(t$cls == "C", "L2", "L1")   # A and B in one lineage, C in the other
+    se <- toySE()
+    SummarizedExperiment::colData(se)$lineage <- lineage
+    out <- selectGenes(se, c("lineage", "type"), method = "qpfs", nGenes = 5)
+    params <- metadata(out)$qpfs$params
+    expect_identical(params$groupby, c("lineage", "type"))
+    expect_identical(params$groupby_levels, c("lineage", "type"))
+    expect_equal(params$groupby_weights, c(0.5, 0.5))
+    byFrame <- selectGenes(t$m, data.frame(lineage = lineage, type = t$cls), method = "qpfs", nGenes = 5)
+    expect_identical(byFrame$qpfs_weight, SummarizedExperiment::rowData(out)$qpfs_weight)
+    expect_identical(metadata(byFrame)$qpfs$params$groupby, c("lineage", "type"))
+    ## weight 0 on the lineage: F = 0 I(X; lineage) + 1 I(X; type) is the plain relevance, bit for bit
+    plain <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5)
+    fineOnly <- selectGenes(se, c("lineage", "type"), method = "qpfs", nGenes = 5, groupby_weights = c(0, 1))
+    expect_identical(SummarizedExperiment::rowData(fineOnly)$qpfs_weight, plain$qpfs_weight)
+    coarseOnly <- selectGenes(se, c("lineage", "type"), method = "qpfs", nGenes = 5, groupby_weights = c(1, 0))
+    expect_false(identical(SummarizedExperiment::rowData(coarseOnly)$qpfs_weight, plain$qpfs_weight))
+    expect_error(selectGenes(se, c("lineage", "nope"), method = "qpfs"), "labels = \"nope\" is not a column")
+    expect_error(selectGenes(se, c("batch", "type"), method = "qpfs"), "not nested: class 'A' of level 'type'")
+    expect_error(selectGenes(se, c("lineage", "type")), "does not take hierarchical labels")
+    expect_error(selectGenes(se, c("lineage", "type"), method = "qpfs", groupby_weights = c(1, 2, 3)),
+                 "groupby_weights has 3 value")
+})
