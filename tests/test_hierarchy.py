@@ -342,3 +342,25 @@ def test_panel_plot_groups_by_the_finest_recorded_level():
     axes = bioqpfs.pl.panel(adata, "maxrel", show=False)
     labels = [t.get_text() for t in axes["mainplot_ax"].get_yticklabels()]
     assert labels == sorted(set(adata.obs["cell_type"]))
+
+
+# ---- Dask / backed X: the levels are counted chunk by chunk like the finest level ---------------------------
+def test_levels_on_a_dask_x_and_a_backed_anndata_equal_in_memory(tmp_path):
+    """Regrouping a Dask code table by each level keeps the Dask counting backend (it used to hand the backend a
+    numpy array and fail); tl on a backed h5ad read in sample chunks gives the in-memory panel."""
+    import dask.array as da
+
+    X, y = _planted()
+    mem = bioqpfs.select(X, y, method="qpfs", n_genes=5, discretization="mean_sd")
+    lazy = bioqpfs.select(da.from_array(X, chunks=(70, X.shape[1])), y, method="qpfs", n_genes=5,
+                          discretization="mean_sd")
+    np.testing.assert_allclose(lazy.weights, mem.weights, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(lazy.ranking, mem.ranking)
+    adata = _adata()
+    adata.write_h5ad(tmp_path / "a.h5ad")
+    bioqpfs.tl.select_genes(adata, ["lineage", "cell_type"], method="qpfs", n_genes=5, discretization="mean_sd")
+    backed = ad.read_h5ad(tmp_path / "a.h5ad", backed="r")
+    bioqpfs.tl.select_genes(backed, ["lineage", "cell_type"], method="qpfs", n_genes=5, discretization="mean_sd",
+                            chunk_size=40)
+    assert list(backed.uns["qpfs"]["selected"]) == list(adata.uns["qpfs"]["selected"])
+    np.testing.assert_allclose(backed.var["qpfs_weight"], adata.var["qpfs_weight"], rtol=0, atol=1e-12)

@@ -163,8 +163,8 @@ class CodeTable:
 
     def regrouped(self, groups):
         """The same codes, weights and strata with other ``groups`` (None: pooled counts)."""
-        return CodeTable(self.codes, self.n_levels, groups=groups, weights=self.weights, backend=type(self.backend),
-                         strata=self.strata, strata_weights=self.strata_weights)
+        return CodeTable(self.backend.native_codes, self.n_levels, groups=groups, weights=self.weights,
+                         backend=type(self.backend), strata=self.strata, strata_weights=self.strata_weights)
 
     def stratum_tables(self):
         """``[(w_b, table_b, rows_b)]``: the table of every stratum's samples (same bin layout, groups and weights
