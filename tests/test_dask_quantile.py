@@ -13,7 +13,11 @@ import scipy.sparse as sp
 
 from bioqpfs._kernels import discretize
 from bioqpfs._kernels.discretize_dask import (
-    _float_keys, _key_values, dask_codes, dask_order_statistics, dask_quantile_edges,
+    _float_keys,
+    _key_values,
+    dask_codes,
+    dask_order_statistics,
+    dask_quantile_edges,
 )
 
 RULES = {"quantile": discretize.quantile_codes, "zero_quantile": discretize.zero_quantile_codes}

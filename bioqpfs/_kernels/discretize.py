@@ -22,7 +22,7 @@ from .correlation import EXTREME_EXP, column_scales
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
-           "MDL_MAX_LEVELS", "codes_from_edges", "zero_quantile_rule", "bin_presence", "bin_ranks"]
+           "MDL_MAX_LEVELS", "codes_from_edges", "zero_quantile_rule", "check_n_bins", "bin_presence", "bin_ranks"]
 
 MAX_LEVELS = 255  # codes are uint8
 #: the rules of :func:`codes` (``None``: the input already holds integer levels)
@@ -65,7 +65,8 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
         Validated expression (:func:`bioqpfs._validation.check_matrix`: float32/float64, CSR/CSC), or
         integer codes (any integer dtype) for ``discretization=None``, which are used as they are.  A Dask
         array (chunked by samples; numpy or scipy.sparse chunks) gives lazy Dask codes
-        (:mod:`bioqpfs._kernels.discretize_dask`: ``"mean_sd"`` only for now).
+        (:mod:`bioqpfs._kernels.discretize_dask`: ``"mean_sd"``, ``"quantile"`` and ``"zero_quantile"``, the
+        same codes as in memory; ``"auto"`` resolves by a pass counting the zeros).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         ``"mean_sd"``: :func:`mean_sd_codes` (QPFS section 2.5); ``"quantile"``: :func:`quantile_codes`;
         ``"zero_quantile"``: :func:`zero_quantile_codes`; ``"mdl"``: :func:`mdl_codes` (needs ``y_codes``);
@@ -252,7 +253,7 @@ def quantile_codes(X, n_bins):
 
     Bins are right-closed; ties can leave a bin empty, in which case the gene gets fewer levels.
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     q = np.arange(1, n_bins) / n_bins
     m = X.shape[1]
     edges = np.empty((n_bins - 1, m))
@@ -262,7 +263,8 @@ def quantile_codes(X, n_bins):
     return codes, _compact_inplace(codes, n_bins)
 
 
-def _check_n_bins(n_bins):
+def check_n_bins(n_bins):
+    """``n_bins`` as an int, or a clear error: an integer between 2 and :data:`MAX_LEVELS` (codes are uint8)."""
     if isinstance(n_bins, (bool, np.bool_)) or not isinstance(n_bins, (int, np.integer)):
         raise TypeError(f"n_bins must be an integer between 2 and {MAX_LEVELS}, got {n_bins!r}")
     if not 2 <= n_bins <= MAX_LEVELS:
@@ -282,7 +284,7 @@ def zero_quantile_codes(X, n_bins):
     :func:`quantile_codes`.  Sparse input is read column by column without densifying it.  The codes are
     :func:`zero_quantile_rule` of the edges (the rule the Dask path applies per sample chunk).
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     n, m = X.shape
     edges = np.full((n_bins - 1, m), np.inf)
     offset = np.ones(m, dtype=np.uint8)

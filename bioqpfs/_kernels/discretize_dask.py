@@ -32,7 +32,8 @@ magnitudes, subnormals and negative values need no care):
    single-cell values) close it at once (``lo == hi``: the value); a target whose bracket holds at most ``L``
    values gets them in that pass instead (sorted on the driver: exact).  A bracket's key width falls by ``H``
    each pass (at most ``ceil(64 / log2 H)`` passes); in practice one histogram pass and one collection pass
-   (40,000 x 300 log1p counts: 3 passes in all), each chunk's non-zero entries read once per pass;
+   (40,000 x 300 sparse log1p counts: 2 passes for the ``"zero_quantile"`` edges, 3 for ``"quantile"``, against
+   2 for the mean +- sd thresholds), each chunk's non-zero entries read once per pass;
 3. one pass: which bins are used (empty bins are removed, as in memory); the codes stay lazy, as above.
 
 Memory: per pass the chunk results hold ``24 H`` bytes per histogram target and 24 bytes per collected value,
@@ -407,7 +408,7 @@ def dask_codes(X, discretization, *, n_bins=3, _search=None):
             edges = np.vstack([mean - sd, mean + sd]) * s
         return _lazy_codes(X, partial(_disc.codes_from_edges, edges=edges), 3)
     if discretization in ("quantile", "zero_quantile"):
-        n_bins = _disc._check_n_bins(n_bins)
+        n_bins = _disc.check_n_bins(n_bins)
         zero = discretization == "zero_quantile"
         edges, offset, _ = dask_quantile_edges(X, n_bins, nonzero_only=zero, **(_search or {}))
         rule = partial(_disc.zero_quantile_rule, edges=edges, offset=offset) if zero else \
