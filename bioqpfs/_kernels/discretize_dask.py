@@ -220,10 +220,12 @@ def _combine_range(*parts):
     return np.stack([p[:, 0].sum(axis=0), p[:, 1].min(axis=0), p[:, 2].max(axis=0)])
 
 
-def _chunk_refine(x, *, with_zeros, gene, lo, hi, shift, collect, H):
-    """One chunk's share of a refinement pass over targets ``t`` (gene ``gene[t]``, bracket ``[lo[t], hi[t]]``):
-    for a histogram target (``~collect[t]``) the count, smallest and largest key of each of its ``H`` bins
-    ``(key - lo) >> shift``; for a collected target every (target, key, multiplicity) in its bracket."""
+def _chunk_refine(x, targets, *, with_zeros, H):
+    """One chunk's share of a refinement pass over ``targets = (gene, lo, hi, shift, collect)``: target t (gene
+    ``gene[t]``, bracket ``[lo[t], hi[t]]``) gets, if a histogram target (``~collect[t]``), the count, smallest
+    and largest key of each of its ``H`` bins ``(key - lo) >> shift``; if collected, every (target, key,
+    multiplicity) in its bracket."""
+    gene, lo, hi, shift, collect = targets
     genes, keys, n_zero = _chunk_entries(x)
     hist = np.flatnonzero(~collect)
     slot = np.full(gene.size, -1, dtype=np.int64)  # a target's row among the histograms
@@ -303,6 +305,8 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
     n_passes : int
         Passes over X, the first included.
     """
+    import dask
+
     gene, rank = np.asarray(gene, dtype=np.int64), np.asarray(rank, dtype=np.int64)
     n_passes = 0
     if first is None:
@@ -323,9 +327,10 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
         act, collect = act[take], collect[take]
         width = (hi[act] - lo[act]).astype(np.float64)  # rounding up only widens the bins: still < H of them
         shift = np.maximum(np.frexp(width)[1] - log2H, 0).astype(np.uint64)
-        counts, mins, maxs, (ct, ck, cw) = reduce_chunks(
-            _chunk_refine, [X], combine=_combine_refine, with_zeros=not nonzero_only, gene=gene[act], lo=lo[act],
-            hi=hi[act], shift=shift, collect=collect, H=H)
+        # the targets enter the graph once (a delayed value every chunk task depends on), not once per chunk
+        targets = dask.delayed((gene[act], lo[act], hi[act], shift, collect), pure=True, traverse=False)
+        counts, mins, maxs, (ct, ck, cw) = reduce_chunks(_chunk_refine, [X], combine=_combine_refine,
+                                                         targets=targets, with_zeros=not nonzero_only, H=H)
         n_passes += 1
         h = act[~collect]  # the bin holding the target rank becomes the bracket
         cum = np.cumsum(counts, axis=1)
