@@ -46,6 +46,7 @@ A chunk's work space is about three times its non-zero entries (keys, gene indic
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from . import discretize as _disc
 from .correlation import scaled_column_moments, scales_of_amax
@@ -170,8 +171,9 @@ _UMAX = np.uint64(2**64 - 1)
 
 def _float_keys(v):
     """Order-preserving uint64 keys of float64 values (the IEEE bits, sign bit flipped; negatives reversed)."""
-    b = np.ascontiguousarray(v, dtype=np.float64).view(np.uint64)
-    return np.where(b >= _SIGN, ~b, b | _SIGN)
+    b = np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
+    flip = (b >> 63).view(np.uint64) | _SIGN  # arithmetic shift: all bits for a negative value, else the sign bit
+    return b.view(np.uint64) ^ flip
 
 
 def _key_values(k):
@@ -220,46 +222,59 @@ def _combine_range(*parts):
     return np.stack([p[:, 0].sum(axis=0), p[:, 1].min(axis=0), p[:, 2].max(axis=0)])
 
 
+@njit(cache=True)
+def _refine_entries(genes, keys, weights, first, order, lo, hi, shift, collect, hslot, H, counts, mins, maxs,
+                    out_t, out_k, out_w, fill):
+    """The loop of :func:`_chunk_refine`: each entry (gene, key, multiplicity) against its gene's targets
+    ``order[first[g]:first[g+1]]``.  ``fill`` False: histogram targets into ``counts``/``mins``/``maxs`` and the
+    number of collected entries returned; True: the collected entries written to ``out_*``."""
+    c = 0
+    for e in range(genes.size):
+        g, k = genes[e], keys[e]
+        for j in range(first[g], first[g + 1]):
+            t = order[j]
+            if k < lo[t] or k > hi[t]:
+                continue
+            if collect[t]:
+                if fill:
+                    out_t[c], out_k[c], out_w[c] = t, k, weights[e]
+                c += 1
+            elif not fill:
+                i = hslot[t] * H + np.int64((k - lo[t]) >> shift[t])
+                counts[i] += weights[e]
+                mins[i] = min(mins[i], k)
+                maxs[i] = max(maxs[i], k)
+    return c
+
+
 def _chunk_refine(x, targets, *, with_zeros, H):
     """One chunk's share of a refinement pass over ``targets = (gene, lo, hi, shift, collect)``: target t (gene
     ``gene[t]``, bracket ``[lo[t], hi[t]]``) gets, if a histogram target (``~collect[t]``), the count, smallest
     and largest key of each of its ``H`` bins ``(key - lo) >> shift``; if collected, every (target, key,
-    multiplicity) in its bracket."""
+    multiplicity) in its bracket.  The chunk's zeros count as one entry per gene (key of 0.0, multiplicity the
+    number of zeros) when ``with_zeros``."""
     gene, lo, hi, shift, collect = targets
     genes, keys, n_zero = _chunk_entries(x)
-    hist = np.flatnonzero(~collect)
-    slot = np.full(gene.size, -1, dtype=np.int64)  # a target's row among the histograms
-    slot[hist] = np.arange(hist.size)
-    counts = np.zeros(hist.size * H)
-    mins, maxs = np.full(hist.size * H, _UMAX), np.zeros(hist.size * H, dtype=np.uint64)
-    got = ([], [], [])
-    # the targets of a gene sit in "layers" (its 1st, 2nd... target): one lookup table per layer
+    weights = np.ones(genes.size, dtype=np.int64)
+    if with_zeros:
+        z = np.flatnonzero(n_zero > 0)
+        genes = np.concatenate([genes, z])
+        keys = np.concatenate([keys, np.full(z.size, _ZERO_KEY)])
+        weights = np.concatenate([weights, n_zero[z].astype(np.int64)])
     order = np.argsort(gene, kind="stable")
-    first = np.searchsorted(gene[order], gene[order], side="left")
-    layer = np.empty(gene.size, dtype=np.int64)
-    layer[order] = np.arange(gene.size) - first
-    zero_genes = np.flatnonzero(n_zero > 0) if with_zeros else np.zeros(0, dtype=np.int64)
-    for j in range(int(layer.max()) + 1 if gene.size else 0):
-        table = np.full(x.shape[1], -1, dtype=np.int64)
-        table[gene[layer == j]] = np.flatnonzero(layer == j)
-        for t, k, w in ((table[genes], keys, None),
-                        (table[zero_genes], np.full(zero_genes.size, _ZERO_KEY), n_zero[zero_genes])):
-            keep = t >= 0
-            t, k = t[keep], k[keep]
-            w = np.ones(t.size, dtype=np.int64) if w is None else w[keep]
-            inside = (k >= lo[t]) & (k <= hi[t])
-            t, k, w = t[inside], k[inside], w[inside]
-            c = collect[t]
-            for part, v in zip(got, (t[c], k[c], w[c])):
-                part.append(v)
-            t, k, w = t[~c], k[~c], w[~c]
-            flat = slot[t] * H + ((k - lo[t]) >> shift[t]).astype(np.int64)
-            counts += np.bincount(flat, weights=w, minlength=counts.size)
-            np.minimum.at(mins, flat, k)
-            np.maximum.at(maxs, flat, k)
-    shape = (hist.size, H)
-    return (counts.astype(np.int64).reshape(shape), mins.reshape(shape), maxs.reshape(shape),
-            tuple(np.concatenate(p) if p else np.zeros(0, np.int64) for p in got))
+    first = np.searchsorted(gene[order], np.arange(x.shape[1] + 1))
+    hslot = np.cumsum(~collect) - 1  # a histogram target's row
+    n_hist = int((~collect).sum())
+    counts = np.zeros(n_hist * H, dtype=np.int64)
+    mins, maxs = np.full(n_hist * H, _UMAX), np.zeros(n_hist * H, dtype=np.uint64)
+    args = (genes, keys, weights, first, order, lo, hi, shift, collect, hslot, H, counts, mins, maxs)
+    out = [np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64)]
+    n_out = _refine_entries(*args, *out, False)
+    out = [np.empty(n_out, np.int64), np.empty(n_out, np.uint64), np.empty(n_out, np.int64)]
+    if n_out:
+        _refine_entries(*args, *out, True)
+    shape = (n_hist, H)
+    return counts.reshape(shape), mins.reshape(shape), maxs.reshape(shape), tuple(out)
 
 
 def _combine_refine(*parts):
