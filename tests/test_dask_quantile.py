@@ -198,3 +198,30 @@ def test_tl_default_recipe_on_an_anndata_with_dask_csr_x(cells):
     np.testing.assert_allclose(lazy.var["bioqpfs_weight"], mem.var["bioqpfs_weight"], rtol=0, atol=1e-12)
     np.testing.assert_array_equal(lazy.var["bioqpfs_rank"], mem.var["bioqpfs_rank"])
     assert list(lazy.uns["bioqpfs"]["selected"]) == list(mem.uns["bioqpfs"]["selected"])
+
+
+def test_the_search_never_gathers_x_and_keeps_each_pass_within_the_budget(hard, monkeypatch):
+    """Bounded memory: no Dask array (X, a column of it) is computed whole while the codes are made -- only
+    per-chunk reductions run -- and every refinement pass's combined result stays within the budget."""
+    from bioqpfs._kernels import discretize_dask
+
+    D = dask_of(hard, (50, 0, 33, 77), True)
+    sizes = []
+    reduce = discretize_dask.reduce_chunks
+
+    def recording(func, *args, **kwargs):
+        out = reduce(func, *args, **kwargs)
+        if func is discretize_dask._chunk_refine:
+            sizes.append(sum(a.nbytes for a in out[:3]) + sum(a.nbytes for a in out[3]))
+        return out
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a Dask array was computed whole")
+
+    monkeypatch.setattr(discretize_dask, "reduce_chunks", recording)
+    monkeypatch.setattr(da.Array, "compute", refuse)
+    monkeypatch.setattr(da.Array, "__array__", refuse)
+    codes, _ = dask_codes(D, "quantile", n_bins=4, _search=dict(budget=3000))
+    monkeypatch.undo()
+    assert len(sizes) > 2 and max(sizes) <= 3000
+    np.testing.assert_array_equal(codes.compute(), discretize.quantile_codes(hard, 4)[0])
