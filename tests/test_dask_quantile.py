@@ -225,3 +225,21 @@ def test_the_search_never_gathers_x_and_keeps_each_pass_within_the_budget(hard, 
     monkeypatch.undo()
     assert len(sizes) > 2 and max(sizes) <= 3000
     np.testing.assert_array_equal(codes.compute(), discretize.quantile_codes(hard, 4)[0])
+
+
+@pytest.mark.parametrize("rule", ["mean_sd", "quantile", "zero_quantile"])
+def test_csr_chunks_with_duplicate_entries_are_summed_as_in_memory(cells, rule):
+    """A non-canonical CSR chunk (each value stored as two halves) is the matrix of the sums, as check_matrix makes
+    it in memory; the chunk-wise passes read stored entries, so without canonicalising they saw two values."""
+    from bioqpfs import measures
+
+    X, _ = cells
+
+    def halves(x):
+        c = sp.csr_matrix(x)
+        return sp.csr_matrix((np.repeat(c.data / 2, 2), np.repeat(c.indices, 2), c.indptr * 2), shape=c.shape)
+
+    D = da.from_array(X, chunks=(150, X.shape[1])).map_blocks(halves, dtype=X.dtype, meta=sp.csr_matrix((0, 0)))
+    assert not halves(X[:150]).has_canonical_format
+    np.testing.assert_array_equal(measures.discretize(D, discretization=rule).compute(),
+                                  measures.discretize(X, discretization=rule))
