@@ -31,15 +31,17 @@ magnitudes, subnormals and negative values need no care):
    bracket becomes the bin holding the target rank, shrunk to its smallest and largest key, so ties (discrete
    single-cell values) close it at once (``lo == hi``: the value); a target whose bracket holds at most ``L``
    values gets them in that pass instead (sorted on the driver: exact).  A bracket's key width falls by ``H``
-   each pass (at most ``ceil(64 / log2 H)`` passes); in practice one histogram pass and one collection pass
-   (40,000 x 300 sparse log1p counts: 2 passes for the ``"zero_quantile"`` edges, 3 for ``"quantile"``, against
-   2 for the mean +- sd thresholds), each chunk's non-zero entries read once per pass;
+   each pass (at most ``ceil(64 / log2 H)`` passes); in practice one or two passes after the first (40,000 x 300
+   sparse log1p counts: 2 passes in all for the ``"zero_quantile"`` edges, 3 for ``"quantile"``, against 2 for
+   the mean +- sd thresholds), each chunk's non-zero entries read once per pass by a numba loop
+   (:func:`_refine_entries`);
 3. one pass: which bins are used (empty bins are removed, as in memory); the codes stay lazy, as above.
 
 Memory: per pass the chunk results hold ``24 H`` bytes per histogram target and 24 bytes per collected value,
 at most :data:`QUANTILE_BUDGET` (targets beyond it wait for the next pass); ``H`` (16..1024, a power of two) and
 ``L`` follow from the budget and the number of targets (2 per quantile and gene, fewer after de-duplication).
-A chunk's work space is about three times its non-zero entries (keys, gene indices).
+A reduction task combines up to :data:`~bioqpfs._kernels.counting_dask.SPLIT_EVERY` such results at once.  A
+chunk's work space is 24 bytes per non-zero entry (key, gene index, multiplicity) besides the chunk.
 
 ``"mdl"`` (a sort of every gene's values) and ``discretization=None`` are refused, with the rule to use instead.
 """
