@@ -248,8 +248,9 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
     ----------
     X : array-like, sparse or dask array, shape (n_samples, n_genes)
         Array support per method: numpy and scipy.sparse for every method; a Dask array chunked by samples
-        for the MI methods with ``discretization="mean_sd"`` (tested equal to in memory: ``qpfs`` exact and
-        Nystrom, ``qpfs_cover``, ``spec_cmi_nystrom``; README "Large data (Dask)").  A pandas DataFrame's columns become the gene names (``Selection.genes``) unless ``feature_names`` is given.
+        for the MI methods with ``discretization="mean_sd"``, ``"quantile"``, ``"zero_quantile"`` or ``"auto"`` (the
+        default recipe; tested equal to in memory: ``qpfs`` exact and Nystrom, ``qpfs_cover``, ``spec_cmi_nystrom``;
+        README "Large data (Dask)").  A pandas DataFrame's columns become the gene names (``Selection.genes``) unless ``feature_names`` is given.
     y : array-like, shape (n_samples,) or (n_samples, n_levels)
         Class labels; or hierarchical labels, one column per level, coarse to fine (a 2-D array or a
         DataFrame), for the methods of :func:`hierarchy_methods` (the relevance is summed over the levels,

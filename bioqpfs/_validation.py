@@ -123,13 +123,23 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     return X
 
 
+def _canonical_chunk(x):
+    """A CSR chunk in canonical format (sorted indices, no duplicates): itself if it is, else a summed copy."""
+    if x.has_canonical_format:
+        return x
+    x = x.copy()
+    x.sum_duplicates()
+    return x
+
+
 def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samples=2):
     """Validate a Dask expression matrix without loading it: the lazy counterpart of :func:`check_matrix`.
 
     Chunks must be numpy arrays or scipy.sparse CSR matrices (the chunk type is read from the array's
     ``_meta``); the result has the gene axis in one chunk (rechunked if needed,
     :func:`bioqpfs._kernels.counting_dask.sample_chunked`) and a float32/float64 dtype (other real dtypes
-    cast lazily).  NaN/Inf are found in one pass over the chunks and raise a ``ValueError`` naming the genes.
+    cast lazily; CSR chunks with duplicate or unsorted entries canonicalised on a copy, as in memory).  NaN/Inf are
+    found in one pass over the chunks and raise a ``ValueError`` naming the genes.
     """
     from ._kernels.counting_dask import sample_chunked
     from ._kernels.discretize_dask import dask_nonfinite_genes
@@ -153,6 +163,8 @@ def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min
     X = sample_chunked(X, name)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
+    if sp.issparse(meta):  # as check_matrix: duplicate or unsorted entries summed/sorted, per chunk, on a copy
+        X = X.map_blocks(_canonical_chunk, dtype=X.dtype, meta=meta)
     n, m = X.shape
     if m == 0:
         raise ValueError(f"{name} has no genes (shape {X.shape})")
@@ -550,10 +562,10 @@ REMEDIES = {
     "ikm": ("use a method with O(M) memory (method='ikm_qpfs')", "use --method ikm_qpfs"),
     "samples": ("subsample the samples", "subsample the samples"),
     "components": ("lower n_components", None),
-    "lazy": ("use method='qpfs', 'qpfs_cover' or 'spec_cmi_nystrom' with discretization='mean_sd', which read a "
-             "backed X in sample chunks (README 'Large data (Dask)')",
-             "use --method qpfs, qpfs_cover or spec_cmi_nystrom with --discretization mean_sd, which read the "
-             "file in sample chunks"),
+    "lazy": ("use method=None (the default recipe), 'qpfs', 'qpfs_cover' or 'spec_cmi_nystrom' with any discretization "
+             "but 'mdl', which read a backed X in sample chunks (README 'Large data (Dask)')",
+             "use the default method or --method qpfs, qpfs_cover or spec_cmi_nystrom, with any --discretization but "
+             "mdl, which read the file in sample chunks"),
     "dask": ("install dask (pip install 'bioqpfs[dask]')", "install dask (pip install 'bioqpfs[dask]')"),
 }
 

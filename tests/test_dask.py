@@ -178,7 +178,7 @@ def test_dask_moments_match_numpy_with_the_extreme_value_guard(expression):
     np.testing.assert_allclose(mean[6], statistics.mean(X[:, 6].tolist()), rtol=1e-15)
 
 
-@pytest.mark.parametrize("rule", ["quantile", "zero_quantile", "mdl", None])
+@pytest.mark.parametrize("rule", ["mdl", None])  # quantile rules: tests/test_dask_quantile.py
 def test_unsupported_discretizations_on_dask_are_refused_clearly(expression, rule):
     from bioqpfs._kernels import discretize
 

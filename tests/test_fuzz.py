@@ -482,3 +482,34 @@ def test_spec_cmi_is_the_same_in_every_call_when_q_is_a_multiple_of_the_identity
         for lam, x, _ in results:
             assert lam == pytest.approx(2.5, rel=1e-12)
             np.testing.assert_array_equal(x, results[0][1])
+
+
+@examples(40)
+@given(data=st.data())
+def test_dask_quantile_codes_equal_the_in_memory_codes(data):
+    """Issue 13 item 2: quantile / zero_quantile codes of a Dask X are the in-memory codes, for random values
+    (drawn from a small pool: ties, zeros, both signs, subnormal to 1.7e308), sample chunkings (empty chunks
+    included), dense or CSR chunks, and search parameters that force many refinement passes."""
+    import dask.array as da
+    import scipy.sparse as sp
+
+    from bioqpfs._kernels import discretize
+    from bioqpfs._kernels.discretize_dask import dask_codes
+
+    n, m = data.draw(st.integers(1, 40), label="n"), data.draw(st.integers(1, 4), label="m")
+    pool = data.draw(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=6)) + [0.0]
+    X = np.array(data.draw(st.lists(st.sampled_from(pool), min_size=n * m, max_size=n * m))).reshape(n, m)
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=4), label="cuts"))
+    chunks = tuple(int(c) for c in np.diff([0, *cuts, n]))
+    rule = data.draw(st.sampled_from(["quantile", "zero_quantile"]), label="rule")
+    n_bins = data.draw(st.integers(2, 6), label="n_bins")
+    search = dict(hist_bins=data.draw(st.sampled_from([None, 2, 4])),
+                  collect_max=data.draw(st.sampled_from([None, 1, 3])))
+    D = da.from_array(X, chunks=(chunks, m))
+    if data.draw(st.booleans(), label="csr"):
+        D = D.map_blocks(sp.csr_matrix, dtype=X.dtype, meta=sp.csr_matrix((0, 0)))
+    want, want_levels = discretize.codes(X, rule, n_bins=n_bins)
+    with np.errstate(all="ignore"):
+        codes, levels = dask_codes(D, rule, n_bins=n_bins, _search=search)
+    np.testing.assert_array_equal(codes.compute(), want)
+    np.testing.assert_array_equal(levels, want_levels)

@@ -108,15 +108,15 @@ def test_a_method_without_a_dask_path_reads_x_whole_after_a_memory_check(h5ad, m
     bioqpfs.tl.select_genes(backed, "cell_type", method="mrmr_mid", n_genes=5)
     bioqpfs.tl.select_genes(mem, "cell_type", method="mrmr_mid", n_genes=5)
     np.testing.assert_array_equal(backed.var["mrmr_mid_rank"], mem.var["mrmr_mid_rank"])
-    # quantile bins and correlation have no Dask path either (each reason logged)
+    # correlation has no Dask path either (the reason is logged)
     bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, similarity="correlation")
     # a file larger than the memory available is refused before the read, naming the fix
     monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
     with pytest.raises(MemoryError, match=r"reading X of .*a\.h5ad whole \(method 'mrmr_mid' has no Dask path.*"
-                                          r"needs about .*discretization='mean_sd'"):
+                                          r"needs about .*any discretization but 'mdl'"):
         bioqpfs.tl.select_genes(backed, "cell_type", method="mrmr_mid", n_genes=5)
-    with pytest.raises(MemoryError, match=r"discretization='quantile' is not available for a Dask array"):
-        bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, discretization="quantile")
+    with pytest.raises(MemoryError, match=r"discretization='mdl' is not available for a Dask array"):
+        bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, discretization="mdl")
     monkeypatch.setitem(__import__("sys").modules, "dask.array", None)  # dask not installed
     with pytest.raises(MemoryError, match=r"dask is not installed.*pip install 'bioqpfs\[dask\]'"):
         bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5)
@@ -144,7 +144,8 @@ def test_dask_refusal_names_each_reason(rng):
     assert "relevance='hall'" in _registry.dask_refusal("qpfs", {"relevance": "hall"}, X)
     assert "batch" in _registry.dask_refusal("qpfs_cover", {"batch": np.zeros(20)}, X)
     Z = da.from_array(np.where(rng.random((20, 3)) < 0.5, 0.0, 1.0), chunks=(10, 3))
-    assert "'auto' resolved to it" in _registry.dask_refusal("qpfs_cover", {}, Z)  # zero-inflated: zero_quantile
+    assert _registry.dask_refusal("qpfs_cover", {"discretization": "auto"}, Z) is None  # zero_quantile on Dask
+    assert "discretization='mdl'" in _registry.dask_refusal("qpfs", {"discretization": "mdl"}, X)
 
 
 # ---- CLI ------------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from .correlation import EXTREME_EXP, column_scales
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
-           "MDL_MAX_LEVELS", "codes_from_edges", "bin_presence", "bin_ranks"]
+           "MDL_MAX_LEVELS", "codes_from_edges", "zero_quantile_rule", "check_n_bins", "bin_presence", "bin_ranks"]
 
 MAX_LEVELS = 255  # codes are uint8
 #: the rules of :func:`codes` (``None``: the input already holds integer levels)
@@ -65,7 +65,8 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
         Validated expression (:func:`bioqpfs._validation.check_matrix`: float32/float64, CSR/CSC), or
         integer codes (any integer dtype) for ``discretization=None``, which are used as they are.  A Dask
         array (chunked by samples; numpy or scipy.sparse chunks) gives lazy Dask codes
-        (:mod:`bioqpfs._kernels.discretize_dask`: ``"mean_sd"`` only for now).
+        (:mod:`bioqpfs._kernels.discretize_dask`: ``"mean_sd"``, ``"quantile"`` and ``"zero_quantile"``, the
+        same codes as in memory; ``"auto"`` resolves by a pass counting the zeros).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         ``"mean_sd"``: :func:`mean_sd_codes` (QPFS section 2.5); ``"quantile"``: :func:`quantile_codes`;
         ``"zero_quantile"``: :func:`zero_quantile_codes`; ``"mdl"``: :func:`mdl_codes` (needs ``y_codes``);
@@ -252,7 +253,7 @@ def quantile_codes(X, n_bins):
 
     Bins are right-closed; ties can leave a bin empty, in which case the gene gets fewer levels.
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     q = np.arange(1, n_bins) / n_bins
     m = X.shape[1]
     edges = np.empty((n_bins - 1, m))
@@ -262,7 +263,8 @@ def quantile_codes(X, n_bins):
     return codes, _compact_inplace(codes, n_bins)
 
 
-def _check_n_bins(n_bins):
+def check_n_bins(n_bins):
+    """``n_bins`` as an int, or a clear error: an integer between 2 and :data:`MAX_LEVELS` (codes are uint8)."""
     if isinstance(n_bins, (bool, np.bool_)) or not isinstance(n_bins, (int, np.integer)):
         raise TypeError(f"n_bins must be an integer between 2 and {MAX_LEVELS}, got {n_bins!r}")
     if not 2 <= n_bins <= MAX_LEVELS:
@@ -279,11 +281,13 @@ def zero_quantile_codes(X, n_bins):
     zeros together or split the detected values by the zeros' weight; here detection is one level
     and the expression level among detecting cells the others.  A gene without zeros (dense,
     microarray-like) gets ``n_bins`` equal-frequency bins of all its values, as in
-    :func:`quantile_codes`.  Sparse input is read column by column without densifying it.
+    :func:`quantile_codes`.  Sparse input is read column by column without densifying it.  The codes are
+    :func:`zero_quantile_rule` of the edges (the rule the Dask path applies per sample chunk).
     """
-    n_bins = _check_n_bins(n_bins)
+    n_bins = check_n_bins(n_bins)
     n, m = X.shape
-    codes = np.zeros((n, m), dtype=np.uint8)
+    edges = np.full((n_bins - 1, m), np.inf)
+    offset = np.ones(m, dtype=np.uint8)
     q_nz = np.arange(1, n_bins - 1) / (n_bins - 1)
     q_all = np.arange(1, n_bins) / n_bins
     Xc = X.tocsc() if sp.issparse(X) else None
@@ -291,20 +295,44 @@ def zero_quantile_codes(X, n_bins):
         block = None if Xc is not None else _dense_columns(X, start, stop)
         for j in range(start, stop):
             if Xc is not None:
-                lo, hi = Xc.indptr[j], Xc.indptr[j + 1]
-                rows, vals = Xc.indices[lo:hi], np.asarray(Xc.data[lo:hi], dtype=np.float64)
-                keep = vals != 0  # explicit zeros are zeros
-                rows, vals = rows[keep], vals[keep]
+                vals = np.asarray(Xc.data[Xc.indptr[j]:Xc.indptr[j + 1]], dtype=np.float64)
+                vals = vals[vals != 0]  # explicit zeros are zeros
             else:
                 col = block[:, j - start]
-                rows = np.flatnonzero(col != 0)
-                vals = col[rows]
-            if rows.size == n:  # no zeros: plain equal-frequency bins
-                codes[rows, j] = np.searchsorted(np.quantile(vals, q_all), vals, side="left")
-            elif rows.size:
-                edges = np.quantile(vals, q_nz) if q_nz.size else np.zeros(0)
-                codes[rows, j] = 1 + np.searchsorted(edges, vals, side="left")
+                vals = col[col != 0]
+            if vals.size == n:  # no zeros: plain equal-frequency bins
+                edges[:, j], offset[j] = np.quantile(vals, q_all), 0
+            elif vals.size and q_nz.size:
+                edges[:n_bins - 2, j] = np.quantile(vals, q_nz)
+    codes = np.empty((n, m), dtype=np.uint8)
+    for start, stop in _column_blocks(X):
+        codes[:, start:stop] = zero_quantile_rule((X if Xc is None else Xc)[:, start:stop], edges[:, start:stop],
+                                                  offset[start:stop])
     return codes, _compact_inplace(codes, n_bins)
+
+
+def zero_quantile_rule(x, edges, offset):
+    """Codes of a block by the ``"zero_quantile"`` rule: 0 where ``x == 0``, else ``offset[g]`` plus the number of
+    ``edges[:, g]`` strictly below ``x`` (right-closed bins; ``+inf`` edges pad genes with fewer cuts).
+
+    ``offset`` is 1 for a gene with zeros (code 0 is "not detected") and 0 for a gene without (its ``n_bins``
+    equal-frequency bins).  Dense or scipy.sparse ``x`` (only the stored entries are read; explicit zeros are
+    zeros); uint8 codes, dense.  One rule for :func:`zero_quantile_codes` and the Dask path (per sample chunk).
+    """
+    if sp.issparse(x):
+        x = x.tocoo()
+        vals = np.asarray(x.data, dtype=np.float64)
+        c = offset[x.col].astype(np.uint8)
+        for e in edges:
+            c += vals > e[x.col]
+        out = np.zeros(x.shape, dtype=np.uint8)
+        out[x.row, x.col] = np.where(vals != 0, c, 0)
+        return out
+    x = np.asarray(x)
+    out = codes_from_edges(x, edges)
+    out += offset.astype(np.uint8)
+    out[x == 0] = 0
+    return out
 
 
 @njit(cache=True)

@@ -16,18 +16,49 @@ The codes themselves stay lazy: ``X.map_blocks`` of the in-memory rule with the 
 memory, 1 byte per entry, for time).  Chunks may be numpy arrays or scipy.sparse matrices (what
 ``anndata.experimental.read_elem_lazy`` gives for sparse X).
 
-``"quantile"`` / ``"zero_quantile"`` (exact quantiles need every value of a gene in one place) and ``"mdl"``
-(a sort of every gene's values) are refused for now, with the rule to use instead.
+``"quantile"`` / ``"zero_quantile"``: the same edges as :func:`bioqpfs._kernels.discretize.quantile_codes` /
+:func:`~bioqpfs._kernels.discretize.zero_quantile_codes`, exactly (bit for bit, so the codes are identical), without
+ever holding a gene's column or X.  ``np.quantile``'s default ('linear') q-quantile of n values is
+``lerp(v[i], v[j], gamma)`` with ``i = floor((n-1) q)``, ``j = i + 1`` (``i = j = n-1`` at the top) and
+``gamma = (n-1) q - i``; the order statistics ``v[i]``, ``v[j]`` of every gene (of its non-zero values for
+``"zero_quantile"``; of all, implicit sparse zeros included, for ``"quantile"``) are found by bracket refinement
+(:func:`dask_order_statistics`) on order-preserving 64-bit integer keys of the float64 values (so extreme
+magnitudes, subnormals and negative values need no care):
+
+1. one pass: each gene's count of values, smallest and largest key -- the first bracket ``[lo, hi]``;
+2. each further pass, per target (gene, rank) whose bracket holds more than ``L`` values: a histogram of ``H``
+   equal key-width bins over ``[lo, hi]`` with each bin's smallest and largest key, summed over the chunks; the
+   bracket becomes the bin holding the target rank, shrunk to its smallest and largest key, so ties (discrete
+   single-cell values) close it at once (``lo == hi``: the value); a target whose bracket holds at most ``L``
+   values gets them in that pass instead (sorted on the driver: exact).  A bracket's key width falls by ``H``
+   each pass (at most ``ceil(64 / log2 H)`` passes); in practice one or two passes after the first (40,000 x 300
+   sparse log1p counts: 2 passes in all for the ``"zero_quantile"`` edges, 3 for ``"quantile"``, against 2 for
+   the mean +- sd thresholds), each chunk's non-zero entries read once per pass by a numba loop
+   (:func:`_refine_entries`);
+3. one pass: which bins are used (empty bins are removed, as in memory); the codes stay lazy, as above.
+
+Memory: per pass the chunk results hold ``24 H`` bytes per histogram target and 24 bytes per collected value,
+at most :data:`QUANTILE_BUDGET` (targets beyond it wait for the next pass); ``H`` (16..1024, a power of two) and
+``L`` follow from the budget and the number of targets (2 per quantile and gene, fewer after de-duplication).
+A reduction task combines up to :data:`~bioqpfs._kernels.counting_dask.SPLIT_EVERY` such results at once.  A
+chunk's work space is 24 bytes per non-zero entry (key, gene index, multiplicity) besides the chunk.
+
+``"mdl"`` (a sort of every gene's values) and ``discretization=None`` are refused, with the rule to use instead.
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from . import discretize as _disc
 from .correlation import scaled_column_moments, scales_of_amax
 from .counting_dask import reduce_chunks, sample_chunked
 
-__all__ = ["dask_codes", "dask_zero_fraction", "dask_mean_sd", "dask_scaled_moments", "dask_nonfinite_genes"]
+__all__ = ["dask_codes", "dask_zero_fraction", "dask_mean_sd", "dask_scaled_moments", "dask_nonfinite_genes",
+           "dask_order_statistics", "dask_quantile_edges", "QUANTILE_BUDGET"]
+
+#: bytes of one pass's chunk result in the quantile search (histograms and collected values; see the module doc)
+QUANTILE_BUDGET = 64 * 2**20
 
 
 def _abs_max(x):
@@ -117,36 +148,299 @@ def dask_nonfinite_genes(X):
     return np.flatnonzero(reduce_chunks(_chunk_nonfinite, [X]))
 
 
-def _chunk_presence(x, *, edges, n_bins):
-    return _disc.bin_presence(_disc.codes_from_edges(x, edges), n_bins)
+def _chunk_levels(x, *, rule, n_bins):
+    return _disc.bin_presence(rule(x), n_bins)
 
 
-def _chunk_codes(x, edges, rank):
-    c = _disc.codes_from_edges(x, edges)
+def _chunk_codes(x, rule, rank):
+    c = rule(x)
     return rank[c, np.arange(c.shape[1])[None, :]]
 
 
-def dask_codes(X, discretization, *, n_bins=3):
+def _lazy_codes(X, rule, n_bins):
+    """``(codes, n_levels)``: the codes of ``rule`` (a per-chunk function) with empty bins removed (one pass for
+    the used bins; the codes themselves stay lazy)."""
+    present = reduce_chunks(_chunk_levels, [X], rule=rule, n_bins=n_bins)
+    rank = _disc.bin_ranks(present)
+    codes = X.map_blocks(_chunk_codes, rule, rank, dtype=np.uint8, meta=np.empty((0, 0), np.uint8))
+    return codes, present.sum(axis=0).astype(np.int64)
+
+
+# ---- exact quantiles: order statistics by bracket refinement (see the module docstring) ---------------------
+_SIGN = np.uint64(1 << 63)
+_UMAX = np.uint64(2**64 - 1)
+
+
+def _float_keys(v):
+    """Order-preserving uint64 keys of float64 values (the IEEE bits, sign bit flipped; negatives reversed)."""
+    b = np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
+    flip = (b >> 63).view(np.uint64) | _SIGN  # arithmetic shift: all bits for a negative value, else the sign bit
+    return b.view(np.uint64) ^ flip
+
+
+def _key_values(k):
+    """The float64 values of :func:`_float_keys` keys."""
+    k = np.asarray(k, dtype=np.uint64)
+    return np.ascontiguousarray(np.where(k >= _SIGN, k ^ _SIGN, ~k)).view(np.float64)
+
+
+_ZERO_KEY = _float_keys(np.zeros(1))[0]
+
+
+def _chunk_entries(x):
+    """``(genes, keys, n_zero)``: gene index and key of each non-zero entry of a chunk, and each gene's zeros
+    (sparse: implicit and explicit zeros; never densified)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(x):
+        x = x.tocoo()
+        keep = x.data != 0
+        genes, vals = x.col[keep].astype(np.int64), x.data[keep]
+    else:
+        x = np.asarray(x)
+        rows, genes = np.nonzero(x)
+        vals = x[rows, genes]
+    n_zero = x.shape[0] - np.bincount(genes, minlength=x.shape[1])
+    return genes, _float_keys(vals), n_zero
+
+
+def _chunk_range(x, *, with_zeros):
+    """``(3, M)`` uint64: each gene's count of values, smallest and largest key (``with_zeros``: zeros are values)."""
+    genes, keys, n_zero = _chunk_entries(x)
+    m = x.shape[1]
+    count = np.bincount(genes, minlength=m).astype(np.uint64)
+    lo, hi = np.full(m, _UMAX), np.zeros(m, dtype=np.uint64)
+    np.minimum.at(lo, genes, keys)
+    np.maximum.at(hi, genes, keys)
+    if with_zeros:
+        z = n_zero > 0
+        count += n_zero.astype(np.uint64)
+        lo[z], hi[z] = np.minimum(lo[z], _ZERO_KEY), np.maximum(hi[z], _ZERO_KEY)
+    return np.stack([count, lo, hi])
+
+
+def _combine_range(*parts):
+    p = np.stack(parts)
+    return np.stack([p[:, 0].sum(axis=0), p[:, 1].min(axis=0), p[:, 2].max(axis=0)])
+
+
+@njit(cache=True)
+def _refine_entries(genes, keys, weights, first, order, lo, hi, shift, collect, hslot, H, counts, mins, maxs,
+                    out_t, out_k, out_w, fill):
+    """The loop of :func:`_chunk_refine`: each entry (gene, key, multiplicity) against its gene's targets
+    ``order[first[g]:first[g+1]]``.  ``fill`` False: histogram targets into ``counts``/``mins``/``maxs`` and the
+    number of collected entries returned; True: the collected entries written to ``out_*``."""
+    c = 0
+    for e in range(genes.size):
+        g, k = genes[e], keys[e]
+        for j in range(first[g], first[g + 1]):
+            t = order[j]
+            if k < lo[t] or k > hi[t]:
+                continue
+            if collect[t]:
+                if fill:
+                    out_t[c], out_k[c], out_w[c] = t, k, weights[e]
+                c += 1
+            elif not fill:
+                i = hslot[t] * H + np.int64((k - lo[t]) >> shift[t])
+                counts[i] += weights[e]
+                mins[i] = min(mins[i], k)
+                maxs[i] = max(maxs[i], k)
+    return c
+
+
+def _chunk_refine(x, targets, *, with_zeros, H):
+    """One chunk's share of a refinement pass over ``targets = (gene, lo, hi, shift, collect)``: target t (gene
+    ``gene[t]``, bracket ``[lo[t], hi[t]]``) gets, if a histogram target (``~collect[t]``), the count, smallest
+    and largest key of each of its ``H`` bins ``(key - lo) >> shift``; if collected, every (target, key,
+    multiplicity) in its bracket.  The chunk's zeros count as one entry per gene (key of 0.0, multiplicity the
+    number of zeros) when ``with_zeros``."""
+    gene, lo, hi, shift, collect = targets
+    genes, keys, n_zero = _chunk_entries(x)
+    weights = np.ones(genes.size, dtype=np.int64)
+    if with_zeros:
+        z = np.flatnonzero(n_zero > 0)
+        genes = np.concatenate([genes, z])
+        keys = np.concatenate([keys, np.full(z.size, _ZERO_KEY)])
+        weights = np.concatenate([weights, n_zero[z].astype(np.int64)])
+    order = np.argsort(gene, kind="stable")
+    first = np.searchsorted(gene[order], np.arange(x.shape[1] + 1))
+    hslot = np.cumsum(~collect) - 1  # a histogram target's row
+    n_hist = int((~collect).sum())
+    counts = np.zeros(n_hist * H, dtype=np.int64)
+    mins, maxs = np.full(n_hist * H, _UMAX), np.zeros(n_hist * H, dtype=np.uint64)
+    args = (genes, keys, weights, first, order, lo, hi, shift, collect, hslot, H, counts, mins, maxs)
+    out = [np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64)]
+    n_out = _refine_entries(*args, *out, False)
+    out = [np.empty(n_out, np.int64), np.empty(n_out, np.uint64), np.empty(n_out, np.int64)]
+    if n_out:
+        _refine_entries(*args, *out, True)
+    shape = (n_hist, H)
+    return counts.reshape(shape), mins.reshape(shape), maxs.reshape(shape), tuple(out)
+
+
+def _combine_refine(*parts):
+    counts = np.sum([p[0] for p in parts], axis=0)
+    mins = np.minimum.reduce([p[1] for p in parts])
+    maxs = np.maximum.reduce([p[2] for p in parts])
+    got = tuple(np.concatenate([p[3][i] for p in parts]) for i in range(3))
+    return counts, mins, maxs, got
+
+
+def _plan(n_targets, budget, hist_bins, collect_max):
+    """``(H, L)`` for ``n_targets``: the histogram bins (a power of two, 16..1024) and the largest bracket whose
+    values are collected, so that one pass over all the targets stays near ``budget`` bytes."""
+    per_target = budget // (24 * max(n_targets, 1))
+    H = hist_bins or int(2 ** np.clip(np.floor(np.log2(max(per_target, 1))), 4, 10))
+    return H, collect_max or int(np.clip(per_target, 64, 2**16))
+
+
+def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET, hist_bins=None, collect_max=None,
+                          first=None):
+    """Exact order statistics of the genes of a Dask X: ``value[t]`` = the ``rank[t]``-th smallest (0-based) of
+    gene ``gene[t]``'s values (its non-zero values with ``nonzero_only``), by bracket refinement (module doc).
+
+    Parameters
+    ----------
+    X : dask.array.Array, shape (n_samples, n_genes)
+        Chunked by samples, gene axis in one chunk (:func:`bioqpfs._kernels.counting_dask.sample_chunked`);
+        numpy or scipy.sparse chunks, finite values.
+    gene, rank : ndarray of int, shape (n_targets,)
+        The targets; ``rank[t]`` below gene ``gene[t]``'s count of values.
+    nonzero_only : bool
+        Order the non-zero values only (zeros, explicit sparse zeros included, are skipped).
+    budget : int
+        Bytes of one pass's chunk result (:data:`QUANTILE_BUDGET`).
+    hist_bins, collect_max : int, optional
+        ``H`` (a power of two) and ``L`` instead of those the budget gives (tests force the multi-pass path).
+    first : ndarray, optional
+        The ``(3, n_genes)`` result of the first pass (count, smallest, largest key) if already computed.
+
+    Returns
+    -------
+    values : ndarray of float64, shape (n_targets,)
+    n_passes : int
+        Passes over X, the first included.
+    """
+    import dask
+
+    gene, rank = np.asarray(gene, dtype=np.int64), np.asarray(rank, dtype=np.int64)
+    n_passes = 0
+    if first is None:
+        first, n_passes = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only), 1
+    count, lo, hi = first[0].astype(np.int64)[gene], first[1][gene], first[2][gene]
+    if (rank < 0).any() or (rank >= count).any():
+        raise ValueError("dask_order_statistics: a rank outside its gene's values")
+    H, L = _plan(gene.size, budget, hist_bins, collect_max)
+    log2H = int(np.log2(H))
+    r, n = rank.copy(), count.copy()  # rank within the bracket, values in it
+    done = lo == hi
+    while not done.all():
+        act = np.flatnonzero(~done)
+        collect = n[act] <= L
+        cost = np.where(collect, 24 * n[act], 24 * H)
+        take = np.cumsum(cost) <= budget
+        take[0] = True
+        act, collect = act[take], collect[take]
+        width = (hi[act] - lo[act]).astype(np.float64)  # rounding up only widens the bins: still < H of them
+        shift = np.maximum(np.frexp(width)[1] - log2H, 0).astype(np.uint64)
+        # the targets enter the graph once (a delayed value every chunk task depends on), not once per chunk
+        targets = dask.delayed((gene[act], lo[act], hi[act], shift, collect), pure=True, traverse=False)
+        counts, mins, maxs, (ct, ck, cw) = reduce_chunks(_chunk_refine, [X], combine=_combine_refine,
+                                                         targets=targets, with_zeros=not nonzero_only, H=H)
+        n_passes += 1
+        h = act[~collect]  # the bin holding the target rank becomes the bracket
+        cum = np.cumsum(counts, axis=1)
+        b = (cum <= r[h, None]).sum(axis=1)
+        rows = np.arange(h.size)
+        r[h] -= np.where(b > 0, cum[rows, np.maximum(b - 1, 0)], 0)
+        n[h], lo[h], hi[h] = counts[rows, b], mins[rows, b], maxs[rows, b]
+        done[h] = lo[h] == hi[h]
+        c = act[collect]  # collected: the rank-th key of the sorted bracket
+        order = np.lexsort((ck, ct))
+        ct, ck, cum = ct[order], ck[order], np.cumsum(cw[order])
+        start = np.searchsorted(ct, np.flatnonzero(collect), side="left")
+        base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0)
+        lo[c] = hi[c] = ck[np.searchsorted(cum, base + r[c], side="right")]
+        done[c] = True
+    return _key_values(lo), n_passes
+
+
+def _lerp(a, b, t):
+    """numpy's linear interpolation of ``np.quantile`` (``numpy.lib._function_base_impl._lerp``), operation for
+    operation, so that the edges are bit-identical: ``a + (b-a) t``, or ``b - (b-a)(1-t)`` where ``t >= 0.5``."""
+    d = b - a
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(t >= 0.5, b - d * (1 - t), a + d * t)
+
+
+def dask_quantile_edges(X, n_bins, *, nonzero_only, **search):
+    """Edges of :func:`bioqpfs._kernels.discretize.quantile_codes` (``nonzero_only=False``) or of
+    :func:`~bioqpfs._kernels.discretize.zero_quantile_codes` (``True``) for a Dask X, bit-identical.
+
+    Returns
+    -------
+    edges : ndarray of float64, shape (n_bins - 1, n_genes)
+        ``+inf`` pads a gene with zeros (``n_bins - 2`` cuts of its non-zero values) and an all-zero gene.
+    offset : ndarray of uint8, shape (n_genes,)
+        For :func:`~bioqpfs._kernels.discretize.zero_quantile_rule`: 0 for a gene without zeros (all its values
+        in ``n_bins`` bins), 1 otherwise (``None`` for ``nonzero_only=False``).
+    n_passes : int
+    """
+    n, m = X.shape
+    first = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only)
+    count = first[0].astype(np.int64)
+    q_all, q_nz = np.arange(1, n_bins) / n_bins, np.arange(1, n_bins - 1) / (n_bins - 1)
+    full = count == n  # genes whose every value is ordered: q_all (all genes for "quantile")
+    edges = np.full((n_bins - 1, m), np.inf)
+    genes, qs, rows = [], [], []
+    for sel, q in ((np.flatnonzero(full), q_all), (np.flatnonzero(~full & (count > 0)), q_nz)):
+        for i, qi in enumerate(q):
+            genes.append(sel)
+            qs.append(np.full(sel.size, qi))
+            rows.append(np.full(sel.size, i))
+    gene, q, row = (np.concatenate(v).astype(dtype) for v, dtype in
+                    ((genes, np.int64), (qs, np.float64), (rows, np.int64)))
+    k = count[gene]
+    virtual = (k - 1) * q  # np.quantile's 'linear' virtual index, computed as numpy does
+    i = np.floor(virtual)
+    top = virtual >= k - 1
+    lo_rank = np.where(top, k - 1, i).astype(np.int64)
+    hi_rank = np.where(top, k - 1, i + 1).astype(np.int64)
+    targets, where = np.unique(np.stack([np.concatenate([gene, gene]), np.concatenate([lo_rank, hi_rank])]),
+                               axis=1, return_inverse=True)
+    values, n_passes = dask_order_statistics(X, targets[0], targets[1], nonzero_only=nonzero_only, first=first,
+                                             **search) if gene.size else (np.zeros(0), 0)
+    a, b = values[where[:gene.size]], values[where[gene.size:]]
+    edges[row, gene] = _lerp(a, b, virtual - i)
+    offset = np.where(full, 0, 1).astype(np.uint8) if nonzero_only else None
+    return edges, offset, n_passes + 1
+
+
+def dask_codes(X, discretization, *, n_bins=3, _search=None):
     """``(codes, n_levels)`` of a Dask X: codes a lazy uint8 Dask array with X's sample chunks (gene axis in one
-    chunk), ``n_levels`` numpy.  ``discretization`` is already resolved (not ``"auto"``)."""
+    chunk), ``n_levels`` numpy.  ``discretization`` is already resolved (not ``"auto"``); ``_search``: private
+    parameters of :func:`dask_order_statistics` (tests)."""
+    from functools import partial
+
     X = sample_chunked(X)
     if discretization == "mean_sd":
         mean, sd, s = dask_mean_sd(X)
         with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
             edges = np.vstack([mean - sd, mean + sd]) * s
-        present = reduce_chunks(_chunk_presence, [X], edges=edges, n_bins=3)
-        rank = _disc.bin_ranks(present)
-        codes = X.map_blocks(_chunk_codes, edges, rank, dtype=np.uint8, meta=np.empty((0, 0), np.uint8))
-        return codes, present.sum(axis=0).astype(np.int64)
+        return _lazy_codes(X, partial(_disc.codes_from_edges, edges=edges), 3)
     if discretization in ("quantile", "zero_quantile"):
-        raise ValueError(
-            f"discretization={discretization!r} is not available for a Dask array yet (exact quantiles need all "
-            "of a gene's values in one place); use discretization='mean_sd' (exact on Dask), or load X into "
-            "memory (X.compute()) for quantile bins")
+        n_bins = _disc.check_n_bins(n_bins)
+        zero = discretization == "zero_quantile"
+        edges, offset, _ = dask_quantile_edges(X, n_bins, nonzero_only=zero, **(_search or {}))
+        rule = partial(_disc.zero_quantile_rule, edges=edges, offset=offset) if zero else \
+            partial(_disc.codes_from_edges, edges=edges)
+        return _lazy_codes(X, rule, n_bins)
     if discretization == "mdl":
         raise ValueError("discretization='mdl' is not available for a Dask array (MDL sorts every gene's values: "
-                         "not in bounded memory); use discretization='mean_sd', or load X into memory (X.compute())")
+                         "not in bounded memory); use discretization='mean_sd' or 'quantile', or load X into memory "
+                         "(X.compute())")
     if discretization is None:
         raise ValueError("discretization=None (X already holds integer levels) is not available for a Dask array "
-                         "yet; use discretization='mean_sd', or load X into memory (X.compute())")
+                         "yet; use discretization='mean_sd' or 'quantile', or load X into memory (X.compute())")
     raise ValueError(f"unknown discretization {discretization!r}; choose one of {_disc.DISCRETIZATIONS}")

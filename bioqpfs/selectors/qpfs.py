@@ -145,7 +145,8 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
     X : array-like, sparse or dask array, shape (n_samples, n_genes)
         Expression (continuous; or integer codes with ``discretization=None``).  Array support: numpy,
         scipy.sparse, and a Dask array chunked by samples (numpy or CSR chunks; MI similarity with
-        ``discretization="mean_sd"``, exact and Nystrom), counted chunk by chunk -- README "Large data (Dask)".
+        ``discretization="mean_sd"``, ``"quantile"``, ``"zero_quantile"`` or ``"auto"``, exact and Nystrom), counted
+        chunk by chunk -- README "Large data (Dask)".
     {y_doc}
     n_genes : int, optional
         Panel size; marks ``Selection.selected``.  The ranking always covers every gene.

@@ -87,7 +87,8 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     ----------
     X : array-like or sparse, shape (n_samples, n_genes)
         Expression (numpy, scipy.sparse CSR/CSC; never densified; integer codes with ``discretization=None``;
-        or a Dask array chunked by samples, with ``discretization="mean_sd"``).
+        or a Dask array chunked by samples, with ``discretization="mean_sd"``, ``"quantile"``, ``"zero_quantile"``
+        or ``"auto"``).
     y : array-like, shape (n_samples,)
         Class labels (at least 2 classes).
     n_genes : int, optional

@@ -163,11 +163,12 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     adata : AnnData
         Cells/samples x genes; typically normalised and log-transformed.  Array support of the matrix read:
         numpy, scipy.sparse, and a Dask array chunked by cells (e.g. X lazily loaded with
-        ``anndata.experimental.read_elem_lazy``; MI methods with ``discretization="mean_sd"``), which is
+        ``anndata.experimental.read_elem_lazy``; MI methods with ``discretization`` "mean_sd", "quantile",
+        "zero_quantile" or "auto", the default recipe included), which is
         counted chunk by chunk and never loaded whole.  A backed AnnData (``anndata.read_h5ad(path,
         backed="r")``, dense or CSR X) is read the same way, in sample chunks of ``chunk_size`` rows straight
         from the file, when dask is installed and the method has a Dask path (``qpfs``, ``qpfs_cover``,
-        ``spec_cmi_nystrom`` with MI and ``discretization="mean_sd"``); otherwise its X is read whole, after
+        ``spec_cmi_nystrom`` with MI and any discretisation but "mdl"); otherwise its X is read whole, after
         a check that it fits in memory (the error names the fix; the reason is logged).  A file deleted or
         changed during such a run is an error naming the chunk (rows) that could not be read.  An AnnData of
         ``anndata.experimental.read_lazy`` is refused until its ``.obs``/``.var`` are loaded
