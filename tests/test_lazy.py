@@ -81,6 +81,20 @@ def test_backed_anndata_is_read_in_chunks_and_gives_the_in_memory_selection(h5ad
 
 
 @pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
+def test_the_default_recipe_reads_a_backed_zero_inflated_x_in_chunks(h5ad, spy):
+    """method=None: qpfs_cover with discretization='auto' -> zero_quantile on this half-zero X, now exact on Dask."""
+    path, mem = h5ad
+    bioqpfs.tl.select_genes(mem, "cell_type", n_genes=6)
+    backed = _backed(path)
+    bioqpfs.tl.select_genes(backed, "cell_type", n_genes=6, chunk_size=CHUNK)
+    assert mem.uns["bioqpfs"]["params"]["discretization"] == "auto"
+    np.testing.assert_allclose(backed.var["bioqpfs_weight"], mem.var["bioqpfs_weight"], rtol=0, atol=1e-12)
+    assert list(backed.uns["bioqpfs"]["selected"]) == list(mem.uns["bioqpfs"]["selected"])
+    assert spy and max(b - a for a, b in spy) <= CHUNK
+    backed.file.close()
+
+
+@pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
 def test_evaluate_on_a_backed_anndata_equals_in_memory(h5ad, spy):
     path, mem = h5ad
     kw = dict(n_genes=[3, 5], cv=3, method_params={"qpfs": {"discretization": "mean_sd"}}, return_folds=True)
