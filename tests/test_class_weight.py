@@ -107,6 +107,8 @@ def test_zero_quantile_codes_match_reference(n_bins):
     X[:, 1] = 0.0                          # all zero: one level
     X[:5, 2] = 0.0
     X[5:, 2] = 2.5                         # one non-zero value
+    X[:, 3] = rng.integers(-2, 3, size=80)  # negative values, zeros and heavy ties
+    X[:, 4] = np.round(X[:, 4], 1)          # ties among the non-zero values
     want = ref.zero_quantile_codes(X, n_bins)
     np.testing.assert_array_equal(measures.discretize(X, "zero_quantile", n_bins=n_bins), want)
     Xs = sp.csr_matrix(X)

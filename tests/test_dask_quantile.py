@@ -92,7 +92,7 @@ def test_edges_are_bit_identical_to_np_quantile_through_many_passes(hard, rng, s
 def test_interpolation_is_np_quantiles_to_the_bit(rng):
     """The edge between two order statistics: np.quantile's own interpolation (a + (b-a) t alone differs in the
     last bit for 14% of these; an edge one ulp off moves a value sitting on it to the next bin)."""
-    from bioqpfs._kernels.discretize_dask import _lerp
+    from bioqpfs._kernels.discretize import numpy_lerp as _lerp
 
     a = rng.normal(size=3000)
     b, t = a + rng.lognormal(size=3000), rng.random(3000)

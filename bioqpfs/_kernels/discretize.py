@@ -22,7 +22,8 @@ from .correlation import EXTREME_EXP, column_scales
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
-           "MDL_MAX_LEVELS", "codes_from_edges", "zero_quantile_rule", "check_n_bins", "bin_presence", "bin_ranks"]
+           "MDL_MAX_LEVELS", "codes_from_edges", "zero_quantile_rule", "zero_quantile_edges", "linear_quantile_ranks",
+           "numpy_lerp", "check_n_bins", "bin_presence", "bin_ranks"]
 
 MAX_LEVELS = 255  # codes are uint8
 #: the rules of :func:`codes` (``None``: the input already holds integer levels)
@@ -281,34 +282,92 @@ def zero_quantile_codes(X, n_bins):
     zeros together or split the detected values by the zeros' weight; here detection is one level
     and the expression level among detecting cells the others.  A gene without zeros (dense,
     microarray-like) gets ``n_bins`` equal-frequency bins of all its values, as in
-    :func:`quantile_codes`.  Sparse input is read column by column without densifying it.  The codes are
-    :func:`zero_quantile_rule` of the edges (the rule the Dask path applies per sample chunk).
+    :func:`quantile_codes`.  Sparse input is read without densifying it.  The quantiles are those of
+    ``np.quantile`` (bit for bit, :func:`zero_quantile_edges`), found for a block of genes at once by
+    partial sorts of their non-zero values; the codes are :func:`zero_quantile_rule` of the edges (the rule
+    the Dask path applies per sample chunk).
     """
     n_bins = check_n_bins(n_bins)
     n, m = X.shape
-    edges = np.full((n_bins - 1, m), np.inf)
-    offset = np.ones(m, dtype=np.uint8)
-    q_nz = np.arange(1, n_bins - 1) / (n_bins - 1)
-    q_all = np.arange(1, n_bins) / n_bins
+    edges = np.empty((n_bins - 1, m))
+    offset = np.empty(m, dtype=np.uint8)
     Xc = X.tocsc() if sp.issparse(X) else None
     for start, stop in _column_blocks(X):
-        block = None if Xc is not None else _dense_columns(X, start, stop)
-        for j in range(start, stop):
-            if Xc is not None:
-                vals = np.asarray(Xc.data[Xc.indptr[j]:Xc.indptr[j + 1]], dtype=np.float64)
-                vals = vals[vals != 0]  # explicit zeros are zeros
-            else:
-                col = block[:, j - start]
-                vals = col[col != 0]
-            if vals.size == n:  # no zeros: plain equal-frequency bins
-                edges[:, j], offset[j] = np.quantile(vals, q_all), 0
-            elif vals.size and q_nz.size:
-                edges[:n_bins - 2, j] = np.quantile(vals, q_nz)
+        values, count = _nonzero_values(X if Xc is None else Xc, start, stop)
+        edges[:, start:stop], offset[start:stop] = zero_quantile_edges(values, count, n, n_bins)
     codes = np.empty((n, m), dtype=np.uint8)
     for start, stop in _column_blocks(X):
         codes[:, start:stop] = zero_quantile_rule((X if Xc is None else Xc)[:, start:stop], edges[:, start:stop],
                                                   offset[start:stop])
     return codes, _compact_inplace(codes, n_bins)
+
+
+def _nonzero_values(X, start, stop):
+    """The non-zero values of columns ``start:stop`` (float64, column after column, a fresh array) and each
+    column's count of them (explicit zeros of a sparse X are zeros)."""
+    if sp.issparse(X):  # CSC
+        lo, hi = X.indptr[start], X.indptr[stop]
+        values = np.array(X.data[lo:hi], dtype=np.float64)
+        gene = np.repeat(np.arange(stop - start), np.diff(X.indptr[start:stop + 1]))
+        keep = values != 0
+        return values[keep], np.bincount(gene[keep], minlength=stop - start)
+    block = _dense_columns(X, start, stop).T   # genes x samples: its boolean selection runs gene after gene
+    nonzero = block != 0
+    return block[nonzero], nonzero.sum(axis=1)
+
+
+@njit(cache=True)
+def _segment_order_statistics(values, bounds, ranks):
+    """``out[j, r]``: the ``ranks[j, r]``-th smallest (0-based) of segment ``values[bounds[j]:bounds[j+1]]``
+    (a partial sort of each segment, in place: linear time, as ``np.quantile``'s ``np.partition``)."""
+    out = np.full(ranks.shape, np.nan)
+    for j in range(bounds.size - 1):
+        if bounds[j + 1] > bounds[j]:
+            part = np.partition(values[bounds[j]:bounds[j + 1]], ranks[j])
+            for r in range(ranks.shape[1]):
+                out[j, r] = part[ranks[j, r]]
+    return out
+
+
+def linear_quantile_ranks(count, q):
+    """The two order statistics (0-based ranks) and the weight of ``np.quantile``'s default ``'linear'`` rule for
+    ``count`` values: ``virtual = (count - 1) q``, ranks ``floor(virtual)`` and the next one (both the last at the
+    top), weight ``virtual - floor(virtual)`` -- computed as numpy computes them, so edges are bit-identical."""
+    virtual = (count - 1) * q
+    i = np.floor(virtual)
+    top = virtual >= count - 1
+    return (np.where(top, count - 1, i).astype(np.int64), np.where(top, count - 1, i + 1).astype(np.int64),
+            virtual - i)
+
+
+def numpy_lerp(a, b, t):
+    """numpy's linear interpolation of ``np.quantile`` (``numpy.lib._function_base_impl._lerp``), operation for
+    operation, so that the edges are bit-identical: ``a + (b-a) t``, or ``b - (b-a)(1-t)`` where ``t >= 0.5``."""
+    d = b - a
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(t >= 0.5, b - d * (1 - t), a + d * t)
+
+
+def zero_quantile_edges(values, count, n_samples, n_bins):
+    """Edges and offsets of the ``"zero_quantile"`` rule from each gene's non-zero values.
+
+    ``values``: the genes' non-zero values, gene after gene (any order within a gene; reordered in place);
+    ``count[g]``: how many are gene g's.  A gene with ``count == n_samples`` (no zeros) gets the ``n_bins - 1``
+    equal-frequency edges of all its values and offset 0; another gene the ``n_bins - 2`` of its non-zero values
+    (``+inf`` pads) and offset 1; an all-zero gene only ``+inf``.  Returns ``(edges (n_bins - 1, n_genes),
+    offset uint8 (n_genes,))``.
+    """
+    count = np.asarray(count, dtype=np.int64)
+    full = count == n_samples
+    q = np.where(full[:, None], np.arange(1, n_bins)[None, :] / n_bins,   # (genes, n_bins - 1); NaN: no cut
+                 np.append(np.arange(1, n_bins - 1) / (n_bins - 1), np.nan)[None, :])
+    cut = ~np.isnan(q) & (count > 0)[:, None]
+    lo, hi, t = linear_quantile_ranks(count[:, None], np.where(cut, q, 0.0))
+    ranks = np.where(cut[:, :, None], np.stack([lo, hi], axis=2), 0).reshape(count.size, -1)
+    stats = _segment_order_statistics(values, np.concatenate([[0], np.cumsum(count)]), ranks)
+    stats = stats.reshape(count.size, n_bins - 1, 2)
+    edges = np.where(cut, numpy_lerp(stats[:, :, 0], stats[:, :, 1], t), np.inf).T
+    return np.ascontiguousarray(edges), np.where(full, 0, 1).astype(np.uint8)
 
 
 def zero_quantile_rule(x, edges, offset):

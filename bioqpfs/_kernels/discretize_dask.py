@@ -366,14 +366,6 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
     return _key_values(lo), n_passes
 
 
-def _lerp(a, b, t):
-    """numpy's linear interpolation of ``np.quantile`` (``numpy.lib._function_base_impl._lerp``), operation for
-    operation, so that the edges are bit-identical: ``a + (b-a) t``, or ``b - (b-a)(1-t)`` where ``t >= 0.5``."""
-    d = b - a
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.where(t >= 0.5, b - d * (1 - t), a + d * t)
-
-
 def dask_quantile_edges(X, n_bins, *, nonzero_only, **search):
     """Edges of :func:`bioqpfs._kernels.discretize.quantile_codes` (``nonzero_only=False``) or of
     :func:`~bioqpfs._kernels.discretize.zero_quantile_codes` (``True``) for a Dask X, bit-identical.
@@ -401,18 +393,13 @@ def dask_quantile_edges(X, n_bins, *, nonzero_only, **search):
             rows.append(np.full(sel.size, i))
     gene, q, row = (np.concatenate(v).astype(dtype) for v, dtype in
                     ((genes, np.int64), (qs, np.float64), (rows, np.int64)))
-    k = count[gene]
-    virtual = (k - 1) * q  # np.quantile's 'linear' virtual index, computed as numpy does
-    i = np.floor(virtual)
-    top = virtual >= k - 1
-    lo_rank = np.where(top, k - 1, i).astype(np.int64)
-    hi_rank = np.where(top, k - 1, i + 1).astype(np.int64)
+    lo_rank, hi_rank, t = _disc.linear_quantile_ranks(count[gene], q)
     targets, where = np.unique(np.stack([np.concatenate([gene, gene]), np.concatenate([lo_rank, hi_rank])]),
                                axis=1, return_inverse=True)
     values, n_passes = dask_order_statistics(X, targets[0], targets[1], nonzero_only=nonzero_only, first=first,
                                              **search) if gene.size else (np.zeros(0), 0)
     a, b = values[where[:gene.size]], values[where[gene.size:]]
-    edges[row, gene] = _lerp(a, b, virtual - i)
+    edges[row, gene] = _disc.numpy_lerp(a, b, t)
     offset = np.where(full, 0, 1).astype(np.uint8) if nonzero_only else None
     return edges, offset, n_passes + 1
 
