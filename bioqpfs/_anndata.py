@@ -121,8 +121,12 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
     except ImportError:
         X, why = None, "dask is not installed"
     else:
-        X = lazy_rows(adata.filename, "X", chunk_size=chunk_size, progress=progress)
-        why = "X is stored by columns (CSC), which cannot be read by samples" if X is None else None
+        try:
+            X = lazy_rows(adata.filename, "X", chunk_size=chunk_size, progress=progress)
+        except FileNotFoundError:  # removed or moved since it was opened: the open handle still reads it whole
+            X, why = None, "the file is no longer at its path (removed or moved since it was opened)"
+        else:
+            why = "X is stored by columns (CSC), which cannot be read by samples" if X is None else None
     for method, params in runs if why is None else ():
         why = dask_refusal(method, params, X)
         if why is not None:

@@ -216,6 +216,15 @@ def read_backed(get, filename=None):
         text = str(e).strip("'\" ").splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"cannot read the expression matrix from {filename or 'its file'}: {text}; the file is "
                          "damaged or was changed while it was open -- restore or copy it again") from None
+    truncated = _truncation(datasets)
+    if truncated:
+        raise ValueError(truncated)
+    return values
+
+
+def _truncation(datasets):
+    """Why the open file of ``datasets`` is shorter than their stored bytes reach (HDF5 would read the missing
+    bytes as zeros, without an error), or ``None`` when it is not."""
     for ds in datasets:
         try:
             size = os.fstat(ds.file.id.get_vfd_handle()).st_size
@@ -223,10 +232,10 @@ def read_backed(get, filename=None):
             continue
         end = _stored_end(ds)
         if end > size:
-            raise ValueError(f"{ds.file.filename} was truncated while it was read: {size:,} bytes are left but the "
-                             f"values of {ds.name} reach byte {end:,}, so the values read past the end are not the "
-                             "stored ones; restore or copy the file again and rerun")
-    return values
+            return (f"{ds.file.filename} was truncated while it was read: {size:,} bytes are left but the values of "
+                    f"{ds.name} reach byte {end:,}, so the values read past the end are not the stored ones; restore "
+                    "or copy the file again and rerun")
+    return None
 
 
 #: default size of a sample chunk of a lazily read matrix: rows x genes x 8 bytes (float64) up to this (128 MiB)
@@ -324,15 +333,24 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
 
     filename = os.path.abspath(os.fspath(filename))  # tasks may run after a chdir, or in another process
     stamp = _stamp(filename)
-    with h5py.File(filename, "r") as f:
-        node = f[elem]
-        if isinstance(node, h5py.Dataset):
-            shape, dtype, meta = node.shape, node.dtype, None
-        elif node.attrs.get("encoding-type") == "csr_matrix":
-            shape, dtype = tuple(int(v) for v in node.attrs["shape"]), node["data"].dtype
-            meta = sp.csr_matrix((0, 0), dtype=dtype)
-        else:
-            return None
+    try:
+        with h5py.File(filename, "r") as f:
+            node = f[elem]
+            if isinstance(node, h5py.Dataset):
+                shape, dtype, meta = node.shape, node.dtype, None
+            elif node.attrs.get("encoding-type") == "csr_matrix":
+                shape, dtype = tuple(int(v) for v in node.attrs["shape"]), node["data"].dtype
+                meta = sp.csr_matrix((0, 0), dtype=dtype)
+            else:
+                return None
+            truncated = _truncation([node] if isinstance(node, h5py.Dataset) else
+                                    [v for v in node.values() if isinstance(v, h5py.Dataset)])
+    except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py on a damaged file (FileNotFoundError: above)
+        text = str(e).strip("'\" ").splitlines()[0] if str(e).strip() else type(e).__name__
+        raise LazyReadError(f"{filename}: cannot read the layout of {elem} ({text}); the file is damaged or was changed "
+                            "while it was open -- restore or copy it again and rerun") from None
+    if truncated:   # a later change is caught per chunk (size, mtime, inode: the stamp)
+        raise LazyReadError(truncated)
     if len(shape) != 2 or not shape[0]:
         return None
     rows = chunk_rows(shape[0], shape[1], chunk_size)

@@ -155,7 +155,7 @@ def test_cli_labels_file_without_the_groupby_column(files):
     pd.read_csv(d / "labels.csv", index_col=0).rename(columns={"tissue": "kind"}).to_csv(d / "l2.csv")
     r = run("select", "gbs.csv", "--orientation", "genes-by-samples", "--labels", "l2.csv", "--groupby", "tissue",
             "-o", "o.h5ad", "--n-genes", "3", "--quiet", cwd=d)
-    assert r.returncode == 1 and "has no column 'tissue' (columns: kind, batch)" in r.stderr
+    assert r.returncode == 1 and "has no column(s) 'tissue' (columns: kind, batch)" in r.stderr
     # a single label column may have any name (documented fallback)
     pd.read_csv(d / "labels.csv", index_col=0)[["tissue"]].rename(columns={"tissue": "kind"}).to_csv(d / "l1.csv")
     r = run("select", "gbs.csv", "--orientation", "genes-by-samples", "--labels", "l1.csv", "--groupby", "tissue",
@@ -225,8 +225,9 @@ def test_tl_argument_errors(tmp_path):
     a = _adata()
     with pytest.raises(TypeError, match="adata must be an AnnData, got ndarray"):
         tl.select_genes(a.X, "cls", method="maxrel", n_genes=3)
-    with pytest.raises(TypeError, match=r"groupby must be the name of one .obs column, got \['cls'\]"):
-        tl.select_genes(a, ["cls"], method="maxrel", n_genes=3)
+    with pytest.raises(TypeError, match=r"groupby must be the name of one .obs column, or a list of column names "
+                                         r"\(hierarchical labels, coarse to fine\), got \['cls', 3\]"):
+        tl.select_genes(a, ["cls", 3], method="maxrel", n_genes=3)
     a.write_h5ad(tmp_path / "b.h5ad")
     b = ad.read_h5ad(tmp_path / "b.h5ad", backed="r")
     try:

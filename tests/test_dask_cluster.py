@@ -55,3 +55,28 @@ def test_select_on_a_local_cluster_equals_in_memory(client, sparse):
     # the chunks were counted on the cluster's worker processes, not in this one
     counted = [t for t in stream.data if "_chunk_joint" in str(t["key"])]
     assert counted and {t["worker"] for t in counted} <= set(client.scheduler_info()["workers"])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+def test_default_recipe_with_exact_quantile_codes_on_a_local_cluster(client):
+    """The default recipe (qpfs_cover, discretization="auto" -> zero_quantile on this 60 %-zero X) on CSR chunks:
+    the exact quantile search's passes run on the workers too, and the result equals the in-memory one."""
+    import scipy.sparse as sp
+
+    import bioqpfs
+
+    rng = np.random.default_rng(8)
+    n, m = 1500, 30
+    y = rng.integers(0, 4, n)
+    X = np.round(rng.lognormal(size=(n, m)), 1) * (rng.random((n, m)) < 0.4)   # ties, as log counts have
+    X[:, :5] += y[:, None] * rng.random(5) * (X[:, :5] > 0)
+    D = da.from_array(X, chunks=(400, m)).map_blocks(sp.csr_matrix, dtype=X.dtype, meta=sp.csr_matrix((0, 0)))
+    with distributed.get_task_stream(client) as stream:
+        got = bioqpfs.select(D, y, n_genes=6)
+    want = bioqpfs.select(X, y, n_genes=6)
+    assert got.params["discretization"] == "auto" and want.params["discretization"] == "auto"
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
+    searched = [t for t in stream.data if "refine" in str(t["key"]) or "range" in str(t["key"])]
+    assert searched and {t["worker"] for t in searched} <= set(client.scheduler_info()["workers"])

@@ -315,3 +315,26 @@ def test_read_lazy_anndata_is_refused_clearly_and_works_once_obs_and_var_are_loa
     assert isinstance(lazy.X, da.Array)  # X never loaded into the AnnData
     np.testing.assert_allclose(lazy.var["qpfs_weight"], mem.var["qpfs_weight"], rtol=0, atol=1e-12)
     assert list(lazy.uns["qpfs"]["selected"]) == list(mem.uns["qpfs"]["selected"])
+
+
+@pytest.mark.parametrize("h5ad", [False, True], ids=["dense", "csr"], indirect=True)
+def test_a_file_removed_or_truncated_after_opening_and_before_the_run(h5ad):
+    """Removed after read_h5ad(backed='r'): it cannot be reopened by path for chunks, so X is read whole through
+    the open handle (the stored values: the in-memory panel).  Truncated: an error naming the file, no result."""
+    import os
+
+    path, mem = h5ad
+    bioqpfs.tl.select_genes(mem, "cell_type", method="qpfs", n_genes=5, discretization="mean_sd")
+    backed = _backed(path)
+    os.remove(path)
+    bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, discretization="mean_sd")
+    assert list(backed.uns["qpfs"]["selected"]) == list(mem.uns["qpfs"]["selected"])
+    backed.file.close()
+    mem.write_h5ad(path)
+    backed = _backed(path)
+    os.truncate(path, os.path.getsize(path) // 2)
+    with pytest.raises(ValueError, match=r"a\.h5ad.*(damaged or was changed|truncated)"):
+        bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, discretization="mean_sd",
+                                key_added="after_truncation")
+    assert "after_truncation" not in backed.uns and "after_truncation_weight" not in backed.var
+    backed.file.close()
