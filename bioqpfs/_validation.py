@@ -709,6 +709,8 @@ def parameter_constraints(**constraints):
     import functools
     import inspect
 
+    from ._kernels.counting_dask import pass_memo
+
     def wrap(func):
         sig = inspect.signature(func)
         unknown = set(constraints) - set(sig.parameters)
@@ -739,7 +741,8 @@ def parameter_constraints(**constraints):
                         raise TypeError(f"{func.__name__}: {name} must be True or False, got {value!r}")
                 elif rule is not None:
                     rule.check(func.__name__, name, value)
-            return func(*args, **kwargs)
+            with pass_memo():  # a Dask X: passes shared by validation, moments and thresholds (one call)
+                return func(*args, **kwargs)
 
         checked.parameter_constraints = table
         return checked

@@ -37,6 +37,7 @@ from ._kernels import correlation as _corr
 from ._kernels import discretize as _disc
 from ._kernels import information as _info
 from ._kernels.counting_dask import refuse_dask as _refuse_dask
+from ._kernels.counting_dask import with_pass_memo
 from ._validation import check_base, check_labels, check_matrix, memory_guard, output_guard, sample_names_of
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ _UNSET = object()
 
 
 @doc_params(n_bins=N_BINS_DOC)
+@with_pass_memo
 def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins: int = 3, y: ArrayLike | None = None,
                method: str | None = _UNSET) -> np.ndarray:
     """Discretise each gene into integer codes ``0..k-1`` (samples x genes, ``uint8``).
@@ -137,6 +139,7 @@ def _check_dtype(dtype):
 
 
 @doc_params(n_bins=N_BINS_DOC)
+@with_pass_memo
 def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretization: str | None = "mean_sd",
                        n_bins: int = 3, base: float = 2, rows: Sequence[int] | np.ndarray | None = None,
                        dtype: DTypeLike = np.float64) -> np.ndarray:
@@ -210,12 +213,14 @@ def _check_rows(rows, m):
     return rows.astype(np.int64)
 
 
+@with_pass_memo
 def entropy(Xd: MatrixLike, *, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2) -> np.ndarray:
     """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits)."""
     base = check_base(base)
     return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
 
 
+@with_pass_memo
 def conditional_mutual_information(Xd: MatrixLike, y: ArrayLike, *, discretization: str | None = "mean_sd",
                                    n_bins: int = 3, base: float = 2, rows: Sequence[int] | np.ndarray | None = None,
                                    dtype: DTypeLike = np.float64, class_weight: str | None = None) -> np.ndarray:
@@ -240,6 +245,7 @@ def conditional_mutual_information(Xd: MatrixLike, y: ArrayLike, *, discretizati
 
 
 @doc_params(n_bins=N_BINS_DOC)
+@with_pass_memo
 def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2, discretization: str | None = "mean_sd",
               n_bins: int = 3, class_weight: str | None = None) -> np.ndarray:
     """Class relevance F of every gene.
@@ -301,6 +307,7 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
     raise ValueError(f"unknown relevance kind {kind!r}; choose 'mi', 'hall', 'mst' or 'mst_cpx'")
 
 
+@with_pass_memo
 def correlation(X: MatrixLike, *, rows: Sequence[int] | np.ndarray | None = None,
                 dtype: DTypeLike = np.float64) -> np.ndarray:
     """|Pearson correlation| between genes (QPFS eq. 3); constant genes give 0 rows/columns.

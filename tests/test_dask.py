@@ -332,3 +332,51 @@ def test_nystrom_methods_on_dask_equal_in_memory(rng, method, params):
     want = bioqpfs.select(X, y, method=method, n_genes=5, random_state=0, **params)
     np.testing.assert_array_equal(got.ranking, want.ranking)
     np.testing.assert_array_equal(got.weights, want.weights)
+
+
+class _LoggedRows:
+    """An array-like whose every read appends a line to a file (dask may copy the object: the file is shared)."""
+
+    def __init__(self, X, log):
+        self.X, self.log = X, log
+        self.shape, self.dtype, self.ndim = X.shape, X.dtype, X.ndim
+
+    def __getitem__(self, index):
+        if self.X[index].size:
+            with open(self.log, "a") as f:
+                f.write("read\n")
+        return self.X[index]
+
+
+def _chunk_reads(log, run):
+    """How many chunk reads of a :class:`_LoggedRows` ``run()`` makes, and its result."""
+    log.write_text("")
+    out = run()
+    return log.read_text().count("read"), out
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_one_call_reads_x_once_for_validation_moments_and_thresholds(labelled, sparse, tmp_path):
+    """Validation (NaN/Inf), constant genes and the mean +- sd thresholds share their moment passes within one call
+    (``counting_dask.pass_memo``; dropping the constant gene carries them over): QPFS with mean_sd reads every chunk
+    6 times (2 moments, used bins, 2 margins, the count matrix), not 9; a second call reads X again (nothing kept
+    between calls, so a rewritten file is never answered from an old pass)."""
+    import scipy.sparse as sp
+
+    import bioqpfs
+
+    X, y = labelled
+    log = tmp_path / "reads"
+    D = da.from_array(_LoggedRows(X, log), chunks=(60, X.shape[1]), asarray=False, meta=np.empty((0, 0)))
+    if sparse:
+        D = D.map_blocks(sp.csr_matrix, dtype=X.dtype, meta=sp.csr_matrix((0, 0), dtype=X.dtype))
+    want = bioqpfs.select(X, y, method="qpfs", n_genes=6, discretization="mean_sd")
+    for _ in range(2):
+        reads, got = _chunk_reads(log, lambda: bioqpfs.select(D, y, method="qpfs", n_genes=6,
+                                                              discretization="mean_sd"))
+        assert reads == 6 * 4
+        np.testing.assert_array_equal(got.ranking, want.ranking)
+        np.testing.assert_array_equal(got.weights, want.weights)
+    reads, _ = _chunk_reads(log, lambda: bioqpfs.measures.discretize(D, discretization="mean_sd").compute())
+    assert reads == 4 * 4  # one call: 2 moments (validation included), used bins; then the codes themselves

@@ -18,6 +18,8 @@ each block pair is one pass.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 
 import numpy as np
@@ -26,12 +28,80 @@ from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
 __all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "sample_chunked",
-           "reduce_chunks", "SPLIT_EVERY"]
+           "reduce_chunks", "SPLIT_EVERY", "pass_memo", "with_pass_memo", "memoized",
+           "take_genes"]
 
 #: chunk results combined per task of the reduction tree
 SPLIT_EVERY = 8
 #: bytes of the whole gene x gene count matrix (all classes) up to which it is counted in one pass and kept
 FULL_COUNTS_BUDGET = 256 * 2**20
+
+
+_MEMO = contextvars.ContextVar("bioqpfs_dask_pass_memo", default=None)
+
+
+@contextlib.contextmanager
+def pass_memo():
+    """Within this context, the results of passes over a Dask array are kept and reused (:func:`memoized`).
+
+    Opened by every public function (``bioqpfs._validation.validate_params``) around one call, the outermost
+    call owning the memo: validation, constant-gene detection and the mean +- sd thresholds all need the
+    per-gene moments of the same X, which is then read once for them instead of three times.  The memo
+    lives for one call only, so a file rewritten between two calls is never answered from an old pass.
+    """
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def with_pass_memo(func):
+    """Decorator: ``func`` runs inside :func:`pass_memo` (the public measures; selectors get it from
+    ``bioqpfs._validation.validate_params``)."""
+    import functools
+
+    @functools.wraps(func)
+    def within(*args, **kwargs):
+        with pass_memo():
+            return func(*args, **kwargs)
+
+    return within
+
+
+def memoized(kind, x, compute):
+    """``compute()``, or its earlier result for the same ``kind`` and Dask array (by graph name) within
+    :func:`pass_memo`; outside it, always ``compute()``."""
+    memo = _MEMO.get()
+    if memo is None:
+        return compute()
+    key = (kind, x.name)
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
+#: memoized kinds whose results are per gene (tuples of scalars and per-gene vectors): a gene subset's are a slice
+GENEWISE_KINDS = ("first pass", "moments")
+
+
+def take_genes(X, genes):
+    """``X[:, genes]`` (numpy, scipy.sparse or Dask); for a Dask X inside :func:`pass_memo`, the per-gene pass
+    results already memoized for X (:data:`GENEWISE_KINDS`) are carried over to the subset, sliced, so that
+    dropping constant genes costs no pass over the samples."""
+    sub = X[:, genes]
+    memo = _MEMO.get()
+    if memo is not None and is_dask_array(X):
+        m = X.shape[1]
+        for kind in GENEWISE_KINDS:
+            value = memo.get((kind, X.name))
+            if value is not None:
+                memo[(kind, sub.name)] = tuple(v[genes] if isinstance(v, np.ndarray) and v.shape == (m,) else v
+                                               for v in value)
+    return sub
 
 
 def is_dask_array(x) -> bool:

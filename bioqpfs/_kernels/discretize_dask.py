@@ -11,6 +11,11 @@
    distance of a threshold could fall in the neighbouring bin), genes of extreme magnitude included;
 3. per chunk, which bins are used (empty bins are removed, as in memory).
 
+Pass 1 also counts each gene's NaN/Inf values (the validation of a Dask X), and passes 1 and 2 are kept for the
+rest of the call (:func:`bioqpfs._kernels.counting_dask.pass_memo`, carried over to a gene subset by
+:func:`~bioqpfs._kernels.counting_dask.take_genes`): validation, the constant-gene test and the thresholds read X
+twice in all, not five times.
+
 The codes themselves stay lazy: ``X.map_blocks`` of the in-memory rule with the global thresholds, recoded to
 ``0..k_g-1``; every count pass recomputes them chunk by chunk (persist them on a cluster to trade worker
 memory, 1 byte per entry, for time).  Chunks may be numpy arrays or scipy.sparse matrices (what
@@ -52,7 +57,7 @@ from numba import njit
 
 from . import discretize as _disc
 from .correlation import scaled_column_moments, scales_of_amax
-from .counting_dask import reduce_chunks, sample_chunked
+from .counting_dask import memoized, reduce_chunks, sample_chunked
 
 __all__ = ["dask_codes", "dask_zero_fraction", "dask_mean_sd", "dask_scaled_moments", "dask_nonfinite_genes",
            "dask_order_statistics", "dask_quantile_edges", "QUANTILE_BUDGET"]
@@ -71,9 +76,10 @@ def _abs_max(x):
 
 
 def _chunk_moments(x):
-    """``(max |x|, n, mean, s)`` of one chunk, per gene (the mean of ``x / s``)."""
-    mean, _, s = scaled_column_moments(x)
-    return _abs_max(x), float(x.shape[0]), mean, s
+    """``(max |x|, n, mean, s, non-finite count)`` of one chunk, per gene (the mean of ``x / s``)."""
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf: counted here, refused by the caller
+        mean, _, s = scaled_column_moments(x)
+        return _abs_max(x), float(x.shape[0]), mean, s, _chunk_nonfinite(x)
 
 
 def _combine_moments(*parts):
@@ -81,14 +87,22 @@ def _combine_moments(*parts):
     amax = np.max([p[0] for p in parts], axis=0)
     s = scales_of_amax(amax)
     n, mean = 0.0, None
-    for _, n_b, mean_b, s_b in parts:
-        mean_b = mean_b * (s_b / s)  # a power of two: exact
-        if mean is None:
-            n, mean = n_b, mean_b
-            continue
-        n += n_b
-        mean = mean + (mean_b - mean) * (n_b / n)
-    return amax, n, mean, s
+    with np.errstate(invalid="ignore", over="ignore"):
+        for _, n_b, mean_b, s_b, _ in parts:
+            mean_b = mean_b * (s_b / s)  # a power of two: exact
+            if mean is None:
+                n, mean = n_b, mean_b
+                continue
+            n += n_b
+            mean = mean + (mean_b - mean) * (n_b / n)
+    return amax, n, mean, s, sum(p[4] for p in parts)
+
+
+def _first_pass(X):
+    """Pass 1 over a Dask X: ``(max |x|, n, mean, s, non-finite count)`` per gene, read once per call
+    (:func:`bioqpfs._kernels.counting_dask.memoized`): validation (:func:`dask_nonfinite_genes`), the
+    constant-gene test and the mean +- sd thresholds all start from it."""
+    return memoized("first pass", X, lambda: reduce_chunks(_chunk_moments, [X], combine=_combine_moments))
 
 
 def _chunk_centred_ss(x, *, mean, s):
@@ -112,8 +126,11 @@ def dask_scaled_moments(X):
     mean -- the in-memory two-pass formula.  The merged sum of squares of pass 1 alone lost digits on genes
     with ``|mean| >> sd`` (relative error 9e-10 on a gene of mean 1e8 and sd 1, against 0 for two passes).
     """
-    _, n, mean, s = reduce_chunks(_chunk_moments, [X], combine=_combine_moments)
-    return mean, reduce_chunks(_chunk_centred_ss, [X], mean=mean, s=s), s
+    def compute():
+        _, _, mean, s, _ = _first_pass(X)
+        return mean, reduce_chunks(_chunk_centred_ss, [X], mean=mean, s=s), s
+
+    return memoized("moments", X, compute)
 
 
 def dask_mean_sd(X):
@@ -144,8 +161,8 @@ def _chunk_nonfinite(x):
 
 
 def dask_nonfinite_genes(X):
-    """Indices of the genes of a Dask X with a NaN or infinite value (one pass)."""
-    return np.flatnonzero(reduce_chunks(_chunk_nonfinite, [X]))
+    """Indices of the genes of a Dask X with a NaN or infinite value (pass 1 of the moments, :func:`_first_pass`)."""
+    return np.flatnonzero(_first_pass(X)[4])
 
 
 def _chunk_levels(x, *, rule, n_bins):

@@ -19,6 +19,7 @@ from .. import measures
 from .._docs import BATCH_DOC, HIERARCHY_DOC, Y_HIERARCHY_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels import simplex_qp
+from .._kernels.counting_dask import take_genes
 from .._kernels.psd import PSD_FIXES
 from .._selection import Selection, check_informative
 from .._validation import Interval, Options, check_n_genes, memory_guard, parameter_constraints
@@ -132,10 +133,10 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
 
     if strata is None and hierarchy is None:
-        codes, levels = measures.codes_and_levels(X[:, keep], discretization, n_bins=n_bins, y_codes=y_codes)
+        codes, levels = measures.codes_and_levels(take_genes(X, keep), discretization, n_bins=n_bins, y_codes=y_codes)
         f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
     else:
-        codes, levels = discretized(X[:, keep], discretization, n_bins, y_codes, strata)
+        codes, levels = discretized(take_genes(X, keep), discretization, n_bins, y_codes, strata)
         f = information_relevance(_info.CodeTable(codes, levels, groups=y_codes,
                                                   strata=None if strata is None else strata.codes,
                                                   strata_weights=None if strata is None else strata.weights),

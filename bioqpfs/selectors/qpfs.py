@@ -35,6 +35,7 @@ import numpy as np
 from .. import measures
 from .._docs import BATCH_DOC, HIERARCHY_DOC, N_BINS_DOC, RANDOM_STATE_DOC, Y_HIERARCHY_DOC, doc_params
 from .._kernels import information as _info
+from .._kernels.counting_dask import take_genes
 from .._kernels.psd import PSD_FIXES, apply_psd_fix, min_eigenvalue_with_safety
 from .._selection import Selection
 from .._validation import (
@@ -262,7 +263,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
     warn_constant(constant, feature_names)
     m = keep.size
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
-    Xk = X[:, keep]
+    Xk = take_genes(X, keep)
     relevance = _relevance_of_kept(relevance, m_total, keep)
     rng = check_random_state(random_state)
 

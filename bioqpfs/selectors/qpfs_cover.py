@@ -29,6 +29,7 @@ import numpy as np
 from .. import measures
 from .._docs import BATCH_DOC, N_BINS_DOC, doc_params
 from .._kernels import information as _info
+from .._kernels.counting_dask import take_genes
 from .._kernels.psd import PSD_FIXES, min_eigenvalue_with_safety
 from .._kernels.ranking import round_robin
 from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
@@ -159,7 +160,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     warn_constant(constant, feature_names)
     m, C = keep.size, classes.size
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, None)
-    Xk = X[:, keep]
+    Xk = take_genes(X, keep)
     dtype = np.float32 if m >= FLOAT32_FROM else np.float64
     Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
                                               discretization=discretization, n_bins=n_bins, base=base,

@@ -53,6 +53,7 @@ from .._kernels import information as _info
 from .._kernels import nystrom as _nys
 from .._kernels import spectral as _spec
 from .._kernels import subset_search as _swap
+from .._kernels.counting_dask import take_genes
 from .._kernels.ranking import RANK_REL_TOL
 from .._selection import Selection, check_informative, rank_by_weight
 from .._validation import (
@@ -345,7 +346,7 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
     output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
                            ["genes"] + (["float32"] if dtype != np.float32 else []) + ["nystrom"])
-    Xk = X[:, keep] if m < X.shape[1] else X
+    Xk = take_genes(X, keep) if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins, class_weight, strata)
     Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
     _check_informative(Q, discretization, X.shape[0])
@@ -488,7 +489,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     output_guard(r, m, np.float64, "sampled SPEC_CMI rows", ["lower_nystrom", "genes"])
     memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", ["lower_nystrom"])
     err_rows = _nys.error_rows(m, rows, n_error_rows, rng)
-    Xk = X[:, keep] if m < X.shape[1] else X
+    Xk = take_genes(X, keep) if m < X.shape[1] else X
     table = _table(Xk, y_codes, discretization, n_bins, class_weight)
     # the landmark rows and the few exact rows of the error estimate in one pass over the genes
     Qall, q_info = cmi_q_rows(table, np.concatenate([rows, err_rows]), base=base)
@@ -671,7 +672,7 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
             f"(e.g. mask_var), or raise max_seconds"
         )
     memory_guard(est_bytes, f"SDP_CMI on {m} genes", ["spec_cmi", "genes"])
-    Xk = X[:, keep] if m < X.shape[1] else X
+    Xk = take_genes(X, keep) if m < X.shape[1] else X
     Q_full, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins, class_weight), base=base)
     _check_informative(Q_full, discretization, X.shape[0])
     F = np.diag(Q_full).copy()
