@@ -184,7 +184,7 @@ def batch_methods():
 
 #: methods with a Dask path, tested equal to in memory (README "Large data (Dask)"): with MI similarity and
 #: relevance, no batches, and a discretisation that the Dask codes implement (:func:`dask_refusal`)
-DASK_METHODS = ("qpfs", "qpfs_cover", "spec_cmi_nystrom")
+DASK_METHODS = ("qpfs", "qpfs_cover", "spec_cmi", "spec_cmi_nystrom")
 
 
 def dask_refusal(method, params, X):
