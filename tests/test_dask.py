@@ -380,3 +380,24 @@ def test_one_call_reads_x_once_for_validation_moments_and_thresholds(labelled, s
         np.testing.assert_array_equal(got.weights, want.weights)
     reads, _ = _chunk_reads(log, lambda: bioqpfs.measures.discretize(D, discretization="mean_sd").compute())
     assert reads == 4 * 4  # one call: 2 moments (validation included), used bins; then the codes themselves
+
+
+def _chunk_ones(x):
+    return np.ones(3) * x.shape[0], 1
+
+
+def _combine_recording_fan_in(*parts):
+    return sum(p[0] for p in parts), max(len(parts), *(p[1] for p in parts))
+
+
+@pytest.mark.parametrize("result_bytes,fan_in", [(0, 8), (2**20, 8), (40 * 2**20, 3), (10**9, 2)])
+def test_big_chunk_results_are_combined_few_at_a_time(result_bytes, fan_in):
+    """Worker memory stays flat in the number of chunks: a whole count matrix per chunk (64 MB at 2,000 genes) is
+    combined two or three at a time (REDUCE_BYTES), small results up to SPLIT_EVERY at a time; the sum is the same."""
+    from bioqpfs._kernels.counting_dask import REDUCE_BYTES, SPLIT_EVERY, reduce_chunks
+
+    assert SPLIT_EVERY == 8 and REDUCE_BYTES == 128 * 2**20
+    X = da.zeros((100, 4), chunks=(5, 4))  # 20 chunks
+    total, widest = reduce_chunks(_chunk_ones, [X], combine=_combine_recording_fan_in, result_bytes=result_bytes)
+    np.testing.assert_array_equal(total, np.full(3, 100.0))
+    assert widest == fan_in

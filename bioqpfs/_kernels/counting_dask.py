@@ -28,11 +28,14 @@ from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
 __all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "sample_chunked",
-           "reduce_chunks", "SPLIT_EVERY", "pass_memo", "with_pass_memo", "memoized",
+           "reduce_chunks", "SPLIT_EVERY", "REDUCE_BYTES", "pass_memo", "with_pass_memo", "memoized",
            "take_genes"]
 
-#: chunk results combined per task of the reduction tree
+#: chunk results combined per task of the reduction tree (at most)
 SPLIT_EVERY = 8
+#: bytes of chunk results one reduction task takes at once: big results (a whole count matrix) are combined two
+#: at a time, so a worker never holds more than a few of them (memory flat in the number of chunks)
+REDUCE_BYTES = 128 * 2**20
 #: bytes of the whole gene x gene count matrix (all classes) up to which it is counted in one pass and kept
 FULL_COUNTS_BUDGET = 256 * 2**20
 
@@ -140,14 +143,15 @@ def _add(*parts):
     return sum(parts[1:], parts[0].copy())
 
 
-def reduce_chunks(func, blocks, *, vectors=None, combine=_add, **kwargs):
+def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, **kwargs):
     """``combine`` over the sample chunks k of ``func(block_k..., **vectors_k, **kwargs)``, computed by Dask.
 
     ``blocks``: 2-D dask arrays with the same sample chunks, each with one gene chunk; ``vectors``: per-sample
     numpy vectors (class codes, weights; ``None`` entries stay ``None``), each chunk gets its slice (by the
-    chunk offsets), so nothing big enters the graph.  The chunk results (small numpy arrays: counts,
-    moments) are combined ``SPLIT_EVERY`` at a time in a tree, on the workers that hold them; the root
-    comes back here.  ``combine`` must be associative (default: a sum).
+    chunk offsets), so nothing big enters the graph.  The chunk results (numpy arrays: counts, moments) are
+    combined in a tree on the workers that hold them, ``SPLIT_EVERY`` at a time, or fewer (down to 2) when
+    ``result_bytes`` (the size of one result) times that exceeds :data:`REDUCE_BYTES`; the root comes back
+    here.  ``combine`` must be associative (default: a sum).
     """
     import dask
 
@@ -159,9 +163,9 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, **kwargs):
         rows = slice(int(bounds[k]), int(bounds[k + 1]))
         vec = {name: None if v is None else v[rows] for name, v in vectors.items()}
         parts.append(dask.delayed(func, pure=True)(*(d[k] for d in delayed_blocks), **vec, **kwargs))
+    fan_in = int(np.clip(REDUCE_BYTES // max(int(result_bytes), 1), 2, SPLIT_EVERY))
     while len(parts) > 1:
-        parts = [dask.delayed(combine, pure=True)(*parts[i:i + SPLIT_EVERY])
-                 for i in range(0, len(parts), SPLIT_EVERY)]
+        parts = [dask.delayed(combine, pure=True)(*parts[i:i + fan_in]) for i in range(0, len(parts), fan_in)]
     return parts[0].compute()
 
 
@@ -272,8 +276,10 @@ class DaskCounting(CountingBackend):
                 raise ValueError(f"the two code tables have {self.n_samples} and {other.n_samples} samples")
             blocks.append(other.codes.rechunk({0: self.codes.chunks[0]}))
         groups = self.groups if per_class else None
+        size_I, size_J = (np.arange(self.n_genes)[genes_I].size, np.arange(cols.n_genes)[genes_J].size)
+        result_bytes = C * self.nb * size_I * cols.nb * size_J * np.dtype(self.count_dtype).itemsize
         G = reduce_chunks(_chunk_joint, blocks, vectors=dict(groups=groups, weights=self.weights), genes_I=genes_I,
                           genes_J=genes_J, n_bins=self.n_bins, n_bins_cols=cols.n_bins, count_dtype=self.count_dtype,
-                          n_classes=C)
+                          n_classes=C, result_bytes=result_bytes)
         return G  # a fresh array from the reduction: ``out`` is not needed
 

@@ -364,7 +364,8 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
         # the targets enter the graph once (a delayed value every chunk task depends on), not once per chunk
         targets = dask.delayed((gene[act], lo[act], hi[act], shift, collect), pure=True, traverse=False)
         counts, mins, maxs, (ct, ck, cw) = reduce_chunks(_chunk_refine, [X], combine=_combine_refine,
-                                                         targets=targets, with_zeros=not nonzero_only, H=H)
+                                                         targets=targets, with_zeros=not nonzero_only, H=H,
+                                                         result_bytes=int(cost[take].sum()))
         n_passes += 1
         h = act[~collect]  # the bin holding the target rank becomes the bracket
         cum = np.cumsum(counts, axis=1)
