@@ -1,6 +1,10 @@
 import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+#: the dynamic-linker path this test process started with: importing rpy2 (test_r.py, at collection) prepends R's
+#: library directories, and a child Python started with them may load another build's libpython
+#: (test_dask_cluster starts its worker processes with this value)
+STARTUP_LD_LIBRARY_PATH = os.environ.get("LD_LIBRARY_PATH")
 
 import numpy as np
 import pytest

@@ -2,10 +2,47 @@
 in-memory one.  Skipped, with the reason, only where the sandbox cannot start a local cluster."""
 from __future__ import annotations
 
+import contextlib
+import os
+
 import dask.array as da  # the dev extra installs the dask extra on both CI legs: a missing install must fail
 import distributed
 import numpy as np
 import pytest
+
+
+@contextlib.contextmanager
+def _startup_linker_path():
+    """The worker processes get the dynamic-linker path this test process started with.
+
+    ``import rpy2.robjects`` (test_r.py is imported when the suite is collected) prepends R's library directories
+    (``/usr/lib/R/lib:/usr/lib/x86_64-linux-gnu:...``) to ``LD_LIBRARY_PATH``; a worker Python built with a shared
+    libpython then loads the system's libpython instead of its own and fails to import ``_ssl`` ("undefined symbol
+    _PyModule_Add"), which distributed reports as "Nanny failed to start" -- why this test skipped in every full run.
+    """
+    from conftest import STARTUP_LD_LIBRARY_PATH
+
+    saved = os.environ.get("LD_LIBRARY_PATH")
+    if STARTUP_LD_LIBRARY_PATH is None:
+        os.environ.pop("LD_LIBRARY_PATH", None)
+    else:
+        os.environ["LD_LIBRARY_PATH"] = STARTUP_LD_LIBRARY_PATH
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("LD_LIBRARY_PATH", None)
+        else:
+            os.environ["LD_LIBRARY_PATH"] = saved
+
+
+def _causes(error):
+    """``error`` and its causes, one line (distributed's "Nanny failed to start" hides the worker's own error)."""
+    parts = []
+    while error is not None and len(parts) < 4:
+        parts.append(f"{type(error).__name__}: {error}")
+        error = error.__cause__ or error.__context__
+    return " <- ".join(parts)
 
 
 @pytest.fixture(scope="module")
@@ -13,10 +50,11 @@ def client():
     import dask
 
     # a worker process imports numpy/dask before it registers: on a loaded 2-core machine that can pass the
-    # default 30 s connect timeout ("Nanny failed to start", seen once in CI while other jobs ran), so allow more
-    # and try twice before concluding that the sandbox cannot start a cluster
+    # default 30 s connect timeout, so allow more and try twice before concluding that the sandbox cannot start a
+    # cluster
     cluster, error = None, None
-    with dask.config.set({"distributed.comm.timeouts.connect": "180s", "distributed.comm.timeouts.tcp": "180s"}):
+    with dask.config.set({"distributed.comm.timeouts.connect": "180s", "distributed.comm.timeouts.tcp": "180s"}), \
+            _startup_linker_path():
         for _ in range(2):
             try:
                 cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
@@ -25,7 +63,7 @@ def client():
             except Exception as e:  # pragma: no cover - depends on the sandbox
                 error = e
     if cluster is None:  # pragma: no cover
-        pytest.skip(f"dask.distributed cannot start a LocalCluster here: {type(error).__name__}: {error}")
+        pytest.skip(f"dask.distributed cannot start a LocalCluster here: {_causes(error)}")
     with cluster, distributed.Client(cluster) as c:
         yield c
 
