@@ -382,22 +382,33 @@ def test_one_call_reads_x_once_for_validation_moments_and_thresholds(labelled, s
     assert reads == 4 * 4  # one call: 2 moments (validation included), used bins; then the codes themselves
 
 
-def _chunk_ones(x):
-    return np.ones(3) * x.shape[0], 1
+def _chunk_first_row(x):
+    return np.ones(3) * x.shape[0], [int(x[0, 0])]
 
 
-def _combine_recording_fan_in(*parts):
-    return sum(p[0] for p in parts), max(len(parts), *(p[1] for p in parts))
+def _combine_in_order(*parts):
+    return sum(p[0] for p in parts), [k for p in parts for k in p[1]], len(parts)
 
 
-@pytest.mark.parametrize("result_bytes,fan_in", [(0, 8), (2**20, 8), (40 * 2**20, 3), (10**9, 2)])
-def test_big_chunk_results_are_combined_few_at_a_time(result_bytes, fan_in):
-    """Worker memory stays flat in the number of chunks: a whole count matrix per chunk (64 MB at 2,000 genes) is
-    combined two or three at a time (REDUCE_BYTES), small results up to SPLIT_EVERY at a time; the sum is the same."""
-    from bioqpfs._kernels.counting_dask import REDUCE_BYTES, SPLIT_EVERY, reduce_chunks
+def _combine_recording(*parts):
+    total, order, _ = _combine_in_order(*parts)
+    return total, order
 
-    assert SPLIT_EVERY == 8 and REDUCE_BYTES == 128 * 2**20
-    X = da.zeros((100, 4), chunks=(5, 4))  # 20 chunks
-    total, widest = reduce_chunks(_chunk_ones, [X], combine=_combine_recording_fan_in, result_bytes=result_bytes)
+
+@pytest.mark.parametrize("result_bytes", [0, 2**20, 8 * 2**20, 10**9])
+def test_big_chunk_results_are_summed_in_one_chain_per_worker_thread(result_bytes, monkeypatch):
+    """Worker memory stays flat in the number of chunks: whole count matrices (>= CHAIN_BYTES per chunk) are summed
+    in one chain per worker thread (chunk k in chain k mod S, each link after the previous one, so no worker holds
+    more than a running sum and one chunk's matrix), small results in a tree of SPLIT_EVERY; the sum is the same."""
+    from bioqpfs._kernels import counting_dask
+
+    monkeypatch.setattr(counting_dask, "parallel_slots", lambda: 3)
+    X = da.arange(100, chunks=5).reshape(100, 1) * 1.0  # 20 chunks; a chunk's first value names it
+    X = X.rechunk((5, 1))
+    total, order = counting_dask.reduce_chunks(_chunk_first_row, [X], combine=_combine_recording,
+                                               result_bytes=result_bytes)
     np.testing.assert_array_equal(total, np.full(3, 100.0))
-    assert widest == fan_in
+    if result_bytes >= counting_dask.CHAIN_BYTES:
+        assert order == [5 * k for s in range(3) for k in range(s, 20, 3)]  # chains 0,3,6..; 1,4,7..; 2,5,8..
+    else:
+        assert order == [5 * k for k in range(20)]
