@@ -11,7 +11,7 @@ file and read back lazily with ``anndata.experimental.read_elem_lazy`` (a Dask a
 QPFS; ``spec_cmi``: exact SPEC_CMI; ``qpfs_nystrom``: QPFS+Nystrom at ``--nystrom-rate``): ``select`` in memory
 (the CSR matrix; skipped with ``--no-memory``) and on the cluster (a fresh ``LocalCluster`` per run, 2 processes x
 1 thread, so each worker's peak is that run's; ``--threads``: Dask's threaded scheduler in this process instead),
-wall seconds, the peak RSS of each worker process (``ru_maxrss``, interpreter included) and whether the two
+wall seconds, the peak RSS of each worker process during the run (VmHWM, interpreter included) and whether the two
 results are identical (ranking equal, weights to 1e-12).  With ``--codes`` the discretisation alone
 (``measures.discretize``, codes computed) is timed too.  The machine is shared: the load average is printed.
 """
@@ -32,8 +32,19 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _common import poisson_types  # noqa: E402
 
 
-def _peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _peak_rss_mb(reset=False):
+    """Peak resident memory of this process in MB since it started or since the last ``reset``: Linux's VmHWM
+    (``ru_maxrss`` is no use for a worker: it keeps the peak of the process it was forked from, here the one
+    holding X).  ``reset``: start a new peak now (``/proc/self/clear_refs``)."""
+    try:
+        if reset:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            return None
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM"))
+    except OSError:  # not Linux: the lifetime peak
+        return None if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _best(repeat, func, *args, result=False, **kwargs):
@@ -112,6 +123,10 @@ def main(argv=None):
                         D = read_elem_lazy(f["X"], chunks=(args.chunk, args.genes))
                         c_dask = _best(args.repeat, lambda: bioqpfs.measures.discretize(D, discretization=rule)
                                        .compute()) if args.codes else None
+                        if client:
+                            client.run(_peak_rss_mb, reset=True)
+                        else:
+                            _peak_rss_mb(reset=True)
                         t_dask, got = _best(args.repeat, bioqpfs.select, D, y, result=True, **run)
                         rss = sorted(client.run(_peak_rss_mb).values()) if client else [_peak_rss_mb()]
                     same = "-" if want is None else (

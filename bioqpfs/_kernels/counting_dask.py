@@ -181,9 +181,9 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
     2,000 genes in 3 bins) are summed in :func:`parallel_slots` chains instead, chunk ``k`` in chain
     ``k mod S``: each link reads its chunk, counts it and adds the count to the chain's sum so far, so a link
     starts only when the previous one is done, and a worker holds one chunk and two count matrices whatever
-    the number of chunks (a tree let the scheduler count every chunk first and hold all their matrices: the
-    peak per worker grew from 0.7 to 1.7 GB between 50,000 and 200,000 cells of 2,000 genes).  The chains'
-    sums are then combined.
+    the number of chunks (a tree lets the scheduler count chunks ahead of the sums and hold their matrices: on
+    200,000 x 2,000 sparse cells in 20 chunks, 2 workers, the count pass peaked at 730 / 969 MB per worker
+    with a tree of 8, 699 / 584 MB with chains).  The chains' sums are then combined.
     """
     import dask
 
