@@ -37,13 +37,17 @@ def test_backend_is_registered_and_chosen_for_dask_arrays():
         DaskCounting(np.zeros((4, 2), np.uint8), n_bins=3)
 
 
-@pytest.fixture(params=["whole", "per pair"])
+@pytest.fixture(params=["whole", "strips", "per pair"])
 def count_ahead(request, monkeypatch):
-    """Both ways of the Dask backend: the whole count matrix in one pass (it fits), or one pass per block pair."""
+    """Every way of the Dask backend: the whole count matrix in one pass (it fits), strips of rows (it does not;
+    strips of 2 KB: several per matrix), or one pass per block pair (no plan told: ``expect`` not called)."""
     from bioqpfs._kernels import counting_dask
 
-    if request.param == "per pair":
+    if request.param != "whole":
         monkeypatch.setattr(counting_dask, "FULL_COUNTS_BUDGET", 0)
+        monkeypatch.setattr(counting_dask, "STRIP_BYTES", 2048)
+    if request.param == "per pair":
+        monkeypatch.setattr(DaskCounting, "expect", lambda self, **kw: None)
     return request.param
 
 
@@ -89,10 +93,15 @@ def test_the_whole_matrix_is_one_pass_when_it_fits(rng, monkeypatch):
     want = info.pairwise_information(info.CodeTable(codes), None, "mi")
     np.testing.assert_array_equal(info.pairwise_information(table, None, "mi"), want)
     assert len(passes) == 1
-    monkeypatch.setattr(counting_dask, "FULL_COUNTS_BUDGET", 0)
-    table = info.CodeTable(da.from_array(codes, chunks=(30, 70)))
-    np.testing.assert_array_equal(info.pairwise_information(table, None, "mi"), want)
-    assert len(passes) > 2  # one per block pair
+    monkeypatch.setattr(counting_dask, "FULL_COUNTS_BUDGET", 0)  # does not fit: strips of rows x later columns
+    for strip_bytes in (2**20, 60 * 70 * 4 * 4):  # holds every row at once; holds about 60 rows, then the rest
+        monkeypatch.setattr(counting_dask, "STRIP_BYTES", strip_bytes)
+        passes.clear()
+        table = info.CodeTable(da.from_array(codes, chunks=(30, 70)))
+        np.testing.assert_array_equal(info.pairwise_information(table, None, "mi"), want)
+        assert len(passes) == (1 if strip_bytes == 2**20 else 2)
+        np.testing.assert_array_equal(info.pairwise_information(table, None, "mi", rows=[5, 60, 2]),
+                                      info.pairwise_information(info.CodeTable(codes), None, "mi", rows=[5, 60, 2]))
 
 
 def test_gene_chunked_codes_are_rechunked_and_other_table_rechunked(coded, rng):

@@ -21,13 +21,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
+import threading
 
 import numpy as np
 
 from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
-__all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "sample_chunked",
+__all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "STRIP_BYTES", "sample_chunked",
            "reduce_chunks", "SPLIT_EVERY", "CHAIN_BYTES", "parallel_slots", "pass_memo", "with_pass_memo", "memoized",
            "take_genes"]
 
@@ -38,6 +39,9 @@ SPLIT_EVERY = 8
 CHAIN_BYTES = 8 * 2**20
 #: bytes of the whole gene x gene count matrix (all classes) up to which it is counted in one pass and kept
 FULL_COUNTS_BUDGET = 256 * 2**20
+#: bytes of a strip of the count matrix (a run of rows against all columns) counted in one pass when the whole
+#: does not fit :data:`FULL_COUNTS_BUDGET` (at most two strips are kept)
+STRIP_BYTES = 128 * 2**20
 
 _MEMO = contextvars.ContextVar("bioqpfs_dask_pass_memo", default=None)
 
@@ -233,6 +237,14 @@ def class_sums(X, y_codes, n_classes):
     return _chunk_class_sums(X, groups=y_codes, n_classes=n_classes)
 
 
+def _bin_major_slice(counts, nb, rows, n_rows, cols, n_cols):
+    """The block of row positions ``rows`` and column positions ``cols`` of a bin-major count matrix
+    ``(C, nb * n_rows, nb * n_cols)`` (row ``a * n_rows + i`` is bin ``a`` of row gene ``i``; columns alike)."""
+    r = (np.arange(nb)[:, None] * n_rows + np.asarray(rows)[None, :]).ravel()
+    c = (np.arange(nb)[:, None] * n_cols + np.asarray(cols)[None, :]).ravel()
+    return counts[:, r[:, None], c[None, :]]
+
+
 def _chunk_backend(codes, groups, weights, n_bins, count_dtype):
     return NumpyCounting(np.asarray(codes), n_bins=n_bins, groups=groups, weights=weights, count_dtype=count_dtype)
 
@@ -281,6 +293,9 @@ class DaskCounting(CountingBackend):
         self.count_dtype = count_dtype
         self.n_classes = 1 if self.groups is None or not self.groups.size else int(self.groups.max()) + 1
         self._full = {}  # per_class -> the whole count matrix, when it fits FULL_COUNTS_BUDGET (see expect)
+        self._strip_plan = None  # (rows in order, per_class, symmetric) told by expect when the whole does not fit
+        self._strips = []  # up to two (genes, first column, per_class, counts) strips, the newest last
+        self._lock = threading.Lock()  # pairwise_information asks for block pairs from several threads
 
     @property
     def native_codes(self):
@@ -294,24 +309,64 @@ class DaskCounting(CountingBackend):
                              n_bins=self.n_bins, count_dtype=self.count_dtype, n_classes=self.n_classes)
 
     def expect(self, *, rows, per_class):
-        """Told by :func:`bioqpfs._kernels.information.pairwise_information` which matrix comes: for the whole
-        gene x gene matrix (``rows`` None) that fits :data:`FULL_COUNTS_BUDGET`, count all of it now in one
-        pass; its block pairs are then sliced from it."""
+        """Told by :func:`bioqpfs._kernels.information.pairwise_information` which matrix comes (``rows`` None:
+        the whole gene x gene matrix, else those rows against every gene).
+
+        The whole matrix when it fits :data:`FULL_COUNTS_BUDGET` is counted now in one pass; its block pairs are
+        sliced from it.  Otherwise the block pairs are served from strips (:meth:`_strip_for`): a run of the
+        requested rows against all columns (from the strip's first row on, for the symmetric matrix, whose lower
+        blocks are mirrored), as many rows as fit :data:`STRIP_BYTES`, one pass each -- SPEC_CMI on 2,000 genes
+        and 8 classes is 4 passes over X instead of 66 block pairs.
+        """
         C = self.n_classes if per_class else 1
         fits = C * (self.nb * self.n_genes) ** 2 * np.dtype(self.count_dtype).itemsize <= FULL_COUNTS_BUDGET
-        if rows is None and fits and per_class not in self._full:
-            every = slice(0, self.n_genes)
-            self._full[per_class] = self._count(every, every, per_class, None)
+        if rows is None and fits:
+            if per_class not in self._full:
+                every = slice(0, self.n_genes)
+                self._full[per_class] = self._count(every, every, per_class, None)
+            return
+        order = np.arange(self.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
+        self._strip_plan = (order, per_class, rows is None)
+        self._strips = []
 
     def joint(self, genes_I, genes_J, *, per_class, other=None, out=None):
         whole = self._full.get(per_class) if other is None else None
+        genes = np.arange(self.n_genes)
         if whole is not None:
-            genes = np.arange(self.n_genes)
+            return _bin_major_slice(whole, self.nb, genes[genes_I], self.n_genes, genes[genes_J], self.n_genes)
+        plan = self._strip_plan
+        if other is None and plan is not None and plan[1] == per_class:
             I, J = genes[genes_I], genes[genes_J]
-            rows = (np.arange(self.nb)[:, None] * self.n_genes + I[None, :]).ravel()  # bin-major
-            cols = (np.arange(self.nb)[:, None] * self.n_genes + J[None, :]).ravel()
-            return whole[:, rows[:, None], cols[None, :]]
+            strip = self._strip_for(I, J, per_class)
+            if strip is not None:
+                strip_genes, first_col, _, counts = strip
+                pos = np.full(self.n_genes, -1, dtype=np.int64)
+                pos[strip_genes] = np.arange(strip_genes.size)
+                return _bin_major_slice(counts, self.nb, pos[I], strip_genes.size, J - first_col,
+                                        self.n_genes - first_col)
         return self._count(genes_I, genes_J, per_class, other)
+
+    def _strip_for(self, I, J, per_class):
+        """The kept strip holding rows ``I`` and columns ``J``, counting the next one (starting at ``I``'s first
+        row in the plan's order) when none does; ``None`` when ``I`` is not a run of the plan's rows."""
+        order, _, symmetric = self._strip_plan
+        with self._lock:
+            for strip in self._strips:
+                genes, first_col, pc, _ = strip
+                if pc == per_class and J.size and J.min() >= first_col and np.isin(I, genes).all():
+                    return strip
+            start = np.flatnonzero(order == I[0]) if I.size else []
+            if not len(start) or not np.array_equal(order[start[0]:start[0] + I.size], I):
+                return None
+            start = int(start[0])
+            first_col = int(I[0]) if symmetric else 0
+            C = self.n_classes if per_class else 1
+            per_row = C * self.nb * self.nb * (self.n_genes - first_col) * np.dtype(self.count_dtype).itemsize
+            n_rows = max(1, STRIP_BYTES // max(per_row, 1) // I.size) * I.size  # whole blocks of I's size
+            genes = order[start:start + n_rows]
+            counts = self._count(genes, slice(first_col, self.n_genes), per_class, None)
+            self._strips = (self._strips + [(genes, first_col, per_class, counts)])[-2:]
+            return self._strips[-1]
 
     def _count(self, genes_I, genes_J, per_class, other):
         cols = self if other is None else other
