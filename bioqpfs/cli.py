@@ -81,13 +81,20 @@ def _parser():
     e.add_argument("--methods", default="qpfs", help="comma-separated method names (default: qpfs)")
     e.add_argument("--n-genes", type=_int_list, default=[5, 10, 20, 50], help="comma-separated panel sizes")
     e.add_argument("--cv", type=_cv_arg, default=None,
-                   help="folds of stratified k-fold CV (an integer >= 2), 'loo', or 'auto' (default: 10-fold, "
-                        "fewer folds when the smallest class has fewer than 10 samples, leave-one-out for a "
-                        "single-sample class)")
+                   help="folds of stratified k-fold CV (an integer >= 2), 'loo', 'leave_one_batch_out' (needs "
+                        "--batch-key) or 'auto' (default: 10-fold, fewer folds when the smallest class has fewer "
+                        "than 10 samples, leave-one-out for a single-sample class)")
     e.add_argument("--scoring", default=None,
                    help="score to lead the table and the plot with: 'error' (default), 'balanced_accuracy', "
                         "'f1_macro' or any scikit-learn scorer name; error, balanced accuracy and macro-F1 are "
                         "always written")
+    e.add_argument("--batch-key", default=None, metavar="COLUMN",
+                   help="batch (donor, study) of every sample (an .obs column, or a column of the --labels file): "
+                        "the methods with batch-aware statistics are refit with the training samples' batches, and "
+                        "--cv leave_one_batch_out tests on each batch in turn")
+    e.add_argument("--groupby-weights", type=_float_list, default=None, metavar="W1,W2,...",
+                   help="with hierarchical --groupby: one weight per level, coarse to fine (normalised to sum 1; "
+                        "default equal), given to every method that takes hierarchical labels")
     e.add_argument("--repeats", type=int, default=1, help="repetitions of k-fold CV (default: 1)")
     e.add_argument("-o", "--output", required=True, help="output TSV of mean/sd error per method and panel size")
     e.add_argument("--plot", default=None, help="also save the error-curve plot (.png/.pdf/.svg)")
@@ -419,15 +426,17 @@ def _levels(args):
 
 
 def _cv_arg(text):
-    """``--cv``: an integer >= 2 (stratified k-fold), ``loo`` (leave-one-out) or ``auto`` (None), in any case."""
-    if text.strip().lower() == "loo":
-        return "loo"
+    """``--cv``: an integer >= 2 (stratified k-fold), ``loo`` (leave-one-out), ``leave_one_batch_out`` or ``auto``
+    (None), in any case."""
+    if text.strip().lower() in ("loo", "leave_one_batch_out"):
+        return text.strip().lower()
     if text.strip().lower() == "auto":
         return None
     try:
         k = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, 'loo' or 'auto', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, 'loo', 'leave_one_batch_out' or 'auto', "
+                                         f"got {text!r}") from None
     if k < 2:
         raise argparse.ArgumentTypeError(f"k-fold cross-validation needs at least 2 folds, got {text!r}")
     return k
@@ -523,12 +532,22 @@ def _cmd_evaluate(args):
             hints = [f"{m!r} -> {_registry.closest_method(m)!r}" for m in unknown if _registry.closest_method(m)]
             raise ValueError(f"unknown method(s) {', '.join(unknown)}{' (did you mean ' + ', '.join(hints) + '?)' if hints else ''}"
                              f"; available: {', '.join(known)}")
+        if args.cv == "leave_one_batch_out" and args.batch_key is None:
+            raise ValueError("--cv leave_one_batch_out tests on each batch in turn: give the batch column with "
+                             "--batch-key COLUMN")
+        method_params = None
+        if args.groupby_weights is not None:
+            takers = [m for m in method_names if m in _registry.hierarchy_methods()]
+            if not takers:
+                raise ValueError(f"--groupby-weights is for methods that take hierarchical labels "
+                                 f"({', '.join(_registry.hierarchy_methods())}); none of {', '.join(method_names)} does")
+            method_params = {m: {"groupby_weights": args.groupby_weights} for m in takers}
         with _progress.enabled(not args.quiet):
             df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
                                       repeats=args.repeats, scoring=args.scoring, layer=args.layer,
                                       use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                                       random_state=args.random_state, progress=not args.quiet,
-                                      chunk_size=args.chunk_size)
+                                      chunk_size=args.chunk_size, batch=args.batch_key, method_params=method_params)
         with atomic_path(args.output) as tmp:
             df.to_csv(tmp, sep="\t", index=False)
         if args.plot:

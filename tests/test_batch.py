@@ -273,6 +273,38 @@ def test_cli_batch_key(tmp_path):
     assert b.uns["mrmr_mid"]["params"]["batch_key"] == "donor" and "g0" not in list(b.uns["mrmr_mid"]["selected"])
 
 
+def test_cli_evaluate_batch_key_and_leave_one_batch_out(tmp_path):
+    """CLI evaluate --batch-key / --cv leave_one_batch_out give the Python error_curve's table; without the key the
+    leave-one-batch-out CV is a usage error naming --batch-key."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from bioqpfs import evaluate
+
+    X, y, batch = _three_batches()  # leave-one-batch-out trains on two batches: batch-aware selection matters
+    adata = _adata()
+    adata.X, adata.obs["ct"], adata.obs["donor"] = X, pd.Categorical(y), pd.Categorical(batch)
+    path, tsv = tmp_path / "in.h5ad", tmp_path / "curve.tsv"
+    adata.write_h5ad(path)
+    base = [sys.executable, "-m", "bioqpfs.cli", "evaluate", str(path), "--groupby", "ct", "--methods", "qpfs,maxrel",
+            "--n-genes", "5,20", "-o", str(tsv), "--quiet"]
+    r = subprocess.run(base + ["--batch-key", "donor", "--cv", "leave_one_batch_out"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    got = pd.read_csv(tsv, sep="\t")
+    want = evaluate.error_curve(adata, "ct", ["qpfs", "maxrel"], n_genes=[5, 20], batch="donor",
+                                cv="leave_one_batch_out")
+    np.testing.assert_allclose(got["mean_error"], want["mean_error"])
+    assert list(got["batch_aware"]) == list(want["batch_aware"]) and got["batch_aware"].all()
+    plain = evaluate.error_curve(adata, "ct", ["qpfs", "maxrel"], n_genes=[5, 20], batch="donor",
+                                 cv="leave_one_batch_out", batch_selection=False)
+    assert not np.allclose(plain["mean_error"], want["mean_error"])  # the batches reached the selections
+    r = subprocess.run(base + ["--cv", "leave_one_batch_out"], capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 and "--batch-key COLUMN" in r.stderr
+
+
 def test_estimator_batch_fit_parameter():
     from sklearn.pipeline import make_pipeline
     from sklearn.svm import LinearSVC

@@ -313,6 +313,23 @@ def test_cli_groupby_levels(tmp_path):
     assert r.returncode == 0, r.stderr
     expected = bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[2, 3], cv=3)
     np.testing.assert_allclose(pd.read_csv(tsv, sep="\t")["mean_error"], expected["mean_error"])
+    # --groupby-weights reaches every method named (each must take hierarchical labels)
+    r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "evaluate", str(table), "--orientation",
+                        "samples-by-genes", "--groupby", "lineage,cell_type", "--groupby-weights", "3,1", "--methods",
+                        "maxrel,mrmr_mid", "--n-genes", "1,2", "--cv", "3", "-o", str(tsv), "--quiet"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    expected = bioqpfs.evaluate.error_curve(X, y, ["maxrel", "mrmr_mid"], n_genes=[1, 2], cv=3,
+                                            method_params={"maxrel": {"groupby_weights": [3, 1]},
+                                                           "mrmr_mid": {"groupby_weights": [3, 1]}})
+    unweighted = bioqpfs.evaluate.error_curve(X, y, ["maxrel", "mrmr_mid"], n_genes=[1, 2], cv=3)
+    got = pd.read_csv(tsv, sep="\t")
+    np.testing.assert_allclose(got["mean_error"], expected["mean_error"])
+    assert not np.allclose(expected["mean_error"], unweighted["mean_error"])  # the weights change the panels
+    r = subprocess.run([sys.executable, "-m", "bioqpfs.cli", "evaluate", str(table), "--orientation",
+                        "samples-by-genes", "--groupby", "lineage,cell_type", "--groupby-weights", "3,1", "--methods",
+                        "jmi", "-o", str(tsv), "--quiet"], capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 and "--groupby-weights is for methods that take hierarchical labels" in r.stderr
 
 
 def test_r_faces_take_several_label_columns():
