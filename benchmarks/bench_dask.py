@@ -6,8 +6,9 @@
     python benchmarks/bench_dask.py --cells 40000 --genes 300 --threads --discretization mean_sd zero_quantile
 
 Data: ``_common.poisson_types`` (sparse Poisson log1p counts, 8 cell types, ~80% zeros), written to an h5ad
-file and read back lazily with ``anndata.experimental.read_elem_lazy`` (a Dask array of CSR chunks of
-``--chunk`` cells, read by the workers from the file).  Per shape, discretisation and method (``qpfs``: exact
+file (``--format zarr``: a zarr store, chunks of ``--chunk`` cells' values) and read back lazily with
+``anndata.experimental.read_elem_lazy`` (a Dask array of CSR chunks of ``--chunk`` cells, read by the workers
+from the file).  Per shape, discretisation and method (``qpfs``: exact
 QPFS; ``spec_cmi``: exact SPEC_CMI; ``qpfs_nystrom``: QPFS+Nystrom at ``--nystrom-rate``): ``select`` in memory
 (the CSR matrix; skipped with ``--no-memory``) and on the cluster (a fresh ``LocalCluster`` per run, 2 processes x
 1 thread, so each worker's peak is that run's; ``--threads``: Dask's threaded scheduler in this process instead),
@@ -73,6 +74,7 @@ def main(argv=None):
     ap.add_argument("--threads", action="store_true", help="Dask's threaded scheduler instead of a LocalCluster")
     ap.add_argument("--no-memory", action="store_true", help="skip the in-memory runs (shapes that do not fit)")
     ap.add_argument("--codes", action="store_true", help="also time the discretisation alone")
+    ap.add_argument("--format", choices=["h5ad", "zarr"], default="h5ad", help="file the data are read from")
     ap.add_argument("--repeat", type=int, default=1, help="runs per timing; the fastest is printed (shared machine)")
     args = ap.parse_args(argv)
 
@@ -80,6 +82,7 @@ def main(argv=None):
     import dask.array as da
     import h5py
     import pandas as pd
+    import zarr
     from anndata.experimental import read_elem_lazy
     from distributed import Client, LocalCluster
 
@@ -92,8 +95,13 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.cells:
             X, y = poisson_types(n, args.genes, seed=n)
-            path = os.path.join(tmp, f"x{n}.h5ad")
-            ad.AnnData(X, obs=pd.DataFrame(index=[str(i) for i in range(n)])).write_h5ad(path)
+            path = os.path.join(tmp, f"x{n}.{args.format}")
+            adata = ad.AnnData(X, obs=pd.DataFrame(index=[str(i) for i in range(n)]))
+            if args.format == "zarr":  # zarr chunks of about one Dask chunk's values
+                adata.write_zarr(path, chunks=(max(1, int(X.nnz / n * args.chunk)),))
+            else:
+                adata.write_h5ad(path)
+            del adata
             if args.no_memory:
                 del X
             X0, y0 = poisson_types(2000, 50)
@@ -119,7 +127,8 @@ def main(argv=None):
                             cl = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                                                   dashboard_address=None))
                             client = stack.enter_context(Client(cl))
-                        f = stack.enter_context(h5py.File(path, "r"))
+                        f = (zarr.open_group(path, mode="r") if args.format == "zarr" else
+                             stack.enter_context(h5py.File(path, "r")))
                         D = read_elem_lazy(f["X"], chunks=(args.chunk, args.genes))
                         c_dask = _best(args.repeat, lambda: bioqpfs.measures.discretize(D, discretization=rule)
                                        .compute()) if args.codes else None

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import lazy_rows, read_backed, stored_bytes
+from ._kernels.counting_dask import is_dask_array
 from ._validation import check_labels, describe_indices
 
 __all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
@@ -94,8 +95,8 @@ def get_obs_rep(adata, *, layer=None, use_raw=None):
 
 
 def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progress=False):
-    """:func:`get_obs_rep` for the selections ``runs`` (``(method, params)`` pairs) will make; a backed ``.X``
-    is read lazily in sample chunks when every run can count it so.
+    """:func:`get_obs_rep` for the selections ``runs`` (``(method, params)`` pairs) will make; a backed or lazily
+    read matrix is read in sample chunks when every run can count it so.
 
     A backed AnnData (``anndata.read_h5ad(path, backed="r")``, not a view) whose ``.X`` is read (no ``layer``,
     no ``.raw``) becomes a Dask array of sample chunks of ``chunk_size`` rows (:func:`bioqpfs._io.lazy_rows`:
@@ -103,19 +104,32 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
     naming the chunk) when dask is installed and every run has a Dask path
     (:func:`bioqpfs._registry.dask_refusal`).  Otherwise X is read whole, as :func:`get_obs_rep` does, after
     a check that its stored size fits the available memory (:func:`bioqpfs._validation.memory_guard`, whose
-    error names the fix).
+    error names the fix).  A matrix that already is such a Dask array of file chunks (the CLI's lazily read
+    zarr store puts them in ``.X``, ``.layers`` and ``.raw``) is treated the same way: kept lazy, or read
+    whole after the memory check.
 
     Returns
     -------
     (X, str or None)
-        The matrix, and why a backed X was read whole (for the log; ``None`` when it is lazy or not backed).
+        The matrix, and why a backed or lazy X was read whole (for the log; ``None`` when it is lazy or was in
+        memory).
     """
     from ._registry import dask_refusal
-    from ._validation import memory_guard
 
     whole = lambda: get_obs_rep(adata, layer=layer, use_raw=use_raw)  # noqa: E731
     if not adata.isbacked or adata.is_view or layer is not None or check_use_raw(adata, layer, use_raw)[0]:
-        return whole(), None
+        raw = check_use_raw(adata, layer, use_raw)[0] and layer is None
+        source = adata.layers[layer] if layer is not None and layer in adata.layers else (
+            adata.raw.X if raw and adata.raw is not None else adata.X)
+        X = whole()
+        stored = getattr(source, "bioqpfs_stored_bytes", None)
+        if stored is None or not is_dask_array(X):
+            return X, None
+        why = _refusal(runs, X, dask_refusal)
+        if why is None:
+            return X, None
+        _guard(stored, "a lazily read matrix", why)
+        return X.compute(), why
     try:
         import dask.array  # noqa: F401
     except ImportError:
@@ -127,15 +141,26 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
             X, why = None, "the file is no longer at its path (removed or moved since it was opened)"
         else:
             why = "X is stored by columns (CSC), which cannot be read by samples" if X is None else None
-    for method, params in runs if why is None else ():
-        why = dask_refusal(method, params, X)
-        if why is not None:
-            break
+    why = why or _refusal(runs, X, dask_refusal)
     if why is None:
         return X, None
-    memory_guard(stored_bytes(adata.X), f"reading X of {adata.filename} whole ({why})",
-                 (["lazy"] if why != "dask is not installed" else ["dask", "lazy"]))
+    _guard(stored_bytes(adata.X), f"X of {adata.filename}", why)
     return whole(), why
+
+
+def _refusal(runs, X, dask_refusal):
+    for method, params in runs:
+        why = dask_refusal(method, params, X)
+        if why is not None:
+            return why
+    return None
+
+
+def _guard(n_bytes, what, why):
+    from ._validation import memory_guard
+
+    memory_guard(n_bytes, f"reading {what} whole ({why})",
+                 (["lazy"] if why != "dask is not installed" else ["dask", "lazy"]))
 
 
 def check_mask(adata, mask_var):

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["atomic_path", "read_backed", "to_storable", "lazy_rows", "chunk_rows", "stored_bytes", "CHUNK_BYTES", "LazyReadError"]
+__all__ = ["atomic_path", "read_backed", "to_storable", "lazy_rows", "chunk_rows", "stored_bytes", "CHUNK_BYTES", "LazyReadError",
+           "is_zarr_store", "tree_bytes"]
 
 
 def _umask():
@@ -264,35 +265,34 @@ def _stamp(filename):
     return st.st_size, st.st_mtime_ns, st.st_ino
 
 
-def _read_rows(filename, elem, start, stop, *, stamp, chunk, n_chunks, shape, progress):
-    """Rows ``start:stop`` of the matrix ``elem`` of the HDF5 file ``filename`` (dense, or a CSR group), read
-    by path (so that a process of a Dask cluster can read it too).  The file must be the one the graph was
-    built on (same size, modification time and inode): a file deleted, truncated, rewritten or replaced
-    meanwhile is a :class:`LazyReadError` naming the chunk, never values that are not the stored ones."""
-    import h5py  # a dependency of anndata
-    import scipy.sparse as sp
+def _read_rows(filename, elem, start, stop, *, stamp, chunk, n_chunks, shape, progress, expect=None):
+    """Rows ``start:stop`` of the matrix ``elem`` (dense, or a CSR group) of the .h5ad file or zarr store
+    ``filename``, read by path (so that a process of a Dask cluster can read it too).  The file must be the one
+    the graph was built on: a file deleted, truncated, rewritten or replaced meanwhile is a
+    :class:`LazyReadError` naming the chunk, never values that are not the stored ones.
 
+    HDF5 (``expect=None``): ``stamp`` is the file's size, modification time and inode.  Zarr (``expect``: the
+    storage objects this read touches, each with whether it existed when the graph was built; ``stamp``: the
+    element's metadata files, :func:`_zarr_stamp`): zarr reads a chunk whose object is missing as its fill
+    value (zeros), without an error, and a store legitimately omits chunks that hold only the fill value, so
+    before and after the read the metadata and the presence of every object touched must be as they were.
+    """
     where = f"rows {start}..{stop - 1} (chunk {chunk + 1} of {n_chunks}) of {elem} in {filename}"
     try:
-        if _stamp(filename) != stamp:
-            raise LazyReadError(f"cannot read {where}: the file was changed (rewritten, truncated or replaced) "
-                                "after the lazy run started, so its values are no longer the ones being analysed; "
-                                "rerun once the file is complete and stays unchanged")
-        with h5py.File(filename, "r") as f:
-            node = f[elem]
-            if isinstance(node, h5py.Dataset):
-                block = node[start:stop]
-            else:
-                indptr = node["indptr"][start:stop + 1]
-                lo, hi = int(indptr[0]), int(indptr[-1])
-                block = sp.csr_matrix((node["data"][lo:hi], node["indices"][lo:hi], indptr - lo),
-                                      shape=(stop - start, shape[1]))
+        if expect is None:
+            if _stamp(filename) != stamp:
+                raise LazyReadError(f"cannot read {where}: {_CHANGED}")
+            block = _read_h5_rows(filename, elem, start, stop, shape)
+        else:
+            _check_zarr(filename, stamp, expect, where)
+            block = _read_zarr_rows(filename, elem, start, stop, shape, expect, where)
+            _check_zarr(filename, stamp, expect, where)
     except LazyReadError:
         raise
     except FileNotFoundError:
         raise LazyReadError(f"cannot read {where}: the file no longer exists (deleted or moved while the lazy run "
                             "was in progress); restore it and rerun") from None
-    except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py on a damaged file
+    except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py / zarr on a damaged file
         text = str(e).strip("'\" ").splitlines()[0] if str(e).strip() else type(e).__name__
         raise LazyReadError(f"cannot read {where}: {text}; the file is damaged or was changed during the run -- "
                             "restore or copy it again and rerun") from None
@@ -302,16 +302,135 @@ def _read_rows(filename, elem, start, stop, *, stamp, chunk, n_chunks, shape, pr
     return block
 
 
+_CHANGED = ("the file was changed (rewritten, truncated or replaced) after the lazy run started, so its values are "
+            "no longer the ones being analysed; rerun once the file is complete and stays unchanged")
+
+
+def _read_h5_rows(filename, elem, start, stop, shape):
+    import h5py  # a dependency of anndata
+    import scipy.sparse as sp
+
+    with h5py.File(filename, "r") as f:
+        node = f[elem]
+        if isinstance(node, h5py.Dataset):
+            return node[start:stop]
+        indptr = node["indptr"][start:stop + 1]
+        lo, hi = int(indptr[0]), int(indptr[-1])
+        return sp.csr_matrix((node["data"][lo:hi], node["indices"][lo:hi], indptr - lo), shape=(stop - start, shape[1]))
+
+
+# ---- zarr stores ----------------------------------------------------------------------------------------------------
+_ZARR_METADATA = (".zarray", ".zgroup", ".zattrs", "zarr.json")
+
+
+def is_zarr_store(path) -> bool:
+    """Whether ``path`` is a zarr directory store (a directory with zarr v2 or v3 group metadata)."""
+    path = os.fspath(path)
+    return os.path.isdir(path) and any(os.path.isfile(os.path.join(path, n)) for n in (".zgroup", "zarr.json"))
+
+
+def tree_bytes(path) -> int:
+    """Bytes of the files under a directory (a zarr store on disk), or of a file."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def _zarr_stamp(root, paths):
+    """Size, modification time and inode of the metadata files of the zarr nodes ``paths`` (relative to ``root``)."""
+    stamp = []
+    for rel in paths:
+        for name in _ZARR_METADATA:
+            try:
+                st = os.stat(os.path.join(root, *rel.split("/"), name))
+            except FileNotFoundError:
+                continue
+            stamp.append((f"{rel}/{name}", st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(stamp)
+
+
+def _zarr_objects(arr, lo, hi):
+    """The storage keys (relative to the store) of the chunks -- the shards, if sharded -- holding elements
+    ``lo:hi`` along the first axis of the zarr array ``arr`` (all of the second axis)."""
+    unit = arr.shards or arr.chunks
+    rows = range(lo // unit[0], (hi - 1) // unit[0] + 1) if hi > lo else range(0)
+    cols = [()] if arr.ndim == 1 else [(j,) for j in range(-(-arr.shape[1] // unit[1]))]
+    return [f"{arr.path}/{arr.metadata.encode_chunk_key((i, *j))}" for i in rows for j in cols]
+
+
+def _check_zarr(root, stamp, expect, where):
+    if not os.path.isdir(root):
+        raise FileNotFoundError(root)
+    if _zarr_stamp(root, stamp[0]) != stamp[1]:
+        raise LazyReadError(f"cannot read {where}: {_CHANGED}")
+    for key, present in expect[1]:
+        if os.path.exists(os.path.join(root, *key.split("/"))) != present:
+            raise LazyReadError(f"cannot read {where}: its stored chunk {key} {'is gone' if present else 'appeared'} "
+                                "since the lazy run started (zarr would read a missing chunk as zeros, not the stored "
+                                "values); rerun once the store is complete and stays unchanged")
+
+
+def _read_zarr_rows(root, elem, start, stop, shape, expect, where):
+    import scipy.sparse as sp
+    import zarr
+
+    node = zarr.open_group(root, mode="r")[elem]
+    if isinstance(node, zarr.Array):
+        return node[start:stop]
+    indptr = node["indptr"][start:stop + 1]
+    lo, hi = int(indptr[0]), int(indptr[-1])
+    if (lo, hi) != expect[0]:
+        raise LazyReadError(f"cannot read {where}: {_CHANGED}")
+    return sp.csr_matrix((node["data"][lo:hi], node["indices"][lo:hi], indptr - lo), shape=(stop - start, shape[1]))
+
+
+def _zarr_layout(root, elem, chunk_size):
+    """Shape, dtype, Dask meta, chunk bounds, metadata stamp and per-chunk expectations (see :func:`_read_rows`)
+    of the matrix ``elem`` of a zarr store; ``None`` when it cannot be read by rows."""
+    import scipy.sparse as sp
+    import zarr
+
+    node = zarr.open_group(root, mode="r")[elem]
+    if isinstance(node, zarr.Array):
+        arrays, shape, dtype, meta = {"": node}, node.shape, node.dtype, None
+    elif node.attrs.get("encoding-type") == "csr_matrix":
+        arrays = {k: node[k] for k in ("data", "indices", "indptr")}
+        shape, dtype, meta = tuple(int(v) for v in node.attrs["shape"]), arrays["data"].dtype, None
+        meta = sp.csr_matrix((0, 0), dtype=dtype)
+    else:
+        return None
+    nodes = sorted({elem} | {a.path for a in arrays.values()})
+    stamp = (tuple(nodes), _zarr_stamp(root, nodes))
+    if len(shape) != 2 or not shape[0]:
+        return shape, dtype, meta, [0, 0], stamp, []
+    present = {os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+               for a in arrays.values() for d, _, files in os.walk(os.path.join(root, *a.path.split("/"))) for f in files}
+    rows = chunk_rows(shape[0], shape[1], chunk_size)
+    bounds = list(range(0, shape[0], rows)) + [shape[0]]
+    if "" in arrays:
+        ptr = [None] * len(bounds)
+        keys = [_zarr_objects(node, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    else:
+        ptr = [int(v) for v in arrays["indptr"].get_coordinate_selection(np.asarray(bounds))]
+        keys = [_zarr_objects(arrays["indptr"], a, b + 1) + _zarr_objects(arrays["data"], p, q)
+                + _zarr_objects(arrays["indices"], p, q)
+                for a, b, p, q in zip(bounds[:-1], bounds[1:], ptr[:-1], ptr[1:])]
+    expect = [((p, q), tuple((k, k in present) for k in ks)) for p, q, ks in zip(ptr[:-1], ptr[1:], keys)]
+    return shape, dtype, meta, bounds, stamp, expect
+
+
 def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
-    """The matrix ``elem`` of an .h5ad file as a Dask array of sample (row) chunks, each read from the file when
-    a task needs it, so the matrix is never loaded whole.
+    """The matrix ``elem`` of an .h5ad file or a zarr store as a Dask array of sample (row) chunks, each read from
+    the file when a task needs it, so the matrix is never loaded whole.
 
     Parameters
     ----------
     filename : str or path
-        The .h5ad file (e.g. ``adata.filename`` of ``anndata.read_h5ad(path, backed="r")``).
+        The .h5ad file (e.g. ``adata.filename`` of ``anndata.read_h5ad(path, backed="r")``), or a zarr directory
+        store (as ``anndata.AnnData.write_zarr`` writes; zarr v2 or v3, sharded or not).
     elem : str
-        The matrix inside it: a dense dataset (numpy chunks) or a ``csr_matrix`` group (scipy CSR chunks).
+        The matrix inside it: a dense array (numpy chunks) or a ``csr_matrix`` group (scipy CSR chunks).
     chunk_size : int, optional
         Samples per chunk (:func:`chunk_rows`: default :data:`CHUNK_BYTES` of float64 rows).
     progress : bool
@@ -324,28 +443,30 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
     dask.array.Array or None
         ``None`` when the matrix is stored in a way that cannot be read by rows (a ``csc_matrix`` group).
         A read of a chunk fails with :class:`LazyReadError` naming the chunk and the file when the file was
-        deleted, truncated or rewritten after this call (see :func:`_read_rows`).
+        deleted, truncated or rewritten after this call (see :func:`_read_rows`).  The array's
+        ``bioqpfs_stored_bytes`` attribute is the size of its values in memory (for a memory check before
+        reading it whole).
     """
     import dask
     import dask.array as da
-    import h5py
-    import scipy.sparse as sp
 
     filename = os.path.abspath(os.fspath(filename))  # tasks may run after a chdir, or in another process
-    stamp = _stamp(filename)
+    zarr_store = os.path.isdir(filename)
     try:
-        with h5py.File(filename, "r") as f:
-            node = f[elem]
-            if isinstance(node, h5py.Dataset):
-                shape, dtype, meta = node.shape, node.dtype, None
-            elif node.attrs.get("encoding-type") == "csr_matrix":
-                shape, dtype = tuple(int(v) for v in node.attrs["shape"]), node["data"].dtype
-                meta = sp.csr_matrix((0, 0), dtype=dtype)
-            else:
+        if zarr_store:
+            layout = _zarr_layout(filename, elem, chunk_size)
+            if layout is None:
                 return None
-            truncated = _truncation([node] if isinstance(node, h5py.Dataset) else
-                                    [v for v in node.values() if isinstance(v, h5py.Dataset)])
-    except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py on a damaged file (FileNotFoundError: above)
+            shape, dtype, meta, bounds, stamp, expect = layout
+            truncated = None
+        else:
+            shape, dtype, meta, bounds, stamp, truncated = _h5_layout(filename, elem, chunk_size)
+            if isinstance(meta, str):  # "csc"
+                return None
+            expect = None
+    except FileNotFoundError:
+        raise
+    except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py / zarr on a damaged file
         text = str(e).strip("'\" ").splitlines()[0] if str(e).strip() else type(e).__name__
         raise LazyReadError(f"{filename}: cannot read the layout of {elem} ({text}); the file is damaged or was changed "
                             "while it was open -- restore or copy it again and rerun") from None
@@ -353,17 +474,53 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
         raise LazyReadError(truncated)
     if len(shape) != 2 or not shape[0]:
         return None
-    rows = chunk_rows(shape[0], shape[1], chunk_size)
-    bounds = list(range(0, shape[0], rows)) + [shape[0]]
     read = dask.delayed(_read_rows, pure=True)
-    token = dask.base.tokenize(filename, elem, stamp, rows)
+    token = dask.base.tokenize(filename, elem, stamp, bounds)
     # the task names carry the rows, so a scheduler's error about a task (a worker killed while reading it,
     # distributed's KilledWorker) names the chunk too
     blocks = [da.from_delayed(read(filename, elem, a, b, stamp=stamp, chunk=k, n_chunks=len(bounds) - 1,
-                                   shape=shape, progress=bool(progress), dask_key_name=f"read-{elem}-rows-{a}-{b - 1}-{token}"),
+                                   shape=shape, progress=bool(progress), expect=None if expect is None else expect[k],
+                                   dask_key_name=f"read-{elem.replace('/', '.')}-rows-{a}-{b - 1}-{token}"),
                               shape=(b - a, shape[1]), dtype=dtype, meta=meta)
               for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
-    return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+    X = da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+    X.bioqpfs_stored_bytes = int(np.prod(shape)) * np.dtype(dtype).itemsize if meta is None else _csr_bytes(
+        filename, elem, zarr_store)
+    return X
+
+
+def _h5_layout(filename, elem, chunk_size):
+    import h5py
+    import scipy.sparse as sp
+
+    stamp = _stamp(filename)
+    with h5py.File(filename, "r") as f:
+        node = f[elem]
+        if isinstance(node, h5py.Dataset):
+            shape, dtype, meta = node.shape, node.dtype, None
+        elif node.attrs.get("encoding-type") == "csr_matrix":
+            shape, dtype = tuple(int(v) for v in node.attrs["shape"]), node["data"].dtype
+            meta = sp.csr_matrix((0, 0), dtype=dtype)
+        else:
+            return None, None, "csc", None, stamp, None
+        truncated = _truncation([node] if isinstance(node, h5py.Dataset) else
+                                [v for v in node.values() if isinstance(v, h5py.Dataset)])
+    rows = chunk_rows(shape[0], shape[1], chunk_size) if len(shape) == 2 and shape[0] else 1
+    bounds = list(range(0, shape[0], rows)) + [shape[0]] if len(shape) == 2 else [0, 0]
+    return shape, dtype, meta, bounds, stamp, truncated
+
+
+def _csr_bytes(filename, elem, zarr_store):
+    """Bytes of the data, indices and indptr of a CSR matrix of an .h5ad file or zarr store, once in memory."""
+    if zarr_store:
+        import zarr
+
+        node = zarr.open_group(filename, mode="r")[elem]
+        return sum(node[k].nbytes for k in ("data", "indices", "indptr"))
+    import h5py
+
+    with h5py.File(filename, "r") as f:
+        return sum(v.size * v.dtype.itemsize for v in f[elem].values() if isinstance(v, h5py.Dataset))
 
 
 def to_storable(value):

@@ -249,19 +249,79 @@ def _save_plot(draw, path):
     plt.close(ax.figure)
 
 
-#: an .h5ad input larger than this (1 GiB) is read lazily (backed, X read in sample chunks) unless --no-lazy
+#: an .h5ad file or zarr store larger than this on disk (1 GiB) is read lazily (X read in sample chunks) unless
+#: --no-lazy
 LAZY_BYTES = 2**30
 
 
 def _load_input(args):
     from . import datasets
+    from ._io import is_zarr_store, tree_bytes
 
     if args.input is None:
         return datasets.load(args.dataset)
     if _is_table(args.input):
         return _read_table(args)
-    lazy = args.lazy if args.lazy is not None else os.path.isfile(args.input) and os.path.getsize(args.input) > LAZY_BYTES
+    zarr_store = is_zarr_store(args.input) or args.input.rstrip("/\\").lower().endswith(".zarr")
+    lazy = args.lazy if args.lazy is not None else os.path.exists(args.input) and tree_bytes(args.input) > LAZY_BYTES
+    if zarr_store:
+        return _read_zarr(args.input, lazy=lazy, chunk_size=args.chunk_size, progress=not args.quiet)
     return _read_h5ad(args.input, backed=lazy)
+
+
+def _read_zarr(path, *, lazy=False, chunk_size=None, progress=False):
+    """An AnnData zarr store (a directory, as ``AnnData.write_zarr`` writes it; zarr v2 or v3).
+
+    ``lazy``: ``.obs``, ``.var``, ``.uns``, ``.obsm``/``.varm``/``.obsp``/``.varp`` are read, while ``.X``, the
+    layers and ``.raw.X`` (dense or CSR) become Dask arrays of sample chunks read from the store when a task
+    needs them (:func:`bioqpfs._io.lazy_rows`, which refuses a store changed during the run; a method without a
+    Dask path reads the matrix whole after a memory check, :func:`bioqpfs._anndata.obs_rep_for`).  Without
+    dask installed the store is read whole.
+    """
+    import anndata as ad
+
+    from ._io import is_zarr_store, lazy_rows
+
+    if not os.path.exists(path):
+        raise ValueError(f"{path} does not exist")
+    if not is_zarr_store(path):
+        raise ValueError(f"{path} is not a zarr store (a directory with .zgroup or zarr.json, as AnnData.write_zarr "
+                         "writes); give a .zarr store, an .h5ad file, or a .csv/.tsv table")
+    try:
+        import dask.array  # noqa: F401
+    except ImportError:
+        lazy = False
+    try:
+        if not lazy:
+            return ad.read_zarr(path)
+        import pandas as pd
+        import zarr
+
+        try:
+            from anndata.io import read_elem
+        except ImportError:  # anndata < 0.11
+            from anndata.experimental import read_elem
+
+        group = zarr.open_group(path, mode="r")
+
+        def matrix(key):
+            X = lazy_rows(path, key, chunk_size=chunk_size, progress=progress)
+            return read_elem(group[key]) if X is None else X  # CSC: read whole
+
+        parts = {k: read_elem(group[k]) for k in ("obs", "var", "uns", "obsm", "varm", "obsp", "varp") if k in group}
+        if "X" in group:
+            parts["X"] = matrix("X")
+        if "layers" in group:
+            parts["layers"] = {k: matrix(f"layers/{k}") for k in group["layers"].keys()}
+        adata = ad.AnnData(**parts)
+        if "raw" in group and "X" in group["raw"]:  # (anndata may leave an empty raw group)
+            adata.raw = ad.AnnData(matrix("raw/X"), obs=pd.DataFrame(index=adata.obs_names),
+                                   var=read_elem(group["raw/var"]))
+        return adata
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as e:
+        text = str(e).strip("'\" ")
+        raise ValueError(f"cannot read {path} as an AnnData zarr store: "
+                         f"{text.splitlines()[0] if text else type(e).__name__}") from None
 
 
 def _read_h5ad(path, backed=False):
@@ -277,7 +337,7 @@ def _read_h5ad(path, backed=False):
     import anndata as ad
 
     if os.path.exists(path) and not os.path.isfile(path):
-        raise ValueError(f"{path} is not a regular file; give an .h5ad file, or a .csv/.tsv table")
+        raise ValueError(f"{path} is not a regular file; give an .h5ad file, a .zarr store, or a .csv/.tsv table")
     if os.path.isfile(path) and os.path.getsize(path) == 0:
         raise ValueError(f"{path} is empty (0 bytes); it was not written completely -- write or copy it again")
     try:
@@ -315,7 +375,7 @@ def _read_h5ad(path, backed=False):
 
 def _add_input_args(p, datasets):
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("input", nargs="?", help="input .h5ad, or a .csv/.tsv expression table (needs --orientation)")
+    src.add_argument("input", nargs="?", help="input .h5ad, .zarr store (a directory), or a .csv/.tsv expression table (needs --orientation)")
     src.add_argument("--dataset", choices=sorted(datasets.available()), help="use a bundled dataset instead of a file")
     p.add_argument("--groupby", required=True, type=_groupby_arg, metavar="COLUMN[,COLUMN...]",
                    help="column holding the classes: of .obs (h5ad), of the table (samples-by-genes CSV) or of "
@@ -337,13 +397,14 @@ def _add_input_args(p, datasets):
                    help="allow an output to overwrite an input file (the input or --labels)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     p.add_argument("--chunk-size", type=_chunk_size_arg, default=None, metavar="N",
-                   help="samples per chunk when an .h5ad is read lazily (default: as many as fit 128 MiB as float64)")
+                   help="samples per chunk when an .h5ad or .zarr is read lazily (default: as many as fit 128 MiB as "
+                        "float64)")
     lazy = p.add_mutually_exclusive_group()
     lazy.add_argument("--lazy", dest="lazy", action="store_true", default=None,
-                      help="read the .h5ad lazily: X stays in the file and the methods with a Dask path (qpfs, "
-                           "qpfs_cover, spec_cmi_nystrom with --discretization mean_sd) read it in sample chunks "
-                           f"(default: for files over {LAZY_BYTES // 2**30} GiB)")
-    lazy.add_argument("--no-lazy", dest="lazy", action="store_false", help="read the whole .h5ad into memory")
+                      help="read the .h5ad or .zarr lazily: X stays in the file and the methods with a Dask path (qpfs, "
+                           "qpfs_cover, spec_cmi, spec_cmi_nystrom; not --discretization mdl) read it in sample "
+                           f"chunks (default: inputs over {LAZY_BYTES // 2**30} GiB on disk)")
+    lazy.add_argument("--no-lazy", dest="lazy", action="store_false", help="read the whole input into memory")
 
 
 _USE_RAW = {"auto": None, "yes": True, "no": False}
@@ -481,18 +542,22 @@ def _same_file(a, b):
 def _check_paths(args, outputs):
     """Validate every input and output path before any computation.
 
-    ``outputs`` is ``[(option, path, suffixes or None)]``.  An input (the input file, ``--labels``) must
-    exist; an output must not be a directory, its nearest existing ancestor must be a writable
+    ``outputs`` is ``[(option, path, suffixes or None)]``.  An input (the input file -- or zarr store --,
+    ``--labels``) must exist; an output must not be a directory, its nearest existing ancestor must be a writable
     directory (missing directories are created), its suffix must be one of ``suffixes``, it must
     not name an input unless ``--force``, and no two outputs may name the same file (never allowed).
     """
+    from ._io import is_zarr_store
+
     inputs = [(opt, path) for opt, path in (("input", getattr(args, "input", None)),
                                             ("--labels", getattr(args, "labels", None))) if path is not None]
     for opt, path in inputs:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{opt} file {path!r} does not exist")
-        if os.path.isdir(path):
-            raise ValueError(f"{opt} {path!r} is a directory, not a file")
+        if os.path.isdir(path) and not (opt == "input" and is_zarr_store(path)):
+            raise ValueError(f"{opt} {path!r} is a directory, not a file" + (
+                "" if opt != "input" else " or a zarr store (one has .zgroup or zarr.json, as AnnData.write_zarr "
+                "writes)"))
     outputs = [(opt, os.fspath(path), suffixes) for opt, path, suffixes in outputs if path is not None]
     for i, (opt, path, suffixes) in enumerate(outputs):
         if os.path.isdir(path):

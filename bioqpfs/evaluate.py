@@ -113,8 +113,8 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         X, whole = obs_rep_for(data, [] if runs is None else runs(names, data.n_vars, np.flatnonzero(mask)),
                                layer=layer, use_raw=use_raw, chunk_size=chunk_size, progress=progress)
         logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}"
-                  + (f" (the backed X read whole: {whole})" if whole else
-                     " (the backed X read lazily in sample chunks)" if data.isbacked and is_dask_array(X) else ""))
+                  + (f" (the matrix stored in the file read whole: {whole})" if whole else
+                     " (read lazily in sample chunks)" if is_dask_array(X) else ""))
         y = obs_labels(data, labels) if isinstance(labels, (str, list, tuple)) else labels
     else:
         if layer is not None or use_raw or isinstance(mask_var, str):

@@ -8,6 +8,7 @@ the file deleted or changed between building the graph and computing it.
 from __future__ import annotations
 
 import os
+import re
 
 import anndata as ad
 import dask.array as da  # the dev extra installs dask on both CI legs: a missing install must fail
@@ -339,3 +340,116 @@ def test_a_file_removed_or_truncated_after_opening_and_before_the_run(h5ad):
                                 key_added="after_truncation")
     assert "after_truncation" not in backed.uns and "after_truncation_weight" not in backed.var
     backed.file.close()
+
+
+# ---- zarr stores -------------------------------------------------------------------------------------------------
+@pytest.fixture(params=[(2, False), (2, True), (3, True)], ids=["v2-dense", "v2-csr", "v3-csr-sharded"])
+def zarr_store(h5ad, tmp_path, request):
+    """The fixture's AnnData written as a zarr store (format 2 or 3; small chunks, so a sample chunk spans
+    several stored chunks), with ``.raw`` (the same genes) for the CSR stores; its in-memory AnnData."""
+    fmt, sparse = request.param
+    _, mem = h5ad
+    mem = mem.copy()
+    if sparse:
+        mem.X = sp.csr_matrix(mem.X)
+        mem.raw = mem.copy()
+    path = tmp_path / "a.zarr"
+    with ad.settings.override(zarr_write_format=fmt):
+        if fmt == 3:  # sharded: a shard of 4 chunks of 50 values
+            import zarr
+
+            mem.write_zarr(path, chunks=(50,))
+            group = zarr.open_group(path, mode="r+")
+            for name in ("data", "indices", "indptr"):
+                for where in ("X", "raw/X"):
+                    old = group[f"{where}/{name}"]
+                    values = old[:]
+                    del group[f"{where}/{name}"]
+                    group.create_array(f"{where}/{name}", data=values, chunks=(50,), shards=(200,),
+                                       attributes=dict(old.attrs))
+            zarr.consolidate_metadata(path)  # anndata opens the store by its consolidated metadata
+        else:
+            mem.write_zarr(path, chunks=(50, 10) if not sparse else (50,))
+    return path, mem
+
+
+def test_zarr_store_read_by_sample_chunks_equals_the_stored_matrix(zarr_store):
+    path, mem = zarr_store
+    X = _io.lazy_rows(path, chunk_size=70)
+    assert X.chunks[0] == (70, 70, 70, 30)
+    want = mem.X.toarray() if sp.issparse(mem.X) else mem.X
+    got = X.compute()
+    np.testing.assert_array_equal(got.toarray() if sp.issparse(got) else got, want)
+    assert X.bioqpfs_stored_bytes == (mem.X.data.nbytes + mem.X.indices.nbytes + mem.X.indptr.nbytes
+                                      if sp.issparse(mem.X) else mem.X.nbytes)
+    assert _io.is_zarr_store(path) and not _io.is_zarr_store(path.parent) and not _io.is_zarr_store(path / "zarr.json")
+
+
+def test_cli_on_a_zarr_store_lazy_and_whole_equal_the_in_memory_run(zarr_store, tmp_path, monkeypatch, capfd):
+    path, mem = zarr_store
+    monkeypatch.setattr(_io, "PROGRESS_SECONDS", 0.0)
+    reads = []
+    read_rows = _io._read_rows
+    monkeypatch.setattr(_io, "_read_rows", lambda f, elem, a, b, **kw: reads.append((elem, a, b)) or
+                        read_rows(f, elem, a, b, **kw))
+    mem_path = tmp_path / "mem.h5ad"
+    mem.write_h5ad(mem_path)
+    assert _select(mem_path, tmp_path / "mem_out.h5ad") == 0
+    assert _select(path, tmp_path / "whole.h5ad", "--no-lazy") == 0
+    assert reads == []
+    capfd.readouterr()
+    assert _select(path, tmp_path / "lazy.h5ad", "--lazy", "--chunk-size", "100") == 0
+    matrix = "raw/X" if mem.raw is not None else "X"  # use_raw=auto reads .raw, as scanpy does
+    assert {(e, a) for e, a, _ in reads} >= {(matrix, 0), (matrix, 100), (matrix, 200)}
+    assert max(b - a for _, a, b in reads) == 100  # never more than a chunk at once
+    assert f"(chunk 3 of 3) of {matrix} in {path}" in capfd.readouterr().err
+    want = (tmp_path / "mem_out.h5ad.tsv").read_text()
+    assert (tmp_path / "whole.h5ad.tsv").read_text() == want
+    assert (tmp_path / "lazy.h5ad.tsv").read_text() == want
+    out = ad.read_h5ad(tmp_path / "lazy.h5ad")  # the output holds the input, with the results
+    np.testing.assert_array_equal(out.X.toarray() if sp.issparse(out.X) else out.X,
+                                  mem.X.toarray() if sp.issparse(mem.X) else mem.X)
+    pd.testing.assert_frame_equal(out.var, ad.read_h5ad(tmp_path / "mem_out.h5ad").var)
+
+
+def test_zarr_method_without_a_dask_path_reads_the_store_whole(zarr_store, tmp_path):
+    path, mem = zarr_store
+    assert _select(path, tmp_path / "lazy.h5ad", "--lazy", "--method", "mrmr_mid") == 0
+    assert _select(path, tmp_path / "whole.h5ad", "--no-lazy", "--method", "mrmr_mid") == 0
+    assert (tmp_path / "lazy.h5ad.tsv").read_text() == (tmp_path / "whole.h5ad.tsv").read_text()
+
+
+@pytest.mark.parametrize("how", ["chunk deleted", "store deleted", "rewritten"])
+def test_zarr_store_changed_during_a_lazy_run_is_an_error_naming_the_chunk(zarr_store, tmp_path, monkeypatch, capsys,
+                                                                          how):
+    """zarr reads a missing chunk as zeros without an error; the lazy reader refuses it, naming the chunk."""
+    import shutil
+
+    path, mem = zarr_store
+    matrix = "raw/X" if mem.raw is not None else "X"
+
+    def damage():
+        if how == "store deleted":
+            shutil.rmtree(path)
+        elif how == "chunk deleted":  # the last stored chunk of the values (a data chunk of a CSR matrix)
+            files = sorted((os.path.join(d, f) for d, _, fs in os.walk(path / matrix) for f in fs
+                            if not f.startswith(".") and f != "zarr.json"), key=os.path.getmtime)
+            os.remove(files[-1])
+        else:  # written again (the same values: zarr rewrites the metadata)
+            mem.write_zarr(path)
+
+    _after_graph(monkeypatch, damage)
+    out = tmp_path / "out" / "o.h5ad"
+    out.parent.mkdir()
+    assert _select(path, out, "--lazy", "--chunk-size", "100") == 1
+    err = capsys.readouterr().err
+    why = {"store deleted": "no longer exists", "chunk deleted": "is gone since the lazy run started",
+           "rewritten": "changed"}[how]
+    assert re.search(rf"cannot read rows \d+\.\.\d+ \(chunk \d of 3\) of {matrix} in {path}: .*{why}", err), err
+    assert os.listdir(out.parent) == []  # no output, no temporary file
+
+
+def test_cli_refuses_a_directory_that_is_not_a_zarr_store(tmp_path, capsys):
+    (tmp_path / "d.zarr").mkdir()
+    assert _select(tmp_path / "d.zarr", tmp_path / "o.h5ad") == 1
+    assert "is a directory, not a file or a zarr store" in capsys.readouterr().err

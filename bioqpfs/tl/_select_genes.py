@@ -322,9 +322,9 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     duplicated = _warn_duplicated_names(adata)
     start = logg.info(f"selecting {n_genes if n_genes != 'auto' else 'n_genes=auto'} genes with {method!r} by {groupby!r} on {source}")
     if whole is not None:
-        logg.info(f"    X of the backed file is read whole: {whole}")
-    elif adata.isbacked and is_dask_array(X):
-        logg.info(f"    X of the backed file is read lazily in {len(X.chunks[0])} chunks of up to {X.chunks[0][0]} samples")
+        logg.info(f"    the matrix stored in the file is read whole: {whole}")
+    elif is_dask_array(X):
+        logg.info(f"    the matrix is read lazily in {len(X.chunks[0])} chunks of up to {X.chunks[0][0]} samples")
     genes = adata.var_names.to_numpy()
     Xm = X if mask.all() else X[:, np.flatnonzero(mask)]
     _hint_long_exact_run(method, params, Xm.shape, logg)
