@@ -117,6 +117,43 @@ def test_batch_information_matches_plain_loops(weighting, discretization):
 
 
 @pytest.mark.parametrize("weighting", ["size", "equal"])
+def test_batch_information_with_sample_weights_matches_plain_loops(weighting):
+    """Class-balanced sample weights and batches together: Q_ij = sum_b w_b I_b(X_i; X_j) and I(X_i; X_j | C)
+    likewise, each I_b on batch b's weighted samples alone (the one-pass form rescales the weights per batch)."""
+    X, y, batch = _batched()
+    strata = check_batch(batch, X, batch_weights=weighting)
+    codes_of = {b: ref.mean_sd_codes(X[batch == b]) for b in np.unique(batch)}
+    sample_w = 1.0 / np.bincount(y)[y]  # class_weight="balanced"
+    table = info_table(X, y, discretization="mean_sd", n_bins=3, grouped=True, batch=strata,
+                       class_weight="balanced")
+    m = X.shape[1]
+    Q = _info.pairwise_information(table, None, "mi", base=2)
+    G = _info.pairwise_information(table, None, "mi_given_class", base=2)
+
+    def per_batch(measure):
+        return sum(w_b * measure(codes_of[b], y[batch == b], sample_w[batch == b])
+                   for b, w_b in zip(*_batch_weights(batch, weighting)))
+
+    Q_ref = per_batch(lambda c, yb, w: np.array([[ref.weighted_mutual_info(c[:, i], c[:, j], w) if i != j else
+                                                  ref.weighted_entropy(c[:, i], weights=w)
+                                                  for j in range(m)] for i in range(m)]))
+    G_ref = per_batch(lambda c, yb, w: np.array([[ref.weighted_cmi(c[:, i], c[:, j], yb, w) if i != j else
+                                                  ref.weighted_entropy(c[:, i], yb, weights=w)
+                                                  - ref.weighted_entropy(yb, weights=w)
+                                                  for j in range(m)] for i in range(m)]))
+    np.testing.assert_allclose(Q, Q_ref, atol=1e-10)
+    np.testing.assert_allclose(G, G_ref, atol=1e-10)
+    unweighted = _info.pairwise_information(info_table(X, y, discretization="mean_sd", n_bins=3, batch=strata),
+                                            None, "mi", base=2)
+    assert np.abs(unweighted - Q).max() > 1e-3  # the weights matter: the test can tell
+
+
+def _batch_weights(batch, weighting):
+    names, sizes = np.unique(batch, return_counts=True)
+    return names, (sizes / sizes.sum() if weighting == "size" else np.full(names.size, 1.0 / names.size))
+
+
+@pytest.mark.parametrize("weighting", ["size", "equal"])
 def test_batch_cmi_and_eqpfs_match_plain_loops(weighting):
     X, y, batch = _batched()
     strata = check_batch(batch, X, batch_weights=weighting)

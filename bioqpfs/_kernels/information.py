@@ -183,6 +183,29 @@ class CodeTable:
                 self._stratum_tables.append((float(w_b), sub, rows))
         return self._stratum_tables
 
+    def strata_as_groups(self, by_class=False):
+        """The same codes as one table whose groups are the strata (``by_class``: the (class, stratum) pairs), its
+        sample weights rescaled so that stratum b carries ``w_b`` of the total (kept when ``w_b = p(b)``
+        already): then ``I(X_i; X_j | groups)`` is ``sum_b w_b I_b(X_i; X_j)`` (``by_class``:
+        ``sum_b w_b I_b(X_i; X_j | C)``), counted in one pass instead of one per stratum.  Rescaling the
+        weights of a stratum by a constant does not change the information within it."""
+        key = ("strata_as_groups", bool(by_class))
+        cache = self.__dict__.setdefault("_regrouped", {})
+        if key not in cache:
+            groups = self.strata
+            if by_class and self.groups is not None:
+                groups = np.unique(self.groups * (int(self.strata.max()) + 1) + self.strata, return_inverse=True)[1]
+            base = np.ones(self.n_samples) if self.weights is None else self.weights
+            held = np.bincount(self.strata, weights=base, minlength=self.strata_weights.size)
+            if np.allclose(held / held.sum(), self.strata_weights, rtol=1e-12, atol=0):
+                weights = self.weights  # w_b = p(b) already (unweighted: integer counts, as without strata)
+            else:
+                scale = np.divide(self.strata_weights, held, out=np.zeros_like(held), where=held > 0)
+                weights = base * scale[self.strata]
+            cache[key] = CodeTable(self.backend.native_codes, self.n_levels, groups=np.ravel(groups), weights=weights,
+                                   backend=type(self.backend))
+        return cache[key]
+
     @property
     def codes(self):
         """The codes in sample order (numpy)."""
@@ -702,23 +725,26 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
 def _stratified_information(table_rows, table_cols, kind, rows, base, dtype, out, n_workers):
     """``sum_b w_b`` of the information matrix within every stratum b (:class:`CodeTable` ``strata=``).
 
-    A stratum with a single class carries no class-conditional information (``"cmi"``, ``"cmi_mean"``: every
-    entry, diagonal I(X_i; C) included, is 0 within it) and is skipped; its ``"mi_given_class"`` is its ``"mi"``.
+    ``"mi"`` and ``"mi_given_class"`` are one conditional pass with the strata (and classes) as the groups
+    (:meth:`CodeTable.strata_as_groups`).  For ``"cmi"`` and ``"cmi_mean"`` each stratum is computed alone; a stratum
+    with a single class carries no class-conditional information (every entry, diagonal I(X_i; C) included, is 0
+    within it) and is skipped.
     """
     if table_cols is not None:
         raise ValueError("stratified (batch-aware) information is gene x gene only: pass table_cols=None")
+    if kind in ("mi", "mi_given_class"):
+        t = table_rows.strata_as_groups(by_class=kind == "mi_given_class")
+        return pairwise_information(t, None, "mi_given_class" if t.n_classes > 1 else "mi", rows=rows, base=base,
+                                    dtype=dtype, out=out, n_workers=n_workers)
     r = table_rows.n_genes if rows is None else len(rows)
     if out is None:
         out = np.zeros((r, table_rows.n_genes), dtype=dtype)
     else:
         out[...] = 0
     for w, t, _ in table_rows.stratum_tables():
-        kind_b = kind
-        if np.count_nonzero(t.class_sizes) < 2 and kind != "mi":
-            if kind != "mi_given_class":
-                continue
-            kind_b, t = "mi", t.regrouped(None)  # given a single class, I(X_i; X_j | C) = I(X_i; X_j)
-        part = pairwise_information(t, None, kind_b, rows=rows, base=base, dtype=dtype, n_workers=n_workers)
+        if np.count_nonzero(t.class_sizes) < 2:
+            continue
+        part = pairwise_information(t, None, kind, rows=rows, base=base, dtype=dtype, n_workers=n_workers)
         if w == 1.0:
             out += part
         else:
