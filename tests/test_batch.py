@@ -143,6 +143,13 @@ def test_batch_information_with_sample_weights_matches_plain_loops(weighting):
                                                   for j in range(m)] for i in range(m)]))
     np.testing.assert_allclose(Q, Q_ref, atol=1e-10)
     np.testing.assert_allclose(G, G_ref, atol=1e-10)
+    # the SPEC_CMI matrix (I(X_i; C | X_j) + I(X_j; C | X_i)) / 2, diagonal I(X_i; C): the (class, batch) pass
+    C = _info.pairwise_information(table, None, "cmi_mean", base=2)
+    C_ref = per_batch(lambda c, yb, w: np.array([[(ref.weighted_cmi(c[:, i], yb, c[:, j], w)
+                                                   + ref.weighted_cmi(c[:, j], yb, c[:, i], w)) / 2 if i != j else
+                                                  ref.weighted_mutual_info(c[:, i], yb, w)
+                                                  for j in range(m)] for i in range(m)]))
+    np.testing.assert_allclose(C, C_ref, atol=1e-10)
     unweighted = _info.pairwise_information(info_table(X, y, discretization="mean_sd", n_bins=3, batch=strata),
                                             None, "mi", base=2)
     assert np.abs(unweighted - Q).max() > 1e-3  # the weights matter: the test can tell
