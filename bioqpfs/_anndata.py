@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import lazy_rows, read_backed, stored_bytes
-from ._kernels.counting_dask import is_dask_array
+from ._kernels.counting_dask import compute, is_dask_array
 from ._validation import check_labels, describe_indices
 
 __all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
@@ -129,7 +129,7 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
         if why is None:
             return X, None
         _guard(stored, "a lazily read matrix", why)
-        return X.compute(), why
+        return compute(X), why
     try:
         import dask.array  # noqa: F401
     except ImportError:

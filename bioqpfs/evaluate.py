@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from . import _progress, _threads
 from ._anndata import check_annotations, check_mask, check_use_raw, obs_batch, obs_labels, obs_rep_for
 from ._jit import announce_compilation
-from ._kernels.counting_dask import is_dask_array
+from ._kernels.counting_dask import compute, is_dask_array
 from ._registry import batch_methods, select
 from ._registry import methods as _methods
 from ._selection import Selection
@@ -381,7 +381,7 @@ def _dense(block):
     """The panel's columns as a dense array (cheap: k columns), so any scikit-learn pipeline can centre them; a
     Dask block (a lazily read X) is computed: one pass over its sample chunks."""
     if is_dask_array(block):
-        block = block.compute()
+        block = compute(block)
     return block.toarray() if sp.issparse(block) else np.asarray(block)
 
 

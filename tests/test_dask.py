@@ -421,3 +421,32 @@ def test_big_chunk_results_are_summed_in_one_chain_per_worker_thread(result_byte
         assert order == [5 * k for s in range(3) for k in range(s, 20, 3)]  # chains 0,3,6..; 1,4,7..; 2,5,8..
     else:
         assert order == [5 * k for k in range(20)]
+
+
+@pytest.mark.parametrize("key,where", [
+    (("concatenate-read-X-rows-_canonical_chunk-abc", 1, 0), "sample chunk 2 of 3 (samples 100..199)"),
+    ("_chunk_joint-chunk2-abc", "sample chunk 3 of 3 (samples 200..249)"),
+    (("read-raw.X-rows-100-199-abc", 0), "rows 100..199 of raw/X"),
+    ("combine-abc", "a sample chunk")])
+def test_a_dead_worker_is_reported_with_its_chunk(monkeypatch, key, where):
+    """distributed's KilledWorker (a worker process died: killed for memory) becomes a WorkerDiedError naming the
+    sample chunk, from the task key: an array block's index, a pass's ``chunk<k>`` or a read's rows."""
+    import types
+
+    from bioqpfs._kernels.counting_dask import WorkerDiedError, compute
+
+    class KilledWorker(Exception):  # the shape of distributed.scheduler.KilledWorker
+        task = key
+        last_worker = types.SimpleNamespace(address="tcp://127.0.0.1:1")
+        allowed_failures = 3
+
+    x = da.zeros((250, 4), chunks=((100, 100, 50), 4))
+    monkeypatch.setattr(type(x), "compute", lambda self: (_ for _ in ()).throw(KilledWorker()))
+    with pytest.raises(WorkerDiedError) as err:
+        compute(x)
+    assert f"died while it computed {where} (task" in str(err.value)
+    assert "after 4 such deaths" in str(err.value) and "chunk_size" in str(err.value)
+    assert isinstance(err.value.__cause__, KilledWorker)
+    monkeypatch.setattr(type(x), "compute", lambda self: (_ for _ in ()).throw(ValueError("other")))
+    with pytest.raises(ValueError, match="other"):  # anything else passes through
+        compute(x)

@@ -118,3 +118,59 @@ def test_default_recipe_with_exact_quantile_codes_on_a_local_cluster(client):
     np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
     searched = [t for t in stream.data if "refine" in str(t["key"]) or "range" in str(t["key"])]
     assert searched and {t["worker"] for t in searched} <= set(client.scheduler_info()["workers"])
+
+
+@pytest.mark.timeout(180)
+def test_a_worker_killed_while_reading_a_chunk_is_an_error_naming_the_chunk(client, tmp_path):
+    """A worker process that dies while it reads a chunk of a backed file (here: it exits inside the read, as a
+    process killed by the OOM killer would) fails the run with a WorkerDiedError (distributed's KilledWorker as its
+    cause) naming the sample chunk -- Dask fuses the read into the next task, whose key keeps only the chunk's
+    index; nothing is written into the AnnData, and the CLI writes no output.  The scheduler gives up on the first
+    death (allowed_failures = 0; by default it retries on other workers)."""
+    import anndata as ad
+    import pandas as pd
+    import scipy.sparse as sp
+
+    import bioqpfs
+    from bioqpfs import cli
+    from bioqpfs._kernels.counting_dask import WorkerDiedError
+
+    rng = np.random.default_rng(9)
+    n, m = 600, 20
+    y = rng.integers(0, 3, n)
+    X = rng.lognormal(size=(n, m)) * (rng.random((n, m)) < 0.5)
+    X[:, :4] += y[:, None]
+    obs = pd.DataFrame({"cell_type": pd.Categorical(np.array(list("abc"))[y])}, index=[f"c{i}" for i in range(n)])
+    path = tmp_path / "a.h5ad"
+    ad.AnnData(sp.csr_matrix(X), obs=obs, var=pd.DataFrame(index=[f"g{j}" for j in range(m)])).write_h5ad(path)
+
+    scheduler = client.cluster.scheduler
+    allowed = scheduler.allowed_failures
+    scheduler.allowed_failures = 0
+    # in every worker process, the read of a chunk ends the process (the nanny then starts a clean one)
+    client.run(exec, "import os, bioqpfs._io as m\nm._read_h5_rows = lambda *a, **k: os._exit(1)", {})
+    try:
+        backed = ad.read_h5ad(path, backed="r")
+        with pytest.raises(WorkerDiedError, match=r"a Dask worker process \(tcp://.*\) died while it computed "
+                                                  r"(sample chunk [123] of 3 \(samples (0\.\.199|200\.\.399|400\.\.599)\)"
+                                                  r"|rows \d+\.\.\d+ of X) .*nothing was written.*chunk_size") as err:
+            bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, chunk_size=200,
+                                    discretization="mean_sd")
+        assert isinstance(err.value.__cause__, distributed.scheduler.KilledWorker)
+        assert not any(c.startswith("qpfs") for c in backed.var) and "qpfs" not in backed.uns
+        backed.file.close()
+        client.wait_for_workers(2, timeout=120)  # the nanny restarts the dead worker: patch it too
+        client.run(exec, "import os, bioqpfs._io as m\nm._read_h5_rows = lambda *a, **k: os._exit(1)", {})
+        out = tmp_path / "out" / "o.h5ad"
+        out.parent.mkdir()
+        assert cli.main(["select", str(path), "--groupby", "cell_type", "--method", "qpfs", "--n-genes", "5",
+                         "-o", str(out), "--lazy", "--chunk-size", "200", "--quiet"]) == 1
+        assert os.listdir(out.parent) == []  # no output, no temporary file
+    finally:
+        scheduler.allowed_failures = allowed
+        client.restart()  # every worker a fresh process, without the failing read
+    # the cluster works again, on the same file
+    backed = ad.read_h5ad(path, backed="r")
+    bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, chunk_size=200, discretization="mean_sd")
+    assert backed.var["qpfs_selected"].sum() == 5
+    backed.file.close()

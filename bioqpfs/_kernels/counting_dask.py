@@ -30,7 +30,7 @@ from .counting_numpy import NumpyCounting
 
 __all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "STRIP_BYTES", "sample_chunked",
            "reduce_chunks", "SPLIT_EVERY", "CHAIN_BYTES", "parallel_slots", "pass_memo", "with_pass_memo", "memoized",
-           "take_genes"]
+           "take_genes", "WorkerDiedError", "compute"]
 
 #: chunk results combined per task of the reduction tree (at most)
 SPLIT_EVERY = 8
@@ -44,6 +44,50 @@ FULL_COUNTS_BUDGET = 256 * 2**20
 STRIP_BYTES = 128 * 2**20
 
 _MEMO = contextvars.ContextVar("bioqpfs_dask_pass_memo", default=None)
+
+
+class WorkerDiedError(RuntimeError):
+    """A ``dask.distributed`` worker process died while it computed a sample chunk (distributed's ``KilledWorker``,
+    kept as ``__cause__``): the run stops, and the message names the chunk and what to do."""
+
+
+def compute(obj, bounds=None):
+    """``obj.compute()`` (a Dask array or delayed), with distributed's ``KilledWorker`` -- a worker process that
+    died, e.g. killed for memory -- turned into a :class:`WorkerDiedError` naming the sample chunk: from the
+    task's key, whose chunk index (an array's block) or ``chunk<k>`` (a pass's task, :func:`reduce_chunks`) gives
+    the samples with ``bounds`` (the chunk offsets; default: ``obj``'s own sample chunks).  Nothing is written
+    by the callers before their computation returns."""
+    try:
+        return obj.compute()
+    except Exception as e:
+        if type(e).__name__ != "KilledWorker" or not hasattr(e, "task"):
+            raise
+        raise WorkerDiedError(_death_message(e, obj, bounds)) from e
+
+
+def _death_message(error, obj, bounds):
+    import re
+
+    key = error.task
+    name = key[0] if isinstance(key, tuple) else str(key)
+    k = int(key[1]) if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], int) else None
+    found = re.search(r"-chunk(\d+)-", str(name))
+    if found:
+        k = int(found.group(1))
+    if bounds is None and getattr(obj, "chunks", None):
+        bounds = np.concatenate([[0], np.cumsum(obj.chunks[0])])
+    rows = re.search(r"read-(\S+?)-rows-(\d+)-(\d+)-", str(name))
+    if rows:
+        where = f"rows {rows.group(2)}..{rows.group(3)} of {rows.group(1).replace('.', '/')}"
+    elif k is not None and bounds is not None and k + 1 < len(bounds):
+        where = f"sample chunk {k + 1} of {len(bounds) - 1} (samples {int(bounds[k])}..{int(bounds[k + 1]) - 1})"
+    else:
+        where = "a sample chunk"
+    address = getattr(getattr(error, "last_worker", None), "address", "?")
+    return (f"a Dask worker process ({address}) died while it computed {where} (task {key!r}; the scheduler gave "
+            f"up after {error.allowed_failures + 1} such deaths), so the run was stopped and nothing was written; "
+            "the worker's log says why -- a worker killed for memory needs smaller chunks (chunk_size= / "
+            "--chunk-size) or more memory per worker")
 
 
 @contextlib.contextmanager
@@ -200,23 +244,28 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
         rows = slice(int(bounds[k]), int(bounds[k + 1]))
         return [d[k] for d in delayed_blocks], {name: None if v is None else v[rows] for name, v in vectors.items()}
 
+    # task names carry the chunk ("<func>-chunk<k>-<token>"), so a worker's death in one names it (:func:`compute`)
+    token = dask.base.tokenize(func, combine, [b.name for b in blocks], vectors, kwargs)
+    label = getattr(func, "__name__", "pass")
     if result_bytes >= CHAIN_BYTES and n_chunks > 1:
         fold = dask.delayed(_fold, pure=True)
+        slots = min(parallel_slots(), n_chunks)
         parts = []
-        for first in range(min(parallel_slots(), n_chunks)):
+        for first in range(slots):
             acc = None
-            for k in range(first, n_chunks, min(parallel_slots(), n_chunks)):
+            for k in range(first, n_chunks, slots):
                 chunk, vec = chunk_args(k)
-                acc = fold(acc, func, combine, *chunk, **vec, **kwargs)
+                acc = fold(acc, func, combine, *chunk, **vec, **kwargs, dask_key_name=f"{label}-chunk{k}-{token}")
             parts.append(acc)
     else:
         parts = []
         for k in range(n_chunks):
             chunk, vec = chunk_args(k)
-            parts.append(dask.delayed(func, pure=True)(*chunk, **vec, **kwargs))
+            parts.append(dask.delayed(func, pure=True)(*chunk, **vec, **kwargs,
+                                                       dask_key_name=f"{label}-chunk{k}-{token}"))
     while len(parts) > 1:
         parts = [dask.delayed(combine, pure=True)(*parts[i:i + SPLIT_EVERY]) for i in range(0, len(parts), SPLIT_EVERY)]
-    return parts[0].compute()
+    return compute(parts[0], bounds)
 
 
 def _chunk_class_sums(x, *, groups, n_classes):
@@ -302,7 +351,7 @@ class DaskCounting(CountingBackend):
         return self.codes
 
     def codes_of(self, genes):
-        return np.asarray(self.codes[:, genes].compute(), dtype=np.uint8)
+        return np.asarray(compute(self.codes[:, genes]), dtype=np.uint8)
 
     def margins(self):
         return reduce_chunks(_chunk_margins, [self.codes], vectors=dict(groups=self.groups, weights=self.weights),
