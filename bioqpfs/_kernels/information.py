@@ -192,11 +192,9 @@ class CodeTable:
         key = ("strata_as_groups", bool(by_class))
         cache = self.__dict__.setdefault("_regrouped", {})
         if key not in cache:
-            groups, class_strata = self.strata, None
+            groups = self.strata
             if by_class and self.groups is not None:
-                n_strata = int(self.strata_weights.size)
-                pairs, groups = np.unique(self.groups * n_strata + self.strata, return_inverse=True)
-                class_strata = pairs % n_strata
+                groups = np.unique(self.groups * (int(self.strata.max()) + 1) + self.strata, return_inverse=True)[1]
             base = np.ones(self.n_samples) if self.weights is None else self.weights
             held = np.bincount(self.strata, weights=base, minlength=self.strata_weights.size)
             if np.allclose(held / held.sum(), self.strata_weights, rtol=1e-12, atol=0):
@@ -206,7 +204,6 @@ class CodeTable:
                 weights = base * scale[self.strata]
             cache[key] = CodeTable(self.backend.native_codes, self.n_levels, groups=np.ravel(groups), weights=weights,
                                    backend=type(self.backend))
-            cache[key].class_strata = class_strata  # the stratum of each of its classes (by_class), else None
         return cache[key]
 
     @property
@@ -250,40 +247,15 @@ def entropies(table: CodeTable):
     return np.log(n) - pooled / n
 
 
-def class_conditional_entropies(table: CodeTable, class_strata=None):
-    """(H(X_g | C), H(C | X_g), H(C)) in nats, from the per-class marginals.
-
-    ``class_strata`` (the stratum of each class; the classes are (class, stratum) pairs,
-    :meth:`CodeTable.strata_as_groups`): each entropy given the stratum, ``sum_b p(b) H_b``, with p(b) the
-    stratum's share of the total -- ``ln N`` becomes ``sum_b p(b) ln N_b`` and the pooled phi-sum the sum of
-    each stratum's pooled phi-sums.
-    """
+def class_conditional_entropies(table: CodeTable):
+    """(H(X_g | C), H(C | X_g), H(C)) in nats, from the per-class marginals."""
     n = table.total
     pooled, per_class = table.phi_marginal()
-    log_n = np.log(n)
-    sizes = table.class_sizes
-    if class_strata is not None:
-        strata = np.asarray(class_strata, np.int64)
-        tot = _stratum_sums(table.marginals, strata)  # (S, genes, nb)
-        n_b = np.bincount(strata, weights=sizes)
-        pooled = (table.phi_of(tot).sum(axis=2) + table.phi_of(n_b[:, None] - tot.sum(axis=2))).sum(axis=0)
-        p_b = n_b / n
-        log_n = float(np.sum(p_b[p_b > 0] * np.log(n_b[p_b > 0])))
-    h_x = log_n - pooled / n
-    p_c = sizes / n
-    h_c = log_n - np.log(n) - np.sum(p_c[p_c > 0] * np.log(p_c[p_c > 0]))  # H(C) (given the stratum: H(C, B) - H(B))
-    h_xc = log_n - per_class / n  # H(X, C)
+    h_x = np.log(n) - pooled / n
+    p_c = table.class_sizes / n
+    h_c = -np.sum(p_c[p_c > 0] * np.log(p_c[p_c > 0]))
+    h_xc = np.log(n) - per_class / n  # H(X, C)
     return h_xc - h_c, h_xc - h_x, h_c
-
-
-def _stratum_sums(values, stratum_of):
-    """``values`` (classes x ...) summed over the classes of each stratum: (strata x ...), float64."""
-    values = np.asarray(values, dtype=np.float64)
-    if not np.any(stratum_of):
-        return values.sum(axis=0)[None]
-    out = np.zeros((int(stratum_of.max()) + 1, *values.shape[1:]))
-    np.add.at(out, stratum_of, values)
-    return out
 
 
 @njit(inline="always")
@@ -408,18 +380,14 @@ def _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted):
 
 @njit(nogil=True, cache=True)
 def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
-                       out_up, scratch, write_lo, work, pooledI, pooledJ, n_total, weighted, stratum_of):
+                       out_up, scratch, write_lo, work, pooledI, pooledJ, n_total, weighted):
     """:func:`_fused_block` for 3 bins per gene (2 materialised), the default discretisation.
 
     The inner loops run over ``j`` with unit stride in every array (bin-major ``G``); the nine
     ``phi`` lookups per cell dominate (measured on one core: 4.7 ns per gene pair with one class,
     22 ns with three; AVX-512 gathers measured no faster than scalar loads here).  Counts stay in
-    the count dtype (float32: exact integers below 2**24).  When C > 1, ``work`` (4 S + 1 x bJ float64) holds
-    the pooled counts of each of the S strata and Tc, ``pooledI``/``pooledJ`` (S x genes x 2) are the pooled
-    marginals of each stratum and ``n_total`` (S) its total; ``stratum_of[c]`` is the stratum of class c (all 0
-    without strata).  T is then the sum over the strata of their pooled tables' phi-sums
-    (:meth:`CodeTable.strata_as_groups`: with the (class, stratum) pairs as classes, ``T - Tc`` is
-    ``sum_b N_b H_b(C | X_i, X_j)``).
+    the count dtype (float32: exact integers below 2**24).  When C > 1, ``work`` (5 x bJ float64) holds the
+    pooled counts and Tc, and ``pooledI``/``pooledJ`` (genes x 2) are the pooled marginals.
     """
     C = G.shape[0]
     bI = margI.shape[1]
@@ -445,16 +413,13 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
         # class-wise: Tc accumulates phi of every class count; the pooled table (for T) needs only
         # the 4 pooled materialised counts -- its derived cells follow from the pooled marginals
         need_t = s_t != 0.0
-        S = n_total.shape[0]
-        tc_row = 4 * S  # Tc; row tc_row + 1: T
-        for k in range(tc_row + 2):
+        for k in range(5):
             for j in range(bJ):
                 work[k, j] = 0.0
         for c in range(C):
             a0 = margI[c, i, 0]
             a1 = margI[c, i, 1]
             rest = sizes[c] - a0 - a1
-            w0 = 4 * stratum_of[c]
             for j in range(bJ):
                 g00 = G[c, i, j]
                 g01 = G[c, i, bJ + j]
@@ -462,26 +427,30 @@ def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
                 g11 = G[c, bI + i, bJ + j]
                 b0 = margJ[c, j, 0]
                 b1 = margJ[c, j, 1]
-                work[tc_row, j] += _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
+                work[4, j] += _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
                 if need_t:
-                    work[w0, j] += g00
-                    work[w0 + 1, j] += g01
-                    work[w0 + 2, j] += g10
-                    work[w0 + 3, j] += g11
+                    work[0, j] += g00
+                    work[1, j] += g01
+                    work[2, j] += g10
+                    work[3, j] += g11
         if need_t:
-            for t in range(S):
-                a0 = pooledI[t, i, 0]
-                a1 = pooledI[t, i, 1]
-                rest = n_total[t] - a0 - a1
-                for j in range(bJ):
-                    b0 = pooledJ[t, j, 0]
-                    b1 = pooledJ[t, j, 1]
-                    work[tc_row + 1, j] += _phi_sum_3x3(phi, work[4 * t, j], work[4 * t + 1, j], work[4 * t + 2, j],
-                                                        work[4 * t + 3, j], a0, a1, b0, b1, rest, weighted)
+            a0 = pooledI[i, 0]
+            a1 = pooledI[i, 1]
+            rest = n_total - a0 - a1
+            for j in range(bJ):
+                g00 = work[0, j]
+                g01 = work[1, j]
+                g10 = work[2, j]
+                g11 = work[3, j]
+                b0 = pooledJ[j, 0]
+                b1 = pooledJ[j, 1]
+                T = _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
+                work[4, j] = s_t * T + s_tc * work[4, j]
+        else:
+            for j in range(bJ):
+                work[4, j] = s_tc * work[4, j]
         for j in range(bJ):
-            work[tc_row, j] = s_t * work[tc_row + 1, j] + s_tc * work[tc_row, j]
-        for j in range(bJ):
-            base = work[tc_row, j]
+            base = work[4, j]
             out_up[i, j] = ri + c_up[j] + base
             if write_lo:
                 scratch[i, j] = base
@@ -623,14 +592,12 @@ def _blas_threads(n):
 
 
 # ---- coefficient algebra ------------------------------------------------------------------------------
-def _coefficients(kind, table_rows: CodeTable, tc: CodeTable, same, ln_b, class_strata=None):
+def _coefficients(kind, table_rows: CodeTable, tc: CodeTable, same, ln_b):
     """The affine map from the phi-sums of a cell's counts to the output (module docstring formulas).
 
     ``out[i, j] = r_up[i] + c_up[j] + s_t T_ij + s_tc Tc_ij`` above the diagonal and
     ``out[j, i] = r_lo[j] + c_lo[i] + s_t T_ij + s_tc Tc_ij`` for the mirrored entry, with ``T`` the
-    pooled and ``Tc`` the class-wise phi-sums; returns ``(r_up, c_up, r_lo, c_lo, s_t, s_tc)``.  ``class_strata``:
-    the classes are (class, stratum) pairs and the entropies are sums over the strata
-    (:func:`class_conditional_entropies`).
+    pooled and ``Tc`` the class-wise phi-sums; returns ``(r_up, c_up, r_lo, c_lo, s_t, s_tc)``.
     """
     n = table_rows.total
     if kind == "mi":  # I = ln N + (T - P_i - P_j)/N
@@ -644,7 +611,7 @@ def _coefficients(kind, table_rows: CodeTable, tc: CodeTable, same, ln_b, class_
         raise ValueError("class-conditional information needs class labels with at least 2 classes")
     if not same:
         raise ValueError("class-conditional kinds are gene x gene only")
-    h_x_given_c, h_c_given_x, h_c = class_conditional_entropies(table_rows, class_strata)
+    h_x_given_c, h_c_given_x, h_c = class_conditional_entropies(table_rows)
     if kind == "cmi":  # I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)
         zero = np.zeros(table_rows.n_genes)
         hc = h_c_given_x / ln_b
@@ -657,7 +624,7 @@ def _coefficients(kind, table_rows: CodeTable, tc: CodeTable, same, ln_b, class_
 
 
 def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, kind, *, rows=None,
-                         base=2.0, dtype=np.float64, out=None, n_workers=None, _class_strata=None):
+                         base=2.0, dtype=np.float64, out=None, n_workers=None):
     """Gene x gene (or gene x column) information matrix.
 
     Three parts: the coefficient algebra (:func:`_coefficients`, counts -> entries, and the fused numba
@@ -683,9 +650,6 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     n_workers : int, optional
         Worker threads for the block pairs; default :func:`n_workers` (the face's ``n_jobs``).  The
         result does not depend on it.
-    _class_strata : ndarray of int, optional
-        (internal, :func:`_stratified_information`) The stratum of each class of ``table_rows``, whose classes
-        are then (class, stratum) pairs: the class-conditional kinds are summed over the strata.
     """
     base = check_base(base)
     same = table_cols is None
@@ -699,8 +663,7 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     row_idx = np.arange(table_rows.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
     r = row_idx.size
     ln_b = np.log(base)
-    r_up_all, c_up_all, r_lo_all, c_lo_all, s_t, s_tc = _coefficients(kind, table_rows, tc, same, ln_b,
-                                                                       _class_strata)
+    r_up_all, c_up_all, r_lo_all, c_lo_all, s_t, s_tc = _coefficients(kind, table_rows, tc, same, ln_b)
     if out is None:
         out = np.empty((r, m_cols), dtype=dtype)
     conditional = kind != "mi"
@@ -711,12 +674,8 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     margR = (table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None]).astype(cdt)
     margC = (tc.marginals if conditional else tc.marginals.sum(axis=0)[None]).astype(cdt)
     sizes = sizes.astype(cdt)
-    stratum_of = np.zeros(C, np.int64) if _class_strata is None else np.asarray(_class_strata, np.int64)
-    # (strata, genes, nb) over the classes of each stratum (one stratum without strata), float64
-    pooledR = _stratum_sums(table_rows.marginals, stratum_of)
-    pooledC = pooledR if tc is table_rows else _stratum_sums(tc.marginals, stratum_of)
-    n_strata = (np.array([float(n)]) if _class_strata is None else
-                np.bincount(stratum_of, weights=table_rows.class_sizes).astype(np.float64))
+    pooledR = table_rows.marginals.sum(axis=0)  # (genes, nb) over all classes, float64
+    pooledC = tc.marginals.sum(axis=0)
     symmetric_blocks = same and rows is None
     pairs, bs, bs_cols = block_plan(table_rows, tc, C, r, symmetric_blocks)
     three_bins = table_rows.nb == 2 and tc.nb == 2
@@ -743,13 +702,11 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
         args = (r_up_all[I], c_up_all[J], s_t, s_tc, out[Ipos, J], scr, write_lo)
         mI, mJ = np.ascontiguousarray(margR[:, I]), np.ascontiguousarray(margC[:, J])
         if three_bins:
-            rows_needed = 4 * n_strata.size + 2
-            if C > 1 and (getattr(local, "work", None) is None or local.work.shape[1] < bJ
-                          or local.work.shape[0] < rows_needed):
-                local.work = np.empty((rows_needed, bJ))
+            if C > 1 and (getattr(local, "work", None) is None or local.work.shape[1] < bJ):
+                local.work = np.empty((5, bJ))
             work = local.work if C > 1 else _DUMMY
             _fused_block_3bins(G, mI, mJ, sizes, table_rows.phi, *args, work,
-                               pooledR[:, I], pooledC[:, J], n_strata, table_rows.weighted, stratum_of)
+                               pooledR[I], pooledC[J], float(n), table_rows.weighted)
         else:
             _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args,
                          table_rows.weighted)
@@ -760,19 +717,18 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     _run_tasks(block_pair, pairs, progress, n_workers)
     progress.close()
     if same and kind in ("cmi", "cmi_mean"):
-        _, hcx, hc_ = class_conditional_entropies(table_rows, _class_strata)
-        out[np.arange(r), row_idx] = (hc_ - hcx[row_idx]) / ln_b  # I(X_i; C) (given the stratum)
+        _, hcx, hc_ = class_conditional_entropies(table_rows)
+        out[np.arange(r), row_idx] = (hc_ - hcx[row_idx]) / ln_b  # I(X_i; C)
     return out
 
 
 def _stratified_information(table_rows, table_cols, kind, rows, base, dtype, out, n_workers):
     """``sum_b w_b`` of the information matrix within every stratum b (:class:`CodeTable` ``strata=``).
 
-    One counting pass with the strata (and classes) as the groups (:meth:`CodeTable.strata_as_groups`):
-    ``"mi"`` and ``"mi_given_class"`` are then plain conditional information; ``"cmi"`` and ``"cmi_mean"`` with
-    3 bins sum the pooled tables of the strata inside the fused kernel (:func:`_fused_block_3bins`).  Otherwise
-    (other bin counts) each stratum is computed alone; a stratum with a single class carries no class-conditional
-    information (every entry, diagonal I(X_i; C) included, is 0 within it) and is skipped.
+    ``"mi"`` and ``"mi_given_class"`` are one conditional pass with the strata (and classes) as the groups
+    (:meth:`CodeTable.strata_as_groups`).  For ``"cmi"`` and ``"cmi_mean"`` each stratum is computed alone; a stratum
+    with a single class carries no class-conditional information (every entry, diagonal I(X_i; C) included, is 0
+    within it) and is skipped.
     """
     if table_cols is not None:
         raise ValueError("stratified (batch-aware) information is gene x gene only: pass table_cols=None")
@@ -780,10 +736,6 @@ def _stratified_information(table_rows, table_cols, kind, rows, base, dtype, out
         t = table_rows.strata_as_groups(by_class=kind == "mi_given_class")
         return pairwise_information(t, None, "mi_given_class" if t.n_classes > 1 else "mi", rows=rows, base=base,
                                     dtype=dtype, out=out, n_workers=n_workers)
-    t = table_rows.strata_as_groups(by_class=True)
-    if t.nb == 2 and t.n_classes > 1 and table_rows.groups is not None:  # the 3-bin kernel sums over the strata
-        return pairwise_information(t, None, kind, rows=rows, base=base, dtype=dtype, out=out, n_workers=n_workers,
-                                    _class_strata=t.class_strata)
     r = table_rows.n_genes if rows is None else len(rows)
     if out is None:
         out = np.zeros((r, table_rows.n_genes), dtype=dtype)
