@@ -117,8 +117,8 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
     from ._registry import dask_refusal
 
     whole = lambda: get_obs_rep(adata, layer=layer, use_raw=use_raw)  # noqa: E731
-    if not adata.isbacked or adata.is_view or layer is not None or check_use_raw(adata, layer, use_raw)[0]:
-        raw = check_use_raw(adata, layer, use_raw)[0] and layer is None
+    raw = check_use_raw(adata, layer, use_raw)[0]
+    if not adata.isbacked or adata.is_view or layer is not None or raw:
         source = adata.layers[layer] if layer is not None and layer in adata.layers else (
             adata.raw.X if raw and adata.raw is not None else adata.X)
         X = whole()

@@ -392,11 +392,12 @@ def _zarr_layout(root, elem, chunk_size):
     import zarr
 
     node = zarr.open_group(root, mode="r")[elem]
-    if isinstance(node, zarr.Array):
-        arrays, shape, dtype, meta = {"": node}, node.shape, node.dtype, None
+    dense = isinstance(node, zarr.Array)
+    if dense:
+        arrays, shape, dtype, meta = {"values": node}, node.shape, node.dtype, None
     elif node.attrs.get("encoding-type") == "csr_matrix":
         arrays = {k: node[k] for k in ("data", "indices", "indptr")}
-        shape, dtype, meta = tuple(int(v) for v in node.attrs["shape"]), arrays["data"].dtype, None
+        shape, dtype = tuple(int(v) for v in node.attrs["shape"]), arrays["data"].dtype
         meta = sp.csr_matrix((0, 0), dtype=dtype)
     else:
         return None
@@ -408,7 +409,7 @@ def _zarr_layout(root, elem, chunk_size):
                for a in arrays.values() for d, _, files in os.walk(os.path.join(root, *a.path.split("/"))) for f in files}
     rows = chunk_rows(shape[0], shape[1], chunk_size)
     bounds = list(range(0, shape[0], rows)) + [shape[0]]
-    if "" in arrays:
+    if dense:
         ptr = [None] * len(bounds)
         keys = [_zarr_objects(node, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     else:
@@ -460,9 +461,10 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
             shape, dtype, meta, bounds, stamp, expect = layout
             truncated = None
         else:
-            shape, dtype, meta, bounds, stamp, truncated = _h5_layout(filename, elem, chunk_size)
-            if isinstance(meta, str):  # "csc"
+            layout = _h5_layout(filename, elem, chunk_size)
+            if layout is None:
                 return None
+            shape, dtype, meta, bounds, stamp, truncated = layout
             expect = None
     except FileNotFoundError:
         raise
@@ -476,8 +478,8 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
         return None
     read = dask.delayed(_read_rows, pure=True)
     token = dask.base.tokenize(filename, elem, stamp, bounds)
-    # the task names carry the rows, so a scheduler's error about a task (a worker killed while reading it,
-    # distributed's KilledWorker) names the chunk too
+    # the task names carry the rows (logs, the dashboard); Dask may fuse a read into the next task, so a worker's
+    # death is named by the chunk's index instead (counting_dask.compute)
     blocks = [da.from_delayed(read(filename, elem, a, b, stamp=stamp, chunk=k, n_chunks=len(bounds) - 1,
                                    shape=shape, progress=bool(progress), expect=None if expect is None else expect[k],
                                    dask_key_name=f"read-{elem.replace('/', '.')}-rows-{a}-{b - 1}-{token}"),
@@ -490,6 +492,8 @@ def lazy_rows(filename, elem="X", *, chunk_size=None, progress=False):
 
 
 def _h5_layout(filename, elem, chunk_size):
+    """Shape, dtype, Dask meta, chunk bounds, stamp and truncation message of the matrix ``elem`` of an .h5ad
+    file; ``None`` when it cannot be read by rows (a ``csc_matrix`` group)."""
     import h5py
     import scipy.sparse as sp
 
@@ -502,7 +506,7 @@ def _h5_layout(filename, elem, chunk_size):
             shape, dtype = tuple(int(v) for v in node.attrs["shape"]), node["data"].dtype
             meta = sp.csr_matrix((0, 0), dtype=dtype)
         else:
-            return None, None, "csc", None, stamp, None
+            return None
         truncated = _truncation([node] if isinstance(node, h5py.Dataset) else
                                 [v for v in node.values() if isinstance(v, h5py.Dataset)])
     rows = chunk_rows(shape[0], shape[1], chunk_size) if len(shape) == 2 and shape[0] else 1

@@ -123,6 +123,7 @@ class CodeTable:
         self.strata = None if strata is None else np.asarray(strata, dtype=np.int64)
         self.strata_weights = None if strata is None else np.asarray(strata_weights, dtype=np.float64)
         self._stratum_tables = None
+        self._regrouped = {}  # strata_as_groups
         self.n_samples, self.n_genes = codes.shape
         self.n_levels = np.asarray(n_levels)
         self.n_bins = max(2, int(np.max(n_levels)))  # global bin count k
@@ -189,12 +190,12 @@ class CodeTable:
         already): then ``I(X_i; X_j | groups)`` is ``sum_b w_b I_b(X_i; X_j)`` (``by_class``:
         ``sum_b w_b I_b(X_i; X_j | C)``), counted in one pass instead of one per stratum.  Rescaling the
         weights of a stratum by a constant does not change the information within it."""
-        key = ("strata_as_groups", bool(by_class))
-        cache = self.__dict__.setdefault("_regrouped", {})
+        key = bool(by_class)
+        cache = self._regrouped
         if key not in cache:
             groups = self.strata
             if by_class and self.groups is not None:
-                groups = np.unique(self.groups * (int(self.strata.max()) + 1) + self.strata, return_inverse=True)[1]
+                groups = np.unique(self.groups * self.strata_weights.size + self.strata, return_inverse=True)[1]
             base = np.ones(self.n_samples) if self.weights is None else self.weights
             held = np.bincount(self.strata, weights=base, minlength=self.strata_weights.size)
             if np.allclose(held / held.sum(), self.strata_weights, rtol=1e-12, atol=0):
