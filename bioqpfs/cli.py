@@ -270,17 +270,11 @@ def _load_input(args):
 
 
 def _read_zarr(path, *, lazy=False, chunk_size=None, progress=False):
-    """An AnnData zarr store (a directory, as ``AnnData.write_zarr`` writes it; zarr v2 or v3).
-
-    ``lazy``: ``.obs``, ``.var``, ``.uns``, ``.obsm``/``.varm``/``.obsp``/``.varp`` are read, while ``.X``, the
-    layers and ``.raw.X`` (dense or CSR) become Dask arrays of sample chunks read from the store when a task
-    needs them (:func:`bioqpfs._io.lazy_rows`, which refuses a store changed during the run; a method without a
-    Dask path reads the matrix whole after a memory check, :func:`bioqpfs._anndata.obs_rep_for`).  Without
-    dask installed the store is read whole.
-    """
+    """An AnnData zarr store: whole (``anndata.read_zarr``), or lazily (:func:`bioqpfs.read_lazy`: the matrices
+    as Dask arrays of sample chunks) when ``lazy`` and dask is installed; errors name the store."""
     import anndata as ad
 
-    from ._io import is_zarr_store, lazy_rows
+    from ._io import is_zarr_store, read_lazy
 
     if not os.path.exists(path):
         raise ValueError(f"{path} does not exist")
@@ -292,32 +286,7 @@ def _read_zarr(path, *, lazy=False, chunk_size=None, progress=False):
     except ImportError:
         lazy = False
     try:
-        if not lazy:
-            return ad.read_zarr(path)
-        import pandas as pd
-        import zarr
-
-        try:
-            from anndata.io import read_elem
-        except ImportError:  # anndata < 0.11
-            from anndata.experimental import read_elem
-
-        group = zarr.open_group(path, mode="r")
-
-        def matrix(key):
-            X = lazy_rows(path, key, chunk_size=chunk_size, progress=progress)
-            return read_elem(group[key]) if X is None else X  # CSC: read whole
-
-        parts = {k: read_elem(group[k]) for k in ("obs", "var", "uns", "obsm", "varm", "obsp", "varp") if k in group}
-        if "X" in group:
-            parts["X"] = matrix("X")
-        if "layers" in group:
-            parts["layers"] = {k: matrix(f"layers/{k}") for k in group["layers"].keys()}
-        adata = ad.AnnData(**parts)
-        if "raw" in group and "X" in group["raw"]:  # (anndata may leave an empty raw group)
-            adata.raw = ad.AnnData(matrix("raw/X"), obs=pd.DataFrame(index=adata.obs_names),
-                                   var=read_elem(group["raw/var"]))
-        return adata
+        return read_lazy(path, chunk_size=chunk_size, progress=progress) if lazy else ad.read_zarr(path)
     except (OSError, KeyError, RuntimeError, ValueError, TypeError) as e:
         text = str(e).strip("'\" ")
         raise ValueError(f"cannot read {path} as an AnnData zarr store: "

@@ -453,3 +453,30 @@ def test_cli_refuses_a_directory_that_is_not_a_zarr_store(tmp_path, capsys):
     (tmp_path / "d.zarr").mkdir()
     assert _select(tmp_path / "d.zarr", tmp_path / "o.h5ad") == 1
     assert "is a directory, not a file or a zarr store" in capsys.readouterr().err
+
+
+def test_read_lazy_zarr_in_python_equals_the_in_memory_selection(zarr_store, monkeypatch):
+    """bioqpfs.read_lazy: the Python face of the lazy zarr reader (tl and evaluate read the chunks)."""
+    path, mem = zarr_store
+    mem = mem.copy()
+    mem.layers["counts"] = mem.X.copy()
+    lazy_path = path.parent / "b.zarr"
+    mem.write_zarr(lazy_path)
+    lazy = bioqpfs.read_lazy(lazy_path, chunk_size=100)
+    assert isinstance(lazy.X, da.Array) and isinstance(lazy.layers["counts"], da.Array)
+    assert lazy.X.chunks[0] == (100, 100, 40)
+    assert (lazy.raw is not None) == (mem.raw is not None)
+    pd.testing.assert_frame_equal(lazy.obs, mem.obs)
+    for layer in (None, "counts"):
+        bioqpfs.tl.select_genes(mem, "cell_type", method="qpfs", n_genes=5, discretization="mean_sd", layer=layer)
+        bioqpfs.tl.select_genes(lazy, "cell_type", method="qpfs", n_genes=5, discretization="mean_sd", layer=layer)
+        assert list(lazy.uns["qpfs"]["selected"]) == list(mem.uns["qpfs"]["selected"])
+        np.testing.assert_allclose(lazy.var["qpfs_weight"], mem.var["qpfs_weight"], rtol=0, atol=1e-12)
+    assert isinstance(lazy.X, da.Array)  # never loaded into the AnnData
+    a = bioqpfs.evaluate.error_curve(mem, "cell_type", ["qpfs"], n_genes=[3], cv=3)
+    b = bioqpfs.evaluate.error_curve(lazy, "cell_type", ["qpfs"], n_genes=[3], cv=3)
+    timing = [c for c in a if c.startswith("seconds")]
+    pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
+    h5 = path.parent / "c.h5ad"
+    mem.write_h5ad(h5)
+    assert bioqpfs.read_lazy(h5).isbacked  # an .h5ad is opened backed
