@@ -450,3 +450,36 @@ def test_a_dead_worker_is_reported_with_its_chunk(monkeypatch, key, where):
     monkeypatch.setattr(type(x), "compute", lambda self: (_ for _ in ()).throw(ValueError("other")))
     with pytest.raises(ValueError, match="other"):  # anything else passes through
         compute(x)
+
+
+def test_a_chain_reads_each_chunk_inside_its_link(monkeypatch):
+    """In a chain (big results) a chunk's own tasks -- its file read -- run inside the link that counts it, not as
+    tasks of their own that the scheduler could run ahead and hold: the graph has no read task, and every chunk
+    is read once."""
+    import threading
+
+    import dask
+
+    from bioqpfs._kernels import counting_dask
+
+    reads, lock = [], threading.Lock()
+
+    def read(k):
+        with lock:
+            reads.append(k)
+        return np.full((5, 1), 5.0 * k)
+
+    monkeypatch.setattr(counting_dask, "parallel_slots", lambda: 2)
+    X = da.concatenate([da.from_delayed(dask.delayed(read, pure=True)(k, dask_key_name=f"read-X-rows-{k}"),
+                                        shape=(5, 1), dtype=float) for k in range(12)]) * 1.0
+    calls = []
+    real_compute = counting_dask.compute
+    monkeypatch.setattr(counting_dask, "compute", lambda obj, bounds=None: calls.append(obj) or real_compute(obj, bounds))
+    total, order = counting_dask.reduce_chunks(_chunk_first_row, [X], combine=_combine_recording,
+                                               result_bytes=counting_dask.CHAIN_BYTES)
+    np.testing.assert_array_equal(total, np.full(3, 12.0 * 5))
+    assert sorted(reads) == list(range(12))  # each chunk read once
+    graph = dict(calls[0].__dask_graph__())  # only the links and the final combine: no chunk task of X's own
+    assert sorted(k for k in graph if not str(k).startswith("_combine_recording")) == sorted(
+        k for k in graph if str(k).startswith("_chunk_first_row-chunk"))
+    assert len([k for k in graph if str(k).startswith("_chunk_first_row-chunk")]) == 12

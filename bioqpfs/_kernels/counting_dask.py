@@ -190,8 +190,39 @@ def _add(*parts):
     return sum(parts[1:], parts[0].copy())
 
 
+class _ChunkTasks:
+    """A sample chunk's own tasks (its read and what follows, culled from its array's graph), computed inside
+    the chain link that counts it (:func:`_fold`) instead of as tasks of their own: the scheduler cannot read a
+    chunk before the link that needs it can run.  Opaque to Dask (not a collection), so it travels as data."""
+
+    __slots__ = ("graph", "key")
+
+    def __init__(self, graph, key):
+        self.graph, self.key = graph, key
+
+    def compute(self):
+        import dask
+
+        return dask.get(self.graph, self.key)  # in the worker's thread, synchronously
+
+
+def _chunk_tasks(block, k, graph):
+    """The tasks of sample chunk ``k`` of the 2-D array ``block`` (its graph ``graph``, materialised once) as
+    :class:`_ChunkTasks`; the chunk's Delayed when the chunk is already computed on a cluster (a persisted
+    array: its graph holds futures), which stays an ordinary dependency."""
+    from dask.optimization import cull
+
+    key = (block.name, k, 0)
+    tasks = cull(graph, [key])[0]
+    if any(type(v).__name__ == "Future" for v in tasks.values()):
+        return block.to_delayed()[k, 0]
+    return _ChunkTasks(tasks, key)
+
+
 def _fold(acc, func, combine, *blocks, **kwargs):
-    """One link of a chain: ``combine(acc, func(*blocks, **kwargs))`` (``func``'s result alone for the first)."""
+    """One link of a chain: ``combine(acc, func(*blocks, **kwargs))`` (``func``'s result alone for the first);
+    a :class:`_ChunkTasks` block is computed here, in the link."""
+    blocks = [b.compute() if isinstance(b, _ChunkTasks) else b for b in blocks]
     part = func(*blocks, **kwargs)
     if acc is None:
         return part
@@ -231,7 +262,9 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
     starts only when the previous one is done, and a worker holds one chunk and two count matrices whatever
     the number of chunks (a tree lets the scheduler count chunks ahead of the sums and hold their matrices: on
     200,000 x 2,000 sparse cells in 20 chunks, 2 workers, the count pass peaked at 730 / 969 MB per worker
-    with a tree of 8, 699 / 584 MB with chains).  The chains' sums are then combined.
+    with a tree of 8, 699 / 584 MB with chains).  The chunk's own tasks (its file read included) run inside
+    its link (:class:`_ChunkTasks`): as separate tasks the scheduler read chunks ahead of the chain and held them,
+    so memory still grew with the number of chunks.  The chains' sums are then combined.
     """
     import dask
 
@@ -250,11 +283,13 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
     if result_bytes >= CHAIN_BYTES and n_chunks > 1:
         fold = dask.delayed(_fold, pure=True)
         slots = min(parallel_slots(), n_chunks)
+        graphs = [dict(b.__dask_graph__()) for b in blocks]
         parts = []
         for first in range(slots):
             acc = None
             for k in range(first, n_chunks, slots):
-                chunk, vec = chunk_args(k)
+                _, vec = chunk_args(k)
+                chunk = [_chunk_tasks(b, k, g) for b, g in zip(blocks, graphs)]
                 acc = fold(acc, func, combine, *chunk, **vec, **kwargs, dask_key_name=f"{label}-chunk{k}-{token}")
             parts.append(acc)
     else:
