@@ -147,30 +147,35 @@ def test_a_worker_killed_while_reading_a_chunk_is_an_error_naming_the_chunk(clie
     scheduler = client.cluster.scheduler
     allowed = scheduler.allowed_failures
     scheduler.allowed_failures = 0
-    # in every worker process, the read of a chunk ends the process (the nanny then starts a clean one)
-    client.run(exec, "import os, bioqpfs._io as m\nm._read_h5_rows = lambda *a, **k: os._exit(1)", {})
-    try:
-        backed = ad.read_h5ad(path, backed="r")
-        with pytest.raises(WorkerDiedError, match=r"a Dask worker process \(tcp://.*\) died while it computed "
-                                                  r"(sample chunk [123] of 3 \(samples (0\.\.199|200\.\.399|400\.\.599)\)"
-                                                  r"|rows \d+\.\.\d+ of X) .*nothing was written.*chunk_size") as err:
+    # the nannies live in this process and start the replacement workers with its environment: give them the
+    # linker path the cluster started with (see _startup_linker_path), or they cannot start after rpy2's import
+    with _startup_linker_path():
+        # in every worker process, the read of a chunk ends the process (the nanny then starts a clean one)
+        client.run(exec, "import os, bioqpfs._io as m\nm._read_h5_rows = lambda *a, **k: os._exit(1)", {})
+        try:
+            backed = ad.read_h5ad(path, backed="r")
+            with pytest.raises(WorkerDiedError, match=r"a Dask worker process \(tcp://.*\) died while it computed "
+                                                      r"(sample chunk [123] of 3 \(samples (0\.\.199|200\.\.399|400\.\.599)\)"
+                                                      r"|rows \d+\.\.\d+ of X) .*nothing was written.*chunk_size") as err:
+                bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, chunk_size=200,
+                                        discretization="mean_sd")
+            assert isinstance(err.value.__cause__, distributed.scheduler.KilledWorker)
+            assert not any(c.startswith("qpfs") for c in backed.var) and "qpfs" not in backed.uns
+            backed.file.close()
+            client.wait_for_workers(2, timeout=120)  # the nanny restarts the dead worker: patch it too
+            client.run(exec, "import os, bioqpfs._io as m\nm._read_h5_rows = lambda *a, **k: os._exit(1)", {})
+            out = tmp_path / "out" / "o.h5ad"
+            out.parent.mkdir()
+            assert cli.main(["select", str(path), "--groupby", "cell_type", "--method", "qpfs", "--n-genes", "5",
+                             "-o", str(out), "--lazy", "--chunk-size", "200", "--quiet"]) == 1
+            assert os.listdir(out.parent) == []  # no output, no temporary file
+            scheduler.allowed_failures = allowed
+            client.restart()  # every worker a fresh process, without the failing read
+            # the cluster works again, on the same file
+            backed = ad.read_h5ad(path, backed="r")
             bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, chunk_size=200,
                                     discretization="mean_sd")
-        assert isinstance(err.value.__cause__, distributed.scheduler.KilledWorker)
-        assert not any(c.startswith("qpfs") for c in backed.var) and "qpfs" not in backed.uns
-        backed.file.close()
-        client.wait_for_workers(2, timeout=120)  # the nanny restarts the dead worker: patch it too
-        client.run(exec, "import os, bioqpfs._io as m\nm._read_h5_rows = lambda *a, **k: os._exit(1)", {})
-        out = tmp_path / "out" / "o.h5ad"
-        out.parent.mkdir()
-        assert cli.main(["select", str(path), "--groupby", "cell_type", "--method", "qpfs", "--n-genes", "5",
-                         "-o", str(out), "--lazy", "--chunk-size", "200", "--quiet"]) == 1
-        assert os.listdir(out.parent) == []  # no output, no temporary file
-    finally:
-        scheduler.allowed_failures = allowed
-        client.restart()  # every worker a fresh process, without the failing read
-    # the cluster works again, on the same file
-    backed = ad.read_h5ad(path, backed="r")
-    bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, chunk_size=200, discretization="mean_sd")
-    assert backed.var["qpfs_selected"].sum() == 5
-    backed.file.close()
+            assert backed.var["qpfs_selected"].sum() == 5
+            backed.file.close()
+        finally:
+            scheduler.allowed_failures = allowed
