@@ -308,15 +308,29 @@ _CHANGED = ("the file was changed (rewritten, truncated or replaced) after the l
 
 def _read_h5_rows(filename, elem, start, stop, shape):
     import h5py  # a dependency of anndata
-    import scipy.sparse as sp
 
     with h5py.File(filename, "r") as f:
-        node = f[elem]
-        if isinstance(node, h5py.Dataset):
-            return node[start:stop]
-        indptr = node["indptr"][start:stop + 1]
-        lo, hi = int(indptr[0]), int(indptr[-1])
-        return sp.csr_matrix((node["data"][lo:hi], node["indices"][lo:hi], indptr - lo), shape=(stop - start, shape[1]))
+        return _rows_of(f[elem], start, stop, shape[1])
+
+
+def _rows_of(node, start, stop, n_cols, span=None, where=None):
+    """Rows ``start:stop`` of an open matrix element, h5py or zarr alike: a dense array, or a CSR group whose
+    ``indptr``/``data``/``indices`` are sliced.  ``span``: the CSR values' ``(first, end)`` the graph was built
+    with (zarr), a :class:`LazyReadError` at ``where`` when the stored ``indptr`` says otherwise."""
+    import scipy.sparse as sp
+
+    if not _is_group(node):
+        return node[start:stop]
+    indptr = node["indptr"][start:stop + 1]
+    lo, hi = int(indptr[0]), int(indptr[-1])
+    if span is not None and (lo, hi) != tuple(span):
+        raise LazyReadError(f"cannot read {where}: {_CHANGED}")
+    return sp.csr_matrix((node["data"][lo:hi], node["indices"][lo:hi], indptr - lo), shape=(stop - start, n_cols))
+
+
+def _is_group(node):
+    """Whether an open h5py/zarr node is a group (a sparse matrix's), not an array."""
+    return hasattr(node, "keys") and not hasattr(node, "dtype")
 
 
 # ---- zarr stores ----------------------------------------------------------------------------------------------------
@@ -372,17 +386,9 @@ def _check_zarr(root, stamp, expect, where):
 
 
 def _read_zarr_rows(root, elem, start, stop, shape, expect, where):
-    import scipy.sparse as sp
     import zarr
 
-    node = zarr.open_group(root, mode="r")[elem]
-    if isinstance(node, zarr.Array):
-        return node[start:stop]
-    indptr = node["indptr"][start:stop + 1]
-    lo, hi = int(indptr[0]), int(indptr[-1])
-    if (lo, hi) != expect[0]:
-        raise LazyReadError(f"cannot read {where}: {_CHANGED}")
-    return sp.csr_matrix((node["data"][lo:hi], node["indices"][lo:hi], indptr - lo), shape=(stop - start, shape[1]))
+    return _rows_of(zarr.open_group(root, mode="r")[elem], start, stop, shape[1], span=expect[0], where=where)
 
 
 def _zarr_layout(root, elem, chunk_size):
