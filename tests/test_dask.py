@@ -366,11 +366,17 @@ def _chunk_reads(log, run):
 
 @pytest.mark.filterwarnings("ignore:1 constant gene")
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-def test_one_call_reads_x_once_for_validation_moments_and_thresholds(labelled, sparse, tmp_path):
+@pytest.mark.parametrize("kept", [True, False], ids=["codes-kept", "codes-lazy"])
+def test_one_call_reads_x_once_for_validation_moments_and_thresholds(labelled, sparse, kept, tmp_path, monkeypatch):
     """Validation (NaN/Inf), constant genes and the mean +- sd thresholds share their moment passes within one call
     (``counting_dask.pass_memo``; dropping the constant gene carries them over): QPFS with mean_sd reads every chunk
-    6 times (2 moments, used bins, 2 margins, the count matrix), not 9; a second call reads X again (nothing kept
-    between calls, so a rewritten file is never answered from an old pass)."""
+    4 times (2 moments, used bins, the codes, kept for the 2 margin passes and the count matrix) when the codes fit
+    ``CODES_CACHE_BYTES``, else 6 (the codes recomputed in each of the 3 count passes), not 9; a second call reads
+    X again (nothing kept between calls, so a rewritten file is never answered from an old pass)."""
+    from bioqpfs._kernels import counting_dask
+
+    if not kept:
+        monkeypatch.setattr(counting_dask, "CODES_CACHE_BYTES", 0)
     import scipy.sparse as sp
 
     import bioqpfs
@@ -384,7 +390,7 @@ def test_one_call_reads_x_once_for_validation_moments_and_thresholds(labelled, s
     for _ in range(2):
         reads, got = _chunk_reads(log, lambda: bioqpfs.select(D, y, method="qpfs", n_genes=6,
                                                               discretization="mean_sd"))
-        assert reads == 6 * 4
+        assert reads == (4 if kept else 6) * 4
         np.testing.assert_array_equal(got.ranking, want.ranking)
         np.testing.assert_array_equal(got.weights, want.weights)
     reads, _ = _chunk_reads(log, lambda: bioqpfs.measures.discretize(D, discretization="mean_sd").compute())

@@ -30,7 +30,7 @@ from .counting_numpy import NumpyCounting
 
 __all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "STRIP_BYTES", "sample_chunked",
            "reduce_chunks", "SPLIT_EVERY", "CHAIN_BYTES", "parallel_slots", "pass_memo", "with_pass_memo", "memoized",
-           "take_genes", "WorkerDiedError", "compute"]
+           "take_genes", "WorkerDiedError", "compute", "CODES_CACHE_BYTES", "kept_codes"]
 
 #: chunk results combined per task of the reduction tree (at most)
 SPLIT_EVERY = 8
@@ -42,6 +42,9 @@ FULL_COUNTS_BUDGET = 256 * 2**20
 #: bytes of a strip of the count matrix (a run of rows against all columns) counted in one pass when the whole
 #: does not fit :data:`FULL_COUNTS_BUDGET` (at most two strips are kept)
 STRIP_BYTES = 128 * 2**20
+#: bytes of uint8 codes per worker process up to which a code matrix is computed once and kept by the workers
+#: for the passes that follow (:func:`kept_codes`), instead of being recomputed from X in every pass
+CODES_CACHE_BYTES = 128 * 2**20
 
 _MEMO = contextvars.ContextVar("bioqpfs_dask_pass_memo", default=None)
 
@@ -184,6 +187,31 @@ def sample_chunked(x, name="X"):
     if len(x.chunks[1]) > 1 or rows != x.chunks[0]:
         x = x.rechunk((rows, -1))
     return x
+
+
+def _worker_processes():
+    """Processes holding the chunks: the workers of the active ``distributed`` client, else 1 (this one)."""
+    try:
+        from distributed import get_client
+
+        return max(1, len(get_client().nthreads()))
+    except (ImportError, ValueError):
+        return 1
+
+
+def kept_codes(codes):
+    """``codes`` computed once and kept (``persist``) when they take at most :data:`CODES_CACHE_BYTES` per worker
+    process (1 byte per sample and gene), else unchanged (lazy).
+
+    Every count pass (margins, then the joint counts: one pass, or one per strip) needs the codes of every
+    chunk; lazy codes are recomputed from X each time, the file read included.  Kept, they are read and coded
+    once: SPEC_CMI on 50,000 x 2,000 sparse cells on 2 workers went from 20.9 s to 16.3 s (four strip passes;
+    the in-memory run takes 12-13 s), for 50 MB per worker.  Above the budget (200,000 x 2,000 on 2 workers:
+    200 MB each) the codes stay lazy, so a worker's memory does not grow with the number of cells.
+    """
+    if codes.nbytes / _worker_processes() > CODES_CACHE_BYTES:
+        return codes
+    return codes.persist()
 
 
 def _add(*parts):
@@ -368,7 +396,7 @@ class DaskCounting(CountingBackend):
     def __init__(self, codes, *, n_bins, groups=None, weights=None, count_dtype=np.float32):
         if not is_dask_array(codes):
             raise TypeError(f"the dask counting backend counts a dask array, got {type(codes).__name__}")
-        self.codes = sample_chunked(codes, "codes")
+        self.codes = kept_codes(sample_chunked(codes, "codes"))
         self.n_samples, self.n_genes = self.codes.shape
         self.n_bins = int(n_bins)
         self.nb = self.n_bins - 1
