@@ -9,7 +9,8 @@ Data: ``_common.poisson_types`` (sparse Poisson log1p counts, 8 cell types, ~80%
 file (``--format zarr``: a zarr store, chunks of ``--chunk`` cells' values) and read back lazily with
 ``anndata.experimental.read_elem_lazy`` (a Dask array of CSR chunks of ``--chunk`` cells, read by the workers
 from the file).  Per shape, discretisation and method (``qpfs``: exact
-QPFS; ``spec_cmi``: exact SPEC_CMI; ``qpfs_nystrom``: QPFS+Nystrom at ``--nystrom-rate``): ``select`` in memory
+QPFS; ``spec_cmi``: exact SPEC_CMI; ``qpfs_nystrom``: QPFS+Nystrom at ``--nystrom-rate``; ``eqpfs``; the greedy
+``mrmr_mid`` and ``jmi``, one counting pass per gene picked): ``select`` in memory
 (the CSR matrix; skipped with ``--no-memory``) and on the cluster (a fresh ``LocalCluster`` per run, 2 processes x
 1 thread, so each worker's peak is that run's; ``--threads``: Dask's threaded scheduler in this process instead),
 wall seconds, the peak RSS of each worker process during the run (VmHWM, interpreter included) and whether the two
@@ -58,7 +59,8 @@ def _best(repeat, func, *args, result=False, **kwargs):
     return (min(times), out) if result else min(times)
 
 
-METHODS = {"qpfs": ("qpfs", {}), "spec_cmi": ("spec_cmi", {}), "qpfs_nystrom": ("qpfs", {"nystrom_rate": None})}
+METHODS = {"qpfs": ("qpfs", {}), "spec_cmi": ("spec_cmi", {}), "qpfs_nystrom": ("qpfs", {"nystrom_rate": None}),
+           "eqpfs": ("eqpfs", {}), "mrmr_mid": ("mrmr_mid", {}), "jmi": ("jmi", {})}
 
 
 def main(argv=None):

@@ -182,9 +182,11 @@ def batch_methods():
     return [name for name in methods() if "batch" in inspect.signature(method_function(name)).parameters]
 
 
-#: methods with a Dask path, tested equal to in memory (README "Large data (Dask)"): with MI similarity and
-#: relevance, no batches, and a discretisation that the Dask codes implement (:func:`dask_refusal`)
-DASK_METHODS = ("qpfs", "qpfs_cover", "spec_cmi", "spec_cmi_nystrom")
+#: methods with a Dask path, tested equal to in memory and never holding more than a sample chunk of X
+#: (README "Large data (Dask)"): with MI similarity and relevance, no batches, and a discretisation that the Dask
+#: codes implement (:func:`dask_refusal`).  The others (gene clustering, LDFS/HSFS) read X whole.
+DASK_METHODS = ("qpfs", "qpfs_cover", "spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "eqpfs", "maxrel", "mrmr_mid",
+                "mrmr_miq", "jmi", "cife", "random")
 
 
 def dask_refusal(method, params, X):
@@ -219,6 +221,20 @@ def dask_refusal(method, params, X):
     return None
 
 
+def _whole_unless_dask_method(X, method):
+    """A Dask ``X`` read whole (numpy, or CSR from sparse chunks) for a method outside :data:`DASK_METHODS`, after
+    a check that it fits as dense float64 (what those methods make of it: gene clustering standardises genes,
+    LDFS/HSFS z-score X); then the method runs exactly as in memory.  Anything else is returned unchanged."""
+    from ._kernels.counting_dask import compute, is_dask_array
+    from ._validation import memory_guard
+
+    if method in DASK_METHODS or not is_dask_array(X) or X.ndim != 2:
+        return X
+    memory_guard(8 * X.shape[0] * X.shape[1], f"reading the {X.shape[0]} x {X.shape[1]} Dask array whole "
+                 f"(method {method!r} has no Dask path)", ["lazy"])
+    return compute(X)
+
+
 def hierarchy_methods():
     """The registered methods that take hierarchical labels (a 2-D ``y``, ``groupby_weights=``), in registry order:
     those whose class relevance F is summed over the levels (README "Hierarchical labels")."""
@@ -248,9 +264,10 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
     ----------
     X : array-like, sparse or dask array, shape (n_samples, n_genes)
         Array support per method: numpy and scipy.sparse for every method; a Dask array chunked by samples
-        for the MI methods with ``discretization="mean_sd"``, ``"quantile"``, ``"zero_quantile"`` or ``"auto"`` (the
-        default recipe; tested equal to in memory: ``qpfs`` exact and Nystrom, ``qpfs_cover``, ``spec_cmi_nystrom``;
-        README "Large data (Dask)").  A pandas DataFrame's columns become the gene names (``Selection.genes``) unless ``feature_names`` is given.
+        for every method: counted chunk by chunk by those of :data:`DASK_METHODS` (the MI methods, with
+        ``discretization="mean_sd"``, ``"quantile"``, ``"zero_quantile"`` or ``"auto"``), read whole after a
+        memory check by the others (gene clustering, LDFS/HSFS); each tested equal to in memory (README "Large
+        data (Dask)").  A pandas DataFrame's columns become the gene names (``Selection.genes``) unless ``feature_names`` is given.
     y : array-like, shape (n_samples,) or (n_samples, n_levels)
         Class labels; or hierarchical labels, one column per level, coarse to fine (a 2-D array or a
         DataFrame), for the methods of :func:`hierarchy_methods` (the relevance is summed over the levels,
@@ -300,6 +317,7 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
     validate_random_state(random_state)
     if feature_names is None and hasattr(X, "columns") and hasattr(X, "index"):  # a DataFrame names its genes
         feature_names = np.asarray(X.columns).astype(str)
+    X = _whole_unless_dask_method(X, method)
     with _progress.requested(progress), _threads.limited(n_jobs):
         sel = func(X, y, n_genes=n_genes, random_state=random_state, feature_names=feature_names, **params)
     if preset is not None:

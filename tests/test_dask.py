@@ -256,6 +256,66 @@ def test_select_on_dask_equals_the_in_memory_selection(labelled, chunks, sparse)
     np.testing.assert_allclose(got.weights, want.weights, rtol=1e-10, atol=1e-12)  # class-balanced: weighted counts
 
 
+class _RowsSeen:
+    """A dask callback recording the most samples any task result held (a 2-D array's rows)."""
+
+    def __init__(self):
+        import dask
+
+        self.most = 0
+        outer = self
+
+        class _Callback(dask.callbacks.Callback):
+            def _posttask(self, key, result, dsk, state, worker_id):
+                shape = getattr(result, "shape", None)
+                if shape is not None and len(shape) == 2:
+                    outer.most = max(outer.most, int(shape[0]))
+
+        self.callback = _Callback()
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+@pytest.mark.parametrize("chunks,sparse", LAYOUTS[1:2], ids=["csr uneven"])  # dense: the other tests
+def test_every_method_on_dask_equals_in_memory_and_the_dask_methods_hold_one_chunk(labelled, chunks, sparse):
+    """Every registered method takes a Dask X and gives the in-memory selection.  The methods of
+    ``DASK_METHODS`` count it chunk by chunk: no task of theirs ever holds more samples than the largest chunk
+    (the greedy baselines count one row of the matrix per pass instead of gathering the codes; EQPFS, maxrel
+    and random too); the others (gene clustering, LDFS/HSFS) read it whole after a memory check, then run as in
+    memory (HSFS's path turned 1e-15 differences of a chunked z-score into 1.5% weight differences)."""
+    import bioqpfs
+    from bioqpfs import _registry
+
+    X, y = labelled
+    D = dask_of(X, chunks, sparse)
+    for method in _registry.methods():
+        seen = _RowsSeen()
+        with seen.callback:
+            got = bioqpfs.select(D, y, method=method, n_genes=6)
+        want = bioqpfs.select(D.compute(), y, method=method, n_genes=6)  # the same matrix (dense or CSR)
+        np.testing.assert_array_equal(got.ranking, want.ranking, err_msg=method)
+        np.testing.assert_allclose(got.weights, want.weights, rtol=1e-10, atol=1e-12, err_msg=method)
+        if method in _registry.DASK_METHODS:
+            assert seen.most <= max(chunks), (method, seen.most)
+        else:
+            assert seen.most == X.shape[0], method  # read whole (the test can tell)
+
+
+def test_the_methods_that_read_a_dask_x_whole_check_memory_first(labelled, monkeypatch):
+    import bioqpfs
+    from bioqpfs import _registry
+
+    X, y = labelled
+    monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
+    whole = [m for m in _registry.methods() if m not in _registry.DASK_METHODS]
+    assert set(whole) == {"ikm_qpfs", "ikma_qpfs", "tlkm_qpfs", "ldfs", "hsfs"}
+    for method in whole:
+        seen = _RowsSeen()
+        with seen.callback, pytest.raises(MemoryError, match=rf"reading the 240 x 25 Dask array whole \(method "
+                                                             rf"'{method}' has no Dask path\) needs about .*'eqpfs'"):
+            bioqpfs.select(dask_of(X, (60, 60, 60, 60), True), y, method=method, n_genes=6)
+        assert seen.most <= 60, method  # refused before X was read whole
+
+
 def test_class_sums_per_chunk_equal_the_product(labelled):
     from bioqpfs._kernels.counting_dask import class_sums
 

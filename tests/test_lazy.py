@@ -121,16 +121,16 @@ def test_evaluate_on_a_backed_anndata_equals_in_memory(h5ad, spy):
 def test_a_method_without_a_dask_path_reads_x_whole_after_a_memory_check(h5ad, monkeypatch):
     path, mem = h5ad
     backed = _backed(path)
-    bioqpfs.tl.select_genes(backed, "cell_type", method="mrmr_mid", n_genes=5)
-    bioqpfs.tl.select_genes(mem, "cell_type", method="mrmr_mid", n_genes=5)
-    np.testing.assert_array_equal(backed.var["mrmr_mid_rank"], mem.var["mrmr_mid_rank"])
+    bioqpfs.tl.select_genes(backed, "cell_type", method="ikm_qpfs", n_genes=5)
+    bioqpfs.tl.select_genes(mem, "cell_type", method="ikm_qpfs", n_genes=5)
+    np.testing.assert_array_equal(backed.var["ikm_qpfs_rank"], mem.var["ikm_qpfs_rank"])
     # correlation has no Dask path either (the reason is logged)
     bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, similarity="correlation")
     # a file larger than the memory available is refused before the read, naming the fix
     monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
-    with pytest.raises(MemoryError, match=r"reading X of .*a\.h5ad whole \(method 'mrmr_mid' has no Dask path.*"
+    with pytest.raises(MemoryError, match=r"reading X of .*a\.h5ad whole \(method 'ikm_qpfs' has no Dask path.*"
                                           r"needs about .*any discretization but 'mdl'"):
-        bioqpfs.tl.select_genes(backed, "cell_type", method="mrmr_mid", n_genes=5)
+        bioqpfs.tl.select_genes(backed, "cell_type", method="ikm_qpfs", n_genes=5)
     with pytest.raises(MemoryError, match=r"discretization='mdl' is not available for a Dask array"):
         bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, discretization="mdl")
     monkeypatch.setitem(__import__("sys").modules, "dask.array", None)  # dask not installed
@@ -155,7 +155,8 @@ def test_dask_refusal_names_each_reason(rng):
     X = da.from_array(rng.random((20, 3)), chunks=(10, 3))
     assert _registry.dask_refusal("qpfs", {}, X) is None
     assert _registry.dask_refusal("spec_cmi_nystrom", {"discretization": "mean_sd"}, X) is None
-    assert "no Dask path" in _registry.dask_refusal("jmi", {}, X)
+    assert "no Dask path" in _registry.dask_refusal("ikm_qpfs", {}, X)
+    assert _registry.dask_refusal("jmi", {}, X) is None
     assert "similarity='correlation'" in _registry.dask_refusal("qpfs", {"similarity": "correlation"}, X)
     assert "relevance='hall'" in _registry.dask_refusal("qpfs", {"relevance": "hall"}, X)
     assert "batch" in _registry.dask_refusal("qpfs_cover", {"batch": np.zeros(20)}, X)
@@ -414,8 +415,8 @@ def test_cli_on_a_zarr_store_lazy_and_whole_equal_the_in_memory_run(zarr_store, 
 
 def test_zarr_method_without_a_dask_path_reads_the_store_whole(zarr_store, tmp_path):
     path, mem = zarr_store
-    assert _select(path, tmp_path / "lazy.h5ad", "--lazy", "--method", "mrmr_mid") == 0
-    assert _select(path, tmp_path / "whole.h5ad", "--no-lazy", "--method", "mrmr_mid") == 0
+    assert _select(path, tmp_path / "lazy.h5ad", "--lazy", "--method", "ikm_qpfs") == 0
+    assert _select(path, tmp_path / "whole.h5ad", "--no-lazy", "--method", "ikm_qpfs") == 0
     assert (tmp_path / "lazy.h5ad.tsv").read_text() == (tmp_path / "whole.h5ad.tsv").read_text()
 
 

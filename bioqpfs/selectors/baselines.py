@@ -223,7 +223,8 @@ def _greedy_selector(method, X, y, n_genes, discretization, n_bins, base, featur
     X, y_codes, classes, constant, strata, by_class, F, recorded = _setup(
         X, y, feature_names, discretization, n_bins, base, class_weight, **options,
         hierarchical=method in ("mrmr_mid", "mrmr_miq"))
-    codes, levels, weights = by_class.codes, by_class.n_levels, by_class.weights
+    # the backend's own codes: a Dask X's stay lazy (each greedy step is one counting pass), never gathered
+    codes, levels, weights = by_class.backend.native_codes, by_class.n_levels, by_class.weights
     m = X.shape[1]
     n_genes = check_n_genes(n_genes, m)
     P = resolve_preselected(preselected, m, feature_names, n_genes, constant)

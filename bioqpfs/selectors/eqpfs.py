@@ -132,15 +132,12 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     m = keep.size
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
 
-    if strata is None and hierarchy is None:
-        codes, levels = measures.codes_and_levels(take_genes(X, keep), discretization, n_bins=n_bins, y_codes=y_codes)
-        f = measures.relevance(codes, y_codes, kind="mi", base=base, discretization=None)
-    else:
-        codes, levels = discretized(take_genes(X, keep), discretization, n_bins, y_codes, strata)
-        f = information_relevance(_info.CodeTable(codes, levels, groups=y_codes,
-                                                  strata=None if strata is None else strata.codes,
-                                                  strata_weights=None if strata is None else strata.weights),
-                                  y_codes, base, hierarchy)
+    # one path for plain, batch and hierarchical labels; a Dask X's codes stay lazy (counted chunk by chunk)
+    codes, levels = discretized(take_genes(X, keep), discretization, n_bins, y_codes, strata)
+    f = information_relevance(_info.CodeTable(codes, levels, groups=y_codes,
+                                              strata=None if strata is None else strata.codes,
+                                              strata_weights=None if strata is None else strata.weights),
+                              y_codes, base, hierarchy)
     H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base, batch=strata)
     check_informative("eqpfs", f, dict(discretization=discretization))  # before alpha and lambda fail on it
     t_measures = time.perf_counter() - t0
