@@ -183,8 +183,8 @@ def batch_methods():
 
 
 #: methods with a Dask path, tested equal to in memory and never holding more than a sample chunk of X
-#: (README "Large data (Dask)"): with MI similarity and relevance, no batches, and a discretisation that the Dask
-#: codes implement (:func:`dask_refusal`).  The others (gene clustering, LDFS/HSFS) read X whole.
+#: (README "Large data (Dask)"): with MI or |Pearson| similarity, MI or Hall relevance, no batches, and a
+#: discretisation that the Dask codes implement (:func:`dask_refusal`).  The others (gene clustering, LDFS/HSFS) read X whole.
 DASK_METHODS = ("qpfs", "qpfs_cover", "spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "eqpfs", "maxrel", "mrmr_mid",
                 "mrmr_miq", "jmi", "cife", "random")
 
@@ -205,13 +205,11 @@ def dask_refusal(method, params, X):
         return f"method {method!r} has no Dask path (methods with one: {', '.join(DASK_METHODS)})"
     defaults = {k: v.default for k, v in inspect.signature(method_function(method)).parameters.items()}
     settings = {**defaults, **params}
-    if settings.get("similarity", "mi") != "mi":
-        return f"similarity={settings['similarity']!r} has no Dask path (similarity='mi' has)"
     if settings.get("batch") is not None:
         return "batch-aware statistics (batch_key) have no Dask path yet"
     relevance = settings.get("relevance")
-    if isinstance(relevance, str) and relevance != "mi":
-        return f"relevance={relevance!r} has no Dask path (relevance='mi' has)"
+    if isinstance(relevance, str) and relevance not in ("mi", "hall"):
+        return f"relevance={relevance!r} has no Dask path (relevance='mi' and 'hall' have)"
     rule = discretize.resolve_discretization(X, settings.get("discretization", "mean_sd"))
     try:
         discretize.codes(da.zeros((2, 1), chunks=(2, 1)), rule)

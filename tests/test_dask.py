@@ -371,10 +371,39 @@ def test_bad_dask_input_gets_clear_errors(labelled):
     Xn[130, 7] = np.nan  # inside the second chunk only
     with pytest.raises(ValueError, match="NaN or infinite values in 1 gene.*7"):
         bioqpfs.select(dask_of(Xn, (60, 60, 60, 60), True), y, method="qpfs", n_genes=3)
-    with pytest.raises(ValueError, match=r"similarity='correlation'\) is not available for a Dask array"):
-        bioqpfs.select(dask_of(X, 60), y, method="qpfs", n_genes=3, similarity="correlation")
     with pytest.raises(ValueError, match="kind='mst' is not available for a Dask array"):
         measures.relevance(dask_of(X, 60), y, kind="mst")
+
+
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+@pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])
+def test_pearson_similarity_and_hall_relevance_on_dask_equal_a_direct_computation(labelled, chunks, sparse,
+                                                                                monkeypatch):
+    """|Pearson| (QPFS eq. 3) and Hall's relevance on a Dask X: chunk sums of the standardised products, checked
+    against numpy's corrcoef and a direct Hall sum, in strips (a small STRIP_BYTES: one row per pass) and whole;
+    QPFS with them equals the in-memory selection."""
+    import bioqpfs
+    from bioqpfs import measures
+    from bioqpfs._kernels import counting_dask
+
+    X, y = labelled
+    D = dask_of(X, chunks, sparse)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        R = np.abs(np.corrcoef(X, rowvar=False))
+    R[9, :] = R[:, 9] = 0.0  # the constant gene: no correlation
+    np.testing.assert_allclose(measures.correlation(D), R, rtol=0, atol=1e-12)
+    monkeypatch.setattr(counting_dask, "STRIP_BYTES", 8 * X.shape[1])
+    np.testing.assert_allclose(measures.correlation(D, rows=[3, 0, 9]), R[[3, 0, 9]], rtol=0, atol=1e-12)
+    p = np.bincount(y) / y.size
+    hall = [sum(p[k] * abs(np.corrcoef(X[:, g], y == k)[0, 1]) for k in range(p.size)) if g != 9 else 0.0
+            for g in range(X.shape[1])]
+    np.testing.assert_allclose(measures.relevance(D, y, kind="hall"), hall, rtol=0, atol=1e-12)
+    for params in (dict(similarity="correlation"), dict(similarity="correlation", relevance="hall"),
+                   dict(relevance="hall", nystrom_rate=0.5)):
+        got = bioqpfs.select(D, y, method="qpfs", n_genes=6, **params)
+        want = bioqpfs.select(X, y, method="qpfs", n_genes=6, **params)
+        np.testing.assert_array_equal(got.ranking, want.ranking, err_msg=str(params))
+        np.testing.assert_allclose(got.weights, want.weights, rtol=1e-9, atol=1e-12, err_msg=str(params))
 
 
 @pytest.mark.filterwarnings("ignore:1 constant gene")

@@ -124,8 +124,8 @@ def test_a_method_without_a_dask_path_reads_x_whole_after_a_memory_check(h5ad, m
     bioqpfs.tl.select_genes(backed, "cell_type", method="ikm_qpfs", n_genes=5)
     bioqpfs.tl.select_genes(mem, "cell_type", method="ikm_qpfs", n_genes=5)
     np.testing.assert_array_equal(backed.var["ikm_qpfs_rank"], mem.var["ikm_qpfs_rank"])
-    # correlation has no Dask path either (the reason is logged)
-    bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, similarity="correlation")
+    # the MST relevance has no Dask path either (the reason is logged)
+    bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=5, relevance="mst")
     # a file larger than the memory available is refused before the read, naming the fix
     monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
     with pytest.raises(MemoryError, match=r"reading X of .*a\.h5ad whole \(method 'ikm_qpfs' has no Dask path.*"
@@ -157,8 +157,8 @@ def test_dask_refusal_names_each_reason(rng):
     assert _registry.dask_refusal("spec_cmi_nystrom", {"discretization": "mean_sd"}, X) is None
     assert "no Dask path" in _registry.dask_refusal("ikm_qpfs", {}, X)
     assert _registry.dask_refusal("jmi", {}, X) is None
-    assert "similarity='correlation'" in _registry.dask_refusal("qpfs", {"similarity": "correlation"}, X)
-    assert "relevance='hall'" in _registry.dask_refusal("qpfs", {"relevance": "hall"}, X)
+    assert _registry.dask_refusal("qpfs", {"similarity": "correlation", "relevance": "hall"}, X) is None
+    assert "relevance='mst'" in _registry.dask_refusal("qpfs", {"relevance": "mst"}, X)
     assert "batch" in _registry.dask_refusal("qpfs_cover", {"batch": np.zeros(20)}, X)
     Z = da.from_array(np.where(rng.random((20, 3)) < 0.5, 0.0, 1.0), chunks=(10, 3))
     assert _registry.dask_refusal("qpfs_cover", {"discretization": "auto"}, Z) is None  # zero_quantile on Dask

@@ -100,42 +100,71 @@ def _inverse_norms(ss):
     return scale, nz
 
 
-def _no_dask(X, what):
-    from .counting_dask import refuse_dask
-
-    refuse_dask(X, what, "use the information measures (similarity='mi', relevance='mi')")
-
-
 def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
     """|Pearson correlation| matrix (genes x genes, or ``rows`` x genes), eq. 3 of the QPFS paper.
 
-    Computed blocked as ``|Z_I^T Z_J|`` with ``Z`` the columns centred and scaled to unit norm.
-    Numpy or scipy.sparse X (a Dask array is refused with a clear message).
+    Computed blocked as ``|Z_I^T Z_J|`` with ``Z`` the columns centred and scaled to unit norm.  Numpy or
+    scipy.sparse X; a Dask array chunked by samples sums the chunks' ``Z_I^T Z_J`` (:func:`_dask_abs_pearson`).
     A constant gene has no defined correlation: its row and column (diagonal included) are 0.
     """
-    _no_dask(X, "the |Pearson| similarity (similarity='correlation')")
     n, m = X.shape
     mean, ss, s = scaled_column_moments(X)
     scale, nz = _inverse_norms(ss)
     row_idx = np.arange(m) if rows is None else np.asarray(rows, dtype=np.int64)
     out = np.empty((row_idx.size, m), dtype=dtype)
-    for i0 in range(0, row_idx.size, block):
-        ZI = _standardised(X, row_idx[i0 : i0 + block], mean, scale, s)
-        for j0 in range(0, m, block):
-            ZJ = _standardised(X, np.arange(j0, min(m, j0 + block)), mean, scale, s)
-            np.abs(ZI.T @ ZJ, out=out[i0 : i0 + block, j0 : j0 + block], casting="unsafe")
+    from .counting_dask import is_dask_array
+
+    if is_dask_array(X):
+        _dask_abs_pearson(X, row_idx, mean, scale, s, block, out)
+    else:
+        for i0 in range(0, row_idx.size, block):
+            ZI = _standardised(X, row_idx[i0 : i0 + block], mean, scale, s)
+            for j0 in range(0, m, block):
+                ZJ = _standardised(X, np.arange(j0, min(m, j0 + block)), mean, scale, s)
+                np.abs(ZI.T @ ZJ, out=out[i0 : i0 + block, j0 : j0 + block], casting="unsafe")
     # exact ones on the diagonal of non-constant genes (GEMM rounding leaves 1 +- 1e-16)
     pos = np.arange(row_idx.size)
     out[pos, row_idx] = nz[row_idx].astype(dtype)
     return out
 
 
+def _chunk_products(x, *, rows, mean, scale, s, block):
+    """One sample chunk's ``Z_rows^T Z`` (float64, rows x genes) with the global centring and scaling."""
+    m = x.shape[1]
+    out = np.empty((rows.size, m))
+    for i0 in range(0, rows.size, block):
+        ZI = _standardised(x, rows[i0 : i0 + block], mean, scale, s)
+        for j0 in range(0, m, block):
+            ZJ = _standardised(x, np.arange(j0, min(m, j0 + block)), mean, scale, s)
+            out[i0 : i0 + block, j0 : j0 + block] = ZI.T @ ZJ
+    return out
+
+
+def _dask_abs_pearson(X, row_idx, mean, scale, s, block, out):
+    """``out[:] = |Z_rows^T Z|`` of a Dask X: the products are sums over samples, so each chunk's are summed
+    (:func:`bioqpfs._kernels.counting_dask.reduce_chunks`) about the global moments (two passes of their own,
+    shared with the rest of the call).  Rows go in strips of at most ``STRIP_BYTES`` of float64 products, one
+    pass each, so a worker holds one chunk's standardised block (samples x ``block`` genes) and two strips."""
+    from .counting_dask import STRIP_BYTES, reduce_chunks, sample_chunked
+
+    X = sample_chunked(X)
+    m = X.shape[1]
+    per_strip = max(1, STRIP_BYTES // (8 * max(m, 1)))
+    for r0 in range(0, row_idx.size, per_strip):
+        rows = row_idx[r0 : r0 + per_strip]
+        sums = reduce_chunks(_chunk_products, [X], rows=rows, mean=mean, scale=scale, s=s, block=block,
+                             result_bytes=8 * rows.size * m)
+        np.abs(sums, out=out[r0 : r0 + rows.size], casting="unsafe")
+
+
 def hall_relevance(X, y_codes):
     """F_i = sum_k p(K=k) |rho(v_i, 1[K=k])| (Hall 2000; QPFS section 2.1).
 
-    Constant genes get F = 0.  Numpy or scipy.sparse X (a Dask array is refused with a clear message).
+    Constant genes get F = 0.  Numpy or scipy.sparse X, or a Dask array chunked by samples (the products
+    ``X^T (1[K=k] - p_k)`` are summed over its chunks).
     """
-    _no_dask(X, "Hall's correlation relevance (relevance='hall')")
+    from .counting_dask import is_dask_array, reduce_chunks, sample_chunked
+
     n, m = X.shape
     n_classes = int(y_codes.max()) + 1
     ind = np.zeros((n, n_classes))
@@ -146,7 +175,14 @@ def hall_relevance(X, y_codes):
     mean, ss, s = scaled_column_moments(X)
     scale, _ = _inverse_norms(ss)
     # sum_s (x_s - mean) ind_c[s, k] = sum_s x_s ind_c[s, k]  (ind_c columns sum to 0)
-    Xs = _divide_columns(X, s)
-    XtI = np.asarray(Xs.T @ ind_c)
+    if is_dask_array(X):
+        XtI = reduce_chunks(_chunk_class_products, [sample_chunked(X)], vectors=dict(ind_c=ind_c), s=s)
+    else:
+        XtI = _chunk_class_products(X, ind_c=ind_c, s=s)
     rho = XtI * scale[:, None] * ind_scale[None, :]
     return np.abs(rho) @ p
+
+
+def _chunk_class_products(x, *, ind_c, s):
+    """``(x / s)^T ind_c`` of a block of samples (genes x classes, float64)."""
+    return np.asarray(_divide_columns(x, s).T @ ind_c)
