@@ -183,8 +183,8 @@ def batch_methods():
 
 
 #: methods with a Dask path, tested equal to in memory and never holding more than a sample chunk of X
-#: (README "Large data (Dask)"): with MI or |Pearson| similarity, MI or Hall relevance, no batches, and a
-#: discretisation that the Dask codes implement (:func:`dask_refusal`).  The others (gene clustering, LDFS/HSFS) read X whole.
+#: (README "Large data (Dask)"): with MI or |Pearson| similarity, MI or Hall relevance (with or without batches),
+#: and a discretisation that the Dask codes implement (:func:`dask_refusal`).  The others (gene clustering, LDFS/HSFS) read X whole.
 DASK_METHODS = ("qpfs", "qpfs_cover", "spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "eqpfs", "maxrel", "mrmr_mid",
                 "mrmr_miq", "jmi", "cife", "random")
 
@@ -205,8 +205,6 @@ def dask_refusal(method, params, X):
         return f"method {method!r} has no Dask path (methods with one: {', '.join(DASK_METHODS)})"
     defaults = {k: v.default for k, v in inspect.signature(method_function(method)).parameters.items()}
     settings = {**defaults, **params}
-    if settings.get("batch") is not None:
-        return "batch-aware statistics (batch_key) have no Dask path yet"
     relevance = settings.get("relevance")
     if isinstance(relevance, str) and relevance not in ("mi", "hall"):
         return f"relevance={relevance!r} has no Dask path (relevance='mi' and 'hall' have)"

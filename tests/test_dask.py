@@ -300,6 +300,31 @@ def test_every_method_on_dask_equals_in_memory_and_the_dask_methods_hold_one_chu
             assert seen.most == X.shape[0], method  # read whole (the test can tell)
 
 
+@pytest.mark.filterwarnings("ignore:1 constant gene")
+def test_batch_aware_methods_on_dask_equal_in_memory_and_hold_one_chunk(labelled):
+    """``batch=`` on a Dask X (CSR chunks that cut across the batches): per-batch thresholds from each batch's rows,
+    lazy per-batch codes, the batch-stratified counts, within-batch standardisation for |Pearson| and Hall, the
+    within-batch direction of qpfs_cover -- the in-memory selection, and no task holds more samples than a chunk."""
+    import bioqpfs
+    from bioqpfs import _registry
+
+    X, y = labelled
+    batch = np.random.default_rng(5).integers(0, 3, X.shape[0])
+    D = dask_of(X, (13, 47, 60, 60, 60), True)  # a batch has ~80 samples: gathering one would show
+    runs = [(m, {}) for m in _registry.batch_methods() if m in _registry.DASK_METHODS]
+    runs += [("qpfs", dict(similarity="correlation", relevance="hall")), ("qpfs", dict(batch_discretization="global")),
+             ("qpfs_cover", dict(batch_weights="equal", discretization="zero_quantile"))]
+    assert len(runs) >= 8
+    for method, params in runs:
+        seen = _RowsSeen()
+        with seen.callback:
+            got = bioqpfs.select(D, y, method=method, n_genes=6, batch=batch, **params)
+        want = bioqpfs.select(D.compute(), y, method=method, n_genes=6, batch=batch, **params)
+        np.testing.assert_array_equal(got.ranking, want.ranking, err_msg=f"{method} {params}")
+        np.testing.assert_allclose(got.weights, want.weights, rtol=1e-9, atol=1e-12, err_msg=f"{method} {params}")
+        assert seen.most <= 60, (method, params, seen.most)
+
+
 def test_the_methods_that_read_a_dask_x_whole_check_memory_first(labelled, monkeypatch):
     import bioqpfs
     from bioqpfs import _registry

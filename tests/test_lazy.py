@@ -97,6 +97,22 @@ def test_the_default_recipe_reads_a_backed_zero_inflated_x_in_chunks(h5ad, spy):
 
 
 @pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
+@pytest.mark.parametrize("method", ["qpfs_cover", "mrmr_mid"])
+def test_batch_key_on_a_backed_anndata_is_read_in_chunks(h5ad, spy, method):
+    """batch_key with a backed X: per-batch thresholds and counts chunk by chunk, the in-memory result."""
+    path, mem = h5ad
+    mem.obs["donor"] = pd.Categorical(np.array(["d1", "d2", "d3"])[np.arange(N) % 3])
+    bioqpfs.tl.select_genes(mem, "cell_type", method=method, n_genes=6, batch_key="donor")
+    backed = _backed(path)
+    backed.obs["donor"] = mem.obs["donor"].to_numpy()
+    bioqpfs.tl.select_genes(backed, "cell_type", method=method, n_genes=6, batch_key="donor", chunk_size=CHUNK)
+    np.testing.assert_allclose(backed.var[f"{method}_weight"], mem.var[f"{method}_weight"], rtol=0, atol=1e-12)
+    assert list(backed.uns[method]["selected"]) == list(mem.uns[method]["selected"])
+    assert spy and max(b - a for a, b in spy) <= CHUNK
+    backed.file.close()
+
+
+@pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
 def test_evaluate_on_a_backed_anndata_equals_in_memory(h5ad, spy):
     path, mem = h5ad
     kw = dict(n_genes=[3, 5], cv=3, method_params={"qpfs": {"discretization": "mean_sd"}}, return_folds=True)
@@ -159,7 +175,7 @@ def test_dask_refusal_names_each_reason(rng):
     assert _registry.dask_refusal("jmi", {}, X) is None
     assert _registry.dask_refusal("qpfs", {"similarity": "correlation", "relevance": "hall"}, X) is None
     assert "relevance='mst'" in _registry.dask_refusal("qpfs", {"relevance": "mst"}, X)
-    assert "batch" in _registry.dask_refusal("qpfs_cover", {"batch": np.zeros(20)}, X)
+    assert _registry.dask_refusal("qpfs_cover", {"batch": np.zeros(20)}, X) is None
     Z = da.from_array(np.where(rng.random((20, 3)) < 0.5, 0.0, 1.0), chunks=(10, 3))
     assert _registry.dask_refusal("qpfs_cover", {"discretization": "auto"}, Z) is None  # zero_quantile on Dask
     assert "discretization='mdl'" in _registry.dask_refusal("qpfs", {"discretization": "mdl"}, X)

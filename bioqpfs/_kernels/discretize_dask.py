@@ -426,21 +426,28 @@ def dask_codes(X, discretization, *, n_bins=3, _search=None):
     """``(codes, n_levels)`` of a Dask X: codes a lazy uint8 Dask array with X's sample chunks (gene axis in one
     chunk), ``n_levels`` numpy.  ``discretization`` is already resolved (not ``"auto"``); ``_search``: private
     parameters of :func:`dask_order_statistics` (tests)."""
+    X = sample_chunked(X)
+    rule, n_out = _dask_rule(X, discretization, n_bins=n_bins, _search=_search)
+    return _lazy_codes(X, rule, n_out)
+
+
+def _dask_rule(X, discretization, *, n_bins=3, _search=None):
+    """``(rule, n_bins)``: the per-chunk function giving the uncompacted codes of ``discretization`` with X's
+    global thresholds (their passes run now), and its number of bins."""
     from functools import partial
 
-    X = sample_chunked(X)
     if discretization == "mean_sd":
         mean, sd, s = dask_mean_sd(X)
         with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
             edges = np.vstack([mean - sd, mean + sd]) * s
-        return _lazy_codes(X, partial(_disc.codes_from_edges, edges=edges), 3)
+        return partial(_disc.codes_from_edges, edges=edges), 3
     if discretization in ("quantile", "zero_quantile"):
         n_bins = _disc.check_n_bins(n_bins)
         zero = discretization == "zero_quantile"
         edges, offset, _ = dask_quantile_edges(X, n_bins, nonzero_only=zero, **(_search or {}))
         rule = partial(_disc.zero_quantile_rule, edges=edges, offset=offset) if zero else \
             partial(_disc.codes_from_edges, edges=edges)
-        return _lazy_codes(X, rule, n_bins)
+        return rule, n_bins
     if discretization == "mdl":
         raise ValueError("discretization='mdl' is not available for a Dask array (MDL sorts every gene's values: "
                          "not in bounded memory); use discretization='mean_sd' or 'quantile', or load X into memory "
@@ -449,3 +456,52 @@ def dask_codes(X, discretization, *, n_bins=3, _search=None):
         raise ValueError("discretization=None (X already holds integer levels) is not available for a Dask array "
                          "yet; use discretization='mean_sd' or 'quantile', or load X into memory (X.compute())")
     raise ValueError(f"unknown discretization {discretization!r}; choose one of {_disc.DISCRETIZATIONS}")
+
+
+def dask_group_codes(X, discretization, groups, *, n_bins=3):
+    """Per-batch codes of a Dask X, as ``bioqpfs.selectors._common.discretized`` makes in memory: each group's
+    (batch's) thresholds from its own samples, its codes compacted to its own used bins, a group of one sample
+    all 0; ``n_levels`` the most over the groups.  The thresholds and used bins cost each group's passes over
+    its rows (``X[rows]``, chunk by chunk); the codes stay lazy, X's chunks, each chunk coded by its samples'
+    groups.
+
+    Parameters
+    ----------
+    X : dask.array.Array (samples x genes)
+    discretization : str, resolved (not ``"auto"``)
+    groups : ndarray of int, group code ``0..G-1`` of every sample
+    """
+    X = sample_chunked(X)
+    groups = np.asarray(groups, dtype=np.int64)
+    rules, ranks = [], []
+    levels = np.ones(X.shape[1], dtype=np.int64)
+    for g in range(int(groups.max()) + 1 if groups.size else 0):
+        rows = np.flatnonzero(groups == g)
+        if rows.size < 2:  # a single sample has no spread (and carries no information): one level
+            rules.append(None)
+            ranks.append(None)
+            continue
+        Xg = sample_chunked(X[rows])
+        rule, n_out = _dask_rule(Xg, discretization, n_bins=n_bins)
+        present = reduce_chunks(_chunk_levels, [Xg], rule=rule, n_bins=n_out)
+        rules.append(rule)
+        ranks.append(_disc.bin_ranks(present))
+        levels = np.maximum(levels, present.sum(axis=0).astype(np.int64))
+    import dask.array as da
+
+    G = da.from_array(groups[:, None], chunks=(X.chunks[0], 1))
+    codes = da.map_blocks(_chunk_group_codes, X, G, rules=rules, ranks=ranks, dtype=np.uint8, chunks=X.chunks,
+                          meta=np.empty((0, 0), np.uint8))
+    return codes, levels
+
+
+def _chunk_group_codes(x, g, *, rules, ranks):
+    """A chunk's codes, each sample coded by its group's rule and compacted by its group's used bins."""
+    g = np.asarray(g).ravel()
+    out = np.zeros(x.shape, dtype=np.uint8)
+    for b in np.unique(g):
+        if rules[b] is None:
+            continue
+        rows = np.flatnonzero(g == b)
+        out[rows] = _chunk_codes(x[rows], rules[b], ranks[b])
+    return out

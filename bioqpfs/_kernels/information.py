@@ -174,7 +174,7 @@ class CodeTable:
         if self.strata is None:
             return [(1.0, self, np.arange(self.n_samples))]
         if self._stratum_tables is None:
-            codes = self.codes
+            codes = self.backend.native_codes  # a Dask table's stay lazy: each stratum's rows of its chunks
             self._stratum_tables = []
             for b, w_b in enumerate(self.strata_weights):
                 rows = np.flatnonzero(self.strata == b)

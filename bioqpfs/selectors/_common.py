@@ -50,7 +50,7 @@ from .. import measures
 from .._kernels import correlation as _corr
 from .._kernels import discretize as _disc
 from .._kernels import information as _info
-from .._kernels.counting_dask import class_sums
+from .._kernels.counting_dask import class_sums, is_dask_array
 from .._selection import rank_by_weight
 from .._validation import check_base, check_labels, check_matrix, describe_indices, output_guard, sample_names_of
 
@@ -380,6 +380,10 @@ def discretized(X, discretization, n_bins, y_codes, batch=None):
     if batch is None or batch.discretization == "global" or discretization is None:
         return _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
     rule = _disc.resolve_discretization(X, discretization)
+    if is_dask_array(X):  # lazy codes, chunk by chunk, each batch's thresholds from its own rows
+        from .._kernels.discretize_dask import dask_group_codes
+
+        return dask_group_codes(X, rule, batch.codes, n_bins=n_bins)
     codes = np.zeros(X.shape, dtype=np.uint8)
     levels = np.ones(X.shape[1], dtype=np.int64)
     for b in range(len(batch.names)):
@@ -408,7 +412,10 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
 def within_batch_standardized(X, batch):
     """X with every gene centred and scaled within each batch, batch b scaled by ``sqrt(w_b N / n_b)``: the
     Pearson correlation of the result is ``sum_b w_b r_b``, the weighted within-batch correlation (dense
-    float64; a gene constant within a batch is 0 there)."""
+    float64; a gene constant within a batch is 0 there).  A Dask X gives a lazy Dask array with its chunks: each
+    batch's mean and sd from two passes over its rows, every chunk centred and scaled by its samples' batches."""
+    if is_dask_array(X):
+        return _dask_within_batch_standardized(X, batch)
     X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
     out = np.zeros_like(X)
     n = X.shape[0]
@@ -419,6 +426,34 @@ def within_batch_standardized(X, batch):
         scale = np.sqrt(batch.weights[b] * n / rows.size)
         out[rows] = np.divide(xb, sd, out=np.zeros_like(xb), where=sd > 0) * scale
     return out
+
+
+def _dask_within_batch_standardized(X, batch):
+    import dask.array as da
+
+    from .._kernels.counting_dask import sample_chunked
+    from .._kernels.discretize_dask import dask_scaled_moments
+
+    X = sample_chunked(X)
+    n, m = X.shape
+    means, inv_sds = np.zeros((len(batch.names), m)), np.zeros((len(batch.names), m))
+    for b in range(len(batch.names)):
+        rows = np.flatnonzero(batch.codes == b)
+        if not rows.size:
+            continue
+        mean, ss, s = dask_scaled_moments(sample_chunked(X[rows]))  # of X / s: no overflow at any scale
+        sd = np.sqrt(ss / rows.size) * s
+        means[b] = mean * s
+        inv_sds[b] = np.divide(np.sqrt(batch.weights[b] * n / rows.size), sd, out=np.zeros(m), where=sd > 0)
+    G = da.from_array(np.asarray(batch.codes, dtype=np.int64)[:, None], chunks=(X.chunks[0], 1))
+    return da.map_blocks(_chunk_within_batch, X, G, means=means, inv_sds=inv_sds, dtype=np.float64,
+                         chunks=X.chunks, meta=np.empty((0, 0)))
+
+
+def _chunk_within_batch(x, g, *, means, inv_sds):
+    x = np.asarray(x.toarray() if hasattr(x, "toarray") else x, dtype=np.float64)
+    g = np.asarray(g).ravel()
+    return (x - means[g]) * inv_sds[g]
 
 
 def information_relevance(table, y_codes, base, levels=None):
@@ -533,6 +568,16 @@ def _one_vs_rest(table, y_codes, n_classes, class_weight):
     return F
 
 
+def _column_squares(X):
+    """Per-gene sum of squares (float64): dense, sparse, or a Dask X summed chunk by chunk."""
+    if is_dask_array(X):
+        from .._kernels.counting_dask import reduce_chunks, sample_chunked
+
+        return reduce_chunks(_column_squares, [sample_chunked(X)])
+    return np.asarray(X.multiply(X).sum(axis=0) if hasattr(X, "multiply") else (X.astype(np.float64) ** 2).sum(axis=0),
+                      dtype=np.float64).ravel()
+
+
 def higher_in_class(X, y_codes, n_classes, batch=None):
     """``up[c, i]``: gene i is higher in class c than in the other samples.
 
@@ -556,8 +601,7 @@ def higher_in_class(X, y_codes, n_classes, batch=None):
         sums = class_sums(Xb, y_codes[rows], n_classes)
         sizes = np.bincount(y_codes[rows], minlength=n_classes).astype(np.float64)[:, None]
         total = sums.sum(axis=0)
-        sq = np.asarray(Xb.multiply(Xb).sum(axis=0) if hasattr(Xb, "multiply") else (Xb.astype(np.float64) ** 2).sum(axis=0),
-                        dtype=np.float64).ravel()
+        sq = _column_squares(Xb)
         sd = np.sqrt(np.maximum(sq / rows.size - (total / rows.size) ** 2, 0.0))
         diff = sums / np.maximum(sizes, 1.0) - (total[None, :] - sums) / np.maximum(rows.size - sizes, 1.0)
         ok = ((sizes > 0) & (sizes < rows.size)) & (sd > 0)[None, :]
