@@ -14,7 +14,8 @@ QPFS; ``spec_cmi``: exact SPEC_CMI; ``qpfs_nystrom``: QPFS+Nystrom at ``--nystro
 (the CSR matrix; skipped with ``--no-memory``) and on the cluster (a fresh ``LocalCluster`` per run, 2 processes x
 1 thread, so each worker's peak is that run's; ``--threads``: Dask's threaded scheduler in this process instead),
 wall seconds, the peak RSS of each worker process during the run (VmHWM, interpreter included) and whether the two
-results are identical (ranking equal, weights to 1e-12).  With ``--codes`` the discretisation alone
+results are identical (ranking equal, weights to 1e-12).  ``--batches B``: every selection with ``batch=`` (B random
+batches).  With ``--codes`` the discretisation alone
 (``measures.discretize``, codes computed) is timed too.  The machine is shared: the load average is printed.
 """
 from __future__ import annotations
@@ -78,6 +79,7 @@ def main(argv=None):
     ap.add_argument("--codes", action="store_true", help="also time the discretisation alone")
     ap.add_argument("--format", choices=["h5ad", "zarr"], default="h5ad", help="file the data are read from")
     ap.add_argument("--repeat", type=int, default=1, help="runs per timing; the fastest is printed (shared machine)")
+    ap.add_argument("--batches", type=int, default=0, help="select with batch= (this many random batches)")
     args = ap.parse_args(argv)
 
     import anndata as ad
@@ -118,6 +120,8 @@ def main(argv=None):
                     method, params = METHODS[name]
                     params = {k: args.nystrom_rate if k == "nystrom_rate" else v for k, v in params.items()}
                     run = dict(method=method, n_genes=args.n_genes, discretization=rule, **params)
+                    if args.batches:
+                        run["batch"] = np.random.default_rng(0).integers(0, args.batches, n)
                     t_mem = want = c_mem = None
                     if not args.no_memory:
                         if args.codes:
