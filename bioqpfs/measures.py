@@ -5,8 +5,8 @@ and return NumPy arrays.  Array support (scanpy's convention): numpy and scipy.s
 ``dask.array.Array`` chunked by samples (numpy or CSR chunks; the gene axis is rechunked to one chunk) for
 :func:`mutual_information`, :func:`conditional_mutual_information`, :func:`entropy` and
 :func:`relevance` with ``kind="mi"`` -- counted chunk by chunk, the result equal to the in-memory one
-(``discretization="mean_sd"``, ``"quantile"``, ``"zero_quantile"`` or ``"auto"``; :func:`discretize` then returns
-lazy Dask codes) -- and for :func:`correlation` and :func:`relevance` with ``kind="hall"`` (standardised products
+(``discretization="mean_sd"``, ``"quantile"``, ``"zero_quantile"``, ``"auto"`` or ``None``; :func:`discretize`
+then returns lazy Dask codes) -- and for :func:`correlation` and :func:`relevance` with ``kind="hall"`` (standardised products
 summed chunk by chunk).  The MST relevances refuse Dask input with a clear message.  Every function discretises with the same parameter and default,
 ``discretization="mean_sd"`` (QPFS section 2.5), as the selectors do; ``discretization=None``
 says that the matrix already holds integer codes (e.g. from :func:`discretize`).  Mutual information is in bits by default (``base=2``); every

@@ -187,13 +187,12 @@ def test_dask_moments_match_numpy_with_the_extreme_value_guard(expression):
     np.testing.assert_allclose(mean[6], statistics.mean(X[:, 6].tolist()), rtol=1e-15)
 
 
-@pytest.mark.parametrize("rule", ["mdl", None])  # quantile rules: tests/test_dask_quantile.py
-def test_unsupported_discretizations_on_dask_are_refused_clearly(expression, rule):
+def test_mdl_on_dask_is_refused_clearly(expression):  # quantile rules: tests/test_dask_quantile.py
     from bioqpfs._kernels import discretize
 
     X, y = expression
     with pytest.raises(ValueError, match=r"not available for a Dask array.*mean_sd"):
-        discretize.codes(dask_of(X, 30), rule, y_codes=y)
+        discretize.codes(dask_of(X, 30), "mdl", y_codes=y)
 
 
 def test_auto_resolves_on_dask_as_in_memory(expression):
@@ -217,6 +216,40 @@ def labelled(rng):
 
 
 LAYOUTS = [((60, 60, 60, 60), False), ((13, 100, 127), True), ((240,), True)]
+
+
+@pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])
+def test_given_integer_levels_on_dask_equal_compact_codes(rng, chunks, sparse):
+    """discretization=None (X holds levels): each gene's values ranked among its distinct values, as
+    ``compact_codes`` does in memory (checked against np.unique per gene), a level seen in one chunk only
+    included; non-integer values and too many levels are the in-memory errors, naming the gene."""
+    import bioqpfs
+    from bioqpfs import measures
+    from bioqpfs._kernels import discretize
+
+    n = sum(chunks)
+    X = rng.integers(-2, 3, size=(n, 6)).astype(np.float64) * 5
+    X[:, 1] = rng.integers(0, 2, n)
+    X[n - 1, 2] = 40.0  # a level of the last chunk only
+    X[:, 3] = 7.0  # one level
+    codes, levels = discretize.codes(dask_of(X, chunks, sparse), None)
+    want = np.column_stack([np.unique(X[:, j], return_inverse=True)[1] for j in range(6)])
+    np.testing.assert_array_equal(np.asarray(codes.compute()), want)
+    np.testing.assert_array_equal(levels, [np.unique(X[:, j]).size for j in range(6)])
+    y = (X[:, 0] > 0).astype(int)
+    got = bioqpfs.select(dask_of(X, chunks, sparse), y, method="qpfs", n_genes=3, discretization=None)
+    np.testing.assert_array_equal(got.ranking, bioqpfs.select(X, y, method="qpfs", n_genes=3,
+                                                              discretization=None).ranking)
+    bad = X.copy()
+    bad[n // 2, 4] = 0.5
+    with pytest.raises(ValueError, match=r"needs integer-coded data, but gene\(s\) g4 hold non-integer"):
+        discretize.codes(dask_of(bad, chunks, sparse), None, feature_names=[f"g{j}" for j in range(6)])
+    with pytest.raises(ValueError, match=r"needs integer-coded data, but gene\(s\) 4 hold"):
+        measures.discretize(dask_of(bad, chunks, sparse), discretization=None).compute()
+    wide = np.zeros((300, 3))
+    wide[:, 1] = np.arange(300)  # 300 levels, 100 per chunk: too many only once the chunks are merged
+    with pytest.raises(ValueError, match=r"gene 1 has .*distinct levels; discretization=None supports at most 255"):
+        discretize.codes(dask_of(wide, (100, 100, 100), sparse), None)
 
 
 @pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])

@@ -66,8 +66,8 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
         Validated expression (:func:`bioqpfs._validation.check_matrix`: float32/float64, CSR/CSC), or
         integer codes (any integer dtype) for ``discretization=None``, which are used as they are.  A Dask
         array (chunked by samples; numpy or scipy.sparse chunks) gives lazy Dask codes
-        (:mod:`bioqpfs._kernels.discretize_dask`: ``"mean_sd"``, ``"quantile"`` and ``"zero_quantile"``, the
-        same codes as in memory; ``"auto"`` resolves by a pass counting the zeros).
+        (:mod:`bioqpfs._kernels.discretize_dask`: ``"mean_sd"``, ``"quantile"``, ``"zero_quantile"`` and ``None``,
+        the same codes as in memory; ``"auto"`` resolves by a pass counting the zeros).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         ``"mean_sd"``: :func:`mean_sd_codes` (QPFS section 2.5); ``"quantile"``: :func:`quantile_codes`;
         ``"zero_quantile"``: :func:`zero_quantile_codes`; ``"mdl"``: :func:`mdl_codes` (needs ``y_codes``);
@@ -86,8 +86,10 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
     """
     discretization = resolve_discretization(X, discretization)
     if _is_dask(X):  # codes stay a lazy Dask array with X's sample chunks
-        from .discretize_dask import dask_codes
+        from .discretize_dask import dask_codes, dask_compact_codes
 
+        if discretization is None:
+            return dask_compact_codes(X, feature_names=feature_names)
         return dask_codes(X, discretization, n_bins=n_bins)
     if discretization is None:
         return compact_codes(X, feature_names=feature_names)

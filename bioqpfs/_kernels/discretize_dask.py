@@ -427,6 +427,8 @@ def dask_codes(X, discretization, *, n_bins=3, _search=None):
     chunk), ``n_levels`` numpy.  ``discretization`` is already resolved (not ``"auto"``); ``_search``: private
     parameters of :func:`dask_order_statistics` (tests)."""
     X = sample_chunked(X)
+    if discretization is None:
+        return dask_compact_codes(X)
     rule, n_out = _dask_rule(X, discretization, n_bins=n_bins, _search=_search)
     return _lazy_codes(X, rule, n_out)
 
@@ -452,10 +454,70 @@ def _dask_rule(X, discretization, *, n_bins=3, _search=None):
         raise ValueError("discretization='mdl' is not available for a Dask array (MDL sorts every gene's values: "
                          "not in bounded memory); use discretization='mean_sd' or 'quantile', or load X into memory "
                          "(X.compute())")
-    if discretization is None:
-        raise ValueError("discretization=None (X already holds integer levels) is not available for a Dask array "
-                         "yet; use discretization='mean_sd' or 'quantile', or load X into memory (X.compute())")
     raise ValueError(f"unknown discretization {discretization!r}; choose one of {_disc.DISCRETIZATIONS}")
+
+
+def dask_compact_codes(X, *, feature_names=None):
+    """``discretization=None`` on a Dask X (integer levels given): :func:`bioqpfs._kernels.discretize.compact_codes`
+    chunk by chunk, the same codes -- one pass collects every gene's distinct values (at most ``MAX_LEVELS`` + 1
+    kept per gene, so memory is bounded whatever the data) and whether any is not an integer; the codes (each
+    value's rank among its gene's values) stay lazy.  The errors are those of the in-memory function."""
+    X = sample_chunked(X)
+    m = X.shape[1]
+    values, bad, many = reduce_chunks(_chunk_levels_seen, [X], combine=_merge_levels_seen)
+    names = None if feature_names is None else np.asarray(feature_names)
+    if bad.any():
+        from .._validation import describe_indices
+
+        raise ValueError(
+            f"discretization=None needs integer-coded data, but gene(s) {describe_indices(np.flatnonzero(bad), names)} "
+            "hold non-integer values; pass discretization='mean_sd' (or 'quantile'/'mdl') to discretise them")
+    n_levels = np.array([v.size for v in values], dtype=np.int64)
+    if many.any() or (m and n_levels.max() > _disc.MAX_LEVELS):
+        j = int(np.flatnonzero(many)[0]) if many.any() else int(np.argmax(n_levels))
+        count = f"more than {_disc.MAX_LEVELS}" if many[j] else str(n_levels[j])
+        raise ValueError(
+            f"gene {names[j] if names is not None else j} has {count} distinct "
+            f"levels; discretization=None supports at most {_disc.MAX_LEVELS} -- discretise continuous data instead")
+    codes = X.map_blocks(_chunk_ranks, values=values, dtype=np.uint8, meta=np.empty((0, 0), np.uint8))
+    return codes, n_levels
+
+
+def _dense_chunk(x):
+    return np.asarray(x.toarray() if hasattr(x, "toarray") else x, dtype=np.float64)
+
+
+def _chunk_levels_seen(x):
+    """``(values, bad, many)`` of one chunk: each gene's sorted distinct values (empty when it has a non-integer
+    value or more than ``MAX_LEVELS`` + 1 of them), whether it has a non-integer value, and whether too many."""
+    x = _dense_chunk(x)
+    bad = (x != np.round(x)).any(axis=0)
+    values, many = [], np.zeros(x.shape[1], dtype=bool)
+    for j in range(x.shape[1]):
+        v = np.unique(x[:, j]) if not bad[j] else np.zeros(0)
+        many[j] = v.size > _disc.MAX_LEVELS
+        values.append(v[:0] if many[j] else v)
+    return values, bad, many
+
+
+def _merge_levels_seen(*parts):
+    values = [np.unique(np.concatenate([p[0][j] for p in parts])) for j in range(len(parts[0][0]))]
+    bad = np.logical_or.reduce([p[1] for p in parts])
+    many = np.logical_or.reduce([p[2] for p in parts])
+    for j, v in enumerate(values):
+        if v.size > _disc.MAX_LEVELS:
+            many[j] = True
+            values[j] = v[:0]
+    return values, bad, many
+
+
+def _chunk_ranks(x, *, values):
+    """A chunk's codes: each value's rank among its gene's distinct values (uint8)."""
+    x = _dense_chunk(x)
+    out = np.empty(x.shape, dtype=np.uint8)
+    for j, v in enumerate(values):
+        out[:, j] = np.searchsorted(v, x[:, j])
+    return out
 
 
 def dask_group_codes(X, discretization, groups, *, n_bins=3):
