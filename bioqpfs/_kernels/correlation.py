@@ -117,26 +117,29 @@ def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
     if is_dask_array(X):
         _dask_abs_pearson(X, row_idx, mean, scale, s, block, out)
     else:
-        for i0 in range(0, row_idx.size, block):
-            ZI = _standardised(X, row_idx[i0 : i0 + block], mean, scale, s)
-            for j0 in range(0, m, block):
-                ZJ = _standardised(X, np.arange(j0, min(m, j0 + block)), mean, scale, s)
-                np.abs(ZI.T @ ZJ, out=out[i0 : i0 + block, j0 : j0 + block], casting="unsafe")
+        for i0, j0, product in _product_blocks(X, row_idx, mean, scale, s, block):
+            np.abs(product, out=out[i0 : i0 + block, j0 : j0 + block], casting="unsafe")
     # exact ones on the diagonal of non-constant genes (GEMM rounding leaves 1 +- 1e-16)
     pos = np.arange(row_idx.size)
     out[pos, row_idx] = nz[row_idx].astype(dtype)
     return out
 
 
+def _product_blocks(X, rows, mean, scale, s, block):
+    """``(i0, j0, Z_I^T Z_J)`` for the ``block`` x ``block`` tiles of ``Z_rows^T Z`` (Z: X's columns centred by
+    ``mean`` and scaled by ``scale``, after the divisors ``s``), one standardised row block at a time."""
+    m = X.shape[1]
+    for i0 in range(0, rows.size, block):
+        ZI = _standardised(X, rows[i0 : i0 + block], mean, scale, s)
+        for j0 in range(0, m, block):
+            yield i0, j0, ZI.T @ _standardised(X, np.arange(j0, min(m, j0 + block)), mean, scale, s)
+
+
 def _chunk_products(x, *, rows, mean, scale, s, block):
     """One sample chunk's ``Z_rows^T Z`` (float64, rows x genes) with the global centring and scaling."""
-    m = x.shape[1]
-    out = np.empty((rows.size, m))
-    for i0 in range(0, rows.size, block):
-        ZI = _standardised(x, rows[i0 : i0 + block], mean, scale, s)
-        for j0 in range(0, m, block):
-            ZJ = _standardised(x, np.arange(j0, min(m, j0 + block)), mean, scale, s)
-            out[i0 : i0 + block, j0 : j0 + block] = ZI.T @ ZJ
+    out = np.empty((rows.size, x.shape[1]))
+    for i0, j0, product in _product_blocks(x, rows, mean, scale, s, block):
+        out[i0 : i0 + block, j0 : j0 + block] = product
     return out
 
 

@@ -86,11 +86,9 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
     """
     discretization = resolve_discretization(X, discretization)
     if _is_dask(X):  # codes stay a lazy Dask array with X's sample chunks
-        from .discretize_dask import dask_codes, dask_compact_codes
+        from .discretize_dask import dask_codes
 
-        if discretization is None:
-            return dask_compact_codes(X, feature_names=feature_names)
-        return dask_codes(X, discretization, n_bins=n_bins)
+        return dask_codes(X, discretization, n_bins=n_bins, feature_names=feature_names)
     if discretization is None:
         return compact_codes(X, feature_names=feature_names)
     if discretization == "mean_sd":

@@ -422,13 +422,14 @@ def dask_quantile_edges(X, n_bins, *, nonzero_only, **search):
     return edges, offset, n_passes + 1
 
 
-def dask_codes(X, discretization, *, n_bins=3, _search=None):
+def dask_codes(X, discretization, *, n_bins=3, feature_names=None, _search=None):
     """``(codes, n_levels)`` of a Dask X: codes a lazy uint8 Dask array with X's sample chunks (gene axis in one
-    chunk), ``n_levels`` numpy.  ``discretization`` is already resolved (not ``"auto"``); ``_search``: private
-    parameters of :func:`dask_order_statistics` (tests)."""
+    chunk), ``n_levels`` numpy.  ``discretization`` is already resolved (not ``"auto"``; ``None``: X holds levels,
+    :func:`dask_compact_codes`, whose messages name ``feature_names``); ``_search``: private parameters of
+    :func:`dask_order_statistics` (tests)."""
     X = sample_chunked(X)
     if discretization is None:
-        return dask_compact_codes(X)
+        return dask_compact_codes(X, feature_names=feature_names)
     rule, n_out = _dask_rule(X, discretization, n_bins=n_bins, _search=_search)
     return _lazy_codes(X, rule, n_out)
 
