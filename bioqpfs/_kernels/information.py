@@ -381,71 +381,87 @@ def _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted):
 
 @njit(nogil=True, cache=True)
 def _fused_block_3bins(G, margI, margJ, sizes, phi, r_up, c_up, s_t, s_tc,
-                       out_up, scratch, write_lo, work, pooledI, pooledJ, n_total, weighted):
-    """:func:`_fused_block` for 3 bins per gene (2 materialised), the default discretisation.
+                       out_up, scratch, write_lo, weighted):
+    """:func:`_fused_block` for 3 bins per gene (2 materialised), the default discretisation, without classes
+    (``"mi"``; with classes: :func:`_class_block_3bins`).
 
-    The inner loops run over ``j`` with unit stride in every array (bin-major ``G``); the nine
-    ``phi`` lookups per cell dominate (measured on one core: 4.7 ns per gene pair with one class,
-    22 ns with three; AVX-512 gathers measured no faster than scalar loads here).  Counts stay in
-    the count dtype (float32: exact integers below 2**24).  When C > 1, ``work`` (5 x bJ float64) holds the
-    pooled counts and Tc, and ``pooledI``/``pooledJ`` (genes x 2) are the pooled marginals.
+    The inner loop runs over ``j`` with unit stride in every array (bin-major ``G``); the nine ``phi`` lookups
+    per cell dominate (measured on one core: 4.7 ns per gene pair).  Counts stay in the count dtype (float32:
+    exact integers below 2**24).
     """
-    C = G.shape[0]
     bI = margI.shape[1]
     bJ = margJ.shape[1]
     for i in range(bI):
         ri = r_up[i]
-        if C == 1:
-            a0 = margI[0, i, 0]
-            a1 = margI[0, i, 1]
-            rest = sizes[0] - a0 - a1
-            for j in range(bJ):
-                g00 = G[0, i, j]
-                g01 = G[0, i, bJ + j]
-                g10 = G[0, bI + i, j]
-                g11 = G[0, bI + i, bJ + j]
-                b0 = margJ[0, j, 0]
-                b1 = margJ[0, j, 1]
-                base = s_t * _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
-                out_up[i, j] = ri + c_up[j] + base
-                if write_lo:
-                    scratch[i, j] = base
-            continue
-        # class-wise: Tc accumulates phi of every class count; the pooled table (for T) needs only
-        # the 4 pooled materialised counts -- its derived cells follow from the pooled marginals
-        need_t = s_t != 0.0
+        a0 = margI[0, i, 0]
+        a1 = margI[0, i, 1]
+        rest = sizes[0] - a0 - a1
+        for j in range(bJ):
+            g00 = G[0, i, j]
+            g01 = G[0, i, bJ + j]
+            g10 = G[0, bI + i, j]
+            g11 = G[0, bI + i, bJ + j]
+            b0 = margJ[0, j, 0]
+            b1 = margJ[0, j, 1]
+            base = s_t * _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
+            out_up[i, j] = ri + c_up[j] + base
+            if write_lo:
+                scratch[i, j] = base
+
+
+@njit(nogil=True, cache=True)
+def _class_block_3bins(G, margI, margJ, sizes, phi, vary_J, off_vJ, const_J, off_cJ, constI, phi_margI, phi_margJ,
+                       r_up, c_up, s_t, s_tc, out_up, scratch, write_lo, work, pooledI, pooledJ, n_total, weighted):
+    """:func:`_fused_block_3bins` with classes (the class-conditional kinds): ``s_t T + s_tc Tc`` with ``Tc`` the
+    sum over classes of the phi-sums of the class-wise 3 x 3 tables, ``T`` that of the pooled table.
+
+    A gene constant within class c puts all of the class's samples in one row (column) of the table, so that
+    table's phi-sum is the other gene's per-class marginal phi-sum ``phi(n_0) + phi(n_1) + phi(n_2)``
+    (``phi_marg*[c, g]``, :func:`_constant_within_class`): the same three non-zero terms, added in the same
+    order, as the nine-cell sum, so the shortcut is bit-identical for integer counts.  Per class, the
+    ``j`` of the block are listed as varying (``vary_J[off_vJ[c]:off_vJ[c + 1]]``, nine lookups each) and
+    constant (``const_J[...]``, one addition); a row ``i`` constant within c adds ``phi_margJ[c]`` whole.  On
+    many small classes (cell types x batches) most genes of a class are constant: pbmc68k_reduced's 10 cell types
+    x 3 cell-cycle phases leave 55% of the class-wise pairs to count.  ``work`` (5 x bJ float64) holds the
+    pooled counts (for T) and Tc of one row; ``pooledI``/``pooledJ`` (genes x 2) are the pooled marginals.
+    """
+    C = G.shape[0]
+    bI = margI.shape[1]
+    bJ = margJ.shape[1]
+    need_t = s_t != 0.0
+    for i in range(bI):
+        ri = r_up[i]
         for k in range(5):
             for j in range(bJ):
                 work[k, j] = 0.0
         for c in range(C):
+            if need_t:  # the pooled table needs only the 4 pooled materialised counts
+                for j in range(bJ):
+                    work[0, j] += G[c, i, j]
+                    work[1, j] += G[c, i, bJ + j]
+                    work[2, j] += G[c, bI + i, j]
+                    work[3, j] += G[c, bI + i, bJ + j]
+            if constI[c, i]:
+                for j in range(bJ):
+                    work[4, j] += phi_margJ[c, j]
+                continue
+            p = phi_margI[c, i]
+            for jj in range(off_cJ[c], off_cJ[c + 1]):
+                work[4, const_J[jj]] += p
             a0 = margI[c, i, 0]
             a1 = margI[c, i, 1]
             rest = sizes[c] - a0 - a1
-            for j in range(bJ):
-                g00 = G[c, i, j]
-                g01 = G[c, i, bJ + j]
-                g10 = G[c, bI + i, j]
-                g11 = G[c, bI + i, bJ + j]
-                b0 = margJ[c, j, 0]
-                b1 = margJ[c, j, 1]
-                work[4, j] += _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
-                if need_t:
-                    work[0, j] += g00
-                    work[1, j] += g01
-                    work[2, j] += g10
-                    work[3, j] += g11
+            for jj in range(off_vJ[c], off_vJ[c + 1]):
+                j = vary_J[jj]
+                work[4, j] += _phi_sum_3x3(phi, G[c, i, j], G[c, i, bJ + j], G[c, bI + i, j], G[c, bI + i, bJ + j],
+                                           a0, a1, margJ[c, j, 0], margJ[c, j, 1], rest, weighted)
         if need_t:
             a0 = pooledI[i, 0]
             a1 = pooledI[i, 1]
             rest = n_total - a0 - a1
             for j in range(bJ):
-                g00 = work[0, j]
-                g01 = work[1, j]
-                g10 = work[2, j]
-                g11 = work[3, j]
-                b0 = pooledJ[j, 0]
-                b1 = pooledJ[j, 1]
-                T = _phi_sum_3x3(phi, g00, g01, g10, g11, a0, a1, b0, b1, rest, weighted)
+                T = _phi_sum_3x3(phi, work[0, j], work[1, j], work[2, j], work[3, j], a0, a1, pooledJ[j, 0],
+                                 pooledJ[j, 1], rest, weighted)
                 work[4, j] = s_t * T + s_tc * work[4, j]
         else:
             for j in range(bJ):
@@ -484,11 +500,16 @@ def _block_size(table_rows: CodeTable, table_cols: CodeTable, n_classes, n_out=N
     """Genes per block so one worker's block of class-wise counts stays within ``_GEMM_BUDGET``.
 
     The budget is per worker thread and small (a few MB) so that the fused pass reads the counts
-    from cache right after the GEMM wrote them.  ``n_out`` (entries of the output) caps the
-    budget at a quarter of the output for tiny problems.
+    from cache right after the GEMM wrote them.  ``n_out`` (entries of the output) caps the budget for small
+    problems: at the output's float64 size for integer counts, at a quarter of it for weighted counts.  (A
+    quarter made the blocks of a class-wise matrix so small that per-GEMM overheads dominated: SPEC_CMI on
+    pbmc68k_reduced's 765 genes and 10 cell types took 1.3x the time.  Weighted counts keep it: their float64
+    sums depend on the BLAS tiling, and ``tests/test_kernel_identity.py`` holds them bit-identical.  Matrices
+    beyond ~1,000 genes reach ``_GEMM_BUDGET`` either way.)
     """
     per = np.dtype(table_rows.count_dtype).itemsize * n_classes * table_rows.nb * table_cols.nb
-    budget = _GEMM_BUDGET if n_out is None else min(_GEMM_BUDGET, max(2**18, n_out * 8 // 4))
+    share = 4 if table_rows.weighted else 1
+    budget = _GEMM_BUDGET if n_out is None else min(_GEMM_BUDGET, max(2**18, n_out * 8 // share))
     b = int(np.sqrt(budget / per))
     return max(16, min(b, 4096))
 
@@ -624,6 +645,27 @@ def _coefficients(kind, table_rows: CodeTable, tc: CodeTable, same, ln_b):
     return rterm, rterm, rterm, rterm, 0.0, 1.0 / (n * ln_b)
 
 
+def _constant_within_class(table: CodeTable):
+    """``(constant, phi_marg)``, both ``(C, n_genes)``: whether every sample of class c has the same code of gene g
+    (an empty class: every gene), and ``phi(n_0) + phi(n_1) + phi(n_2)`` of the gene's three bin counts in the
+    class (the phi-sum of any 3 x 3 table with that gene constant, :func:`_class_block_3bins`).  Weighted
+    counts: no gene is treated as constant (the derived cells of a weighted table carry round-off, so the
+    shortcut would not be bit-identical to counting).
+    """
+    m = table.marginals  # (C, genes, 2) exact integers when unweighted
+    shape = m.shape[:2]
+    if table.weighted:
+        return np.zeros(shape, dtype=bool), np.zeros(shape)
+    sizes = table.class_sizes[:, None]
+    cdt = table.count_dtype
+    m0, m1 = m[..., 0].astype(cdt), m[..., 1].astype(cdt)
+    last = sizes.astype(cdt) - m0 - m1  # as the kernel computes the last bin
+    constant = (m0 == sizes) | (m1 == sizes) | (last == sizes)
+    phi = table.phi
+    phi_marg = phi[m0.astype(np.int64)] + phi[m1.astype(np.int64)] + phi[last.astype(np.int64)]
+    return constant, phi_marg
+
+
 def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, kind, *, rows=None,
                          base=2.0, dtype=np.float64, out=None, n_workers=None):
     """Gene x gene (or gene x column) information matrix.
@@ -680,6 +722,9 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     symmetric_blocks = same and rows is None
     pairs, bs, bs_cols = block_plan(table_rows, tc, C, r, symmetric_blocks)
     three_bins = table_rows.nb == 2 and tc.nb == 2
+    class_wise = three_bins and C > 1  # the class-conditional kinds (same genes) on the default 3 bins
+    if class_wise:
+        constant, phi_marg = _constant_within_class(table_rows)
     other = None if same else tc.backend
     if same and hasattr(table_rows.backend, "expect"):  # a backend may count ahead (counting.py contract)
         table_rows.backend.expect(rows=rows, per_class=conditional)
@@ -702,12 +747,19 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
         scr = local.scratch[: bI * bJ].reshape(bI, bJ) if write_lo else _DUMMY
         args = (r_up_all[I], c_up_all[J], s_t, s_tc, out[Ipos, J], scr, write_lo)
         mI, mJ = np.ascontiguousarray(margR[:, I]), np.ascontiguousarray(margC[:, J])
-        if three_bins:
-            if C > 1 and (getattr(local, "work", None) is None or local.work.shape[1] < bJ):
+        if class_wise:
+            if getattr(local, "work", None) is None or local.work.shape[1] < bJ:
                 local.work = np.empty((5, bJ))
-            work = local.work if C > 1 else _DUMMY
-            _fused_block_3bins(G, mI, mJ, sizes, table_rows.phi, *args, work,
-                               pooledR[I], pooledC[J], float(n), table_rows.weighted)
+            const_J = constant[:, J]
+            cls_v, vary_J = np.nonzero(~const_J)
+            cls_c, fixed_J = np.nonzero(const_J)
+            classes = np.arange(C + 1)
+            _class_block_3bins(G, mI, mJ, sizes, table_rows.phi, vary_J, np.searchsorted(cls_v, classes), fixed_J,
+                               np.searchsorted(cls_c, classes), np.ascontiguousarray(constant[:, I]),
+                               np.ascontiguousarray(phi_marg[:, I]), np.ascontiguousarray(phi_marg[:, J]), *args,
+                               local.work, pooledR[I], pooledC[J], float(n), table_rows.weighted)
+        elif three_bins:
+            _fused_block_3bins(G, mI, mJ, sizes, table_rows.phi, *args, table_rows.weighted)
         else:
             _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args,
                          table_rows.weighted)
