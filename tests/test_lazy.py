@@ -113,6 +113,28 @@ def test_batch_key_on_a_backed_anndata_is_read_in_chunks(h5ad, spy, method):
 
 
 @pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
+def test_per_batch_thresholds_read_x_as_often_for_any_number_of_batches(h5ad, spy):
+    """Per-batch mean +- sd thresholds on a backed X: every batch's moments in the same passes (an atlas has tens of
+    donors; each batch used to cost its own three passes over the file), and the in-memory selection."""
+    path, mem = h5ad
+    reads = {}
+    for n_batches in (2, 8):
+        mem.obs["donor"] = pd.Categorical([f"d{i % n_batches}" for i in range(N)])
+        bioqpfs.tl.select_genes(mem, "cell_type", method="qpfs", n_genes=6, batch_key="donor",
+                                discretization="mean_sd")
+        backed = _backed(path)
+        backed.obs["donor"] = mem.obs["donor"].to_numpy()
+        spy.clear()
+        bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=6, batch_key="donor",
+                                discretization="mean_sd", chunk_size=CHUNK)
+        reads[n_batches] = sum(a == 0 for a, _ in spy)  # reads of the first chunk
+        np.testing.assert_allclose(backed.var["qpfs_weight"], mem.var["qpfs_weight"], rtol=0, atol=1e-12)
+        assert list(backed.uns["qpfs"]["selected"]) == list(mem.uns["qpfs"]["selected"])
+        backed.file.close()
+    assert reads[8] == reads[2] <= 6, reads
+
+
+@pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
 def test_evaluate_on_a_backed_anndata_equals_in_memory(h5ad, spy):
     path, mem = h5ad
     kw = dict(n_genes=[3, 5], cv=3, method_params={"qpfs": {"discretization": "mean_sd"}}, return_folds=True)

@@ -52,6 +52,8 @@ chunk's work space is 24 bytes per non-zero entry (key, gene index, multiplicity
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from numba import njit
 
@@ -524,9 +526,12 @@ def _chunk_ranks(x, *, values):
 def dask_group_codes(X, discretization, groups, *, n_bins=3):
     """Per-batch codes of a Dask X, as ``bioqpfs.selectors._common.discretized`` makes in memory: each group's
     (batch's) thresholds from its own samples, its codes compacted to its own used bins, a group of one sample
-    all 0; ``n_levels`` the most over the groups.  The thresholds and used bins cost each group's passes over
-    its rows (``X[rows]``, chunk by chunk); the codes stay lazy, X's chunks, each chunk coded by its samples'
-    groups.
+    all 0; ``n_levels`` the most over the groups.  The codes stay lazy, X's chunks, each chunk coded by its
+    samples' groups.
+
+    Passes over X, whatever the number of groups: mean +- sd thresholds take two (every group's moments, then
+    every group's centred sums of squares, :func:`_group_mean_sd_rules`), the used bins one.  Quantile
+    thresholds are searched group by group (the passes of :func:`dask_quantile_edges` for each group's rows).
 
     Parameters
     ----------
@@ -534,28 +539,94 @@ def dask_group_codes(X, discretization, groups, *, n_bins=3):
     discretization : str, resolved (not ``"auto"``)
     groups : ndarray of int, group code ``0..G-1`` of every sample
     """
-    X = sample_chunked(X)
-    groups = np.asarray(groups, dtype=np.int64)
-    rules, ranks = [], []
-    levels = np.ones(X.shape[1], dtype=np.int64)
-    for g in range(int(groups.max()) + 1 if groups.size else 0):
-        rows = np.flatnonzero(groups == g)
-        if rows.size < 2:  # a single sample has no spread (and carries no information): one level
-            rules.append(None)
-            ranks.append(None)
-            continue
-        Xg = sample_chunked(X[rows])
-        rule, n_out = _dask_rule(Xg, discretization, n_bins=n_bins)
-        present = reduce_chunks(_chunk_levels, [Xg], rule=rule, n_bins=n_out)
-        rules.append(rule)
-        ranks.append(_disc.bin_ranks(present))
-        levels = np.maximum(levels, present.sum(axis=0).astype(np.int64))
+    import dask
     import dask.array as da
 
+    X = sample_chunked(X)
+    groups = np.asarray(groups, dtype=np.int64)
+    n_groups = int(groups.max()) + 1 if groups.size else 0
+    spread = np.bincount(groups, minlength=n_groups) >= 2  # a single sample has no spread: one level
+    if discretization == "mean_sd":
+        rules, n_out = _group_mean_sd_rules(X, groups, n_groups, spread), 3
+    else:
+        rules, n_out = [None] * n_groups, n_bins
+        for g in np.flatnonzero(spread):
+            rules[g], n_out = _dask_rule(sample_chunked(X[np.flatnonzero(groups == g)]), discretization, n_bins=n_bins)
+    shared = dask.delayed(rules, pure=True)  # one key in the graph, not a copy of every threshold per chunk
+    present = reduce_chunks(_chunk_group_levels, [X], vectors={"groups": groups}, rules=shared, n_bins=n_out,
+                            n_groups=n_groups)
+    ranks = [None if rule is None else _disc.bin_ranks(present[g]) for g, rule in enumerate(rules)]
+    levels = np.ones(X.shape[1], dtype=np.int64)
+    for g in np.flatnonzero(spread):
+        levels = np.maximum(levels, present[g].sum(axis=0).astype(np.int64))
     G = da.from_array(groups[:, None], chunks=(X.chunks[0], 1))
     codes = da.map_blocks(_chunk_group_codes, X, G, rules=rules, ranks=ranks, dtype=np.uint8, chunks=X.chunks,
                           meta=np.empty((0, 0), np.uint8))
     return codes, levels
+
+
+def _rows_of_groups(groups):
+    """``[(g, rows)]`` for every group present in a chunk's group codes."""
+    groups = np.asarray(groups).ravel()
+    return [(int(g), np.flatnonzero(groups == g)) for g in np.unique(groups)]
+
+
+def _chunk_group_moments(x, *, groups, n_groups):
+    """:func:`_chunk_moments` of each group's rows in the chunk (None for a group without rows here)."""
+    out = [None] * n_groups
+    for g, rows in _rows_of_groups(groups):
+        out[g] = _chunk_moments(x[rows])
+    return out
+
+
+def _combine_group_moments(*parts):
+    merged = []
+    for g in range(len(parts[0])):
+        present = [p[g] for p in parts if p[g] is not None]
+        merged.append(_combine_moments(*present) if present else None)
+    return merged
+
+
+def _chunk_group_centred_ss(x, *, groups, means, scales):
+    """:func:`_chunk_centred_ss` of each group's rows about its own mean, ``(G, genes)`` (0 for a group not here)."""
+    out = np.zeros((means.shape[0], x.shape[1]))
+    for g, rows in _rows_of_groups(groups):
+        out[g] = _chunk_centred_ss(x[rows], mean=means[g], s=scales[g])
+    return out
+
+
+def _chunk_group_levels(x, *, groups, rules, n_bins, n_groups):
+    """Which bins each group's rule uses in the chunk: bool ``(G, n_bins, genes)`` (:func:`bioqpfs._kernels.discretize.bin_presence`
+    per group; summed over chunks, bools add as "or")."""
+    out = np.zeros((n_groups, n_bins, x.shape[1]), dtype=bool)
+    for g, rows in _rows_of_groups(groups):
+        if rules[g] is not None:
+            out[g] = _disc.bin_presence(rules[g](x[rows]), n_bins)
+    return out
+
+
+def _group_mean_sd_rules(X, groups, n_groups, spread):
+    """Every group's mean +- sd rule (:func:`dask_mean_sd` of its rows) in two passes over X for all the groups:
+    the moments (Chan's merge per group), then the centred sums of squares about each group's mean."""
+    import dask
+
+    moments = reduce_chunks(_chunk_group_moments, [X], vectors={"groups": groups}, combine=_combine_group_moments,
+                            n_groups=n_groups)
+    m = X.shape[1]
+    means, scales = np.zeros((n_groups, m)), np.ones((n_groups, m))
+    for g, part in enumerate(moments):
+        if part is not None:
+            means[g], scales[g] = part[2], part[3]
+    ss = reduce_chunks(_chunk_group_centred_ss, [X], vectors={"groups": groups}, means=dask.delayed(means, pure=True),
+                       scales=dask.delayed(scales, pure=True))
+    sizes = np.bincount(groups, minlength=n_groups).astype(np.float64)
+    rules = [None] * n_groups
+    for g in np.flatnonzero(spread):
+        sd = np.sqrt(np.maximum(ss[g] / max(sizes[g] - 1.0, 1.0), 0.0))
+        with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
+            edges = np.vstack([means[g] - sd, means[g] + sd]) * scales[g]
+        rules[g] = partial(_disc.codes_from_edges, edges=edges)
+    return rules
 
 
 def _chunk_group_codes(x, g, *, rules, ranks):
