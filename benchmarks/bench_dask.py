@@ -14,7 +14,8 @@ QPFS; ``spec_cmi``: exact SPEC_CMI; ``qpfs_nystrom``: QPFS+Nystrom at ``--nystro
 (the CSR matrix; skipped with ``--no-memory``) and on the cluster (a fresh ``LocalCluster`` per run, 2 processes x
 1 thread, so each worker's peak is that run's; ``--threads``: Dask's threaded scheduler in this process instead),
 wall seconds, the peak RSS of each worker process during the run (VmHWM, interpreter included) and whether the two
-results are identical (ranking equal, weights to 1e-12).  ``--batches B``: every selection with ``batch=`` (B random
+results are identical (ranking equal, weights to 1e-9: ``qpfs_cover``'s class-wise QP solutions differ by ~1.5e-12
+between the two, within the solver's accuracy).  ``--batches B``: every selection with ``batch=`` (B random
 batches).  With ``--codes`` the discretisation alone
 (``measures.discretize``, codes computed) is timed too.  The machine is shared: the load average is printed.
 """
@@ -61,7 +62,8 @@ def _best(repeat, func, *args, result=False, **kwargs):
 
 
 METHODS = {"qpfs": ("qpfs", {}), "spec_cmi": ("spec_cmi", {}), "qpfs_nystrom": ("qpfs", {"nystrom_rate": None}),
-           "eqpfs": ("eqpfs", {}), "mrmr_mid": ("mrmr_mid", {}), "jmi": ("jmi", {})}
+           "eqpfs": ("eqpfs", {}), "mrmr_mid": ("mrmr_mid", {}), "jmi": ("jmi", {}),
+           "qpfs_cover": ("qpfs_cover", {})}  # the default recipe (class-balanced)
 
 
 def main(argv=None):
@@ -146,7 +148,7 @@ def main(argv=None):
                         rss = sorted(client.run(_peak_rss_mb).values()) if client else [_peak_rss_mb()]
                     same = "-" if want is None else (
                         np.array_equal(got.ranking, want.ranking)
-                        and np.allclose(got.weights, want.weights, rtol=0, atol=1e-12))
+                        and np.allclose(got.weights, want.weights, rtol=0, atol=1e-9))
                     mem = "-" if t_mem is None else f"{t_mem:.1f} s" + (f" ({c_mem:.2f} s)" if args.codes else "")
                     dsk = f"{t_dask:.1f} s" + (f" ({c_dask:.2f} s)" if args.codes else "")
                     ratio = "-" if t_mem is None else f"{t_dask / t_mem:.2f}"

@@ -89,6 +89,34 @@ def test_edges_are_bit_identical_to_np_quantile_through_many_passes(hard, rng, s
             assert np.isinf(edges[want.size:, g]).all() and offset[g] == (0 if full else 1)
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_every_groups_edges_in_the_same_passes_are_its_own_np_quantiles(hard, rng, sparse):
+    """``groups=``: the edges of every group (batch) from its own samples, all searched in the same passes as
+    (group, gene) pairs -- through the multi-pass path, with a group spread over the chunks, a group of one sample
+    and an empty group.  Oracle: np.quantile of each group's column (of its non-zero values)."""
+    groups = rng.integers(0, 3, hard.shape[0])
+    groups[groups == 1] = 4  # group 1 empty
+    groups[5] = 3  # group 3: one sample
+    D = dask_of(hard, (50, 0, 33, 77), sparse)
+    for nonzero_only, nb in ((False, 3), (True, 4)):
+        edges, offset, passes = dask_quantile_edges(D, nb, nonzero_only=nonzero_only, groups=groups, hist_bins=2,
+                                                    collect_max=1, budget=4000)
+        single = max(dask_quantile_edges(dask_of(hard[groups == g], (int((groups == g).sum()),), sparse), nb, nonzero_only=nonzero_only,
+                                         hist_bins=2, collect_max=1, budget=4000)[2] for g in (0, 2, 4))
+        assert edges.shape == (nb - 1, 5, hard.shape[1]) and passes <= 2 * single, (passes, single)
+        for g in (0, 2, 3, 4):
+            Xg = hard[groups == g]
+            for j in range(hard.shape[1]):
+                v = Xg[:, j][Xg[:, j] != 0] if nonzero_only else Xg[:, j]
+                full = v.size == Xg.shape[0]
+                q = np.arange(1, nb) / nb if full else np.arange(1, nb - 1) / (nb - 1)
+                want = np.quantile(v, q) if v.size else np.zeros(0)
+                np.testing.assert_array_equal(edges[:want.size, g, j], want, err_msg=f"group {g} gene {j}")
+                assert np.isinf(edges[want.size:, g, j]).all()
+                if nonzero_only:
+                    assert offset[g, j] == (0 if full else 1)
+
+
 def test_interpolation_is_np_quantiles_to_the_bit(rng):
     """The edge between two order statistics: np.quantile's own interpolation (a + (b-a) t alone differs in the
     last bit for 14% of these; an edge one ulp off moves a value sitting on it to the next bin)."""

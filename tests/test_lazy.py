@@ -113,25 +113,28 @@ def test_batch_key_on_a_backed_anndata_is_read_in_chunks(h5ad, spy, method):
 
 
 @pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
-def test_per_batch_thresholds_read_x_as_often_for_any_number_of_batches(h5ad, spy):
-    """Per-batch mean +- sd thresholds on a backed X: every batch's moments in the same passes (an atlas has tens of
-    donors; each batch used to cost its own three passes over the file), and the in-memory selection."""
+@pytest.mark.parametrize("method,discretization,most", [("qpfs", "mean_sd", 6), ("qpfs_cover", "auto", 11)],
+                         ids=["mean_sd", "default recipe (zero_quantile)"])
+def test_per_batch_thresholds_read_x_as_often_for_any_number_of_batches(h5ad, spy, method, discretization, most):
+    """Per-batch thresholds on a backed X: every batch's moments (mean +- sd) or order statistics (quantiles) in the
+    same passes -- an atlas has tens of donors, and each batch used to cost its own passes over the file (mean +- sd:
+    9 reads of a chunk with 2 batches, 27 with 8) -- and the in-memory selection."""
     path, mem = h5ad
     reads = {}
     for n_batches in (2, 8):
         mem.obs["donor"] = pd.Categorical([f"d{i % n_batches}" for i in range(N)])
-        bioqpfs.tl.select_genes(mem, "cell_type", method="qpfs", n_genes=6, batch_key="donor",
-                                discretization="mean_sd")
+        bioqpfs.tl.select_genes(mem, "cell_type", method=method, n_genes=6, batch_key="donor",
+                                discretization=discretization)
         backed = _backed(path)
         backed.obs["donor"] = mem.obs["donor"].to_numpy()
         spy.clear()
-        bioqpfs.tl.select_genes(backed, "cell_type", method="qpfs", n_genes=6, batch_key="donor",
-                                discretization="mean_sd", chunk_size=CHUNK)
+        bioqpfs.tl.select_genes(backed, "cell_type", method=method, n_genes=6, batch_key="donor",
+                                discretization=discretization, chunk_size=CHUNK)
         reads[n_batches] = sum(a == 0 for a, _ in spy)  # reads of the first chunk
-        np.testing.assert_allclose(backed.var["qpfs_weight"], mem.var["qpfs_weight"], rtol=0, atol=1e-12)
-        assert list(backed.uns["qpfs"]["selected"]) == list(mem.uns["qpfs"]["selected"])
+        np.testing.assert_allclose(backed.var[f"{method}_weight"], mem.var[f"{method}_weight"], rtol=0, atol=1e-12)
+        assert list(backed.uns[method]["selected"]) == list(mem.uns[method]["selected"])
         backed.file.close()
-    assert reads[8] == reads[2] <= 6, reads
+    assert reads[8] == reads[2] <= most, reads
 
 
 @pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)

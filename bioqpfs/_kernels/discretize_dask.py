@@ -206,27 +206,35 @@ def _key_values(k):
 _ZERO_KEY = _float_keys(np.zeros(1))[0]
 
 
-def _chunk_entries(x):
+def _chunk_entries(x, groups=None, n_groups=1):
     """``(genes, keys, n_zero)``: gene index and key of each non-zero entry of a chunk, and each gene's zeros
-    (sparse: implicit and explicit zeros; never densified)."""
+    (sparse: implicit and explicit zeros; never densified).  With ``groups`` (the chunk's samples' group codes
+    ``0..n_groups-1``) the genes are the ``n_groups * M`` (group, gene) pairs ``group * M + gene``: each group's
+    values of a gene are a gene of their own."""
     import scipy.sparse as sp
 
     if sp.issparse(x):
         x = x.tocoo()
         keep = x.data != 0
-        genes, vals = x.col[keep].astype(np.int64), x.data[keep]
+        rows, genes, vals = x.row[keep], x.col[keep].astype(np.int64), x.data[keep]
     else:
         x = np.asarray(x)
         rows, genes = np.nonzero(x)
         vals = x[rows, genes]
-    n_zero = x.shape[0] - np.bincount(genes, minlength=x.shape[1])
-    return genes, _float_keys(vals), n_zero
-
-
-def _chunk_range(x, *, with_zeros):
-    """``(3, M)`` uint64: each gene's count of values, smallest and largest key (``with_zeros``: zeros are values)."""
-    genes, keys, n_zero = _chunk_entries(x)
     m = x.shape[1]
+    if groups is None:
+        return genes, _float_keys(vals), x.shape[0] - np.bincount(genes, minlength=m)
+    groups = np.asarray(groups, dtype=np.int64).ravel()
+    genes = groups[rows] * m + genes
+    held = np.repeat(np.bincount(groups, minlength=n_groups), m)  # each (group, gene)'s samples in the chunk
+    return genes, _float_keys(vals), held - np.bincount(genes, minlength=n_groups * m)
+
+
+def _chunk_range(x, *, with_zeros, groups=None, n_groups=1):
+    """``(3, M)`` uint64: each gene's count of values, smallest and largest key (``with_zeros``: zeros are values);
+    with ``groups``, of the ``n_groups * M`` (group, gene) pairs (:func:`_chunk_entries`)."""
+    genes, keys, n_zero = _chunk_entries(x, groups, n_groups)
+    m = x.shape[1] * n_groups
     count = np.bincount(genes, minlength=m).astype(np.uint64)
     lo, hi = np.full(m, _UMAX), np.zeros(m, dtype=np.uint64)
     np.minimum.at(lo, genes, keys)
@@ -268,14 +276,14 @@ def _refine_entries(genes, keys, weights, first, order, lo, hi, shift, collect, 
     return c
 
 
-def _chunk_refine(x, targets, *, with_zeros, H):
+def _chunk_refine(x, targets, *, with_zeros, H, groups=None, n_groups=1):
     """One chunk's share of a refinement pass over ``targets = (gene, lo, hi, shift, collect)``: target t (gene
     ``gene[t]``, bracket ``[lo[t], hi[t]]``) gets, if a histogram target (``~collect[t]``), the count, smallest
     and largest key of each of its ``H`` bins ``(key - lo) >> shift``; if collected, every (target, key,
     multiplicity) in its bracket.  The chunk's zeros count as one entry per gene (key of 0.0, multiplicity the
-    number of zeros) when ``with_zeros``."""
+    number of zeros) when ``with_zeros``.  With ``groups``, genes are (group, gene) pairs (:func:`_chunk_entries`)."""
     gene, lo, hi, shift, collect = targets
-    genes, keys, n_zero = _chunk_entries(x)
+    genes, keys, n_zero = _chunk_entries(x, groups, n_groups)
     weights = np.ones(genes.size, dtype=np.int64)
     if with_zeros:
         z = np.flatnonzero(n_zero > 0)
@@ -283,7 +291,7 @@ def _chunk_refine(x, targets, *, with_zeros, H):
         keys = np.concatenate([keys, np.full(z.size, _ZERO_KEY)])
         weights = np.concatenate([weights, n_zero[z].astype(np.int64)])
     order = np.argsort(gene, kind="stable")
-    first = np.searchsorted(gene[order], np.arange(x.shape[1] + 1))
+    first = np.searchsorted(gene[order], np.arange(x.shape[1] * n_groups + 1))
     hslot = np.cumsum(~collect) - 1  # a histogram target's row
     n_hist = int((~collect).sum())
     counts = np.zeros(n_hist * H, dtype=np.int64)
@@ -315,7 +323,7 @@ def _plan(n_targets, budget, hist_bins, collect_max):
 
 
 def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET, hist_bins=None, collect_max=None,
-                          first=None):
+                          first=None, groups=None):
     """Exact order statistics of the genes of a Dask X: ``value[t]`` = the ``rank[t]``-th smallest (0-based) of
     gene ``gene[t]``'s values (its non-zero values with ``nonzero_only``), by bracket refinement (module doc).
 
@@ -334,6 +342,9 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
         ``H`` (a power of two) and ``L`` instead of those the budget gives (tests force the multi-pass path).
     first : ndarray, optional
         The ``(3, n_genes)`` result of the first pass (count, smallest, largest key) if already computed.
+    groups : ndarray of int, optional
+        A group code ``0..G-1`` per sample: the genes are then the ``G * n_genes`` (group, gene) pairs
+        ``group * n_genes + gene`` (the values of a gene within a group), all searched in the same passes.
 
     Returns
     -------
@@ -344,9 +355,11 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
     import dask
 
     gene, rank = np.asarray(gene, dtype=np.int64), np.asarray(rank, dtype=np.int64)
+    grouped = _grouping(groups)
     n_passes = 0
     if first is None:
-        first, n_passes = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only), 1
+        first, n_passes = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only,
+                                        **grouped), 1
     count, lo, hi = first[0].astype(np.int64)[gene], first[1][gene], first[2][gene]
     if (rank < 0).any() or (rank >= count).any():
         raise ValueError("dask_order_statistics: a rank outside its gene's values")
@@ -367,7 +380,7 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
         targets = dask.delayed((gene[act], lo[act], hi[act], shift, collect), pure=True, traverse=False)
         counts, mins, maxs, (ct, ck, cw) = reduce_chunks(_chunk_refine, [X], combine=_combine_refine,
                                                          targets=targets, with_zeros=not nonzero_only, H=H,
-                                                         result_bytes=int(cost[take].sum()))
+                                                         result_bytes=int(cost[take].sum()), **grouped)
         n_passes += 1
         h = act[~collect]  # the bin holding the target rank becomes the bracket
         cum = np.cumsum(counts, axis=1)
@@ -386,9 +399,20 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
     return _key_values(lo), n_passes
 
 
-def dask_quantile_edges(X, n_bins, *, nonzero_only, **search):
+def _grouping(groups):
+    """The keyword arguments of a grouped pass (:func:`_chunk_entries`): none without groups."""
+    if groups is None:
+        return {}
+    groups = np.asarray(groups, dtype=np.int64)
+    return dict(vectors={"groups": groups}, n_groups=int(groups.max()) + 1 if groups.size else 1)
+
+
+def dask_quantile_edges(X, n_bins, *, nonzero_only, groups=None, **search):
     """Edges of :func:`bioqpfs._kernels.discretize.quantile_codes` (``nonzero_only=False``) or of
     :func:`~bioqpfs._kernels.discretize.zero_quantile_codes` (``True``) for a Dask X, bit-identical.
+
+    With ``groups`` (a group code per sample), every group's edges from its own samples, all groups in the same
+    passes: ``edges`` is then ``(n_bins - 1, G, n_genes)`` and ``offset`` ``(G, n_genes)``.
 
     Returns
     -------
@@ -399,11 +423,15 @@ def dask_quantile_edges(X, n_bins, *, nonzero_only, **search):
         in ``n_bins`` bins), 1 otherwise (``None`` for ``nonzero_only=False``).
     n_passes : int
     """
-    n, m = X.shape
-    first = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only)
+    grouped = _grouping(groups)
+    n_groups = grouped.get("n_groups", 1)
+    m = X.shape[1] * n_groups
+    # each (group, gene) holds all its group's samples
+    n = np.repeat(np.bincount(groups, minlength=n_groups), X.shape[1]) if groups is not None else X.shape[0]
+    first = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only, **grouped)
     count = first[0].astype(np.int64)
     q_all, q_nz = np.arange(1, n_bins) / n_bins, np.arange(1, n_bins - 1) / (n_bins - 1)
-    full = count == n  # genes whose every value is ordered: q_all (all genes for "quantile")
+    full = (count == n) & (count > 0)  # genes whose every value is ordered: q_all (all genes for "quantile")
     edges = np.full((n_bins - 1, m), np.inf)
     genes, qs, rows = [], [], []
     for sel, q in ((np.flatnonzero(full), q_all), (np.flatnonzero(~full & (count > 0)), q_nz)):
@@ -417,10 +445,13 @@ def dask_quantile_edges(X, n_bins, *, nonzero_only, **search):
     targets, where = np.unique(np.stack([np.concatenate([gene, gene]), np.concatenate([lo_rank, hi_rank])]),
                                axis=1, return_inverse=True)
     values, n_passes = dask_order_statistics(X, targets[0], targets[1], nonzero_only=nonzero_only, first=first,
-                                             **search) if gene.size else (np.zeros(0), 0)
+                                             groups=groups, **search) if gene.size else (np.zeros(0), 0)
     a, b = values[where[:gene.size]], values[where[gene.size:]]
     edges[row, gene] = _disc.numpy_lerp(a, b, t)
     offset = np.where(full, 0, 1).astype(np.uint8) if nonzero_only else None
+    if groups is not None:
+        edges = edges.reshape(n_bins - 1, n_groups, X.shape[1])
+        offset = None if offset is None else offset.reshape(n_groups, X.shape[1])
     return edges, offset, n_passes + 1
 
 
@@ -530,8 +561,8 @@ def dask_group_codes(X, discretization, groups, *, n_bins=3):
     samples' groups.
 
     Passes over X, whatever the number of groups: mean +- sd thresholds take two (every group's moments, then
-    every group's centred sums of squares, :func:`_group_mean_sd_rules`), the used bins one.  Quantile
-    thresholds are searched group by group (the passes of :func:`dask_quantile_edges` for each group's rows).
+    every group's centred sums of squares, :func:`_group_mean_sd_rules`), quantile thresholds those of one exact
+    search for all the (group, gene) pairs (:func:`dask_quantile_edges` with ``groups``), the used bins one.
 
     Parameters
     ----------
@@ -546,12 +577,19 @@ def dask_group_codes(X, discretization, groups, *, n_bins=3):
     groups = np.asarray(groups, dtype=np.int64)
     n_groups = int(groups.max()) + 1 if groups.size else 0
     spread = np.bincount(groups, minlength=n_groups) >= 2  # a single sample has no spread: one level
+    rules, n_out = [None] * n_groups, n_bins
     if discretization == "mean_sd":
         rules, n_out = _group_mean_sd_rules(X, groups, n_groups, spread), 3
-    else:
-        rules, n_out = [None] * n_groups, n_bins
+    elif discretization in ("quantile", "zero_quantile"):
+        n_out = _disc.check_n_bins(n_bins)
+        zero = discretization == "zero_quantile"
+        edges, offset, _ = dask_quantile_edges(X, n_out, nonzero_only=zero, groups=groups)
         for g in np.flatnonzero(spread):
-            rules[g], n_out = _dask_rule(sample_chunked(X[np.flatnonzero(groups == g)]), discretization, n_bins=n_bins)
+            e = np.ascontiguousarray(edges[:, g])
+            rules[g] = partial(_disc.zero_quantile_rule, edges=e, offset=offset[g]) if zero else \
+                partial(_disc.codes_from_edges, edges=e)
+    else:  # refused with the in-memory message (mdl), or unknown
+        _dask_rule(X, discretization, n_bins=n_bins)
     shared = dask.delayed(rules, pure=True)  # one key in the graph, not a copy of every threshold per chunk
     present = reduce_chunks(_chunk_group_levels, [X], vectors={"groups": groups}, rules=shared, n_bins=n_out,
                             n_groups=n_groups)

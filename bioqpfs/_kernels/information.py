@@ -109,10 +109,13 @@ class CodeTable:
         measure within each stratum, ``sum_b w_b I_b`` -- counts are accumulated within each stratum only
         (stratified estimation as in mRMRe's ``strata``; De Jay et al., Bioinformatics 2013).  With
         ``w_b = p(b)`` this is the information conditional on the stratum, e.g. ``I(X_i; X_j | B)``.
+    marginals : ndarray, optional
+        The per-class margins (``(C, n_genes, n_bins - 1)``, as the backend's ``margins()``) when already counted
+        (:meth:`stratum_tables` counts every stratum's in one pass).
     """
 
     def __init__(self, codes, n_levels=None, groups=None, weights=None, backend=None, strata=None,
-                 strata_weights=None):
+                 strata_weights=None, marginals=None):
         if not hasattr(codes, "shape"):
             codes = np.asarray(codes)
         if n_levels is None:
@@ -161,28 +164,53 @@ class CodeTable:
                            count_dtype=self.count_dtype)
         self.phi = _phi_table(self.n_samples)
         # per-class marginal (weighted) counts of every materialised bin: (C, genes, nb)
-        self.marginals = self.backend.margins()
+        self.marginals = self.backend.margins() if marginals is None else np.asarray(marginals, dtype=np.float64)
 
     def regrouped(self, groups):
         """The same codes, weights and strata with other ``groups`` (None: pooled counts)."""
         return CodeTable(self.backend.native_codes, self.n_levels, groups=groups, weights=self.weights,
                          backend=type(self.backend), strata=self.strata, strata_weights=self.strata_weights)
 
-    def stratum_tables(self):
-        """``[(w_b, table_b, rows_b)]``: the table of every stratum's samples (same bin layout, groups and weights
-        restricted to them), its weight and its sample indices; ``[(1.0, self, all)]`` without strata."""
+    def stratum_tables(self, groups=None):
+        """``[(w_b, table_b, rows_b)]``: the table of every stratum's samples (same bin layout, groups -- or the
+        class codes ``groups`` given here -- and weights restricted to them), its weight and its sample indices;
+        ``[(1.0, self, all)]`` without strata.  Every stratum's margins come from one pass over the codes
+        (:meth:`stratum_margins`), not one per stratum."""
         if self.strata is None:
             return [(1.0, self, np.arange(self.n_samples))]
-        if self._stratum_tables is None:
-            codes = self.backend.native_codes  # a Dask table's stay lazy: each stratum's rows of its chunks
-            self._stratum_tables = []
-            for b, w_b in enumerate(self.strata_weights):
-                rows = np.flatnonzero(self.strata == b)
-                sub = CodeTable(codes[rows], self.n_levels, groups=None if self.groups is None else self.groups[rows],
-                                weights=None if self.weights is None else self.weights[rows],
-                                backend=type(self.backend))
-                self._stratum_tables.append((float(w_b), sub, rows))
-        return self._stratum_tables
+        if groups is None and self._stratum_tables is not None:
+            return self._stratum_tables
+        labels = self.groups if groups is None else np.asarray(groups, dtype=np.int64)
+        margins = self.stratum_margins(labels)
+        codes = self.backend.native_codes  # a Dask table's stay lazy: each stratum's rows of its chunks
+        tables = []
+        for b, w_b in enumerate(self.strata_weights):
+            rows = np.flatnonzero(self.strata == b)
+            sub_groups = None if labels is None else labels[rows]
+            n_classes = 1 if labels is None else (int(sub_groups.max()) + 1 if rows.size else 0)
+            sub = CodeTable(codes[rows], self.n_levels, groups=sub_groups,
+                            weights=None if self.weights is None else self.weights[rows],
+                            backend=type(self.backend), marginals=margins[:n_classes, b])
+            tables.append((float(w_b), sub, rows))
+        if groups is None:
+            self._stratum_tables = tables
+        return tables
+
+    def stratum_margins(self, groups=None, weighted=True):
+        """``(C, B, n_genes, n_bins - 1)``: the (weighted, unless ``weighted=False``) margins of every class
+        (``groups``, default none: one class) within every stratum, in one pass over the codes -- the codes
+        grouped by (class, stratum) pairs."""
+        n_strata = self.strata_weights.size
+        labels = np.zeros(self.n_samples, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+        n_classes = int(labels.max()) + 1 if labels.size else 1
+        pairs = labels * n_strata + self.strata
+        weights = self.weights if weighted else None
+        count_dtype = self.count_dtype if weights is not None or self.n_samples >= 2**24 else np.float32
+        counts = type(self.backend)(self.backend.native_codes, n_bins=self.n_bins, groups=pairs, weights=weights,
+                                    count_dtype=count_dtype).margins()
+        out = np.zeros((n_classes * n_strata,) + counts.shape[1:])
+        out[:counts.shape[0]] = counts  # pairs beyond the last present one are empty
+        return out.reshape(n_classes, n_strata, *counts.shape[1:])
 
     def strata_as_groups(self, by_class=False):
         """The same codes as one table whose groups are the strata (``by_class``: the (class, stratum) pairs), its
@@ -274,9 +302,7 @@ def class_relevance(table: CodeTable, groups=None):
     case its codes are regrouped (same weights).  (QPFS section 2.1, F_i = I(X_i; C); SPEC_CMI eq. 18.)
     """
     if table.strata is not None:  # sum_b w_b I_b(X; C) = I(X; C | B) for w_b = p(b)
-        groups = table.groups if groups is None else np.asarray(groups)
-        return sum(w * class_relevance(t, None if groups is None else groups[rows])
-                   for w, t, rows in table.stratum_tables())
+        return sum(w * class_relevance(t) for w, t, _ in table.stratum_tables(groups))
     if table.n_classes < 2 and groups is not None:
         table = CodeTable(table.backend.native_codes, table.n_levels, groups=groups, weights=table.weights,
                           backend=type(table.backend))

@@ -543,21 +543,25 @@ def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
     y_codes = np.asarray(y_codes, dtype=np.int64)
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
     if table.strata is not None:  # batches: sum_b w_b F_b, each batch's samples counted alone
-        return sum(w * _one_vs_rest(t, y_codes[rows], n_classes, class_weight) for w, t, rows in table.stratum_tables()) \
-            / np.log(base)
-    return _one_vs_rest(table, y_codes, n_classes, class_weight) / np.log(base)
-
-
-def _one_vs_rest(table, y_codes, n_classes, class_weight):
-    """F[c, i] of :func:`one_vs_rest_relevance` of one (unstratified) table, in nats."""
-    n, m = y_codes.size, table.n_genes
+        # every (class, batch)'s counts of every bin in one pass over the codes
+        margins = table.stratum_margins(y_codes, weighted=False)
+        return sum(w * _one_vs_rest(margins[:, b], y_codes[table.strata == b], n_classes, class_weight)
+                   for b, w in enumerate(table.strata_weights)) / np.log(base)
     # the per-class counts of every bin are the margins of the codes grouped by class (its counting backend)
-    by_class = type(table.backend)(table.backend.native_codes, n_bins=table.n_bins, groups=y_codes)
-    counts = np.zeros((n_classes, m, table.n_bins))
-    marg = by_class.margins()
-    counts[:marg.shape[0], :, :-1] = marg
-    counts[:marg.shape[0], :, -1] = np.bincount(y_codes)[:, None] - marg.sum(axis=2)
-    sizes = np.bincount(y_codes, minlength=n_classes).astype(np.float64)
+    margins = type(table.backend)(table.backend.native_codes, n_bins=table.n_bins, groups=y_codes).margins()
+    return _one_vs_rest(margins, y_codes, n_classes, class_weight) / np.log(base)
+
+
+def _one_vs_rest(margins, y_codes, n_classes, class_weight):
+    """F[c, i] of :func:`one_vs_rest_relevance` of one (unstratified) sample set, in nats, from the unweighted
+    per-class margins of its codes ``(C', genes, n_bins - 1)`` (``C' <= n_classes``)."""
+    n, m = y_codes.size, margins.shape[1]
+    counts = np.zeros((n_classes, m, margins.shape[2] + 1))
+    held = np.bincount(y_codes, minlength=n_classes)
+    k = min(margins.shape[0], n_classes)
+    counts[:k, :, :-1] = margins[:k]
+    counts[:k, :, -1] = held[:k, None] - margins[:k].sum(axis=2)
+    sizes = held.astype(np.float64)
     pooled = counts.sum(axis=0)
     F = np.zeros((n_classes, m))
     for c in range(n_classes):
@@ -568,14 +572,11 @@ def _one_vs_rest(table, y_codes, n_classes, class_weight):
     return F
 
 
-def _column_squares(X):
-    """Per-gene sum of squares (float64): dense, sparse, or a Dask X summed chunk by chunk."""
+def _squared(X):
+    """X with every entry squared (dense, sparse -- still sparse -- or a lazy Dask X)."""
     if is_dask_array(X):
-        from .._kernels.counting_dask import reduce_chunks, sample_chunked
-
-        return reduce_chunks(_column_squares, [sample_chunked(X)])
-    return np.asarray(X.multiply(X).sum(axis=0) if hasattr(X, "multiply") else (X.astype(np.float64) ** 2).sum(axis=0),
-                      dtype=np.float64).ravel()
+        return X.map_blocks(_squared, dtype=np.float64)
+    return X.multiply(X) if hasattr(X, "multiply") else np.asarray(X, dtype=np.float64) ** 2
 
 
 def higher_in_class(X, y_codes, n_classes, batch=None):
@@ -595,13 +596,16 @@ def higher_in_class(X, y_codes, n_classes, batch=None):
         rest = np.maximum(y_codes.size - sizes, 1.0)
         return sums / np.maximum(sizes, 1.0) > (sums.sum(axis=0)[None, :] - sums) / rest
     contrast = np.zeros((n_classes, X.shape[1]))
+    n_batches = len(batch.weights)
+    # every (class, batch)'s sums and every batch's sums of squares: two passes, whatever the number of batches
+    pair_sums = class_sums(X, y_codes * n_batches + batch.codes, n_classes * n_batches).reshape(n_classes, n_batches, -1)
+    squares = class_sums(_squared(X), batch.codes, n_batches)
     for b, w_b in enumerate(batch.weights):
         rows = np.flatnonzero(batch.codes == b)
-        Xb = X[rows]
-        sums = class_sums(Xb, y_codes[rows], n_classes)
+        sums = pair_sums[:, b]
         sizes = np.bincount(y_codes[rows], minlength=n_classes).astype(np.float64)[:, None]
         total = sums.sum(axis=0)
-        sq = _column_squares(Xb)
+        sq = squares[b]
         sd = np.sqrt(np.maximum(sq / rows.size - (total / rows.size) ** 2, 0.0))
         diff = sums / np.maximum(sizes, 1.0) - (total[None, :] - sums) / np.maximum(rows.size - sizes, 1.0)
         ok = ((sizes > 0) & (sizes < rows.size)) & (sd > 0)[None, :]
