@@ -417,8 +417,11 @@ class DaskCounting(CountingBackend):
         return np.asarray(compute(self.codes[:, genes]), dtype=np.uint8)
 
     def margins(self):
+        # grouped by (class, batch) pairs (CodeTable.stratum_margins) the per-chunk result can be large: summed in
+        # chains then, as count matrices are (reduce_chunks)
         return reduce_chunks(_chunk_margins, [self.codes], vectors=dict(groups=self.groups, weights=self.weights),
-                             n_bins=self.n_bins, count_dtype=self.count_dtype, n_classes=self.n_classes)
+                             n_bins=self.n_bins, count_dtype=self.count_dtype, n_classes=self.n_classes,
+                             result_bytes=8 * self.n_classes * self.n_genes * self.nb)
 
     def expect(self, *, rows, per_class):
         """Told by :func:`bioqpfs._kernels.information.pairwise_information` which matrix comes (``rows`` None:
