@@ -91,6 +91,10 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
         if hasattr(X, "to_numpy"):
             X = X.to_numpy()
         X = np.asarray(X)
+        if X.dtype == object and X.ndim == 0 and sp.issparse(X.item()):  # np.asarray(sparse) wraps, not converts
+            raise TypeError(f"{name} is a 0-d NumPy object array holding a scipy.sparse matrix (np.asarray(sparse) "
+                            f"does that; it does not convert): pass the sparse matrix itself (it is never densified), "
+                            f"or its .toarray()")
         if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
             raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
         if np.issubdtype(X.dtype, np.complexfloating):

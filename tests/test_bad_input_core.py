@@ -240,3 +240,12 @@ def test_anndata_passed_as_matrix_gets_a_pointer_to_tl(rng):
     X, y = _data(rng)
     with pytest.raises(TypeError, match="is an AnnData.*tl.select_genes"):
         bioqpfs.select(ad.AnnData(X), y, method="qpfs", n_genes=2)
+
+
+def test_np_asarray_of_a_sparse_matrix_is_named(rng):
+    """np.asarray(csr) is a 0-d object array wrapping the matrix (no conversion): say so, not "dtype object"."""
+    X, y = _data(rng)
+    with pytest.raises(TypeError, match=r"0-d NumPy object array holding a scipy.sparse matrix.*pass the sparse"):
+        bioqpfs.select(np.asarray(sp.csr_matrix(X)), y, method="qpfs", n_genes=2)
+    with pytest.raises(TypeError, match="must be numeric, got dtype object"):  # other object arrays: as before
+        bioqpfs.select(np.array([["a"] * X.shape[1]] * X.shape[0], dtype=object), y, method="qpfs", n_genes=2)
