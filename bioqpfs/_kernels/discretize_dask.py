@@ -359,7 +359,7 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
     n_passes = 0
     if first is None:
         first, n_passes = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only,
-                                        **grouped), 1
+                                        result_bytes=24 * X.shape[1] * grouped.get("n_groups", 1), **grouped), 1
     count, lo, hi = first[0].astype(np.int64)[gene], first[1][gene], first[2][gene]
     if (rank < 0).any() or (rank >= count).any():
         raise ValueError("dask_order_statistics: a rank outside its gene's values")
@@ -428,7 +428,9 @@ def dask_quantile_edges(X, n_bins, *, nonzero_only, groups=None, **search):
     m = X.shape[1] * n_groups
     # each (group, gene) holds all its group's samples
     n = np.repeat(np.bincount(groups, minlength=n_groups), X.shape[1]) if groups is not None else X.shape[0]
-    first = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only, **grouped)
+    # a chunk's result grows with groups x genes: large ones are summed in chains (reduce_chunks)
+    first = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only, result_bytes=24 * m,
+                          **grouped)
     count = first[0].astype(np.int64)
     q_all, q_nz = np.arange(1, n_bins) / n_bins, np.arange(1, n_bins - 1) / (n_bins - 1)
     full = (count == n) & (count > 0)  # genes whose every value is ordered: q_all (all genes for "quantile")
@@ -592,7 +594,7 @@ def dask_group_codes(X, discretization, groups, *, n_bins=3):
         _dask_rule(X, discretization, n_bins=n_bins)
     shared = dask.delayed(rules, pure=True)  # one key in the graph, not a copy of every threshold per chunk
     present = reduce_chunks(_chunk_group_levels, [X], vectors={"groups": groups}, rules=shared, n_bins=n_out,
-                            n_groups=n_groups)
+                            n_groups=n_groups, result_bytes=n_groups * n_out * X.shape[1])
     ranks = [None if rule is None else _disc.bin_ranks(present[g]) for g, rule in enumerate(rules)]
     levels = np.ones(X.shape[1], dtype=np.int64)
     for g in np.flatnonzero(spread):
@@ -649,14 +651,14 @@ def _group_mean_sd_rules(X, groups, n_groups, spread):
     import dask
 
     moments = reduce_chunks(_chunk_group_moments, [X], vectors={"groups": groups}, combine=_combine_group_moments,
-                            n_groups=n_groups)
+                            n_groups=n_groups, result_bytes=32 * n_groups * X.shape[1])
     m = X.shape[1]
     means, scales = np.zeros((n_groups, m)), np.ones((n_groups, m))
     for g, part in enumerate(moments):
         if part is not None:
             means[g], scales[g] = part[2], part[3]
     ss = reduce_chunks(_chunk_group_centred_ss, [X], vectors={"groups": groups}, means=dask.delayed(means, pure=True),
-                       scales=dask.delayed(scales, pure=True))
+                       scales=dask.delayed(scales, pure=True), result_bytes=8 * n_groups * m)
     sizes = np.bincount(groups, minlength=n_groups).astype(np.float64)
     rules = [None] * n_groups
     for g in np.flatnonzero(spread):
