@@ -113,23 +113,26 @@ def test_batch_key_on_a_backed_anndata_is_read_in_chunks(h5ad, spy, method):
 
 
 @pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
-@pytest.mark.parametrize("method,discretization,most", [("qpfs", "mean_sd", 6), ("qpfs_cover", "auto", 11)],
-                         ids=["mean_sd", "default recipe (zero_quantile)"])
-def test_per_batch_thresholds_read_x_as_often_for_any_number_of_batches(h5ad, spy, method, discretization, most):
-    """Per-batch thresholds on a backed X: every batch's moments (mean +- sd) or order statistics (quantiles) in the
-    same passes -- an atlas has tens of donors, and each batch used to cost its own passes over the file (mean +- sd:
-    9 reads of a chunk with 2 batches, 27 with 8) -- and the in-memory selection."""
+@pytest.mark.parametrize("method,params,most", [
+    ("qpfs", {"discretization": "mean_sd"}, 6), ("qpfs_cover", {"discretization": "auto"}, 11),
+    ("qpfs", {"similarity": "correlation", "relevance": "hall"}, 8)],
+    ids=["mean_sd", "default recipe (zero_quantile)", "pearson+hall (within-batch standardisation)"])
+def test_per_batch_thresholds_read_x_as_often_for_any_number_of_batches(h5ad, spy, method, params, most):
+    """Per-batch statistics on a backed X: every batch's moments (mean +- sd thresholds, within-batch
+    standardisation) or order statistics (quantiles) in the same passes -- an atlas has tens of donors, and each
+    batch used to cost its own passes over the file (mean +- sd: 9 reads of a chunk with 2 batches, 27 with 8;
+    |Pearson| + Hall: 10 and 22) --
+    and the in-memory selection."""
     path, mem = h5ad
     reads = {}
     for n_batches in (2, 8):
         mem.obs["donor"] = pd.Categorical([f"d{i % n_batches}" for i in range(N)])
-        bioqpfs.tl.select_genes(mem, "cell_type", method=method, n_genes=6, batch_key="donor",
-                                discretization=discretization)
+        bioqpfs.tl.select_genes(mem, "cell_type", method=method, n_genes=6, batch_key="donor", **params)
         backed = _backed(path)
         backed.obs["donor"] = mem.obs["donor"].to_numpy()
         spy.clear()
-        bioqpfs.tl.select_genes(backed, "cell_type", method=method, n_genes=6, batch_key="donor",
-                                discretization=discretization, chunk_size=CHUNK)
+        bioqpfs.tl.select_genes(backed, "cell_type", method=method, n_genes=6, batch_key="donor", chunk_size=CHUNK,
+                                **params)
         reads[n_batches] = sum(a == 0 for a, _ in spy)  # reads of the first chunk
         np.testing.assert_allclose(backed.var[f"{method}_weight"], mem.var[f"{method}_weight"], rtol=0, atol=1e-12)
         assert list(backed.uns[method]["selected"]) == list(mem.uns[method]["selected"])

@@ -645,11 +645,13 @@ def _chunk_group_levels(x, *, groups, rules, n_bins, n_groups):
     return out
 
 
-def _group_mean_sd_rules(X, groups, n_groups, spread):
-    """Every group's mean +- sd rule (:func:`dask_mean_sd` of its rows) in two passes over X for all the groups:
-    the moments (Chan's merge per group), then the centred sums of squares about each group's mean."""
+def dask_group_scaled_moments(X, groups, n_groups):
+    """:func:`dask_scaled_moments` of every group's rows, ``(means, ss, scales)`` each ``(n_groups, genes)``, in
+    two passes over X for all the groups: the moments (Chan's merge per group), then the centred sums of
+    squares about each group's own mean (a group without rows: mean 0, ss 0, scale 1)."""
     import dask
 
+    groups = np.asarray(groups, dtype=np.int64)
     moments = reduce_chunks(_chunk_group_moments, [X], vectors={"groups": groups}, combine=_combine_group_moments,
                             n_groups=n_groups, result_bytes=32 * n_groups * X.shape[1])
     m = X.shape[1]
@@ -659,6 +661,12 @@ def _group_mean_sd_rules(X, groups, n_groups, spread):
             means[g], scales[g] = part[2], part[3]
     ss = reduce_chunks(_chunk_group_centred_ss, [X], vectors={"groups": groups}, means=dask.delayed(means, pure=True),
                        scales=dask.delayed(scales, pure=True), result_bytes=8 * n_groups * m)
+    return means, ss, scales
+
+
+def _group_mean_sd_rules(X, groups, n_groups, spread):
+    """Every group's mean +- sd rule (:func:`dask_mean_sd` of its rows) from :func:`dask_group_scaled_moments`."""
+    means, ss, scales = dask_group_scaled_moments(X, groups, n_groups)
     sizes = np.bincount(groups, minlength=n_groups).astype(np.float64)
     rules = [None] * n_groups
     for g in np.flatnonzero(spread):

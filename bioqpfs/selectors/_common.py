@@ -412,8 +412,9 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
 def within_batch_standardized(X, batch):
     """X with every gene centred and scaled within each batch, batch b scaled by ``sqrt(w_b N / n_b)``: the
     Pearson correlation of the result is ``sum_b w_b r_b``, the weighted within-batch correlation (dense
-    float64; a gene constant within a batch is 0 there).  A Dask X gives a lazy Dask array with its chunks: each
-    batch's mean and sd from two passes over its rows, every chunk centred and scaled by its samples' batches."""
+    float64; a gene constant within a batch is 0 there).  A Dask X gives a lazy Dask array with its chunks: every
+    batch's mean and sd from two passes over X in all (:func:`bioqpfs._kernels.discretize_dask.dask_group_scaled_moments`),
+    every chunk centred and scaled by its samples' batches."""
     if is_dask_array(X):
         return _dask_within_batch_standardized(X, batch)
     X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
@@ -432,20 +433,19 @@ def _dask_within_batch_standardized(X, batch):
     import dask.array as da
 
     from .._kernels.counting_dask import sample_chunked
-    from .._kernels.discretize_dask import dask_scaled_moments
+    from .._kernels.discretize_dask import dask_group_scaled_moments
 
     X = sample_chunked(X)
     n, m = X.shape
-    means, inv_sds = np.zeros((len(batch.names), m)), np.zeros((len(batch.names), m))
-    for b in range(len(batch.names)):
-        rows = np.flatnonzero(batch.codes == b)
-        if not rows.size:
-            continue
-        mean, ss, s = dask_scaled_moments(sample_chunked(X[rows]))  # of X / s: no overflow at any scale
-        sd = np.sqrt(ss / rows.size) * s
-        means[b] = mean * s
-        inv_sds[b] = np.divide(np.sqrt(batch.weights[b] * n / rows.size), sd, out=np.zeros(m), where=sd > 0)
-    G = da.from_array(np.asarray(batch.codes, dtype=np.int64)[:, None], chunks=(X.chunks[0], 1))
+    codes = np.asarray(batch.codes, dtype=np.int64)
+    n_batches = len(batch.names)
+    mean, ss, s = dask_group_scaled_moments(X, codes, n_batches)  # of X / s: no overflow at any scale
+    sizes = np.bincount(codes, minlength=n_batches).astype(np.float64)
+    means, inv_sds = mean * s, np.zeros((n_batches, m))
+    for b in np.flatnonzero(sizes):
+        sd = np.sqrt(ss[b] / sizes[b]) * s[b]
+        inv_sds[b] = np.divide(np.sqrt(batch.weights[b] * n / sizes[b]), sd, out=np.zeros(m), where=sd > 0)
+    G = da.from_array(codes[:, None], chunks=(X.chunks[0], 1))
     return da.map_blocks(_chunk_within_batch, X, G, means=means, inv_sds=inv_sds, dtype=np.float64,
                          chunks=X.chunks, meta=np.empty((0, 0)))
 
