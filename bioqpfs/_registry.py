@@ -184,9 +184,10 @@ def batch_methods():
 
 #: methods with a Dask path, tested equal to in memory and never holding more than a sample chunk of X
 #: (README "Large data (Dask)"): with MI or |Pearson| similarity, MI or Hall relevance (with or without batches),
-#: and a discretisation that the Dask codes implement (:func:`dask_refusal`).  The others (gene clustering, LDFS/HSFS) read X whole.
+#: and a discretisation that the Dask codes implement (:func:`dask_refusal`); LDFS from its total scatter (a
+#: genes x genes correlation matrix) and class means.  The others (gene clustering, HSFS) read X whole.
 DASK_METHODS = ("qpfs", "qpfs_cover", "spec_cmi", "spec_cmi_nystrom", "sdp_cmi", "eqpfs", "maxrel", "mrmr_mid",
-                "mrmr_miq", "jmi", "cife", "random")
+                "mrmr_miq", "jmi", "cife", "random", "ldfs")
 
 
 def dask_refusal(method, params, X):
@@ -220,12 +221,17 @@ def dask_refusal(method, params, X):
 def _whole_unless_dask_method(X, method):
     """A Dask ``X`` read whole (numpy, or CSR from sparse chunks) for a method outside :data:`DASK_METHODS`, after
     a check that it fits as dense float64 (what those methods make of it: gene clustering standardises genes,
-    LDFS/HSFS z-score X); then the method runs exactly as in memory.  Anything else is returned unchanged."""
+    HSFS z-scores X, at most :data:`bioqpfs.selectors.transform.MAX_HSIC_SAMPLES` samples); then the method runs
+    exactly as in memory.  Anything else is returned unchanged."""
     from ._kernels.counting_dask import compute, is_dask_array
     from ._validation import memory_guard
 
     if method in DASK_METHODS or not is_dask_array(X) or X.ndim != 2:
         return X
+    if method == "hsfs":  # refused above MAX_HSIC_SAMPLES samples: before reading them, not after
+        from .selectors.transform import check_hsic_samples
+
+        check_hsic_samples(X.shape[0])
     memory_guard(8 * X.shape[0] * X.shape[1], f"reading the {X.shape[0]} x {X.shape[1]} Dask array whole "
                  f"(method {method!r} has no Dask path)", ["lazy"])
     return compute(X)
@@ -262,7 +268,7 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
         Array support per method: numpy and scipy.sparse for every method; a Dask array chunked by samples
         for every method: counted chunk by chunk by those of :data:`DASK_METHODS` (the MI methods, with
         ``discretization="mean_sd"``, ``"quantile"``, ``"zero_quantile"`` or ``"auto"``), read whole after a
-        memory check by the others (gene clustering, LDFS/HSFS); each tested equal to in memory (README "Large
+        memory check by the others (gene clustering, HSFS); each tested equal to in memory (README "Large
         data (Dask)").  A pandas DataFrame's columns become the gene names (``Selection.genes``) unless ``feature_names`` is given.
     y : array-like, shape (n_samples,) or (n_samples, n_levels)
         Class labels; or hierarchical labels, one column per level, coarse to fine (a 2-D array or a

@@ -313,7 +313,7 @@ def test_every_method_on_dask_equals_in_memory_and_the_dask_methods_hold_one_chu
     """Every registered method takes a Dask X and gives the in-memory selection.  The methods of
     ``DASK_METHODS`` count it chunk by chunk: no task of theirs ever holds more samples than the largest chunk
     (the greedy baselines count one row of the matrix per pass instead of gathering the codes; EQPFS, maxrel
-    and random too); the others (gene clustering, LDFS/HSFS) read it whole after a memory check, then run as in
+    and random too; LDFS sums its total scatter); the others (gene clustering, HSFS) read it whole after a memory check, then run as in
     memory (HSFS's path turned 1e-15 differences of a chunked z-score into 1.5% weight differences)."""
     import bioqpfs
     from bioqpfs import _registry
@@ -365,13 +365,48 @@ def test_the_methods_that_read_a_dask_x_whole_check_memory_first(labelled, monke
     X, y = labelled
     monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
     whole = [m for m in _registry.methods() if m not in _registry.DASK_METHODS]
-    assert set(whole) == {"ikm_qpfs", "ikma_qpfs", "tlkm_qpfs", "ldfs", "hsfs"}
+    assert set(whole) == {"ikm_qpfs", "ikma_qpfs", "tlkm_qpfs", "hsfs"}
     for method in whole:
         seen = _RowsSeen()
         with seen.callback, pytest.raises(MemoryError, match=rf"reading the 240 x 25 Dask array whole \(method "
                                                              rf"'{method}' has no Dask path\) needs about .*'eqpfs'"):
             bioqpfs.select(dask_of(X, (60, 60, 60, 60), True), y, method=method, n_genes=6)
         assert seen.most <= 60, method  # refused before X was read whole
+
+
+def test_hsfs_refuses_too_many_samples_before_reading_a_dask_x():
+    """HSFS keeps n x n kernels (at most MAX_HSIC_SAMPLES samples): a Dask X above that is refused with HSFS's own
+    message before any chunk is read, not read whole first."""
+    import bioqpfs
+    from bioqpfs.selectors.transform import MAX_HSIC_SAMPLES
+
+    n = MAX_HSIC_SAMPLES + 1
+    X = np.random.default_rng(0).normal(size=(n, 3))
+    seen = _RowsSeen()
+    with seen.callback, pytest.raises(ValueError, match=rf"{n} samples is above {MAX_HSIC_SAMPLES}: subsample"):
+        bioqpfs.select(dask_of(X, (n // 2, n - n // 2)), np.arange(n) % 2, method="hsfs", n_genes=2)
+    assert seen.most == 0
+
+
+def test_ldfs_on_dask_with_more_samples_than_genes_holds_one_chunk_and_gives_the_in_memory_panel():
+    """LDFS from its total scatter (the genes' correlation matrix) and class means, summed chunk by chunk: the
+    in-memory panel, weights equal to what the 1e-16 differences of chunked sums become along the lambda path
+    (L-BFGS-B amplifies them; measured 1e-10..3e-6 on six benchmark sets), and no task holds more than a chunk."""
+    import bioqpfs
+
+    rng = np.random.default_rng(3)
+    n, m = 3000, 40
+    y = rng.integers(0, 4, n)
+    X = rng.normal(size=(n, m))
+    X[:, :8] += 0.6 * y[:, None] * rng.normal(size=8)
+    want = bioqpfs.select(X, y, method="ldfs", n_genes=5)
+    for sparse in (False, True):
+        seen = _RowsSeen()
+        with seen.callback:
+            got = bioqpfs.select(dask_of(X, (500, 1000, 1500), sparse), y, method="ldfs", n_genes=5)
+        assert set(got.selected) == set(want.selected) and set(want.selected) <= set(range(8))
+        np.testing.assert_allclose(got.weights, want.weights, rtol=1e-5, atol=1e-8)
+        assert seen.most <= 1500
 
 
 def test_class_sums_per_chunk_equal_the_product(labelled):

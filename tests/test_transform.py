@@ -7,12 +7,14 @@ import bioqpfs
 from bioqpfs.selectors import transform as T
 
 
-@pytest.mark.parametrize("kind", ["lda", "hsic"])
+@pytest.mark.parametrize("kind", ["lda", "lda from the scatter", "hsic"])
 def test_gradients_match_finite_differences(rng, kind):
     n, d, q = 40, 9, 3
     y = rng.integers(0, 3, n)
-    Xs = T._zscore(rng.normal(size=(n, d)) + y[:, None] * rng.normal(size=d))
-    obj = T.LDAObjective(Xs, y, gamma=0.7) if kind == "lda" else T.HSICObjective(Xs, y, sigma=1.3)
+    X = rng.normal(size=(n, d)) + y[:, None] * rng.normal(size=d)
+    Xs = T._zscore(X)
+    obj = {"lda": lambda: T.LDAObjective(Xs, y, gamma=0.7), "hsic": lambda: T.HSICObjective(Xs, y, sigma=1.3),
+           "lda from the scatter": lambda: T.scatter_lda_objective(X, y, gamma=0.7)}[kind]()
     for _ in range(3):
         W0 = rng.normal(size=(d, q)) * 0.5
         assert ref.gradient_error(lambda w: (obj(w.reshape(d, q))[0], obj(w.reshape(d, q))[1].ravel()), W0.ravel()) < 1e-5
@@ -36,6 +38,22 @@ def test_criteria_equal_direct_formulas(rng):
     A = W.T @ ST @ W + 0.5 * np.eye(q)
     expect = -np.trace(np.linalg.solve(A, W.T @ SB @ W))
     assert T.LDAObjective(Xs, y, gamma=0.5)(W)[0] == pytest.approx(expect, rel=1e-10)
+    # the same criterion from S_T and the class means (samples outnumber genes; numpy, CSR and Dask X), restricted
+    # to a subset of genes as the lambda path's screening does
+    import dask.array as da
+    import scipy.sparse as sp
+
+    X = Xs * rng.uniform(0.5, 3, d) + rng.normal(size=d)  # z-scored inside
+    by_rows = T.LDAObjective(Xs, y, gamma=0.5)
+    for form in (X, sp.csr_matrix(X), da.from_array(X, chunks=(7, d))):
+        scatter = T.scatter_lda_objective(form, y, gamma=0.5)
+        np.testing.assert_allclose(scatter.ST, ST, rtol=0, atol=1e-13)
+        f, g = scatter(W)
+        assert f == pytest.approx(expect, rel=1e-10)
+        np.testing.assert_allclose(g, by_rows(W)[1], rtol=1e-10, atol=1e-13)
+        cols = np.array([0, 2, 5])
+        np.testing.assert_allclose(scatter.restrict(cols)(W[cols])[1], by_rows.restrict(cols)(W[cols])[1],
+                                   rtol=1e-10, atol=1e-13)
     # HSIC: tr(K H L H) / n^2 with explicit loops for K and L (eq. 8)
     Z = Xs @ W
     K = np.array([[np.exp(-np.sum((Z[a] - Z[b]) ** 2) / 2.0) for b in range(n)] for a in range(n)])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["abs_pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales"]
+__all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales"]
 
 EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
 
@@ -104,9 +104,15 @@ def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
     """|Pearson correlation| matrix (genes x genes, or ``rows`` x genes), eq. 3 of the QPFS paper.
 
     Computed blocked as ``|Z_I^T Z_J|`` with ``Z`` the columns centred and scaled to unit norm.  Numpy or
-    scipy.sparse X; a Dask array chunked by samples sums the chunks' ``Z_I^T Z_J`` (:func:`_dask_abs_pearson`).
+    scipy.sparse X; a Dask array chunked by samples sums the chunks' ``Z_I^T Z_J`` (:func:`_dask_pearson`).
     A constant gene has no defined correlation: its row and column (diagonal included) are 0.
     """
+    return pearson(X, rows=rows, dtype=dtype, block=block, absolute=True)
+
+
+def pearson(X, *, rows=None, dtype=np.float64, block=2048, absolute=False):
+    """Pearson correlation matrix (genes x genes, or ``rows`` x genes), signed unless ``absolute``: the total
+    scatter ``S_T = Z^T Z / n`` of z-scored genes (LDFS on a Dask X).  As :func:`abs_pearson` otherwise."""
     n, m = X.shape
     mean, ss, s = scaled_column_moments(X)
     scale, nz = _inverse_norms(ss)
@@ -115,10 +121,11 @@ def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
     from .counting_dask import is_dask_array
 
     if is_dask_array(X):
-        _dask_abs_pearson(X, row_idx, mean, scale, s, block, out)
+        _dask_pearson(X, row_idx, mean, scale, s, block, out, absolute=absolute)
     else:
         for i0, j0, product in _product_blocks(X, row_idx, mean, scale, s, block):
-            np.abs(product, out=out[i0 : i0 + block, j0 : j0 + block], casting="unsafe")
+            tile = out[i0 : i0 + block, j0 : j0 + block]
+            np.abs(product, out=tile, casting="unsafe") if absolute else np.copyto(tile, product, casting="unsafe")
     # exact ones on the diagonal of non-constant genes (GEMM rounding leaves 1 +- 1e-16)
     pos = np.arange(row_idx.size)
     out[pos, row_idx] = nz[row_idx].astype(dtype)
@@ -143,9 +150,9 @@ def _chunk_products(x, *, rows, mean, scale, s, block):
     return out
 
 
-def _dask_abs_pearson(X, row_idx, mean, scale, s, block, out):
-    """``out[:] = |Z_rows^T Z|`` of a Dask X: the products are sums over samples, so each chunk's are summed
-    (:func:`bioqpfs._kernels.counting_dask.reduce_chunks`) about the global moments (two passes of their own,
+def _dask_pearson(X, row_idx, mean, scale, s, block, out, absolute):
+    """``out[:] = Z_rows^T Z`` (its absolute values when ``absolute``) of a Dask X: the products are sums over
+    samples, so each chunk's are summed (:func:`bioqpfs._kernels.counting_dask.reduce_chunks`) about the global moments (two passes of their own,
     shared with the rest of the call).  Rows go in strips of at most ``STRIP_BYTES`` of float64 products, one
     pass each, so a worker holds one chunk's standardised block (samples x ``block`` genes) and two strips."""
     from .counting_dask import STRIP_BYTES, reduce_chunks, sample_chunked
@@ -157,7 +164,8 @@ def _dask_abs_pearson(X, row_idx, mean, scale, s, block, out):
         rows = row_idx[r0 : r0 + per_strip]
         sums = reduce_chunks(_chunk_products, [X], rows=rows, mean=mean, scale=scale, s=s, block=block,
                              result_bytes=8 * rows.size * m)
-        np.abs(sums, out=out[r0 : r0 + rows.size], casting="unsafe")
+        target = out[r0 : r0 + rows.size]
+        np.abs(sums, out=target, casting="unsafe") if absolute else np.copyto(target, sums, casting="unsafe")
 
 
 def hall_relevance(X, y_codes):

@@ -331,22 +331,28 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
     return compute(parts[0], bounds)
 
 
-def _chunk_class_sums(x, *, groups, n_classes):
+def _chunk_class_sums(x, *, groups, n_classes, s=None):
+    if s is not None:
+        from .correlation import _divide_columns
+
+        x = _divide_columns(x, s)
     ind = np.zeros((groups.size, n_classes))
     ind[np.arange(groups.size), groups] = 1.0
     return np.asarray(x.T @ ind, dtype=np.float64).T
 
 
-def class_sums(X, y_codes, n_classes):
-    """``sums[c, g] = sum over the samples s of class c of X[s, g]`` (float64 ``(C, M)``): ``(X^T 1[C = c])^T``.
+def class_sums(X, y_codes, n_classes, s=None):
+    """``sums[c, g] = sum over the samples s of class c of X[s, g]`` (float64 ``(C, M)``): ``(X^T 1[C = c])^T``;
+    of ``X[:, g] / s[g]`` when the divisors ``s`` are given (:func:`bioqpfs._kernels.correlation.column_scales`:
+    no overflow at any scale).
 
     numpy, scipy.sparse (never densified) or a Dask X (per sample chunk, summed: :func:`reduce_chunks`).
     """
     y_codes = np.asarray(y_codes, dtype=np.int64)
     if is_dask_array(X):
         return reduce_chunks(_chunk_class_sums, [sample_chunked(X)], vectors=dict(groups=y_codes),
-                             n_classes=n_classes)
-    return _chunk_class_sums(X, groups=y_codes, n_classes=n_classes)
+                             n_classes=n_classes, s=s)
+    return _chunk_class_sums(X, groups=y_codes, n_classes=n_classes, s=s)
 
 
 def _bin_major_slice(counts, nb, rows, n_rows, cols, n_cols):

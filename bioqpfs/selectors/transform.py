@@ -38,8 +38,11 @@ by its unit; constant genes are left out and rank last).
   bounded (0 <= -J < q), and the ridge gamma (default 1, the variance of one z-scored gene) fixes
   the scale: J ~ -||W||^2 for small W and saturates for large W, so the penalty has something to
   trade against.  Gradient: grad J = -2 S_B W A^{-1} + 2 S_T W A^{-1} B A^{-1}, A = W^T S_T W +
-  gamma I, B = W^T S_B W.  S_B W and S_T W are formed from X (n x d) and the class means without
-  any d x d matrix.
+  gamma I, B = W^T S_B W.  With more genes than samples, S_B W and S_T W are formed from X (n x d)
+  and the class means without any d x d matrix; with more samples than genes (single-cell data), from
+  S_T itself (the genes' correlation matrix, d x d, :func:`scatter_lda_objective`): less memory, and
+  O(d^2 q) per evaluation instead of O(n d q).  A Dask X takes the same route, S_T and the class means
+  summed chunk by chunk, so LDFS never holds more than a chunk of an atlas.
 * HSFS (section 5, eq. 8-11): J = -HSIC(XW, Y) / HSIC(Y, Y), HSIC(Z, Y) = tr(K H L H) / n^2 with
   a Gaussian kernel K_ab = exp(-||z_a - z_b||^2 / (2 sigma^2)) on the projected samples and the
   delta kernel L_ab = [y_a = y_b] on the labels; dividing by HSIC(Y, Y) (the value for K = L) only
@@ -85,6 +88,7 @@ from threadpoolctl import threadpool_limits
 
 from .._docs import RANDOM_STATE_DOC, append_doc
 from .._kernels import correlation as _corr
+from .._kernels.counting_dask import compute, is_dask_array, sample_chunked, take_genes
 from .._kernels.ranking import rank_descending
 from .._selection import Selection, check_informative
 from .._validation import Interval, check_n_genes, check_random_state, memory_guard, parameter_constraints
@@ -104,6 +108,13 @@ __all__ = ["ldfs", "hsfs", "LDAObjective", "HSICObjective", "transform_select", 
 DEFAULT_N_GENES = 10
 #: HSFS keeps several n x n matrices and costs O(n^2 q) per evaluation; beyond this, subsample
 MAX_HSIC_SAMPLES = 4000
+
+
+def check_hsic_samples(n):
+    """Refuse HSFS on more than :data:`MAX_HSIC_SAMPLES` samples, with what to do instead."""
+    if n > MAX_HSIC_SAMPLES:
+        raise ValueError(f"HSFS keeps n x n kernel matrices and costs O(n^2) per step; {n} samples is above "
+                         f"{MAX_HSIC_SAMPLES}: subsample the samples (e.g. stratified, 1,000 as in the paper)")
 
 
 def _zscore(X):
@@ -126,6 +137,7 @@ class LDAObjective:
 
     def __init__(self, Xc, y_codes, gamma=1.0):
         self.X = Xc
+        self.ST = None
         self.n = Xc.shape[0]
         counts = np.bincount(y_codes).astype(np.float64)
         self.pi = counts / self.n
@@ -134,28 +146,63 @@ class LDAObjective:
         self.M = means / counts[:, None]  # class means (overall mean is 0)
         self.gamma = float(gamma)
 
+    @classmethod
+    def from_scatter(cls, ST, M, pi, gamma=1.0):
+        """The criterion from the total scatter ``S_T`` (genes x genes), the class means ``M`` (classes x genes) of
+        the z-scored genes and the class proportions ``pi``: every product with X is one with ``S_T``
+        (``S_T W = X^T X W / n``): :func:`scatter_lda_objective`."""
+        out = object.__new__(cls)
+        out.X, out.ST, out.M, out.n = None, np.asarray(ST, dtype=np.float64), np.asarray(M, dtype=np.float64), None
+        out.pi, out.gamma = np.asarray(pi, dtype=np.float64), float(gamma)
+        return out
+
     def restrict(self, cols):
         """The same criterion on a subset of the genes (rows of W)."""
         out = object.__new__(LDAObjective)
         out.__dict__.update(self.__dict__)
-        out.X = np.ascontiguousarray(self.X[:, cols])
+        if self.X is not None:
+            out.X = np.ascontiguousarray(self.X[:, cols])
+        else:
+            out.ST = self.ST[np.ix_(cols, cols)]
         out.M = self.M[:, cols]
         return out
 
     def __call__(self, W):
         """Objective value and gradient with respect to ``W`` (genes x components)."""
-        P = self.X @ W
         MW = self.M @ W
         q = W.shape[1]
-        A = P.T @ P / self.n + self.gamma * np.eye(q)
+        if self.X is not None:
+            P = self.X @ W
+            A = P.T @ P / self.n + self.gamma * np.eye(q)
+            STW = self.X.T @ P / self.n
+        else:
+            STW = self.ST @ W
+            A = W.T @ STW
+            A = 0.5 * (A + A.T) + self.gamma * np.eye(q)
         B = MW.T @ (self.pi[:, None] * MW)
         Ainv = np.linalg.inv(A)
         Ainv = 0.5 * (Ainv + Ainv.T)
         f = -np.trace(Ainv @ B)
         SBW = self.M.T @ (self.pi[:, None] * MW)
-        STW = self.X.T @ P / self.n
         grad = -2.0 * SBW @ Ainv + 2.0 * STW @ (Ainv @ B @ Ainv)
         return f, grad
+
+
+def scatter_lda_objective(X, y_codes, gamma=1.0):
+    """:class:`LDAObjective` of the z-scored genes of ``X`` (numpy, scipy.sparse or a Dask array chunked by samples;
+    no constant gene) from its total scatter and class means: ``S_T`` is the genes' Pearson correlation matrix
+    (:func:`bioqpfs._kernels.correlation.pearson`; a Dask X's summed over the chunks about the global moments) and
+    the class means come from one pass of class sums (:func:`bioqpfs._kernels.counting_dask.class_sums`).  Used
+    when samples outnumber genes: d x d memory and O(d^2 q) per evaluation instead of n x d and O(n d q)."""
+    from .._kernels.counting_dask import class_sums, sample_chunked
+
+    X = sample_chunked(X) if is_dask_array(X) else X
+    n = X.shape[0]
+    counts = np.bincount(y_codes).astype(np.float64)
+    mean, ss, s = _corr.scaled_column_moments(X)  # of X / s: no overflow at any scale
+    sums = class_sums(X, y_codes, counts.size, s=s)
+    M = (sums / counts[:, None] - mean) / np.sqrt(ss / n)  # class means of (x / s - mean) / sd
+    return LDAObjective.from_scatter(_corr.pearson(X), M, counts / n, gamma)
 
 
 class HSICObjective:
@@ -360,7 +407,7 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
 
 
 def _transform_selector(method, X, y, *, n_genes, n_components, random_state, feature_names, make_objective,
-                        zero_tol, maxiter, max_bisect, extra_params, preselected=None):
+                        zero_tol, maxiter, max_bisect, extra_params, preselected=None, make_scatter_objective=None):
     t0 = time.perf_counter()
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
@@ -382,10 +429,16 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     target = min(d - n_forced, (n_genes if n_genes is not None else DEFAULT_N_GENES) - P_all.size)
     if not 0 < zero_tol < 1:
         raise ValueError(f"zero_tol must lie in (0, 1), got {zero_tol}")
-    memory_guard(8 * (n * d + 12 * d * q), f"{method.upper()} on {n} samples x {d} genes (q = {q})",
-                 ["genes", "components"])
-    Xs = _zscore(X[:, keep])
-    objective = make_objective(Xs, y_codes)
+    if make_scatter_objective is not None and n > d:  # LDFS: from S_T (d x d) and the class means
+        memory_guard(8 * (2 * d * d + 12 * d * q), f"{method.upper()}'s {d} x {d} total scatter (q = {q})",
+                     ["genes", "components"])
+        objective = make_scatter_objective(take_genes(X, keep), y_codes)
+    else:
+        memory_guard(8 * (n * d + 12 * d * q), f"{method.upper()} on {n} samples x {d} genes (q = {q})",
+                     ["genes", "components"])
+        if is_dask_array(X):  # no larger than S_T would be (HSFS: at most MAX_HSIC_SAMPLES samples, checked)
+            X = compute(sample_chunked(X))
+        objective = make_objective(_zscore(X[:, keep]), y_codes)
     rng = check_random_state(random_state)
     # every evaluation is a handful of small products: BLAS threads only add overhead (20x slower
     # measured on a loaded 2-core machine), so the path runs single-threaded
@@ -473,7 +526,7 @@ def ldfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_component
         "ldfs", X, y, n_genes=n_genes, n_components=n_components, random_state=random_state,
         feature_names=feature_names, make_objective=lambda Xs, yc: LDAObjective(Xs, yc, gamma),
         zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, extra_params=dict(gamma=float(gamma)),
-        preselected=preselected)
+        preselected=preselected, make_scatter_objective=lambda X, yc: scatter_lda_objective(X, yc, gamma))
 
 
 @parameter_constraints(n_components=Interval("integer", none=True), maxiter=Interval("integer"),
@@ -491,9 +544,7 @@ def hsfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_component
     if sigma <= 0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
     n = np.shape(X)[0]
-    if n > MAX_HSIC_SAMPLES:
-        raise ValueError(f"HSFS keeps n x n kernel matrices and costs O(n^2) per step; {n} samples is above "
-                         f"{MAX_HSIC_SAMPLES}: subsample the samples (e.g. stratified, 1,000 as in the paper)")
+    check_hsic_samples(n)
     memory_guard(6 * 8 * n * n, f"HSFS kernel matrices for {n} samples", ["samples"])
     return _transform_selector(
         "hsfs", X, y, n_genes=n_genes, n_components=n_components, random_state=random_state,
