@@ -567,11 +567,11 @@ REMEDIES = {
     "samples": ("subsample the samples", "subsample the samples"),
     "components": ("lower n_components", None),
     "lazy": ("use a method with a Dask path, which reads the matrix in sample chunks: method=None (the default "
-             "recipe), 'qpfs', 'qpfs_cover', 'spec_cmi', 'spec_cmi_nystrom', 'eqpfs' or a greedy baseline "
-             "('mrmr_mid', 'jmi', ...; bioqpfs._registry.DASK_METHODS), with any discretization but 'mdl' "
+             "recipe), 'qpfs', 'qpfs_cover', 'spec_cmi', 'spec_cmi_nystrom', 'eqpfs', 'ldfs' or a greedy "
+             "baseline ('mrmr_mid', 'jmi', ...; bioqpfs._registry.DASK_METHODS), with any discretization but 'mdl' "
              "(README 'Large data (Dask)')",
-             "use the default method or --method qpfs, qpfs_cover, spec_cmi, spec_cmi_nystrom, eqpfs or a greedy "
-             "baseline (mrmr_mid, jmi, ...), with any --discretization but mdl, which read the file in sample "
+             "use the default method or --method qpfs, qpfs_cover, spec_cmi, spec_cmi_nystrom, eqpfs, ldfs or a "
+             "greedy baseline (mrmr_mid, jmi, ...), with any --discretization but mdl, which read the file in sample "
              "chunks"),
     "dask": ("install dask (pip install 'bioqpfs[dask]')", "install dask (pip install 'bioqpfs[dask]')"),
 }
