@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales"]
+__all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales",
+           "divide_columns"]
 
 EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
 
@@ -32,7 +33,7 @@ def scales_of_amax(amax):
     return np.where((amax > 0) & (np.abs(e - 1) > EXTREME_EXP), np.ldexp(1.0, e - 1), 1.0)
 
 
-def _divide_columns(X, s):
+def divide_columns(X, s):
     """X[:, g] / s[g] (float64; dense or CSC), without copying when every s is 1."""
     if sp.issparse(X):
         Xc = X.tocsc()
@@ -58,7 +59,7 @@ def scaled_column_moments(X):
         return dask_scaled_moments(X)
     n, m = X.shape
     s = column_scales(X)
-    Xs = _divide_columns(X, s)
+    Xs = divide_columns(X, s)
     if sp.issparse(Xs):
         mean = np.asarray(Xs.sum(axis=0), dtype=np.float64).ravel() / n
         nnz = np.diff(Xs.indptr)
@@ -196,4 +197,4 @@ def hall_relevance(X, y_codes):
 
 def _chunk_class_products(x, *, ind_c, s):
     """``(x / s)^T ind_c`` of a block of samples (genes x classes, float64)."""
-    return np.asarray(_divide_columns(x, s).T @ ind_c)
+    return np.asarray(divide_columns(x, s).T @ ind_c)

@@ -333,9 +333,9 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
 
 def _chunk_class_sums(x, *, groups, n_classes, s=None):
     if s is not None:
-        from .correlation import _divide_columns
+        from .correlation import divide_columns
 
-        x = _divide_columns(x, s)
+        x = divide_columns(x, s)
     ind = np.zeros((groups.size, n_classes))
     ind[np.arange(groups.size), groups] = 1.0
     return np.asarray(x.T @ ind, dtype=np.float64).T
