@@ -187,3 +187,61 @@ def test_indefinite_random_result_is_a_local_minimum(seed):
 def test_unknown_solver_names_the_choices():
     with pytest.raises(ValueError, match="active_set"):
         sq.solve(np.eye(3), np.ones(3), solver="newton")
+
+
+@pytest.mark.parametrize("preselected", [None, [2]])
+def test_genes_that_carry_nothing_are_pooled_and_the_full_problem_is_solved(rng, preselected):
+    """Genes with a zero row of Q and zero relevance (one level after discretisation: MDL leaves most microarray
+    genes so) are pooled into one variable of the QP (``_qp._solve_pooling_null_genes``); the weights must still
+    be the optimum of the full shifted problem, every null gene with an equal share: the KKT conditions of the
+    full dense problem, evaluated here, and quadprog on it."""
+    from bioqpfs.selectors import _qp
+
+    m_info, m_null = 12, 40
+    Qi = rng.uniform(0, 1, size=(m_info, m_info))
+    Qi = 0.5 * (Qi + Qi.T)
+    np.fill_diagonal(Qi, 1.0)                   # indefinite: a large shift, which the pooled variable must carry
+    Q = np.zeros((m_info + m_null,) * 2)
+    Q[:m_info, :m_info] = Qi
+    Q[m_info:, m_info:] = rng.normal(scale=1e-15, size=(m_null, m_null))  # the +-1e-14 of the MI algebra
+    Q = 0.5 * (Q + Q.T)
+    F = np.zeros(m_info + m_null)
+    F[:m_info] = rng.uniform(0.001, 0.01, m_info)  # small: the null genes take weight (the redundancy dominates)
+    alpha = 0.3
+    x, diag = _qp.solve_qpfs(Q, F, alpha, psd_fix="shift", preselected=preselected, preselected_share=0.2)
+    assert diag["n_null_pooled"] == m_null and diag["psd_shift"] > 0.1
+    null = x[m_info:]
+    assert null.min() > 0 and np.ptp(null) <= 1e-12 * null.max()  # the shift makes them share equally
+    G = (1 - alpha) * Q + diag["psd_shift"] * np.eye(Q.shape[0])
+    a = alpha * F
+    if preselected is None:
+        assert kkt_violation(G, a, x) <= 1e-9 * scale_of(G, a)
+        xq = sq.solve_quadprog(G, a)
+        np.testing.assert_allclose(x, xq, atol=1e-6)
+        assert sq.objective(G, a, x) <= sq.objective(G, a, xq) + 1e-12
+    else:  # the forced gene holds its share; the rest is the simplex QP of solve_qpfs's docstring
+        s, P = 0.2, np.array(preselected)
+        R = np.setdiff1d(np.arange(Q.shape[0]), P)
+        GR = (1 - alpha) * (1 - s) * Q[np.ix_(R, R)] + diag["psd_shift"] * np.eye(R.size)
+        aR = alpha * F[R] - (1 - alpha) * s * Q[np.ix_(R, P)].sum(axis=1) / P.size
+        z = x[R] / (1 - s)
+        assert x[P[0]] == pytest.approx(s)
+        assert kkt_violation(GR, aR, z) <= 1e-9 * scale_of(GR, aR)
+
+
+def test_mdl_panel_with_pooled_null_genes_is_the_unpooled_panel(monkeypatch):
+    """End to end (the default recipe with ``discretization="mdl"``, most genes one level): the same ranking and
+    weights as when every null gene is its own QP variable."""
+    from bioqpfs.selectors import _qp
+
+    r = np.random.default_rng(5)
+    n, m = 60, 300
+    y = np.repeat([0, 1, 2], 20)
+    X = r.normal(size=(n, m))
+    X[:, :12] += 2.5 * (y[:, None] == (np.arange(12) % 3))
+    pooled = bioqpfs.select(X, y, discretization="mdl", n_genes=10)
+    assert pooled.params["discretization"] == "mdl"
+    monkeypatch.setattr(_qp, "null_genes", lambda Q, R, a: np.zeros(0, dtype=np.int64))
+    plain = bioqpfs.select(X, y, discretization="mdl", n_genes=10)
+    np.testing.assert_array_equal(pooled.ranking[:60], plain.ranking[:60])
+    np.testing.assert_allclose(pooled.weights, plain.weights, atol=1e-9)

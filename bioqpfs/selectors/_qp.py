@@ -171,7 +171,7 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         raise ValueError(f"Q is indefinite (smallest eigenvalue of (1-alpha)Q: {fix.get('min_eigenvalue', float('nan')):.3g}) "
                          "and psd_fix='none' leaves the QP non-convex, which quadprog cannot solve; use solver='spg' or 'auto' "
                          "(a local minimum), or psd_fix='shift'/'clip' (a convexified problem)")
-    z, info = simplex_qp.solve(Gf, a, solver=solver, convex=convex)
+    z, info = _solve_pooling_null_genes(Q, R, Gf, a, solver, convex, fix)
     z = finite_weights(z, info["solver"])
     x = np.zeros(m)
     x[R] = (1.0 - s) * z
@@ -183,12 +183,64 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         converged=info["converged"], local=bool(info["local"]), kkt_residual=info["kkt_residual"],
         objective=float(0.5 * c_quad * x @ Qx - c_lin * F @ x),
         objective_convexified=float(simplex_qp.objective(Gf, a, z)),
-        **fix, n_nonzero=int(np.count_nonzero(x)),
+        **fix, n_nonzero=int(np.count_nonzero(x)), n_null_pooled=int(info.get("n_null_pooled", 0)),
     )
     if P.size:
         diagnostics.update(n_preselected=int(P.size), preselected_share=float(s))
     return x, diagnostics
 
+
+
+def null_genes(Q, R, a, rows_at_once=1024, rtol=1e-12):
+    """Positions (into ``R``) of the genes that carry nothing: a zero linear term ``a`` and a zero row of ``Q`` (for
+    MI, ``Q_ii = H(X_i) = 0``: one level after discretisation, as MDL leaves most genes of a microarray).  Zero
+    means at most ``rtol`` times the largest diagonal entry of Q (resp. the largest ``|a|``): the MI algebra leaves
+    such a gene's entries at +-1e-14 instead of 0."""
+    if not R.size:
+        return np.zeros(0, dtype=np.int64)
+    diag = np.abs(np.asarray(Q[R, R], dtype=np.float64))
+    q_tol = rtol * float(diag.max())
+    a_tol = rtol * float(np.max(np.abs(a)))
+    cand = np.flatnonzero((np.abs(a) <= a_tol) & (diag <= q_tol))
+    null = [np.zeros(0, dtype=np.int64)]
+    for c0 in range(0, cand.size, rows_at_once):
+        part = cand[c0:c0 + rows_at_once]
+        null.append(part[np.max(np.abs(np.asarray(Q[R[part]], dtype=np.float64)), axis=1) <= q_tol])
+    return np.concatenate(null)
+
+
+def _solve_pooling_null_genes(Q, R, Gf, a, solver, convex, fix):
+    """``simplex_qp.solve(Gf, a)``, with the genes that carry nothing (:func:`null_genes`) pooled into one.
+
+    After a diagonal shift d > 0 each of the K null genes enters the problem only through ``d x_i^2 / 2`` (to
+    rounding: their entries are zero to 1e-12 of the largest, :func:`null_genes`): they take equal weights at the
+    optimum (the problem is strictly convex in them), and K equal weights summing to t
+    cost ``d t^2 / (2K)``.  So one of them stands for all, its diagonal set to ``d / K``, and each of them gets a
+    K-th of its weight: the same optimum.  Without it thousands of such genes (MDL codes of Leukemia:
+    6,235 of 7,129 genes with one level) enter the active set with equal weights and push it to the first-order
+    solver (the default recipe with ``discretization="mdl"`` on Leukemia: 52 s, against 3 s after pooling).
+    Only for a shifted Q (``psd_fix="shift"``, or a convex Q with its safety margin); with ``psd_fix="none"`` the
+    split among null genes is not unique and is left to the solver."""
+    shift = float(getattr(Gf, "shift", 0.0))
+    plain = isinstance(Gf, simplex_qp.QPMatrix) and Gf.U is None and Gf.Q is Q and fix.get("psd_fix_applied") in (
+        "shift", "none needed")
+    null = null_genes(Q, R, a) if plain and shift > 0 and convex else np.zeros(0, dtype=np.int64)
+    if null.size < 2:
+        return simplex_qp.solve(Gf, a, solver=solver, convex=convex)
+    keep = np.setdiff1d(np.arange(R.size), null[1:])
+    rep = int(np.searchsorted(keep, null[0]))
+    index = keep if Gf.index is None else Gf.index[keep]
+    unit = np.zeros((keep.size, 1))
+    unit[rep, 0] = 1.0
+    Gr = simplex_qp.QPMatrix(Q, scale=Gf.scale, shift=shift, index=index).with_lowrank(
+        unit, np.array([shift * (1.0 / null.size - 1.0)]))
+    zr, info = simplex_qp.solve(Gr, a[keep], solver=solver, convex=convex)
+    z = np.zeros(R.size)
+    share = zr[rep] / null.size
+    z[keep] = zr
+    z[null] = share
+    info = dict(info, n_null_pooled=int(null.size))
+    return z, info
 
 
 def solver_working_bytes(m, solver="auto", psd_fix="shift"):
