@@ -523,3 +523,28 @@ def level_weighted_relevance(codes, levels, weights, sample_weights=None, base=2
             out[i] += v * (mutual_info(codes[:, i], c, base) if sample_weights is None
                            else weighted_mutual_info(codes[:, i], c, sample_weights, base))
     return out
+
+
+def per_class_bins_mi(x, inc, n_bins, zero_rule, base=2.0):
+    """I(codes; 1[C = c]) with class-balanced weights (class c and the rest half each) and bins of the gene's own
+    that are equal-frequency under those weights: ``zero_rule`` (and x has zeros): zeros apart, ``n_bins - 1``
+    bins of the non-zero values; else ``n_bins`` bins of all values.  Cut k is the boundary between distinct
+    sorted values (or below / above all) whose weighted share of the values below it is nearest to q_k (the
+    lowest on ties).  Plain loops over the sorted distinct values."""
+    x = [float(v) for v in x]
+    inc = [bool(v) for v in inc]
+    n_in = sum(inc)
+    w = [0.5 / n_in if i else 0.5 / (len(x) - n_in) for i in inc]
+    zeros = zero_rule and any(v == 0 for v in x)
+    part = [s for s in range(len(x)) if not (zeros and x[s] == 0)]
+    n_cuts = n_bins - 2 if zeros else n_bins - 1
+    values = sorted(set(x[s] for s in part))
+    total = sum(w[s] for s in part)
+    below = [sum(w[s] for s in part if x[s] < v) / total for v in values] + [1.0]   # boundary below each value
+    cuts = []
+    for k in range(1, n_cuts + 1):
+        q = k / (n_cuts + 1)
+        j = min(range(len(below)), key=lambda i: (abs(below[i] - q), i))
+        cuts.append(values[j] if j < len(values) else math.inf)    # values >= the cut are above it
+    codes = [0 if (zeros and v == 0) else int(zeros) + sum(v >= c for c in cuts) for v in x]
+    return weighted_mutual_info(codes, [int(i) for i in inc], weights=w, base=base)

@@ -671,3 +671,34 @@ def test_a_chain_reads_each_chunk_inside_its_link(monkeypatch):
     assert sorted(k for k in graph if not str(k).startswith("_combine_recording")) == sorted(
         k for k in graph if str(k).startswith("_chunk_first_row-chunk"))
     assert len([k for k in graph if str(k).startswith("_chunk_first_row-chunk")]) == 12
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("batch_discretization", [None, "per_batch", "global"])
+def test_per_class_bins_of_the_default_recipe_on_dask_equal_in_memory(sparse, batch_discretization):
+    """``relevance_bins="per_class"`` (the default recipe): the fine codes, their per-(class, batch) counts and the
+    detected counts are sums over sample chunks, so the relevance on a Dask X is the in-memory one exactly, with and
+    without batches, and so is the panel."""
+    import bioqpfs
+    from bioqpfs.selectors import _common
+
+    rng = np.random.default_rng(9)
+    n, m = 600, 25
+    y = rng.integers(0, 5, n)
+    X = np.round(rng.gamma(1.2, 1.0, size=(n, m)), 1) * (rng.random((n, m)) < 0.45)
+    X[:, :5] += (y[:, None] == np.arange(5)) * 2.0 * (X[:, :5] > 0)
+    kw = {} if batch_discretization is None else dict(batch=rng.integers(0, 3, n),
+                                                     batch_discretization=batch_discretization)
+    D = dask_of(X, (150, 250, 200), sparse)
+    want = bioqpfs.select(X, y, n_genes=6, **kw)
+    got = bioqpfs.select(D, y, n_genes=6, **kw)
+    assert want.params["relevance_bins"] == "per_class" and want.params["discretization_used"] == "zero_quantile"
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
+    strata = None if batch_discretization is None else _common.check_batch(
+        kw["batch"], X, batch_weights="size", batch_discretization=batch_discretization)
+    F_mem = _common.per_class_bin_relevance(X, y, 5, rule="zero_quantile", n_bins=3, class_weight="balanced", base=2,
+                                            batch=strata)
+    F_dask = _common.per_class_bin_relevance(D, y, 5, rule="zero_quantile", n_bins=3, class_weight="balanced", base=2,
+                                             batch=strata)
+    np.testing.assert_array_equal(F_dask, F_mem)

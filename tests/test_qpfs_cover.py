@@ -204,3 +204,72 @@ def test_shared_eigenvalue_gives_the_per_call_psd_fix(m):
         assert d2["eigen_method"] == "given" and d1["eigen_method"] != "given"
         assert d2["psd_shift"] == pytest.approx(d1["psd_shift"], rel=1e-6)
         np.testing.assert_allclose(x2, x1, atol=1e-7)
+
+
+@pytest.mark.parametrize("rule", ["zero_quantile", "quantile"])
+@pytest.mark.parametrize("n_bins", [3, 4])
+def test_per_class_bins_relevance_equals_weighted_quantile_bins_by_brute_force(rule, n_bins):
+    """``relevance_bins="per_class"``: with a fine grid finer than the data (every distinct value its own fine bin),
+    each class's merged bins are exactly the bins cut at the class-balanced weighted quantiles of the gene's values
+    (tests/reference.py: plain loops over the sorted values), and F[c] their balanced MI; a gene without zeros
+    gets n_bins such bins of all its values."""
+    rng = np.random.default_rng(11)
+    y = np.repeat([0, 1, 2], [22, 12, 6])
+    n, m = y.size, 7
+    X = np.round(rng.gamma(1.5, 1.0, size=(n, m)), 2) * (rng.random((n, m)) < 0.7)
+    X[:, 5] = rng.normal(size=n) + 5.0            # no zeros
+    X[y == 2, 3] += 4.0                          # a rare type high on a gene expressed broadly
+    got = _common.per_class_bin_relevance(X, y, 3, rule=rule, n_bins=n_bins, class_weight="balanced", base=2,
+                                          fine_bins=200)
+    want = np.array([[ref.per_class_bins_mi(X[:, g], y == c, n_bins, rule == "zero_quantile") for g in range(m)]
+                     for c in range(3)])
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_per_class_bins_put_a_graded_marker_of_a_rare_type_above_a_dropout_marker():
+    """The case behind ``relevance_bins="per_class"`` (pbmc68k_reduced's CD34+ cells): a gene detected in nearly
+    every cell, highest in a rare type, against a gene detected only in part of that type.  With the shared
+    zero_quantile codes (cut at the median of all detected values) the dropout gene is the type's top gene; with
+    its own bins the graded gene is, and the default recipe takes it first for that type."""
+    rng = np.random.default_rng(2)
+    y = np.repeat([0, 1, 2, 3], [300, 250, 200, 12])
+    n = y.size
+    X = rng.gamma(1.0, 0.4, size=(n, 20)) * (rng.random((n, 20)) < 0.4)
+    for t in range(3):
+        X[y == t, t] += 2.0 + rng.normal(0, 0.3, size=(y == t).sum())
+    graded = rng.gamma(4.0, 0.5, size=n) * (rng.random(n) < 0.95)
+    graded[y == 3] = 6.0 + rng.normal(0, 0.3, size=12)
+    X[:, 10] = graded                                               # graded, detected in 95% of the cells
+    X[:, 11] = 0.0
+    X[np.flatnonzero(y == 3)[:7], 11] = 2.0 + rng.random(7)         # detected in 7 of the 12 cells
+    F_shared = _common.one_vs_rest_relevance(_common.info_table(X, y, discretization="zero_quantile", n_bins=3,
+                                                                class_weight="balanced"), y, 4,
+                                             class_weight="balanced", base=2)
+    F_own = _common.per_class_bin_relevance(X, y, 4, rule="zero_quantile", n_bins=3, class_weight="balanced", base=2)
+    assert F_shared[3, 11] > F_shared[3, 10]
+    assert F_own[3, 10] > F_own[3, 11]
+    sel = bioqpfs.select(X, y, n_genes=4)                            # the default recipe
+    assert sel.params["relevance_bins"] == "per_class"
+    assert 10 in sel.selected and 11 not in sel.selected
+    assert 11 in bioqpfs.select(X, y, n_genes=4, relevance_bins="shared").selected
+
+
+def test_per_class_bins_leave_mean_sd_codes_alone_and_one_batch_changes_nothing():
+    """Mean +- sd (dense microarray data under "auto") keeps the shared codes; with one batch the per-class bins
+    give the result without batches."""
+    rng = np.random.default_rng(6)
+    y = np.repeat([0, 1, 2], [20, 15, 10])
+    X = rng.normal(size=(45, 15))
+    X[:, :3] += 2.0 * (y[:, None] == np.arange(3))
+    a = bioqpfs.select(X, y, method="qpfs_cover", n_genes=5, relevance_bins="per_class")
+    b = bioqpfs.select(X, y, method="qpfs_cover", n_genes=5, relevance_bins="shared")
+    np.testing.assert_array_equal(a.ranking, b.ranking)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    Z, yz = planted(seed=4)
+    one = bioqpfs.select(Z, yz, n_genes=8, batch=np.zeros(yz.size, dtype=int))
+    none = bioqpfs.select(Z, yz, n_genes=8)
+    np.testing.assert_array_equal(one.ranking[:20], none.ranking[:20])
+    np.testing.assert_allclose(one.weights, none.weights, atol=1e-12)
+    for sparse in (False, True):  # sparse input is never densified for the codes, and gives the same panel
+        Zs = sp.csr_matrix(Z) if sparse else Z
+        np.testing.assert_array_equal(bioqpfs.select(Zs, yz, n_genes=8).ranking[:20], none.ranking[:20])

@@ -14,6 +14,10 @@ two classes takes one slot, and within a class the QP keeps its genes non-redund
 multiclass QPFS instead spends a small panel on genes that separate the large groups).  One Q serves all C
 problems.
 
+``relevance_bins="per_class"`` (the default recipe, not the method's default) gives every F_c bins of its own:
+equal-frequency under the weights F_c is counted with, so that a gene expressed everywhere and highest in a rare
+type is cut where the type begins (:func:`~bioqpfs.selectors._common.per_class_bin_relevance`).
+
 Why: balanced accuracy (and a panel user) weighs every cell type equally, while the multiclass I(X; C) of plain
 QPFS rewards genes that separate the large groups; at k close to the number of types, covering every type
 matters more (issue 22; the benchmark is ``benchmarks/bench_panels.py`` and README "Panel quality").
@@ -37,10 +41,13 @@ from .._validation import Interval, Options, check_n_genes, parameter_constraint
 from ._common import (
     BATCH_DISCRETIZATIONS,
     BATCH_WEIGHTS,
+    EQUAL_FREQUENCY_RULES,
+    RELEVANCE_BINS,
     check_batch,
     forced_first,
     higher_in_class,
     one_vs_rest_relevance,
+    per_class_bin_relevance,
     prepare,
     resolve_preselected,
     similarity_and_relevance,
@@ -75,10 +82,10 @@ DIRECTIONS = ("up", "both")
     direction=Options(*DIRECTIONS), alpha=Interval("real", 0, 1, none=True),
     discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
     solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES), batch_weights=Options(*BATCH_WEIGHTS),
-    batch_discretization=Options(*BATCH_DISCRETIZATIONS))
+    batch_discretization=Options(*BATCH_DISCRETIZATIONS), relevance_bins=Options(*RELEVANCE_BINS))
 def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direction: str = "up",
                alpha: float | None = None, discretization: str | None = "auto", n_bins: int = 3,
-               class_weight: str | None = "balanced", base: float = 2, solver: str = "auto", psd_fix: str = "shift",
+               relevance_bins: str = "shared", class_weight: str | None = "balanced", base: float = 2, solver: str = "auto", psd_fix: str = "shift",
                preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
                batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
                feature_names: Sequence[str] | None = None) -> Selection:
@@ -103,6 +110,14 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         Codes for the MI; ``"auto"`` (default): zero vs. non-zero + quantiles on zero-inflated (single-cell) data,
         the paper's mean +- sd bins otherwise (:func:`bioqpfs.measures.resolve_discretization`).
     {n_bins}
+    relevance_bins : {"shared", "per_class"}
+        Bins of the relevance F_c.  ``"shared"`` (default of the method): the codes of Q.  ``"per_class"`` (the
+        default recipe, :data:`bioqpfs.DEFAULT_PANEL`): with an equal-frequency rule (``"zero_quantile"``,
+        ``"quantile"``; ``"auto"`` on single-cell data), each class's problem gets bins of the same rule that are
+        equal-frequency under the weights F_c is counted with (class c weighing half with
+        ``class_weight="balanced"``), so a graded gene that is high in a rare type is cut where the type begins,
+        not at the median of all cells (:func:`~bioqpfs.selectors._common.per_class_bin_relevance`).  Mean +- sd,
+        MDL and given codes keep the shared codes.  Q is unchanged either way.
     class_weight : {"balanced", None}
         ``"balanced"`` (default): every class counts equally in Q, and in F_c class c weighs as much as all the
         other samples (a type of 8 cells is as visible as one of 240); ``None``: empirical frequencies.
@@ -166,7 +181,12 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
                                               discretization=discretization, n_bins=n_bins, base=base,
                                               need_full=True, dtype=dtype, class_weight=class_weight,
                                               working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
-    F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
+    rule = measures.resolve_discretization(Xk, discretization)
+    if relevance_bins == "per_class" and rule in EQUAL_FREQUENCY_RULES:
+        F_c = per_class_bin_relevance(Xk, y_codes, C, rule=rule, n_bins=n_bins, class_weight=class_weight, base=base,
+                                      batch=strata)
+    else:
+        F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
     if direction == "up":
         F_c = np.where(higher_in_class(Xk, y_codes, C, batch=strata), F_c, 0.0)
     t_measures = time.perf_counter() - t0
@@ -212,7 +232,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     taken_for[P_all] = "preselected"
     added = np.bincount(owner[:n_genes - P_all.size] if n_genes is not None else owner, minlength=C)
     params = dict(direction=direction, alpha=None if alpha is None else float(alpha), discretization=discretization,
-                  discretization_used=measures.resolve_discretization(X, discretization), n_bins=n_bins,
+                  discretization_used=rule, n_bins=n_bins, relevance_bins=relevance_bins,
                   class_weight=class_weight, base=base, solver=solver, psd_fix=psd_fix, n_genes=n_genes,
                   **preselected_params(P_all, feature_names, share), **({} if strata is None else strata.params()))
     diagnostics = dict(
