@@ -264,7 +264,7 @@ def test_per_class_bins_leave_mean_sd_codes_alone_and_one_batch_changes_nothing(
     a = bioqpfs.select(X, y, method="qpfs_cover", n_genes=5, relevance_bins="per_class")
     b = bioqpfs.select(X, y, method="qpfs_cover", n_genes=5, relevance_bins="shared")
     np.testing.assert_array_equal(a.ranking, b.ranking)
-    np.testing.assert_array_equal(a.weights, b.weights)
+    np.testing.assert_allclose(a.weights, b.weights, rtol=0, atol=1e-12)  # threaded sums: 1e-16 run to run
     Z, yz = planted(seed=4)
     one = bioqpfs.select(Z, yz, n_genes=8, batch=np.zeros(yz.size, dtype=int))
     none = bioqpfs.select(Z, yz, n_genes=8)
