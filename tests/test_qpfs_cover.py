@@ -273,3 +273,13 @@ def test_per_class_bins_leave_mean_sd_codes_alone_and_one_batch_changes_nothing(
     for sparse in (False, True):  # sparse input is never densified for the codes, and gives the same panel
         Zs = sp.csr_matrix(Z) if sparse else Z
         np.testing.assert_array_equal(bioqpfs.select(Zs, yz, n_genes=8).ranking[:20], none.ranking[:20])
+
+
+def test_per_class_bins_refuse_counts_that_would_not_fit(monkeypatch):
+    """The per-(class, batch) fine-bin counts are estimated before they are made: refused with what to do instead."""
+    monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
+    X, y = planted()
+    with pytest.raises(MemoryError, match=r"per-class relevance bins' counts \(4 classes x 1 batches x 30 genes.*"
+                                          r"relevance_bins='shared'"):
+        _common.per_class_bin_relevance(X, np.unique(y, return_inverse=True)[1], 4, rule="zero_quantile", n_bins=3,
+                                        class_weight="balanced", base=2)

@@ -53,7 +53,15 @@ from .._kernels import discretize as _disc
 from .._kernels import information as _info
 from .._kernels.counting_dask import class_sums, is_dask_array
 from .._selection import rank_by_weight
-from .._validation import check_base, check_labels, check_matrix, describe_indices, output_guard, sample_names_of
+from .._validation import (
+    check_base,
+    check_labels,
+    check_matrix,
+    describe_indices,
+    memory_guard,
+    output_guard,
+    sample_names_of,
+)
 
 SIMILARITIES = ("mi", "correlation")
 RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
@@ -607,6 +615,10 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
     codes, levels = discretized(X, rule, fine_bins, y_codes, batch)
     n_batches = 1 if batch is None else len(batch.weights)
+    # the counts of every (class, batch) in every fine bin, twice (the backend's and ours), and one class's tables
+    memory_guard(8 * (2 * n_classes * n_batches + 8) * X.shape[1] * fine_bins,
+                 f"the per-class relevance bins' counts ({n_classes} classes x {n_batches} batches x {X.shape[1]} "
+                 f"genes x {fine_bins} fine bins)", ["relevance_bins='shared' (the bins of Q)", "genes"])
     strata = np.zeros(y_codes.size, dtype=np.int64) if batch is None else np.asarray(batch.codes, dtype=np.int64)
     # every (class, batch)'s counts in every fine bin (the last implicit): one pass over the fine codes
     pairs = y_codes * n_batches + strata
