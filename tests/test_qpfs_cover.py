@@ -249,7 +249,7 @@ def test_per_class_bins_put_a_graded_marker_of_a_rare_type_above_a_dropout_marke
     assert F_shared[3, 11] > F_shared[3, 10]
     assert F_own[3, 10] > F_own[3, 11]
     sel = bioqpfs.select(X, y, n_genes=4)                            # the default recipe
-    assert sel.params["relevance_bins"] == "per_class"
+    assert sel.params["relevance_bins"] == sel.params["relevance_bins_used"] == "per_class"
     assert 10 in sel.selected and 11 not in sel.selected
     assert 11 in bioqpfs.select(X, y, n_genes=4, relevance_bins="shared").selected
 
@@ -265,6 +265,7 @@ def test_per_class_bins_leave_mean_sd_codes_alone_and_one_batch_changes_nothing(
     b = bioqpfs.select(X, y, method="qpfs_cover", n_genes=5, relevance_bins="shared")
     np.testing.assert_array_equal(a.ranking, b.ranking)
     np.testing.assert_allclose(a.weights, b.weights, rtol=0, atol=1e-12)  # threaded sums: 1e-16 run to run
+    assert a.params["relevance_bins_used"] == "shared" and a.params["discretization_used"] == "mean_sd"
     Z, yz = planted(seed=4)
     one = bioqpfs.select(Z, yz, n_genes=8, batch=np.zeros(yz.size, dtype=int))
     none = bioqpfs.select(Z, yz, n_genes=8)

@@ -609,10 +609,12 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
     a Dask X chunk by chunk), and each class merges them at the boundaries between fine bins nearest to its
     weighted quantiles (exactly the cuts above when every distinct value has a fine bin of its own).  Then F[c] is the MI of the merged 2 x L tables, weighted as in
     :func:`one_vs_rest_relevance`.  With ``batch``, ``sum_b w_b F_b``, each batch's bins and counts its own
-    (``batch.discretization="global"``: the fine codes are global).  Returns ``(C, M)`` in ``base``.
+    (``batch.discretization="global"``: the fine codes are global).  At least 8 fine bins per coarse bin (at most
+    255, the codes' limit).  Returns ``(C, M)`` in ``base``.
     Chosen by ``benchmarks/bench_panels.py`` (README "Panel quality")."""
     y_codes = np.asarray(y_codes, dtype=np.int64)
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
+    fine_bins = min(_disc.MAX_LEVELS, max(int(fine_bins), 8 * int(n_bins)))  # several fine bins per coarse one
     codes, levels = discretized(X, rule, fine_bins, y_codes, batch)
     n_batches = 1 if batch is None else len(batch.weights)
     # the counts of every (class, batch) in every fine bin, twice (the backend's and ours), and one class's tables

@@ -182,7 +182,8 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
                                               need_full=True, dtype=dtype, class_weight=class_weight,
                                               working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
     rule = measures.resolve_discretization(Xk, discretization)
-    if relevance_bins == "per_class" and rule in EQUAL_FREQUENCY_RULES:
+    own_bins = relevance_bins == "per_class" and rule in EQUAL_FREQUENCY_RULES
+    if own_bins:
         F_c = per_class_bin_relevance(Xk, y_codes, C, rule=rule, n_bins=n_bins, class_weight=class_weight, base=base,
                                       batch=strata)
     else:
@@ -233,6 +234,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     added = np.bincount(owner[:n_genes - P_all.size] if n_genes is not None else owner, minlength=C)
     params = dict(direction=direction, alpha=None if alpha is None else float(alpha), discretization=discretization,
                   discretization_used=rule, n_bins=n_bins, relevance_bins=relevance_bins,
+                  relevance_bins_used="per_class" if own_bins else "shared",
                   class_weight=class_weight, base=base, solver=solver, psd_fix=psd_fix, n_genes=n_genes,
                   **preselected_params(P_all, feature_names, share), **({} if strata is None else strata.params()))
     diagnostics = dict(
