@@ -53,7 +53,7 @@ from .._validation import check_base
 from . import counting as _counting
 
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies", "class_sample_weights",
-           "class_relevance", "mi_of_joint_counts", "CLASS_WEIGHTS"]
+           "class_relevance", "mi_of_joint_counts", "stratum_margins", "CLASS_WEIGHTS"]
 
 #: values of ``class_weight`` in every information measure and MI-based selector
 CLASS_WEIGHTS = (None, "balanced")
@@ -200,17 +200,9 @@ class CodeTable:
         """``(C, B, n_genes, n_bins - 1)``: the (weighted, unless ``weighted=False``) margins of every class
         (``groups``, default none: one class) within every stratum, in one pass over the codes -- the codes
         grouped by (class, stratum) pairs."""
-        n_strata = self.strata_weights.size
-        labels = np.zeros(self.n_samples, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
-        n_classes = int(labels.max()) + 1 if labels.size else 1
-        pairs = labels * n_strata + self.strata
-        weights = self.weights if weighted else None
-        count_dtype = self.count_dtype if weights is not None or self.n_samples >= 2**24 else np.float32
-        counts = type(self.backend)(self.backend.native_codes, n_bins=self.n_bins, groups=pairs, weights=weights,
-                                    count_dtype=count_dtype).margins()
-        out = np.zeros((n_classes * n_strata,) + counts.shape[1:])
-        out[:counts.shape[0]] = counts  # pairs beyond the last present one are empty
-        return out.reshape(n_classes, n_strata, *counts.shape[1:])
+        return stratum_margins(self.backend.native_codes, self.n_bins, groups, self.strata,
+                               self.strata_weights.size, weights=self.weights if weighted else None,
+                               backend=type(self.backend))
 
     def strata_as_groups(self, by_class=False):
         """The same codes as one table whose groups are the strata (``by_class``: the (class, stratum) pairs), its
@@ -260,6 +252,26 @@ class CodeTable:
         per_class = self.phi_of(self.marginals).sum(axis=2)
         per_class += self.phi_of(self.class_sizes[:, None] - self.marginals.sum(axis=2))
         return pooled, per_class.sum(axis=0)
+
+
+def stratum_margins(codes, n_bins, groups, strata, n_strata, *, n_classes=None, weights=None, backend=None):
+    """``(C, B, n_genes, n_bins - 1)``: the counts (``weights``: weighted) of every class (``groups``; None: one
+    class) within every stratum (``strata`` ``0..B-1``; None: one) in every materialised bin, in one pass over
+    the codes -- the codes grouped by (class, stratum) pairs, counted by the counting ``backend`` (a class; default
+    the first that accepts ``codes``; a Dask array chunk by chunk).  ``n_classes``: C (default: the largest class
+    code + 1); absent pairs are zero."""
+    n = codes.shape[0]
+    labels = np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+    if n_classes is None:
+        n_classes = int(labels.max()) + 1 if labels.size else 1
+    pairs = labels * n_strata + (0 if strata is None else np.asarray(strata, dtype=np.int64))
+    # float32 holds every integer count exactly below 2**24 samples; weights and beyond: float64
+    count_dtype = np.float32 if weights is None and n < 2**24 else np.float64
+    cls = backend if isinstance(backend, type) else _counting.backend_for(codes, backend)
+    counts = cls(codes, n_bins=n_bins, groups=pairs, weights=weights, count_dtype=count_dtype).margins()
+    out = np.zeros((n_classes * n_strata,) + counts.shape[1:])
+    out[:counts.shape[0]] = counts  # pairs beyond the last present one are empty
+    return out.reshape(n_classes, n_strata, *counts.shape[1:])
 
 
 def _phi_table(n):

@@ -48,7 +48,6 @@ import numpy as np
 
 from .. import measures
 from .._kernels import correlation as _corr
-from .._kernels import counting as _counting
 from .._kernels import discretize as _disc
 from .._kernels import information as _info
 from .._kernels.counting_dask import class_sums, is_dask_array
@@ -564,21 +563,37 @@ def one_vs_rest_relevance(table, y_codes, n_classes, *, class_weight, base):
 def _one_vs_rest(margins, y_codes, n_classes, class_weight):
     """F[c, i] of :func:`one_vs_rest_relevance` of one (unstratified) sample set, in nats, from the unweighted
     per-class margins of its codes ``(C', genes, n_bins - 1)`` (``C' <= n_classes``)."""
-    n, m = y_codes.size, margins.shape[1]
-    counts = np.zeros((n_classes, m, margins.shape[2] + 1))
-    held = np.bincount(y_codes, minlength=n_classes)
-    k = min(margins.shape[0], n_classes)
-    counts[:k, :, :-1] = margins[:k]
-    counts[:k, :, -1] = held[:k, None] - margins[:k].sum(axis=2)
-    sizes = held.astype(np.float64)
+    sizes = np.bincount(y_codes, minlength=n_classes).astype(np.float64)
+    counts = _class_bin_counts(margins, sizes)
     pooled = counts.sum(axis=0)
-    F = np.zeros((n_classes, m))
+    F = np.zeros((n_classes, margins.shape[1]))
     for c in range(n_classes):
-        if sizes[c] == 0 or sizes[c] == n:  # (within a batch) the class is absent or alone: no information
-            continue
-        w_in, w_out = (1.0, 1.0) if class_weight is None else (n / (2 * sizes[c]), n / (2 * (n - sizes[c])))
-        F[c] = _info.mi_of_joint_counts(np.stack([counts[c] * w_in, (pooled - counts[c]) * w_out]))
+        w = _one_vs_rest_weights(sizes, c, class_weight)
+        if w is not None:
+            F[c] = _info.mi_of_joint_counts(np.stack([counts[c] * w[0], (pooled - counts[c]) * w[1]]))
     return F
+
+
+def _class_bin_counts(margins, sizes):
+    """``(C, M, L)``: the count of every class in every bin of every gene, from the per-class margins
+    ``(C', M, L - 1)`` of the codes (the last bin implicit; classes beyond ``C' <= C`` hold no sample) and the
+    class sizes ``(C,)``."""
+    C, k = sizes.size, min(margins.shape[0], sizes.size)
+    counts = np.zeros((C, margins.shape[1], margins.shape[2] + 1))
+    counts[:k, :, :-1] = margins[:k]
+    counts[:k, :, -1] = sizes[:k, None] - margins[:k].sum(axis=2)
+    return counts
+
+
+def _one_vs_rest_weights(sizes, c, class_weight):
+    """``(w_in, w_out)``, the weight of a sample of class c and of any other sample in the "c or not" table
+    (``class_weight="balanced"``: both sides weigh N / 2; the binary-label rule of
+    :func:`bioqpfs._kernels.information.class_sample_weights`), or None when class c is absent or alone (within
+    a batch): no information."""
+    n = sizes.sum()
+    if sizes[c] == 0 or sizes[c] == n:
+        return None
+    return (1.0, 1.0) if class_weight is None else (n / (2 * sizes[c]), n / (2 * (n - sizes[c])))
 
 
 #: ``relevance_bins`` of :func:`bioqpfs.qpfs_cover`: the one-vs-rest relevance from the codes shared with Q
@@ -623,14 +638,8 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
                  f"genes x {fine_bins} fine bins)", ["relevance_bins='shared' (the bins of Q)", "genes"])
     strata = np.zeros(y_codes.size, dtype=np.int64) if batch is None else np.asarray(batch.codes, dtype=np.int64)
     # every (class, batch)'s counts in every fine bin (the last implicit): one pass over the fine codes
-    pairs = y_codes * n_batches + strata
     n_levels = max(2, int(np.max(levels))) if np.size(levels) else 2
-    backend = _counting.backend_for(codes, None)
-    counts = backend(codes, n_bins=n_levels, groups=pairs,
-                     count_dtype=np.float32 if y_codes.size < 2**24 else np.float64).margins()
-    margins = np.zeros((n_classes * n_batches,) + counts.shape[1:])
-    margins[:counts.shape[0]] = counts  # pairs beyond the last present one are empty
-    margins = margins.reshape(n_classes, n_batches, *counts.shape[1:])
+    margins = _info.stratum_margins(codes, n_levels, y_codes, strata, n_batches, n_classes=n_classes)
     zero_rule = rule == "zero_quantile"
     if zero_rule:  # each (class, batch)'s detected values per gene: one pass over X
         detected = class_sums(_detected(X), y_codes * n_batches + strata, n_classes * n_batches)
@@ -660,11 +669,8 @@ def _per_class_bins(margins, sizes, has_zero, n_bins, class_weight):
     """F[c] (nats) of :func:`per_class_bin_relevance` for one sample set: ``margins`` ``(C, M, L - 1)`` the
     unweighted counts of every class in the fine bins (the last bin implicit), ``sizes`` the class sizes,
     ``has_zero`` the genes whose fine bin 0 holds their zeros (``"zero_quantile"``)."""
-    n = sizes.sum()
     C, m = margins.shape[:2]
-    counts = np.zeros((C, m, margins.shape[2] + 1))
-    counts[:, :, :-1] = margins
-    counts[:, :, -1] = sizes[:, None] - margins.sum(axis=2)
+    counts = _class_bin_counts(margins, sizes)
     pooled = counts.sum(axis=0)
     L = counts.shape[2]
     start = has_zero.astype(np.int64)  # the first fine bin of the equal-frequency part
@@ -673,10 +679,10 @@ def _per_class_bins(margins, sizes, has_zero, n_bins, class_weight):
     below_start = np.arange(L + 1)[None, :] < start[:, None]  # boundaries below the equal-frequency part
     F = np.zeros((C, m))
     for c in range(C):
-        if sizes[c] == 0 or sizes[c] == n:  # (within a batch) the class is absent or alone: no information
+        w = _one_vs_rest_weights(sizes, c, class_weight)
+        if w is None:
             continue
-        w_in, w_out = (1.0, 1.0) if class_weight is None else (n / (2 * sizes[c]), n / (2 * (n - sizes[c])))
-        inside, outside = counts[c] * w_in, (pooled - counts[c]) * w_out
+        inside, outside = counts[c] * w[0], (pooled - counts[c]) * w[1]
         mass = np.where(fine >= start[:, None], inside + outside, 0.0)
         total = mass.sum(axis=1, keepdims=True)
         # share of the weighted mass below each boundary between fine bins (boundary j: below bin j)

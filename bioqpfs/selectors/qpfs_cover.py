@@ -177,11 +177,11 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, None)
     Xk = take_genes(X, keep)
     dtype = np.float32 if m >= FLOAT32_FROM else np.float64
+    rule = measures.resolve_discretization(Xk, discretization)  # "auto" resolved once (a pass on a Dask X)
     Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
-                                              discretization=discretization, n_bins=n_bins, base=base,
+                                              discretization=rule, n_bins=n_bins, base=base,
                                               need_full=True, dtype=dtype, class_weight=class_weight,
                                               working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
-    rule = measures.resolve_discretization(Xk, discretization)
     own_bins = relevance_bins == "per_class" and rule in EQUAL_FREQUENCY_RULES
     if own_bins:
         F_c = per_class_bin_relevance(Xk, y_codes, C, rule=rule, n_bins=n_bins, class_weight=class_weight, base=base,
