@@ -17,8 +17,14 @@ differ from the plain ones):
 * ``srbct_confounded``: the bundled SRBCT microarray (83 x 2,308, 4 tumour types) in 3 synthetic batches the same
   way, shift 1 gene-sd on 10 % of the genes.
 
-Methods: the default recipe (qpfs_cover), qpfs, spec_cmi, mrmr_mid.  ``--quick`` (the test suite's smoke run): a
-small simulated set, two methods, one size.
+Methods: the default recipe (:data:`bioqpfs.DEFAULT_PANEL`: qpfs_cover), qpfs, spec_cmi, mrmr_mid.  ``--quick``
+(the test suite's smoke run): a small simulated set, two methods, one size.
+
+``--overhead``: the cost of ``batch_key`` (issue 15 asks for at most 1.3x the time without).  For every method, the
+selection on all samples with and without the batches, best of ``--repeats`` interleaved runs in this process
+(these machines are noisy: the ratio is what counts), both through ``bioqpfs.select(..., batch=)`` and through
+``bioqpfs.tl.select_genes(adata, ..., batch_key=)``; on pbmc68k_reduced with ``phase`` as batches, SRBCT in 3
+confounded batches, and (``--large``) simulated sparse counts of 20,000 cells x 1,000 genes in 3 batches.
 """
 from __future__ import annotations
 
@@ -30,8 +36,15 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-METHODS = {"default (qpfs_cover)": ("qpfs_cover", {"class_weight": "balanced", "discretization": "auto"}),
-           "qpfs": ("qpfs", {}), "spec_cmi": ("spec_cmi", {}), "mrmr_mid": ("mrmr_mid", {})}
+
+def _default_recipe():
+    from bioqpfs import DEFAULT_PANEL
+
+    return DEFAULT_PANEL["method"], dict(DEFAULT_PANEL["params"])
+
+
+METHODS = {"default (qpfs_cover)": _default_recipe(), "qpfs": ("qpfs", {}), "spec_cmi": ("spec_cmi", {}),
+           "mrmr_mid": ("mrmr_mid", {})}
 
 
 def confounded_batches(y, n_batches=3, concentration=0.7, seed=0):
@@ -134,11 +147,67 @@ def paired(df):
     return pd.DataFrame(out)
 
 
+def _simulated_atlas(n_cells=20000, n_genes=1000, seed=0):
+    from bench_panels import simulate_counts
+
+    X, y, _ = simulate_counts(n_cells=n_cells, n_genes=n_genes, seed=seed)
+    batch = np.random.default_rng(seed).choice(np.array(["b0", "b1", "b2"]), size=n_cells)
+    return X, y, batch
+
+
+def overhead(data, methods, *, n_genes=20, repeats=5, verbose=True):
+    """Seconds with and without the batches, best of ``repeats`` interleaved runs, per dataset, method and face
+    (``"select"``: :func:`bioqpfs.select`; ``"tl"``: :func:`bioqpfs.tl.select_genes` with ``batch_key``), and
+    their ratio.  Each (method, face) is run once untimed first (JIT compilation, caches)."""
+    import warnings
+
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # constant genes etc.: the same in both arms
+        for name, (X, y, batch) in data.items():
+            for label, (method, params) in methods.items():
+                for face, run_once in _faces(X, y, batch, method, params, n_genes).items():
+                    best = {False: np.inf, True: np.inf}
+                    for aware in (False, True):
+                        run_once(aware)
+                    for _ in range(repeats):
+                        for aware in (False, True):
+                            t0 = time.perf_counter()
+                            run_once(aware)
+                            best[aware] = min(best[aware], time.perf_counter() - t0)
+                    ratio = best[True] / best[False]
+                    rows.append(dict(dataset=name, method=label, face=face, without=best[False],
+                                     with_batch=best[True], ratio=ratio))
+                    if verbose:
+                        print(f"# {name} {label} {face}: {best[False]:.3f} s -> {best[True]:.3f} s ({ratio:.2f}x)",
+                              file=sys.stderr)
+    return pd.DataFrame(rows)
+
+
+def _faces(X, y, batch, method, params, n_genes):
+    """``{face: run(with_batch)}``: the selection through :func:`bioqpfs.select` and through ``tl.select_genes``."""
+    import anndata as ad
+
+    import bioqpfs
+
+    adata = ad.AnnData(X, obs=pd.DataFrame({"label": y, "batch": batch}, index=[f"c{i}" for i in range(len(y))]))
+    return {
+        "select": lambda aware: bioqpfs.select(X, y, method=method, n_genes=n_genes,
+                                               batch=batch if aware else None, **params),
+        "tl": lambda aware: bioqpfs.tl.select_genes(adata, "label", method=method, n_genes=n_genes,
+                                                    batch_key="batch" if aware else None, copy=True,
+                                                    progress=False, **params),
+    }
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: small simulated data, two methods, one size")
     ap.add_argument("--ks", default="10,20")
     ap.add_argument("--methods", default=None, help="comma-separated labels (default: all)")
+    ap.add_argument("--overhead", action="store_true", help="time with / without batch_key instead of panel quality")
+    ap.add_argument("--large", action="store_true", help="--overhead: add 20,000 simulated cells x 1,000 genes")
+    ap.add_argument("--repeats", type=int, default=5, help="--overhead: best of this many runs")
     args = ap.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
     methods = dict(METHODS)
@@ -147,6 +216,15 @@ def main(argv=None):
     elif args.methods:
         methods = {k: METHODS[k] for k in args.methods.split(",")}
     t0 = time.perf_counter()
+    if args.overhead:
+        data = {k: v for k, v in datasets(args.quick).items() if k != "pbmc68k_confounded"}
+        if args.large and not args.quick:
+            data["sim_20000x1000"] = _simulated_atlas()
+        table = overhead(data, methods, n_genes=5 if args.quick else 20, repeats=1 if args.quick else args.repeats)
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(f"\n# {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        return table, table
     df = run(datasets(args.quick), methods, ks)
     table = paired(df)
     with pd.option_context("display.width", 160, "display.max_columns", 20):

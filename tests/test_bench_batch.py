@@ -40,3 +40,10 @@ def test_quick_mode_pairs_both_arms_on_the_same_folds():
     counts = df.groupby(["method", "batch_aware"]).size()
     assert (counts == counts.iloc[0]).all() and counts.iloc[0] == 3   # one fold per held-out batch, both arms
     assert set(table["method"]) == {"qpfs", "mrmr_mid"} and table["with_batch"].between(0, 1).all()
+
+
+def test_overhead_mode_times_both_arms_on_both_faces():
+    table, _ = bb.main(["--overhead", "--quick"])
+    assert set(table["face"]) == {"select", "tl"} and set(table["method"]) == {"qpfs", "mrmr_mid"}
+    assert (table["without"] > 0).all() and (table["with_batch"] > 0).all()
+    np.testing.assert_allclose(table["ratio"], table["with_batch"] / table["without"])
