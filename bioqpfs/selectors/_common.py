@@ -205,7 +205,8 @@ def warn_constant(constant, feature_names):
     idx = np.flatnonzero(constant)
     if idx.size:
         warnings.warn(
-            f"{idx.size} constant gene(s) carry no information and get weight 0, ranked last: "
+            f"{idx.size} constant gene(s) carry no information and get weight 0, ranked last (a preselected one "
+            f"stays where it was put): "
             f"{describe_indices(idx, feature_names)}",
             UserWarning,
             stacklevel=3,
