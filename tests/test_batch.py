@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 import reference as ref
+import scipy.sparse as sp
 
 import bioqpfs
 from bioqpfs._kernels import information as _info
@@ -189,6 +190,14 @@ def test_batch_correlation_is_weighted_within_batch_correlation(weighting):
     R = sum(w_b * np.array([[ref.pearson(X[batch == b, i].tolist(), X[batch == b, j].tolist()) for j in range(m)]
                             for i in range(m)]) for b, w_b in zip(names, w))
     np.testing.assert_allclose(Q, np.abs(R), atol=1e-10)
+
+
+def test_batch_correlation_refuses_a_dense_copy_that_would_not_fit(monkeypatch):
+    """|correlation| with batches standardises X densely: refused before the copy, naming the MI route instead."""
+    monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
+    X, y, batch = _batched()
+    with pytest.raises(MemoryError, match=r"dense within-batch standardised copy of X.*similarity='mi'"):
+        bioqpfs.qpfs(sp.csr_matrix(X), y, similarity="correlation", batch=batch, n_genes=3)
 
 
 @pytest.mark.parametrize("sparse", [False, True])

@@ -426,9 +426,14 @@ def within_batch_standardized(X, batch):
     every chunk centred and scaled by its samples' batches."""
     if is_dask_array(X):
         return _dask_within_batch_standardized(X, batch)
+    n, m = X.shape
+    # X as dense float64, the result, and one batch's centred rows with their squares: at most 4 dense copies
+    memory_guard(4 * 8 * n * m, f"the {n} x {m} dense within-batch standardised copy of X (|correlation| or Hall's "
+                 "relevance with batches)", ["similarity='mi' with relevance='mi' (counted without a dense copy)",
+                                             "genes", "pass X as a Dask array chunked by samples (standardised "
+                                                      "chunk by chunk)"])
     X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
     out = np.zeros_like(X)
-    n = X.shape[0]
     for b in range(len(batch.names)):
         rows = np.flatnonzero(batch.codes == b)
         xb = X[rows] - X[rows].mean(axis=0)
