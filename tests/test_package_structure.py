@@ -88,7 +88,6 @@ def test_pyproject_licence_is_spdx():
 #: (file, access) pairs allowed for now, each with its reason.  simplex_qp.py is being reworked by the
 #: QP-solver issue (14); its two helpers get public names there.
 _PRIVATE_ACCESS_ALLOWED = {
-    ("bioqpfs/_kernels/psd.py", "simplex_qp._blas_single_thread"): "issue 14 owns simplex_qp.py",
     ("bioqpfs/selectors/_qp.py", "simplex_qp._ROW_CHUNK"): "issue 14 owns simplex_qp.py",
 }
 

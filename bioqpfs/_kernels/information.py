@@ -40,7 +40,6 @@ Results are in nats inside the kernel and divided by ``ln(base)`` on output.
 """
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
@@ -618,7 +617,7 @@ def _run_tasks(task, items, progress, workers=None):
         return
     futures = []
     try:
-        with _blas_threads(1):
+        with _threads.blas_limited(1):
             pool = _executor(pool_size)
             futures = [pool.submit(task, it) for it in items]
             for f in as_completed(futures):
@@ -629,26 +628,6 @@ def _run_tasks(task, items, progress, workers=None):
             f.cancel()
         wait(futures)
         raise
-
-
-@functools.lru_cache(maxsize=1)
-def _blas_controller():
-    """threadpoolctl's view of the loaded BLAS libraries, found once: finding them reads /proc/self/maps and
-    costs ~4 ms, which was paid on every counting call (once per batch with batch-aware statistics)."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
-def _blas_threads(n):
-    """Limit BLAS to ``n`` threads inside the block (threadpoolctl; no-op without it)."""
-    try:
-        controller = _blas_controller()
-    except ImportError:  # pragma: no cover
-        import contextlib
-
-        return contextlib.nullcontext()
-    return controller.limit(limits=n, user_api="blas")
 
 
 # ---- coefficient algebra ------------------------------------------------------------------------------

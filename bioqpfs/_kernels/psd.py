@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _threads
 from . import simplex_qp
 
 __all__ = ["PSD_FIXES", "apply_psd_fix", "min_eigenvalue_with_safety", "CLIP_DENSE_MAX", "CLIP_LANCZOS_MAX",
@@ -116,7 +117,7 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9, known_min_eigenvalue=None):
     v0 = np.ones(m) / np.sqrt(m)
     while True:
         k = min(k, CLIP_LANCZOS_MAX, m - 1)
-        with simplex_qp._blas_single_thread():
+        with _threads.blas_limited(1):
             lam, V = ssl.eigsh(op, k=k, which="SA", tol=1e-8, v0=v0)
         order = np.argsort(lam)
         lam, V = lam[order], V[:, order]

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
-from .. import _progress
+from .. import _progress, _threads
 
 __all__ = ["solve_quadprog", "solve_spg", "solve_active_set", "solve", "SOLVERS", "ACTIVE_SET_MAX_SUPPORT",
            "solve_linear", "is_linear", "kkt_residual",
@@ -181,22 +181,6 @@ def objective(G, a, x):
     return float(0.5 * x @ G.dot(x) - a @ x)
 
 
-def _blas_single_thread():
-    """Context limiting BLAS to one thread for matrix-vector loops (Lanczos, SPG).
-
-    GEMV is memory bound, so threads gain little, and on a shared, oversubscribed machine
-    OpenBLAS threads spin: a 1,000 x 1,000 GEMV measured 35 ms with 2 threads under load against
-    0.8 ms with one.  No-op when threadpoolctl (a scikit-learn dependency) is missing.
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
-
-
 def smallest_eigenvalue(G, *, dense_max=500, tol=None, return_info=False):
     """Smallest eigenvalue of symmetric G.
 
@@ -228,7 +212,7 @@ def smallest_eigenvalue(G, *, dense_max=500, tol=None, return_info=False):
     A = ssl.LinearOperator((op.n, op.n), matvec=mv, dtype=np.float64)
     v0 = np.ones(op.n) / np.sqrt(op.n)
     converged = True
-    with _blas_single_thread():
+    with _threads.blas_limited(1):
         try:
             lam = float(ssl.eigsh(A, k=1, which="SA", tol=tol, v0=v0, ncv=min(op.n - 1, 40),
                                   maxiter=100 if op.n <= 5000 else 12, return_eigenvectors=False)[0])
@@ -389,7 +373,7 @@ def solve_spg(G, a, *, x0=None, tol=1e-9, max_iter=20000, polish=True, max_polis
     """
     if is_linear(G, a):
         return solve_linear(a)
-    with _blas_single_thread():
+    with _threads.blas_limited(1):
         return _solve_spg(G, a, x0=x0, tol=tol, max_iter=max_iter, polish=polish, max_polish=max_polish,
                           convex=convex)
 
@@ -586,7 +570,7 @@ def solve_active_set(G, a, *, x0=None, tol=1e-9, max_iter=2000, max_support=ACTI
         x[int(np.argmin(0.5 * diag - a))] = 1.0
     else:
         x = project_simplex(x0)
-    with _blas_single_thread():
+    with _threads.blas_limited(1):
         x, n, ok = _polish(G, a, x, scale, convex, max_iter, max_support=max_support)
     if not ok:
         x, info = solve_spg(G, a, x0=x, tol=tol, convex=convex)

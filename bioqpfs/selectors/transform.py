@@ -84,8 +84,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
 
+from .. import _threads
 from .._docs import RANDOM_STATE_DOC, append_doc
 from .._kernels import correlation as _corr
 from .._kernels.counting_dask import compute, is_dask_array, sample_chunked, take_genes
@@ -442,7 +442,7 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     rng = check_random_state(random_state)
     # every evaluation is a handful of small products: BLAS threads only add overhead (20x slower
     # measured on a loaded 2-core machine), so the path runs single-threaded
-    with threadpool_limits(limits=1):
+    with _threads.blas_limited(1):
         (W, row, k, lam), first_row, last_nonzero, path, lam_ref = transform_select(
             objective, d, q, target, rng, zero_tol=zero_tol, maxiter=maxiter, max_bisect=max_bisect, forced=forced)
     weights = np.zeros(m)
