@@ -355,14 +355,23 @@ def _nonzero_values(X, start, stop):
     return block[nonzero], nonzero.sum(axis=1)
 
 
+#: order statistics per segment from which a full sort is cheaper than numba's ``np.partition`` (one partition
+#: pass per rank): 62 ranks (the 32 fine bins of the per-class relevance bins) of 230 values took 27 ms by
+#: partition and 8 ms by sort for 765 genes, 4 ranks 7 ms and 8 ms
+SORT_FROM_RANKS = 12
+
+
 @njit(cache=True)
 def _segment_order_statistics(values, bounds, ranks):
     """``out[j, r]``: the ``ranks[j, r]``-th smallest (0-based) of segment ``values[bounds[j]:bounds[j+1]]``
-    (a partial sort of each segment, in place: linear time, as ``np.quantile``'s ``np.partition``)."""
+    (a partial sort of each segment: linear time per rank, as ``np.quantile``'s ``np.partition``; a sort for
+    :data:`SORT_FROM_RANKS` ranks or more)."""
     out = np.full(ranks.shape, np.nan)
+    by_sort = ranks.shape[1] >= SORT_FROM_RANKS
     for j in range(bounds.size - 1):
         if bounds[j + 1] > bounds[j]:
-            part = np.partition(values[bounds[j]:bounds[j + 1]], ranks[j])
+            segment = values[bounds[j]:bounds[j + 1]]
+            part = np.sort(segment) if by_sort else np.partition(segment, ranks[j])
             for r in range(ranks.shape[1]):
                 out[j, r] = part[ranks[j, r]]
     return out

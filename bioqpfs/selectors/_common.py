@@ -683,6 +683,7 @@ def _per_class_bins(margins, sizes, has_zero, n_bins, class_weight):
     n_cuts = np.where(has_zero, n_bins - 2, n_bins - 1)
     fine = np.arange(L)[None, :]
     below_start = np.arange(L + 1)[None, :] < start[:, None]  # boundaries below the equal-frequency part
+    gene_offsets = (np.arange(m) * n_bins)[:, None]
     F = np.zeros((C, m))
     for c in range(C):
         w = _one_vs_rest_weights(sizes, c, class_weight)
@@ -699,10 +700,10 @@ def _per_class_bins(margins, sizes, has_zero, n_bins, class_weight):
             gap = np.where(below_start, np.inf, np.abs(share - q[:, None]))
             cut = np.argmin(gap, axis=1)  # the boundary nearest to the weighted q-quantile (the lowest on ties)
             coarse += (k <= n_cuts)[:, None] & (fine >= cut[:, None])
-        merged = np.zeros((2, m, n_bins))
-        rows = np.repeat(np.arange(m), L)
-        np.add.at(merged[0], (rows, coarse.ravel()), inside.ravel())
-        np.add.at(merged[1], (rows, coarse.ravel()), outside.ravel())
+        # each gene's fine bins summed into its coarse ones (in fine-bin order, as a loop would add them)
+        cell = (gene_offsets + coarse).ravel()
+        merged = np.stack([np.bincount(cell, weights=side.ravel(), minlength=m * n_bins).reshape(m, n_bins)
+                           for side in (inside, outside)])
         F[c] = _info.mi_of_joint_counts(merged)
     return F
 
