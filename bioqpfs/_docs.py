@@ -53,6 +53,18 @@ groupby_weights : sequence of float, optional
     ``groupby_weights``, normalised).
 """
 
+#: ``backend=`` of every face that counts (:mod:`bioqpfs._device`)
+BACKEND_DOC = """
+backend : {"auto", "cpu", "gpu"}, optional
+    Where the co-occurrence counts of the information measures are computed.  ``"gpu"``: on a CUDA GPU
+    through cupy (the ``gpu`` extra; an error without one), exact -- the same counts as on the CPU, MI equal
+    to 1e-10; ``"cpu"``: numpy/numba; ``"auto"``: the GPU when cupy sees one and the code matrix is large
+    (``bioqpfs._device.AUTO_GPU_CELLS`` samples x genes) or X is already on the GPU (a cupy array,
+    ``cupyx.scipy.sparse`` matrix or Dask array of cupy chunks), else the CPU.  ``None`` (default): the
+    enclosing face's choice, else ``"auto"``.  Discretisation, the QP and the ranking run on the CPU; X on
+    the GPU is copied to the host once (README "GPU").
+"""
+
 #: ``n_bins`` of the discretisations that take a bin count
 N_BINS_DOC = """
 n_bins : int

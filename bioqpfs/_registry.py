@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import _progress, _threads
+from . import _device, _progress, _threads
+from ._docs import BACKEND_DOC, doc_params
 from ._selection import Selection
 from ._validation import validate_random_state
 
@@ -262,9 +263,10 @@ def check_levels_supported(method, y, preset=None):
             "or pass the finest level alone")
 
 
+@doc_params(backend=BACKEND_DOC)
 def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: int | None = None,
            random_state: SeedLike = 0, feature_names: Sequence[str] | None = None, progress: bool | None = None,
-           n_jobs: int | None = None, **params) -> Selection:
+           n_jobs: int | None = None, backend: str | None = None, **params) -> Selection:
     """Select genes with the named method.
 
     Parameters
@@ -299,12 +301,14 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
         Worker threads for the counting kernels and numba regions: a positive count or -1 (all);
         ``None`` (default): ``scanpy.settings.n_jobs`` when set, else ``NUMBA_NUM_THREADS`` (the
         number of cores by default); see :mod:`bioqpfs._threads`.
+    {backend}
     **params
         Method parameters (see the method's function, e.g. :func:`bioqpfs.qpfs`).  Unknown
         parameters are an error naming the ones the method accepts.  ``batch=`` (one batch label per
         sample, with ``batch_weights=`` and ``batch_discretization=``) gives batch-aware statistics to the
         methods of :func:`batch_methods` (see :func:`bioqpfs.qpfs`); any other method refuses it.
     """
+    _device.check_backend(backend)
     method, params, preset = resolve_method(method, params)
     func = method_function(method)
     accepted = set(inspect.signature(func).parameters) - {"X", "y"}
@@ -324,8 +328,10 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
     validate_random_state(random_state)
     if feature_names is None and hasattr(X, "columns") and hasattr(X, "index"):  # a DataFrame names its genes
         feature_names = np.asarray(X.columns).astype(str)
-    X = _whole_unless_dask_method(X, method)
-    with _progress.requested(progress), _threads.limited(n_jobs):
+    gpu_input = _device.is_gpu_input(X)
+    X = _whole_unless_dask_method(_device.to_host(X), method)
+    with _progress.requested(progress), _threads.limited(n_jobs), _device.requested(backend), \
+            _device.mark_gpu_input(gpu_input):
         sel = func(X, y, n_genes=n_genes, random_state=random_state, feature_names=feature_names, **params)
     if preset is not None:
         sel.params["preset"] = preset

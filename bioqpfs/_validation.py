@@ -14,6 +14,8 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
+from ._device import is_cupy_array, is_cupy_sparse, to_host
+
 __all__ = ["check_matrix", "check_dask_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
            "check_base", "describe_indices", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
            "Options", "Interval",
@@ -70,6 +72,7 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
                         "bioqpfs.tl.select_genes(adata, groupby) to work on the AnnData itself")
     from ._kernels.counting_dask import is_dask_array
 
+    X = to_host(X)  # a cupy array / cupyx.scipy.sparse matrix: discretised on the CPU, counted where backend= says
     if is_dask_array(X):
         return check_dask_matrix(X, name=name, feature_names=feature_names, allow_sparse=allow_sparse,
                                  min_samples=min_samples)
@@ -136,11 +139,18 @@ def _canonical_chunk(x):
     return x
 
 
+def _host_chunk(x):
+    """A cupy chunk copied to numpy (a ``cupyx.scipy.sparse`` one to scipy CSR)."""
+    x = to_host(x)
+    return x.tocsr() if sp.issparse(x) and x.format != "csr" else x
+
+
 def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samples=2):
     """Validate a Dask expression matrix without loading it: the lazy counterpart of :func:`check_matrix`.
 
     Chunks must be numpy arrays or scipy.sparse CSR matrices (the chunk type is read from the array's
-    ``_meta``); the result has the gene axis in one chunk (rechunked if needed,
+    ``_meta``; cupy and ``cupyx.scipy.sparse`` chunks are copied to the host chunk by chunk, and counted on the GPU
+    under ``backend="gpu"``/``"auto"``, :mod:`bioqpfs._device`); the result has the gene axis in one chunk (rechunked if needed,
     :func:`bioqpfs._kernels.counting_dask.sample_chunked`) and a float32/float64 dtype (other real dtypes
     cast lazily; CSR chunks with duplicate or unsorted entries canonicalised on a copy, as in memory).  NaN/Inf are
     found in one pass over the chunks and raise a ``ValueError`` naming the genes.
@@ -149,6 +159,10 @@ def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min
     from ._kernels.discretize_dask import dask_nonfinite_genes
 
     meta = getattr(X, "_meta", None)
+    if is_cupy_array(meta) or is_cupy_sparse(meta):  # cupy chunks: each read to the host where it is discretised
+        meta = meta.get()
+        meta = meta.tocsr() if sp.issparse(meta) else meta
+        X = X.map_blocks(_host_chunk, dtype=X.dtype, meta=meta)
     if sp.issparse(meta):
         if not allow_sparse:
             raise TypeError(f"{name} is a dask array of sparse chunks but this function needs dense chunks; "

@@ -368,6 +368,10 @@ def _add_input_args(p, datasets):
     p.add_argument("--chunk-size", type=_chunk_size_arg, default=None, metavar="N",
                    help="samples per chunk when an .h5ad or .zarr is read lazily (default: as many as fit 128 MiB as "
                         "float64)")
+    p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
+                   help="where the information measures count: 'gpu' on a CUDA GPU through cupy (pip install "
+                        "'bioqpfs[gpu]'), 'cpu', or 'auto' (default: the GPU when cupy sees one and the data are "
+                        "large, else the CPU); exact either way (README 'GPU')")
     lazy = p.add_mutually_exclusive_group()
     lazy.add_argument("--lazy", dest="lazy", action="store_true", default=None,
                       help="read the .h5ad or .zarr lazily: X stays in the file and the methods with a Dask path (qpfs, "
@@ -581,7 +585,8 @@ def _cmd_evaluate(args):
                                       repeats=args.repeats, scoring=args.scoring, layer=args.layer,
                                       use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                                       random_state=args.random_state, progress=not args.quiet,
-                                      chunk_size=args.chunk_size, batch=args.batch_key, method_params=method_params)
+                                      chunk_size=args.chunk_size, batch=args.batch_key, method_params=method_params,
+                                      backend=args.backend)
         with atomic_path(args.output) as tmp:
             df.to_csv(tmp, sep="\t", index=False)
         if args.plot:
@@ -623,7 +628,8 @@ def _cmd_select(args):
             tl.select_genes(adata, args.groupby, method=args.method, n_genes=args.n_genes, similarity=args.similarity,
                             layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                             batch_key=args.batch_key, key_added=args.key_added,
-                            random_state=args.random_state, chunk_size=args.chunk_size, **params)
+                            random_state=args.random_state, chunk_size=args.chunk_size, backend=args.backend,
+                            **params)
         key = _registry.result_key(args.method, args.key_added)
         with atomic_path(args.output) as tmp:
             _write_result(adata, tmp, loaded)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from . import _progress, _threads
+from . import _device, _progress, _threads
 from ._anndata import check_annotations, check_mask, check_use_raw, obs_batch, obs_labels, obs_rep_for
 from ._jit import announce_compilation
 from ._kernels.counting_dask import compute, is_dask_array
@@ -397,7 +397,8 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                 method_params: Mapping[str, Mapping[str, Any]] | None = None, layer: str | None = None,
                 use_raw: bool | None = None, mask_var: MaskLike = None, feature_names: Sequence[str] | None = None,
                 random_state: SeedLike = 0, return_folds: bool = False, progress: bool | None = None,
-                n_jobs: int | None = None, chunk_size: int | None = None) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
+                n_jobs: int | None = None, chunk_size: int | None = None,
+                backend: str | None = None) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
     """Cross-validated classification error of the top-k genes of one or several selections.
 
     Parameters
@@ -495,6 +496,8 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     chunk_size : int, optional
         Samples per chunk when X of a backed AnnData is read lazily (see ``data``; default as in
         :func:`bioqpfs.tl.select_genes`).
+    backend : {"auto", "cpu", "gpu"}, optional
+        Where the selections count, as in :func:`bioqpfs.tl.select_genes` (the classifiers run on the CPU).
 
     Returns
     -------
@@ -521,6 +524,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     ks = _sizes(n_genes)
     random_state = seed_of(random_state)
     repeats = check_positive_int(repeats, "repeats")
+    _device.check_backend(backend)
     if refit_selection not in (None, True, False):
         raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
     if batch_selection not in (True, False):
@@ -575,8 +579,8 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     rows = []
     rankings, seconds = {}, {}
     fold_seconds = {lab: [] for lab, _, _ in specs}
-    with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info), \
-            _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
+    with _progress.requested(progress), _threads.limited(n_jobs), _device.requested(backend), \
+            announce_compilation(logg.info), _progress.bar(len(splits), "CV folds", unit="fold") as pbar:
         # fixed rankings, and methods fit once on all data when refit is off
         for lab, kind, payload in specs:
             if kind == "fixed":

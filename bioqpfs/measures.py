@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._docs import N_BINS_DOC, doc_params
+from ._device import honours_backend
+from ._docs import BACKEND_DOC, N_BINS_DOC, doc_params
 from ._kernels import correlation as _corr
 from ._kernels import discretize as _disc
 from ._kernels import information as _info
@@ -138,11 +139,12 @@ def _check_dtype(dtype):
     return dt
 
 
-@doc_params(n_bins=N_BINS_DOC)
+@doc_params(n_bins=N_BINS_DOC, backend=BACKEND_DOC)
+@honours_backend
 @with_pass_memo
 def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretization: str | None = "mean_sd",
                        n_bins: int = 3, base: float = 2, rows: Sequence[int] | np.ndarray | None = None,
-                       dtype: DTypeLike = np.float64) -> np.ndarray:
+                       dtype: DTypeLike = np.float64, backend: str | None = None) -> np.ndarray:
     """Mutual information between genes, or between genes and the columns of ``Yd``.
 
     ``Q[i, j] = I(X_i; X_j) = sum_ab p(a, b) log p(a, b) / (p(a) p(b))`` with the diagonal
@@ -167,6 +169,7 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
         row is ``rows=[i]``.
     dtype : {numpy.float64, numpy.float32}
         Output dtype; float32 halves the memory of large matrices.
+    {backend}
 
     Notes
     -----
@@ -213,23 +216,29 @@ def _check_rows(rows, m):
     return rows.astype(np.int64)
 
 
+@honours_backend
 @with_pass_memo
-def entropy(Xd: MatrixLike, *, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2) -> np.ndarray:
-    """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits)."""
+def entropy(Xd: MatrixLike, *, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
+            backend: str | None = None) -> np.ndarray:
+    """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits; ``backend`` as
+    in :func:`mutual_information`)."""
     base = check_base(base)
     return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
 
 
+@honours_backend
 @with_pass_memo
 def conditional_mutual_information(Xd: MatrixLike, y: ArrayLike, *, discretization: str | None = "mean_sd",
                                    n_bins: int = 3, base: float = 2, rows: Sequence[int] | np.ndarray | None = None,
-                                   dtype: DTypeLike = np.float64, class_weight: str | None = None) -> np.ndarray:
+                                   dtype: DTypeLike = np.float64, class_weight: str | None = None,
+                                   backend: str | None = None) -> np.ndarray:
     """Matrix ``C`` with ``C[i, j] = I(X_i; C | X_j)`` for ``i != j`` and ``C[i, i] = I(X_i; C)``.
 
     This is the (asymmetric) SPEC_CMI matrix of Nguyen et al. 2014, eq. 17-18; its symmetric
     part ``(C + C.T) / 2`` is the SPEC_CMI Q.  Uses ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
     with class-wise co-occurrence counts (one GEMM per class and block).  ``base``, ``rows`` and
-    ``discretization``, ``dtype`` as in :func:`mutual_information`; ``class_weight`` as in :func:`relevance`.
+    ``discretization``, ``dtype`` and ``backend`` as in :func:`mutual_information`; ``class_weight`` as in
+    :func:`relevance`.
     """
     base = check_base(base)
     dtype = _check_dtype(dtype)
@@ -245,9 +254,10 @@ def conditional_mutual_information(Xd: MatrixLike, y: ArrayLike, *, discretizati
 
 
 @doc_params(n_bins=N_BINS_DOC)
+@honours_backend
 @with_pass_memo
 def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2, discretization: str | None = "mean_sd",
-              n_bins: int = 3, class_weight: str | None = None) -> np.ndarray:
+              n_bins: int = 3, class_weight: str | None = None, backend: str | None = None) -> np.ndarray:
     """Class relevance F of every gene.
 
     Parameters
@@ -277,6 +287,8 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
         For ``"mi"``: ``"balanced"`` counts every sample with weight ``N / (C n_c)`` so that every class
         weighs the same (a uniform class prior; see
         :func:`bioqpfs._kernels.information.class_sample_weights`).  The other kinds refuse it.
+    backend : {"auto", "cpu", "gpu"}, optional
+        Where ``"mi"``'s counts are computed, as in :func:`mutual_information`.
     """
     base = check_base(base)
     names = sample_names_of(X)

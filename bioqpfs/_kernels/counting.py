@@ -20,7 +20,8 @@ plus its line in :data:`BACKENDS`)
 
 * ``codes``: samples x genes, integer codes ``0..n_bins-1`` in any container the backend accepts
   (:meth:`CountingBackend.accepts`): numpy for :mod:`bioqpfs._kernels.counting_numpy`; a Dask array
-  chunked by samples (gene axis in one chunk) or a cupy array for the backends to come.  The samples
+  chunked by samples (gene axis in one chunk); a cupy array (or numpy codes moved to the GPU) for
+  :mod:`bioqpfs._kernels.counting_cupy`.  The samples
   are **never reordered**: class ``c`` is the set ``groups == c``, in the input order.
 * ``groups``: class code ``0..C-1`` of every sample (numpy, one per sample), or None (one class).
 * ``weights``: the non-negative weight of every sample (numpy float64), or None (every sample counts 1).
@@ -61,7 +62,8 @@ __all__ = ["CountingBackend", "BACKENDS", "backend_for"]
 #: backends by name: ``name -> "module:Class"`` (imported when first used); the first whose ``accepts(codes)``
 #: is true counts a code matrix unless one is named
 BACKENDS = {"numpy": "bioqpfs._kernels.counting_numpy:NumpyCounting",
-            "dask": "bioqpfs._kernels.counting_dask:DaskCounting"}
+            "dask": "bioqpfs._kernels.counting_dask:DaskCounting",
+            "cupy": "bioqpfs._kernels.counting_cupy:CupyCounting"}
 
 
 class CountingBackend(abc.ABC):
@@ -94,15 +96,33 @@ class CountingBackend(abc.ABC):
         """The codes in this backend's own container (not copied to numpy), to build another backend from."""
         return self.codes_of(slice(None))
 
+    @classmethod
+    def take_rows(cls, codes, rows):
+        """The rows ``rows`` (numpy integer positions) of codes in this backend's container (e.g. one stratum's)."""
+        return codes[rows]
+
+
+def _load(key):
+    module, cls = BACKENDS[key].split(":")
+    return getattr(importlib.import_module(module), cls)
+
 
 def backend_for(codes, name=None):
-    """The backend class for ``codes``: the one called ``name``, else the first in :data:`BACKENDS` accepting them."""
+    """The backend class for ``codes``: the one called ``name``, else the first in :data:`BACKENDS` accepting them.
+
+    Numpy codes are counted on the GPU (the cupy backend) when the face's ``backend=`` says so
+    (:func:`bioqpfs._device.counts_on_gpu`: ``"gpu"``, or ``"auto"`` with a CUDA device and a large matrix).
+    """
+    if name is None and isinstance(codes, np.ndarray) and codes.ndim == 2:
+        from .. import _device
+
+        if _device.counts_on_gpu(*codes.shape):
+            return _load("cupy")
     names = [name] if name is not None else list(BACKENDS)
     for key in names:
         if key not in BACKENDS:
             raise ValueError(f"unknown counting backend {key!r}; choose one of {sorted(BACKENDS)}")
-        module, cls = BACKENDS[key].split(":")
-        backend = getattr(importlib.import_module(module), cls)
+        backend = _load(key)
         if name is not None or backend.accepts(codes):
             return backend
     raise TypeError(f"no counting backend accepts codes of type {type(codes).__name__}; "

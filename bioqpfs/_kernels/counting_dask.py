@@ -363,7 +363,12 @@ def _bin_major_slice(counts, nb, rows, n_rows, cols, n_cols):
     return counts[:, r[:, None], c[None, :]]
 
 
-def _chunk_backend(codes, groups, weights, n_bins, count_dtype):
+def _chunk_backend(codes, groups, weights, n_bins, count_dtype, device=False):
+    """The backend counting one chunk: numpy, or with ``device`` the cupy backend (the chunk moved to the GPU)."""
+    if device:
+        from .counting_cupy import CupyCounting
+
+        return CupyCounting(codes, n_bins=n_bins, groups=groups, weights=weights, count_dtype=count_dtype)
     return NumpyCounting(np.asarray(codes), n_bins=n_bins, groups=groups, weights=weights, count_dtype=count_dtype)
 
 
@@ -376,15 +381,15 @@ def _padded(counts, n_classes):
     return out
 
 
-def _chunk_margins(codes, *, groups, weights, n_bins, count_dtype, n_classes):
-    return _padded(_chunk_backend(codes, groups, weights, n_bins, count_dtype).margins(), n_classes)
+def _chunk_margins(codes, *, groups, weights, n_bins, count_dtype, n_classes, device=False):
+    return _padded(_chunk_backend(codes, groups, weights, n_bins, count_dtype, device).margins(), n_classes)
 
 
 def _chunk_joint(codes, *codes_cols, groups, weights, genes_I, genes_J, n_bins, n_bins_cols, count_dtype,
-                 n_classes):
+                 n_classes, device=False):
     """One chunk's joint counts (per class when ``groups`` is given), padded to ``n_classes``."""
-    rows = _chunk_backend(codes, groups, weights, n_bins, count_dtype)
-    other = _chunk_backend(codes_cols[0], groups, weights, n_bins_cols, count_dtype) if codes_cols else None
+    rows = _chunk_backend(codes, groups, weights, n_bins, count_dtype, device)
+    other = _chunk_backend(codes_cols[0], groups, weights, n_bins_cols, count_dtype, device) if codes_cols else None
     counts = rows.joint(genes_I, genes_J, per_class=groups is not None, other=other)
     return _padded(counts, n_classes)
 
@@ -410,6 +415,9 @@ class DaskCounting(CountingBackend):
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.count_dtype = count_dtype
         self.n_classes = 1 if self.groups is None or not self.groups.size else int(self.groups.max()) + 1
+        from .._device import dask_chunks_on_gpu
+
+        self.device = dask_chunks_on_gpu()  # each chunk counted on the GPU of the process that holds it
         self._full = {}  # per_class -> the whole count matrix, when it fits FULL_COUNTS_BUDGET (see expect)
         self._strip_plan = None  # (rows in order, per_class, symmetric) told by expect when the whole does not fit
         self._strips = []  # up to two (genes, first column, per_class, counts) strips, the newest last
@@ -427,7 +435,7 @@ class DaskCounting(CountingBackend):
         # chains then, as count matrices are (reduce_chunks)
         return reduce_chunks(_chunk_margins, [self.codes], vectors=dict(groups=self.groups, weights=self.weights),
                              n_bins=self.n_bins, count_dtype=self.count_dtype, n_classes=self.n_classes,
-                             result_bytes=8 * self.n_classes * self.n_genes * self.nb)
+                             result_bytes=8 * self.n_classes * self.n_genes * self.nb, device=self.device)
 
     def expect(self, *, rows, per_class):
         """Told by :func:`bioqpfs._kernels.information.pairwise_information` which matrix comes (``rows`` None:
@@ -502,6 +510,6 @@ class DaskCounting(CountingBackend):
         result_bytes = C * self.nb * size_I * cols.nb * size_J * np.dtype(self.count_dtype).itemsize
         G = reduce_chunks(_chunk_joint, blocks, vectors=dict(groups=groups, weights=self.weights), genes_I=genes_I,
                           genes_J=genes_J, n_bins=self.n_bins, n_bins_cols=cols.n_bins, count_dtype=self.count_dtype,
-                          n_classes=C, result_bytes=result_bytes)
+                          n_classes=C, result_bytes=result_bytes, device=self.device)
         return G  # a fresh array from the reduction: ``out`` is not needed
 

@@ -104,7 +104,8 @@ class NumpyCounting(CountingBackend):
         dt = self.count_dtype
         G = (np.empty(size, dt) if out is None or out.size < size or out.dtype != dt else out[:size]).reshape(shape)
         chunk = max(1, ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
-        same_block = cols is self and isinstance(genes_I, slice) and genes_I == genes_J
+        same_block = cols is self and isinstance(genes_I, slice) and isinstance(genes_J, slice) and \
+            genes_I == genes_J
         for c, class_rows in enumerate(parts):
             first = True
             for rows in _chunks(class_rows, chunk):

@@ -52,7 +52,7 @@ from .._validation import check_base
 from . import counting as _counting
 
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies", "class_sample_weights",
-           "class_relevance", "mi_of_joint_counts", "stratum_margins", "CLASS_WEIGHTS"]
+           "class_relevance", "mi_of_joint_counts", "stratum_margins", "CLASS_WEIGHTS", "split_ranges", "run_ranges"]
 
 #: values of ``class_weight`` in every information measure and MI-based selector
 CLASS_WEIGHTS = (None, "balanced")
@@ -118,7 +118,9 @@ class CodeTable:
         if not hasattr(codes, "shape"):
             codes = np.asarray(codes)
         if n_levels is None:
-            n_levels = np.asarray(codes.max(axis=0)).astype(np.int64) + 1 if codes.size else \
+            from .._device import to_host
+
+            n_levels = np.asarray(to_host(codes.max(axis=0))).astype(np.int64) + 1 if codes.size else \
                 np.ones(codes.shape[1], np.int64)
         self.n_levels = np.asarray(n_levels)
         self.groups = None if groups is None else np.asarray(groups)
@@ -187,7 +189,7 @@ class CodeTable:
             rows = np.flatnonzero(self.strata == b)
             sub_groups = None if labels is None else labels[rows]
             n_classes = 1 if labels is None else (int(sub_groups.max()) + 1 if rows.size else 0)
-            sub = CodeTable(codes[rows], self.n_levels, groups=sub_groups,
+            sub = CodeTable(type(self.backend).take_rows(codes, rows), self.n_levels, groups=sub_groups,
                             weights=None if self.weights is None else self.weights[rows],
                             backend=type(self.backend), marginals=margins[:n_classes, b])
             tables.append((float(w_b), sub, rows))
@@ -610,6 +612,8 @@ def _run_tasks(task, items, progress, workers=None):
     """
     pool_size = n_workers() if workers is None else int(workers)
     workers = min(pool_size, len(items))
+    if threading.current_thread().name.startswith("bioqpfs-count"):
+        workers = 1  # called from a task of the pool itself: inline (waiting on the pool from it could deadlock)
     if workers <= 1:
         for it in items:
             task(it)
@@ -628,6 +632,30 @@ def _run_tasks(task, items, progress, workers=None):
             f.cancel()
         wait(futures)
         raise
+
+
+class _Quiet:
+    """A progress bar that shows nothing (the ranges of :func:`run_ranges` take milliseconds each)."""
+
+    def update(self, n=1):
+        pass
+
+
+_QUIET = _Quiet()
+
+
+def split_ranges(n, parts=None):
+    """``[(p, lo, hi)]``: ``parts`` (default :func:`n_workers`, at most n) consecutive ranges covering ``0..n``."""
+    parts = max(1, min(int(n), n_workers() if parts is None else int(parts)))
+    step = -(-int(n) // parts)
+    return [(p, p * step, min(int(n), (p + 1) * step)) for p in range(parts)]
+
+
+def run_ranges(func, ranges):
+    """``func(p, lo, hi)`` for every range of :func:`split_ranges` on the worker pool (a nogil numba kernel per
+    range runs in parallel).  The pool is fork-safe; numba's own parallel regions are not (after one, a fork()ed
+    child of GNU OpenMP aborts: ``tests/test_measures.py::test_pool_works_in_forked_child``)."""
+    _run_tasks(lambda item: func(*item), ranges, _QUIET)
 
 
 # ---- coefficient algebra ------------------------------------------------------------------------------
@@ -718,7 +746,6 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     tc = table_rows if same else table_cols
     if table_rows.weighted and not same and tc.weighted and not np.array_equal(table_rows.weights, tc.weights):
         raise ValueError("the two code tables carry different sample weights")
-    n = table_rows.total
     m_cols = tc.n_genes
     row_idx = np.arange(table_rows.n_genes) if rows is None else np.asarray(rows, dtype=np.int64)
     r = row_idx.size
@@ -727,8 +754,34 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     if out is None:
         out = np.empty((r, m_cols), dtype=dtype)
     conditional = kind != "mi"
-    C = table_rows.n_classes if conditional else 1
+    symmetric_blocks = same and rows is None
+    on_device = hasattr(table_rows.backend, "joint_device")
+    if not same and type(tc.backend) is not type(table_rows.backend) and (on_device or
+                                                                          hasattr(tc.backend, "joint_device")):
+        # one table on the GPU, the other not (the size rule of backend="auto"): count both where the rows are
+        tc = CodeTable(tc.codes, tc.n_levels, groups=tc.groups, weights=tc.weights, backend=type(table_rows.backend))
+    coefficients = (r_up_all, c_up_all, r_lo_all, c_lo_all, s_t, s_tc)
+    if on_device:  # an array backend (cupy): counts and phi-sums stay on the device, the entries come back
+        _array_information(table_rows, tc, same, conditional, row_idx, symmetric_blocks, coefficients, out)
+    else:
+        _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symmetric_blocks, kind, out,
+                             n_workers, coefficients)
+    if same and kind in ("cmi", "cmi_mean"):
+        _, hcx, hc_ = class_conditional_entropies(table_rows)
+        out[np.arange(r), row_idx] = (hc_ - hcx[row_idx]) / ln_b  # I(X_i; C)
+    return out
 
+
+def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symmetric_blocks, kind, out, n_workers,
+                         coefficients):
+    """The entries of :func:`pairwise_information` on the CPU: block pairs on the worker pool, each a GEMM of the
+    counting backend then a fused numba pass (:func:`_fused_block_3bins`, :func:`_class_block_3bins`,
+    :func:`_fused_block`) and the mirrored write."""
+    r_up_all, c_up_all, r_lo_all, c_lo_all, s_t, s_tc = coefficients
+    n = table_rows.total
+    r = row_idx.size
+    m_cols = tc.n_genes
+    C = table_rows.n_classes if conditional else 1
     sizes = table_rows.class_sizes if conditional else np.array([float(n)])
     cdt = table_rows.count_dtype
     margR = (table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None]).astype(cdt)
@@ -736,7 +789,6 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     sizes = sizes.astype(cdt)
     pooledR = table_rows.marginals.sum(axis=0)  # (genes, nb) over all classes, float64
     pooledC = tc.marginals.sum(axis=0)
-    symmetric_blocks = same and rows is None
     pairs, bs, bs_cols = block_plan(table_rows, tc, C, r, symmetric_blocks)
     three_bins = table_rows.nb == 2 and tc.nb == 2
     class_wise = three_bins and C > 1  # the class-conditional kinds (same genes) on the default 3 bins
@@ -786,10 +838,87 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     progress = _progress.bar(len(pairs), f"{kind} matrix", unit="block")
     _run_tasks(block_pair, pairs, progress, n_workers)
     progress.close()
-    if same and kind in ("cmi", "cmi_mean"):
-        _, hcx, hc_ = class_conditional_entropies(table_rows)
-        out[np.arange(r), row_idx] = (hc_ - hcx[row_idx]) / ln_b  # I(X_i; C)
-    return out
+
+
+def _array_phi_sums(xp, G, margI, margJ, sizes, nbI, nbJ, need_tc):
+    """``(T, Tc)`` of every cell of a block of counts, as whole-array operations of the array module ``xp`` (cupy
+    on the GPU; numpy in the tests): the vectorised form of :func:`_fused_block`, any number of bins and classes.
+
+    ``G``: ``(C, nbI * bI, nbJ * bJ)`` counts, bin-major; ``margI`` ``(C, bI, nbI)``, ``margJ`` ``(C, bJ, nbJ)``
+    and ``sizes`` ``(C,)`` float64.  ``T[i, j] = sum_ab phi(n_ab)`` over the pooled ``(nbI + 1) x (nbJ + 1)``
+    table of genes i and j (the last row and column from the margins), ``Tc`` the same summed over the class-wise
+    tables (None unless ``need_tc``); ``phi(n) = n ln n``.
+    """
+    C = G.shape[0]
+    bI, bJ = margI.shape[1], margJ.shape[1]
+
+    def phi(x):
+        return xp.where(x > 0, x * xp.log(xp.where(x > 0, x, 1.0)), 0.0)
+
+    g = G.reshape(C, nbI, bI, nbJ, bJ).astype(xp.float64)
+    rs = g.sum(axis=3)  # (C, nbI, bI, bJ): n_{a, .} over the materialised columns
+    cs = g.sum(axis=1)  # (C, bI, nbJ, bJ)
+    row_last = xp.transpose(margI, (0, 2, 1))[:, :, :, None] - rs  # n_{a, last}
+    col_last = xp.transpose(margJ, (0, 2, 1))[:, None, :, :] - cs  # n_{last, b}
+    corner = (sizes[:, None, None] - margI.sum(axis=2)[:, :, None] - margJ.sum(axis=2)[:, None, :]
+              + rs.sum(axis=1))  # n_{last, last}
+    if C == 1:
+        T = phi(g[0]).sum(axis=(0, 2)) + phi(row_last[0]).sum(axis=0) + phi(col_last[0]).sum(axis=1) + phi(corner[0])
+        return T, (T if need_tc else None)
+    T = (phi(g.sum(axis=0)).sum(axis=(0, 2)) + phi(row_last.sum(axis=0)).sum(axis=0)
+         + phi(col_last.sum(axis=0)).sum(axis=1) + phi(corner.sum(axis=0)))
+    if not need_tc:
+        return T, None
+    Tc = (phi(g).sum(axis=(0, 1, 3)) + phi(row_last).sum(axis=(0, 1)) + phi(col_last).sum(axis=(0, 2))
+          + phi(corner).sum(axis=0))
+    return T, Tc
+
+
+def _array_information(table_rows, tc, same, conditional, row_idx, symmetric_blocks, coefficients, out):
+    """The entries of :func:`pairwise_information` with an array counting backend (cupy: :mod:`.counting_cupy`).
+
+    Per block pair: the counts (:meth:`~bioqpfs._kernels.counting_cupy.CupyCounting.joint_device`), their phi-sums
+    (:func:`_array_phi_sums`) and the affine map of :func:`_coefficients` all on the device; the block's entries
+    (and, for a whole symmetric matrix, the mirrored block) are copied into ``out`` -- every entry crosses once.
+    Blocks are as large as the backend's device budget allows (one block pair for a few thousand genes).
+    """
+    backend = table_rows.backend
+    xp = backend.array_module()
+    host = backend.to_host
+    r_up, c_up, r_lo, c_lo, s_t, s_tc = (xp.asarray(np.asarray(v, dtype=np.float64)) if isinstance(v, np.ndarray)
+                                         else float(v) for v in coefficients)
+    r, m_cols = row_idx.size, tc.n_genes
+    C = table_rows.n_classes if conditional else 1
+    nbI, nbJ = table_rows.nb, tc.nb
+    margR = xp.asarray(table_rows.marginals if conditional else table_rows.marginals.sum(axis=0)[None])
+    margC = xp.asarray(tc.marginals if conditional else tc.marginals.sum(axis=0)[None])
+    sizes = xp.asarray(table_rows.class_sizes if conditional else np.array([float(table_rows.total)]))
+    need_tc = s_tc != 0.0
+    # bytes per output cell: the counts, their float64 copy and phi temporaries, the row/column sums
+    per_cell = C * nbI * nbJ * (np.dtype(table_rows.count_dtype).itemsize + 24) + 8 * C * (nbI + nbJ) * 3 + 64
+    bs = int(max(16, min(max(r, m_cols), np.sqrt(backend.block_budget() / per_cell))))
+    other = None if same else tc.backend
+    d_rows = xp.asarray(row_idx)
+    for i0 in range(0, r, bs):
+        Ipos = slice(i0, min(r, i0 + bs))
+        I = row_idx[Ipos]
+        I_arg = slice(int(I[0]), int(I[-1]) + 1) if np.all(np.diff(I) == 1) else I
+        dI = d_rows[Ipos]
+        for j0 in range(i0 if symmetric_blocks else 0, m_cols, bs):
+            J = slice(j0, min(m_cols, j0 + bs))
+            G = backend.joint_device(I_arg, J, per_class=conditional, other=other)
+            T, Tc = _array_phi_sums(xp, G, margR[:, dI], margC[:, J], sizes, nbI, nbJ, need_tc)
+            del G
+            base = s_t * T + (s_tc * Tc if need_tc else 0.0)
+            block = r_up[dI][:, None] + c_up[J][None, :] + base
+            if symmetric_blocks:
+                lower = r_lo[J][:, None] + c_lo[dI][None, :] + base.T  # out[j, i] of the mirrored block
+                if j0 == i0:  # the diagonal block: its lower triangle mirrors its upper one, as on the CPU
+                    k = xp.arange(block.shape[0])
+                    block = xp.where(k[:, None] > k[None, :], lower, block)
+                else:
+                    out[J, Ipos] = host(lower)
+            out[Ipos, J] = host(block)
 
 
 def _stratified_information(table_rows, table_cols, kind, rows, base, dtype, out, n_workers):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .. import _progress, _threads
+from .. import _device, _progress, _threads
 from .._anndata import (
     check_annotations,
     check_mask,
@@ -19,6 +19,7 @@ from .._anndata import (
     obs_rep_for,
     source_params,
 )
+from .._docs import BACKEND_DOC, doc_params
 from .._io import to_storable
 from .._jit import announce_compilation
 from .._kernels.counting_dask import is_dask_array
@@ -120,7 +121,7 @@ def _check_n_genes(n_genes):
 
 
 def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer, use_raw, mask_var, random_state,
-                  progress, n_jobs, chunk_size, logg, batch_key=None):
+                  progress, n_jobs, chunk_size, logg, batch_key=None, backend=None):
     """``n_genes="auto"``: the one-SE size of a cross-validated error curve of ``method`` on ``adata``.
 
     Returns ``(n_genes, record)`` with ``record`` the h5ad-storable ``.uns[key]["n_genes_auto"]``.
@@ -138,7 +139,8 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
     cv = AUTO_FOLDS if smallest >= AUTO_FOLDS else None   # None: error_curve's choice from the class sizes
     curve = evaluate.error_curve(adata, groupby, [(method, dict(params))], n_genes=sizes, cv=cv,
                                  random_state=random_state, layer=layer, use_raw=use_raw, mask_var=mask_var,
-                                 progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, batch=batch_key)
+                                 progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, batch=batch_key,
+                                 backend=backend)
     chosen = evaluate.suggest_n_genes(curve)
     row = curve[curve["n_genes"] == chosen].iloc[0]
     logg.info(f"    n_genes='auto': CV error (cv={curve['cv'].iloc[0]}) over sizes {sizes} -> {chosen} genes "
@@ -149,13 +151,14 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
     return chosen, record
 
 
+@doc_params(backend=BACKEND_DOC)
 @one_labels_warning()   # labels checked here (named by column) and again by the selector: warn once
 def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | None = None, n_genes: int | Literal["auto"] = 50,
                  similarity: Literal["mi", "correlation"] = "mi", layer: str | None = None,
                  use_raw: bool | None = None, mask_var: MaskLike = None, preselected: Sequence[str] | None = None,
                  batch_key: str | None = None, key_added: str | None = None, copy: bool = False, random_state: SeedLike = 0,
                  progress: bool | None = None, n_jobs: int | None = None, chunk_size: int | None = None,
-                 **method_params) -> AnnData | None:
+                 backend: str | None = None, **method_params) -> AnnData | None:
     """Select a gene panel with a global method and store it in ``adata``.
 
     Parameters
@@ -260,6 +263,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     chunk_size : int, optional
         Samples per chunk when X of a backed AnnData is read lazily (default: as many rows as fit 128 MiB as
         float64, :data:`bioqpfs._io.CHUNK_BYTES`).  With ``progress`` on, a line per chunk read goes to stderr.
+    {backend}
     **method_params
         Passed to the method and recorded in ``.uns[key]["params"]``.
 
@@ -288,6 +292,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
                          "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
     n_genes = _check_n_genes(n_genes)
+    _device.check_backend(backend)
     named = method
     method, params, preset = resolve_method(method, method_params)
     func = method_function(method)
@@ -311,6 +316,8 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         check_positive_int(chunk_size, "chunk_size")
     X, whole = obs_rep_for(adata, [(method, {**params, **({} if batch is None else {"batch": batch})})],
                            layer=layer, use_raw=use_raw, chunk_size=chunk_size, progress=_progress.wanted(progress))
+    gpu_input = _device.is_gpu_input(X)  # e.g. after rapids-singlecell's anndata_to_GPU: counted on the GPU
+    X = _device.to_host(X)
     source = check_use_raw(adata, layer, use_raw)[1]
     mask = check_mask(adata, mask_var)
     labels = obs_labels(adata, groupby)
@@ -333,8 +340,9 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         n_genes, auto = _auto_n_genes(adata, groupby, labels, method, params, n_candidates=Xm.shape[1], layer=layer,
                                       use_raw=use_raw, mask_var=mask_var, random_state=random_state,
                                       progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, logg=logg,
-                                      batch_key=batch_key)
-    with _progress.requested(progress), _threads.limited(n_jobs), announce_compilation(logg.info) as jit:
+                                      batch_key=batch_key, backend=backend)
+    with _progress.requested(progress), _threads.limited(n_jobs), _device.requested(backend), \
+            _device.mark_gpu_input(gpu_input), announce_compilation(logg.info) as jit:
         y = labels if isinstance(labels, pd.DataFrame) else \
             labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array
         sel = select(Xm, y,
