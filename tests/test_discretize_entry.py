@@ -65,3 +65,53 @@ def test_vector_codes_is_the_matrix_rule_at_any_scale(rng, scale):
         np.testing.assert_array_equal(out, disc.codes(v[:, None])[0][:, 0])
         disc.vector_codes(v.copy(), disc.VECTOR_RULES["quantile"], 4, out)
         np.testing.assert_array_equal(out, disc.codes(v[:, None], "quantile", n_bins=4)[0][:, 0])
+
+
+def test_parallel_sparse_kernels_equal_scipy(rng, monkeypatch):
+    """The CSR transpose, column max |x| and per-column sum of squares run over ranges on the worker pool from 2**16
+    stored entries on: against scipy / numpy, bit for bit, with empty rows and columns and several range counts."""
+    import scipy.sparse as sp
+
+    from bioqpfs._kernels import correlation as corr
+    from bioqpfs._kernels import discretize as disc
+    from bioqpfs._kernels import information as info
+
+    for n, m, parts in [(400, 300, 3), (2000, 40, 7), (1200, 180, 1)]:
+        monkeypatch.setattr(info, "n_workers", lambda parts=parts: parts)
+        X = sp.random(n, m, density=0.3, format="csr", random_state=rng.integers(1 << 30), dtype=np.float32)
+        X.data = (X.data - 0.5) * 1e3
+        X = X[np.r_[0:n // 2, n // 2 + 5:n]]  # a few empty rows are fine; keep it canonical CSR
+        assert X.nnz >= 2**14
+        X = sp.vstack([X] * 4, format="csr") if X.nnz < 2**16 else X
+        want = X.tocsc().astype(np.float64)
+        got = disc.csc_float64(X)
+        for a in ("indptr", "indices", "data"):
+            np.testing.assert_array_equal(getattr(got, a), getattr(want, a))
+        big = X.astype(np.float64) * 2.0**600  # extreme genes: divisors other than 1
+        np.testing.assert_array_equal(corr.column_scales(big), corr.scales_of_amax(
+            np.asarray(abs(big).max(axis=0).toarray(), dtype=np.float64).ravel()))
+        assert (corr.column_scales(big) != 1).any()
+        mean, sd, _ = disc._column_mean_sd(X)
+        nnz = np.diff(want.indptr)
+        m0 = np.asarray(want.sum(axis=0)).ravel() / X.shape[0]
+        ss = np.bincount(np.repeat(np.arange(m), nnz), weights=(want.data - np.repeat(m0, nnz)) ** 2, minlength=m)
+        ss += (X.shape[0] - nnz) * m0**2
+        np.testing.assert_array_equal(mean, m0)
+        np.testing.assert_array_equal(sd, np.sqrt(np.maximum(ss / (X.shape[0] - 1), 0.0)))
+
+
+def test_codes_from_edges_on_every_layout(rng):
+    """Dense (float32/float64), CSR and CSC give the codes of the plain comparison count ``sum_k x > e_k``."""
+    import scipy.sparse as sp
+
+    from bioqpfs._kernels import discretize as disc
+
+    X = rng.poisson(0.8, size=(120, 9)).astype(np.float64) * rng.random((120, 9))
+    X[:, 3] = 0.0
+    for n_edges in (2, 31):  # counted, and found by bisection
+        edges = np.sort(rng.choice(np.r_[np.unique(X), -np.inf, np.inf], size=(n_edges, 9)), axis=0)
+        want = (X[None, :, :] > edges[:, None, :]).sum(axis=0)
+        for layout in (X, X.astype(np.float32), sp.csr_matrix(X), sp.csc_matrix(X)):
+            x32 = getattr(layout, "dtype", None) == np.float32
+            ref = (X.astype(np.float32)[None].astype(np.float64) > edges[:, None, :]).sum(axis=0) if x32 else want
+            np.testing.assert_array_equal(disc.codes_from_edges(layout, edges), ref)

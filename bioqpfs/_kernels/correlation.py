@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 __all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales",
            "divide_columns"]
@@ -19,12 +20,29 @@ EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescale
 def column_scales(X):
     """Per-gene power-of-two divisor ``s_g``: 1 for ordinary genes; for a gene whose max |x| lies
     beyond ``2**+-500``, the power of two that brings it into [1, 2)."""
-    if sp.issparse(X):
+    if sp.issparse(X) and X.format == "csr" and X.nnz >= 2**16:  # scipy's column max transposes X first
+        from .information import run_ranges, split_ranges
+
+        ranges = split_ranges(X.shape[0])
+        part = np.zeros((len(ranges), X.shape[1]))
+        ptr = X.indptr.astype(np.int64)
+        run_ranges(lambda p, lo, hi: _csr_column_absmax(X.data, X.indices, ptr, part[p], lo, hi), ranges)
+        amax = part.max(axis=0)
+    elif sp.issparse(X):
         amax = np.asarray(abs(X).max(axis=0).toarray(), dtype=np.float64).ravel()
     else:
         Xd = np.asarray(X)
         amax = np.maximum(Xd.max(axis=0), -Xd.min(axis=0)).astype(np.float64)  # no |X| copy
     return scales_of_amax(amax)
+
+
+@njit(nogil=True, cache=True)
+def _csr_column_absmax(data, indices, indptr, out, lo, hi):
+    """``out[g] = max(out[g], |x|)`` over the entries of rows ``lo..hi`` of a CSR matrix (zeros: ``out`` starts at 0)."""
+    for k in range(indptr[lo], indptr[hi]):
+        v = abs(np.float64(data[k]))
+        if v > out[indices[k]]:
+            out[indices[k]] = v
 
 
 def scales_of_amax(amax):

@@ -175,24 +175,77 @@ def compact_codes(X, *, feature_names=None):
     return codes, n_levels
 
 
+def csc_float64(X):
+    """A float64 CSC copy of the sparse X, entries of each column in sample order (as ``X.tocsc()``); a CSR X is
+    transposed in parallel (a counting sort, :func:`_count_columns` / :func:`_scatter_rows`: scipy's ``tocsc`` is one
+    thread, 0.45 s of 20,000 x 5,000 at 22% non-zero)."""
+    from .information import run_ranges, split_ranges
+
+    if X.format != "csr" or X.nnz < 2**16:
+        return X.tocsc().astype(np.float64)
+    n, m = X.shape
+    indptr = X.indptr.astype(np.int64)
+    ranges = split_ranges(n)
+    slots = np.zeros((len(ranges) + 1, m), dtype=np.int64)  # row p + 1: run p's entries per column
+    run_ranges(lambda p, lo, hi: _count_columns(X.indices, indptr, slots[p + 1], lo, hi), ranges)
+    totals = slots.sum(axis=0)
+    col_ptr = np.concatenate([[0], np.cumsum(totals)])
+    slots = np.cumsum(slots, axis=0)[:-1] + col_ptr[:-1]  # run p's first position in every column
+    data = np.empty(X.nnz, dtype=np.float64)
+    rows = np.empty(X.nnz, dtype=np.int32 if n < 2**31 else np.int64)
+    run_ranges(lambda p, lo, hi: _scatter_rows(X.data, X.indices, indptr, slots[p], data, rows, lo, hi), ranges)
+    return sp.csc_matrix((data, rows, col_ptr), shape=(n, m))
+
+
+@njit(nogil=True, cache=True)
+def _count_columns(indices, indptr, counts, lo, hi):
+    for k in range(indptr[lo], indptr[hi]):
+        counts[indices[k]] += 1
+
+
+@njit(nogil=True, cache=True)
+def _scatter_rows(data, indices, indptr, slot, out_data, out_rows, lo, hi):
+    """Rows ``lo..hi`` of a CSR matrix into their CSC positions (``slot``: this run's next position per column)."""
+    for s in range(lo, hi):
+        for k in range(indptr[s], indptr[s + 1]):
+            g = indices[k]
+            pos = slot[g]
+            out_data[pos] = data[k]
+            out_rows[pos] = s
+            slot[g] = pos + 1
+
+
+@njit(nogil=True, cache=True)
+def _column_sum_squares(data, indptr, mean, out, lo, hi):
+    """``out[g] = sum_k (data[k] - mean[g])**2`` over each CSC column g of ``lo..hi``, in its entry order."""
+    for g in range(lo, hi):
+        acc = 0.0
+        for k in range(indptr[g], indptr[g + 1]):
+            d = data[k] - mean[g]
+            acc += d * d
+        out[g] = acc
+
+
 def _column_mean_sd(X):
     """Per-gene ``(mean, sd, s)`` of ``X[:, g] / s[g]``: sample standard deviation (ddof=1, as R's
     ``sd``), float64; ``s`` is the exact power-of-two divisor of
     :func:`bioqpfs._kernels.correlation.column_scales` (1 except for genes of extreme magnitude,
     so ordinary genes get exactly the plain formulas)."""
+    from .information import run_ranges, split_ranges
+
     n = X.shape[0]
     s = column_scales(X)
     if sp.issparse(X):
-        Xc = X.tocsc().astype(np.float64)  # a copy: rescaling it in place is safe
+        Xc = csc_float64(X)  # a copy: rescaling it in place is safe
         if (s != 1).any():
             Xc.data /= np.repeat(s, np.diff(Xc.indptr))
         mean = np.asarray(Xc.sum(axis=0)).ravel() / n
-        # two-pass formula for accuracy (sparse: zeros contribute mean^2 each); float64 even with
-        # no stored entries (bincount of empty weights is int64)
+        # two-pass formula for accuracy (sparse: zeros contribute mean^2 each), each column's squares summed in
+        # sample order (as np.bincount did, bit for bit), the columns in parallel
         nnz = np.diff(Xc.indptr)
-        dev = Xc.data - np.repeat(mean, nnz)
-        ss = np.bincount(np.repeat(np.arange(X.shape[1]), nnz), weights=dev**2,
-                         minlength=X.shape[1]).astype(np.float64)
+        ss = np.zeros(X.shape[1])
+        ptr = Xc.indptr.astype(np.int64)
+        run_ranges(lambda _, lo, hi: _column_sum_squares(Xc.data, ptr, mean, ss, lo, hi), split_ranges(X.shape[1]))
         ss += (n - nnz) * mean**2
         var = ss / (n - 1)
     else:
@@ -211,22 +264,38 @@ SEARCH_FROM_EDGES = 4
 
 def codes_from_edges(X, edges):
     """codes[s, g] = number of edges[:, g] strictly below X[s, g] (bins are right-closed; each gene's edges are
-    non-decreasing, ``+inf`` pads)."""
+    non-decreasing, ``+inf`` pads).
+
+    Parallel over runs of samples (a CSC matrix: of genes) on the worker pool, reading X as it is -- dense float32
+    or float64, CSR or CSC without a dense copy; a sparse matrix's zeros get each gene's code of 0.  (Per 64 MB
+    column block with numpy it was 1.35 s of a 5.2 s ``mean_sd`` discretisation of 20,000 x 5,000 CSR on 2 cores.)
+    """
+    from .information import run_ranges, split_ranges
+
     n, m = X.shape
+    edges_t = np.ascontiguousarray(np.asarray(edges, dtype=np.float64).T)
     codes = np.empty((n, m), dtype=np.uint8)
-    for start, stop in _column_blocks(X):
-        block = _dense_columns(X, start, stop)
-        if edges.shape[0] >= SEARCH_FROM_EDGES:
-            codes[:, start:stop] = _edges_below_dense(block, np.ascontiguousarray(edges[:, start:stop].T))
-            continue
-        c = np.zeros(block.shape, dtype=np.uint8)
-        for e in edges[:, start:stop]:
-            c += block > e
-        codes[:, start:stop] = c
+    search = edges_t.shape[1] >= SEARCH_FROM_EDGES
+    if sp.issparse(X) and X.format in ("csr", "csc"):
+        zero = _codes_of_values(np.zeros(m), np.arange(m), edges_t, search)
+        ptr = X.indptr.astype(np.int64)
+        if X.format == "csr":
+            run_ranges(lambda _, lo, hi: _codes_csr(X.data, X.indices, ptr, edges_t, zero, search, codes, lo, hi),
+                       split_ranges(n))
+        else:
+            run_ranges(lambda _, lo, hi: _codes_csc(X.data, X.indices, ptr, edges_t, zero, search, codes, lo, hi),
+                       split_ranges(m))
+        return codes
+    if sp.issparse(X):
+        return codes_from_edges(X.tocsr(), edges)
+    block = np.asarray(X)
+    if block.dtype not in (np.float32, np.float64):
+        block = block.astype(np.float64)
+    run_ranges(lambda _, lo, hi: _codes_dense(block, edges_t, search, codes, lo, hi), split_ranges(n))
     return codes
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _edges_below(v, e):
     """How many of the sorted edges ``e`` lie strictly below ``v`` (a left bisection)."""
     lo, hi = 0, e.size
@@ -239,12 +308,23 @@ def _edges_below(v, e):
     return lo
 
 
+@njit(inline="always")
+def _code_of(v, e, search):
+    """Edges of ``e`` strictly below ``v``: by bisection (``search``), else by counting (any order)."""
+    if search:
+        return _edges_below(v, e)
+    c = 0
+    for k in range(e.size):
+        if v > e[k]:
+            c += 1
+    return c
+
+
 @njit(cache=True)
-def _edges_below_dense(block, edges_t):
-    out = np.empty(block.shape, dtype=np.uint8)
-    for s in range(block.shape[0]):
-        for g in range(block.shape[1]):
-            out[s, g] = _edges_below(block[s, g], edges_t[g])
+def _codes_of_values(vals, cols, edges_t, search):
+    out = np.empty(vals.size, dtype=np.uint8)
+    for i in range(vals.size):
+        out[i] = _code_of(vals[i], edges_t[cols[i]], search)
     return out
 
 
@@ -256,11 +336,62 @@ def _edges_below_entries(vals, cols, edges_t, offset):
     return out
 
 
+@njit(nogil=True, cache=True)
+def _codes_dense(block, edges_t, search, out, lo, hi):
+    for s in range(lo, hi):
+        for g in range(block.shape[1]):
+            out[s, g] = _code_of(block[s, g], edges_t[g], search)
+
+
+@njit(nogil=True, cache=True)
+def _codes_csr(data, indices, indptr, edges_t, zero, search, out, lo, hi):
+    for s in range(lo, hi):
+        row = out[s]
+        row[:] = zero
+        for k in range(indptr[s], indptr[s + 1]):
+            g = indices[k]
+            row[g] = _code_of(data[k], edges_t[g], search)
+
+
+@njit(nogil=True, cache=True)
+def _codes_csc(data, indices, indptr, edges_t, zero, search, out, lo, hi):
+    for g in range(lo, hi):
+        z = zero[g]
+        for s in range(out.shape[0]):
+            out[s, g] = z
+        e = edges_t[g]
+        for k in range(indptr[g], indptr[g + 1]):
+            out[indices[k], g] = _code_of(data[k], e, search)
+
+
 def bin_presence(codes, n_bins):
-    """``present[a, g]``: some sample of gene g has code a (bool, ``(n_bins, n_genes)``)."""
-    present = np.zeros((n_bins, codes.shape[1]), dtype=bool)
-    present[codes, np.arange(codes.shape[1])[None, :]] = True
-    return present
+    """``present[a, g]``: some sample of gene g has code a (bool, ``(n_bins, n_genes)``; codes below ``n_bins``).
+
+    Runs of samples in parallel on the worker pool, each marking its own table, then OR-ed."""
+    from .information import run_ranges, split_ranges
+
+    codes = np.asarray(codes)
+    n, m = codes.shape
+    if n == 0 or m == 0:
+        return np.zeros((n_bins, m), dtype=bool)
+    ranges = split_ranges(n)
+    tables = np.zeros((len(ranges), n_bins, m), dtype=bool)
+    run_ranges(lambda p, lo, hi: _presence(codes, tables[p], lo, hi), ranges)
+    return tables.any(axis=0)
+
+
+@njit(nogil=True, cache=True)
+def _presence(codes, table, lo, hi):
+    for s in range(lo, hi):
+        for g in range(codes.shape[1]):
+            table[codes[s, g], g] = True
+
+
+@njit(nogil=True, cache=True)
+def _remap_codes(codes, rank, lo, hi):
+    for s in range(lo, hi):
+        for g in range(codes.shape[1]):
+            codes[s, g] = rank[codes[s, g], g]
 
 
 def bin_ranks(present):
@@ -269,9 +400,14 @@ def bin_ranks(present):
 
 
 def _compact_inplace(codes, n_bins):
-    """Remove empty bins so every gene uses codes 0..k-1; returns n_levels."""
+    """Remove empty bins so every gene uses codes 0..k-1; returns n_levels.  The codes are rewritten (one parallel
+    pass) only when some gene has an empty bin below a used one."""
+    from .information import run_ranges, split_ranges
+
     present = bin_presence(codes, n_bins)
-    codes[...] = bin_ranks(present)[codes, np.arange(codes.shape[1])[None, :]]
+    rank = bin_ranks(present)
+    if not np.all((rank == np.arange(n_bins)[:, None]) | ~present):
+        run_ranges(lambda _, lo, hi: _remap_codes(codes, rank, lo, hi), split_ranges(codes.shape[0]))
     return present.sum(axis=0).astype(np.int64)
 
 
