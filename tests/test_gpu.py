@@ -94,6 +94,19 @@ def test_device_counts_are_chunked_exactly(coded, monkeypatch):
                                   cpu.joint(slice(0, codes.shape[1]), slice(0, codes.shape[1]), per_class=True))
 
 
+def test_device_counts_in_float64_from_float32_chunks(coded, monkeypatch):
+    """Beyond 2**24 samples the counts are float64 sums of float32 chunk GEMMs (chunks shrunk here)."""
+    codes, y = coded
+    import bioqpfs._kernels.counting_cupy as cc
+
+    monkeypatch.setattr(cc, "DEVICE_ONEHOT_BUDGET", 5000)
+    dev = StandIn(codes, n_bins=int(codes.max()) + 1, groups=y, count_dtype=np.float64)
+    G = dev.joint(slice(None), slice(None), per_class=True)
+    assert G.dtype == np.float64
+    cpu = NumpyCounting(codes, n_bins=int(codes.max()) + 1, groups=y)
+    np.testing.assert_array_equal(G, cpu.joint(slice(0, codes.shape[1]), slice(0, codes.shape[1]), per_class=True))
+
+
 def test_backend_option_is_validated():
     for bad in ("cuda", 1, "GPUs"):
         with pytest.raises(ValueError, match="backend must be one of 'auto', 'cpu', 'gpu'"):

@@ -5,8 +5,9 @@ moved to the GPU once (uint8, ``n_samples x n_genes`` bytes; numpy codes are cop
 a joint block is ``sum over sample chunks of O_I^T (W O_J)``, the chunk's one-hot indicators of genes I and J
 (``nb`` materialised bins each, bin-major columns) built on the device:
 
-* **exact**: unweighted indicators are float32 and the GEMM accumulates in float32, exact for integer counts below
-  2**24 -- the :class:`bioqpfs._kernels.information.CodeTable` counts in float64 from 2**24 samples on.  Not int8
+* **exact**: unweighted indicators are float32 and each sample chunk's GEMM accumulates in float32, exact for
+  integer counts below 2**24 (a chunk never has more samples); the chunks are summed in the count dtype, float64
+  from 2**24 samples on (the :class:`bioqpfs._kernels.information.CodeTable`'s choice).  Not int8
   (cuBLAS runs it slower and its int32 path is not what cupy's ``matmul`` gives) and not float16 outputs (integers
   stop being exact above 2048).  Weighted counts (``class_weight="balanced"``, batch strata) are float64 GEMMs.
 * **per class**: the codes are sorted by class once on the device, so each class is one run of rows.
@@ -163,15 +164,18 @@ class CupyCounting(CountingBackend):
         src, src_cols = (self.by_class, cols.by_class) if per_class else (self.codes, cols.codes)
         weights = self._weights_of(per_class)
         dt = np.dtype(self.count_dtype)
-        # float32 sums are exact below 2**24 (the CodeTable's float64 beyond); a chunk's GEMM is float32 on 0/1
+        # unweighted: every chunk's GEMM is float32 on 0/1 (exact: a chunk has fewer than 2**24 samples), summed in
+        # the count dtype (float32 below 2**24 samples in all, float64 beyond: the CodeTable's choice); weighted:
+        # float64 GEMMs
+        gemm_dt = np.dtype(np.float32) if weights is None else np.dtype(np.float64)
         G = xp.zeros((len(parts), bI * self.nb, bJ * cols.nb), dtype=dt)
         width = max(bI * self.nb, bJ * cols.nb, 1)
-        chunk = max(1, DEVICE_ONEHOT_BUDGET // (2 * dt.itemsize * width))
+        chunk = int(min(2**24 - 1, max(1, DEVICE_ONEHOT_BUDGET // (2 * gemm_dt.itemsize * width))))
         for c, class_rows in enumerate(parts):
             for lo in range(class_rows.start, class_rows.stop, chunk):
                 rows = slice(lo, min(class_rows.stop, lo + chunk))
-                A = self.onehot(genes_I, rows, src, dt)
-                B = A if same_block else cols.onehot(genes_J, rows, src_cols, dt)
+                A = self.onehot(genes_I, rows, src, gemm_dt)
+                B = A if same_block else cols.onehot(genes_J, rows, src_cols, gemm_dt)
                 if weights is not None:  # weighted counts sum_s w_s [x_si = a][x_sj = b], float64
                     B = B * weights[rows][:, None]
                 G[c] += A.T @ B
