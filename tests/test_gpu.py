@@ -225,14 +225,14 @@ def test_gpu_mi_on_every_input_type():
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10, err_msg="dask with cupy chunks")
 
 
-def _mi_methods():
+def _counting_methods():
     from bioqpfs._registry import DASK_METHODS
 
     return sorted(set(DASK_METHODS) & set(bioqpfs.methods()))
 
 
 @needs_gpu
-@pytest.mark.parametrize("method", _mi_methods())
+@pytest.mark.parametrize("method", _counting_methods())
 def test_every_mi_method_selects_the_same_on_the_gpu(method):
     if method == "sdp_cmi":
         pytest.importorskip("cvxpy")

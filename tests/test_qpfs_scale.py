@@ -463,9 +463,48 @@ def test_psd_fix_none_sign_by_a_loose_lanczos_run(srbct_mi, monkeypatch):
     assert exact <= d["min_eigenvalue"] <= 0.95 * exact   # an upper bound, within 5% of the value
     G0 = (1 - alpha) * Q
     assert d["local"] and kkt_violation(G0, alpha * F, x) < 1e-8
-    # a PSD Q: the loose run is not trusted, the full run confirms "none needed" and a convex problem
+    # a PSD Q: the loose run is not trusted; a Cholesky factorisation certifies it definite ("none needed", a convex
+    # problem), and the loose value is reported (an upper bound within a few percent)
     calls.clear()
     P = Q - exact / (1 - alpha) * np.eye(m) + 1e-3 * np.eye(m)
+    exact_p = float(np.linalg.eigvalsh((1 - alpha) * P)[0])
     x, d = qmod.solve_qpfs(P, F, alpha, psd_fix="none")
+    assert calls == [psd.NONE_SIGN_TOL] and d["eigen_method"] == "cholesky"
+    assert d["psd_fix_applied"] == "none needed" and not d["local"]
+    assert exact_p <= d["min_eigenvalue"] * (1 + 1e-9) <= 1.15 * exact_p
+    # without the factorisation (too large a copy), the full run confirms it, as before
+    calls.clear()
+    monkeypatch.setattr(psd, "CHOLESKY_MAX_BYTES", 0)
+    x2, d = qmod.solve_qpfs(P, F, alpha, psd_fix="none")
     assert calls == [psd.NONE_SIGN_TOL, None] and d["psd_fix_applied"] == "none needed" and not d["local"]
-    assert d["min_eigenvalue"] == pytest.approx(float(np.linalg.eigvalsh((1 - alpha) * P)[0]), rel=1e-6)
+    assert d["min_eigenvalue"] == pytest.approx(exact_p, rel=1e-6)
+    np.testing.assert_array_equal(x2, x)
+
+
+def test_definite_g_certified_by_cholesky_for_the_shift(srbct_mi, monkeypatch):
+    """psd_fix="shift" on a definite G (beyond the dense-LAPACK size): a Cholesky factorisation of G - margin I
+    proves that no shift is needed, instead of a full-precision Lanczos run; an indefinite G is shifted as before."""
+    Q, F = srbct_mi
+    m = 600
+    Q, F = Q[:m, :m], F[:m]
+    alpha = 0.5
+    exact = float(np.linalg.eigvalsh((1 - alpha) * Q)[0])
+    P = Q - exact / (1 - alpha) * np.eye(m) + 1e-3 * np.eye(m)
+    x, d = qmod.solve_qpfs(P, F, alpha, psd_fix="shift")
+    assert d["eigen_method"] == "cholesky" and d["psd_shift"] == 0.0 and d["psd_fix_applied"] == "none needed"
+    monkeypatch.setattr(psd, "CHOLESKY_MAX_BYTES", 0)
+    x_ref, d_ref = qmod.solve_qpfs(P, F, alpha, psd_fix="shift")
+    assert d_ref["eigen_method"] == "lanczos" and d_ref["psd_shift"] == 0.0
+    np.testing.assert_array_equal(x, x_ref)
+    monkeypatch.undo()
+    x, d = qmod.solve_qpfs(Q, F, alpha, psd_fix="shift")   # indefinite: the factorisation fails, Lanczos shifts
+    assert d["eigen_method"] == "lanczos" and d["psd_shift"] == pytest.approx(-exact * (1 + 1e-9), rel=1e-6)
+
+
+def test_definite_beyond_against_eigenvalues(rng):
+    A = rng.normal(size=(60, 60))
+    G = sq.QPMatrix(A @ A.T + 0.5 * np.eye(60))
+    lam = float(np.linalg.eigvalsh(G.dense())[0])
+    assert psd.definite_beyond(G, 0.0) and psd.definite_beyond(G, 0.9 * lam)
+    assert not psd.definite_beyond(G, 1.1 * lam)
+    assert not psd.definite_beyond(sq.QPMatrix(A + A.T), 0.0)   # indefinite
