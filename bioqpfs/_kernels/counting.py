@@ -57,7 +57,7 @@ import importlib
 
 import numpy as np
 
-__all__ = ["CountingBackend", "BACKENDS", "backend_for"]
+__all__ = ["CountingBackend", "BACKENDS", "backend_for", "class_runs"]
 
 #: backends by name: ``name -> "module:Class"`` (imported when first used); the first whose ``accepts(codes)``
 #: is true counts a code matrix unless one is named
@@ -100,6 +100,19 @@ class CountingBackend(abc.ABC):
     def take_rows(cls, codes, rows):
         """The rows ``rows`` (numpy integer positions) of codes in this backend's container (e.g. one stratum's)."""
         return codes[rows]
+
+
+def class_runs(groups, n_samples):
+    """``(order, runs)`` for per-class counting: the stable sort of the samples by class (``None`` when they are
+    sorted already, or without groups) and each class's run of rows in that order (one run of all without groups).
+    A backend counts class c from rows ``runs[c]`` of its class-sorted codes, so each class is one contiguous run."""
+    if groups is None:
+        return None, [slice(0, n_samples)]
+    groups = np.asarray(groups)
+    order = np.argsort(groups, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(groups))])
+    runs = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return (None if np.all(order == np.arange(n_samples)) else order), runs
 
 
 def _load(key):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .counting import CountingBackend
+from .counting import CountingBackend, class_runs
 
 __all__ = ["CupyCounting", "DEVICE_ONEHOT_BUDGET", "DEVICE_BLOCK_BUDGET"]
 
@@ -73,20 +73,11 @@ class CupyCounting(CountingBackend):
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.count_dtype = count_dtype
         self.all_rows = slice(0, self.n_samples)
-        self.by_class = self.codes
         self._w = None if self.weights is None else xp.asarray(self.weights)
-        self._w_by_class = self._w
-        if self.groups is None:
-            self.class_rows = [self.all_rows]
-        else:
-            order = np.argsort(self.groups, kind="stable")
-            bounds = np.concatenate([[0], np.cumsum(np.bincount(self.groups))])
-            if np.any(order != np.arange(self.n_samples)):
-                d_order = xp.asarray(order)
-                self.by_class = self.codes[d_order]
-                if self._w is not None:
-                    self._w_by_class = self._w[d_order]
-            self.class_rows = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        order, self.class_rows = class_runs(self.groups, self.n_samples)
+        d_order = None if order is None else xp.asarray(order)
+        self.by_class = self.codes if order is None else self.codes[d_order]
+        self._w_by_class = self._w if order is None or self._w is None else self._w[d_order]
         self.n_classes = len(self.class_rows)
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .counting import CountingBackend
+from .counting import CountingBackend, class_runs
 
 __all__ = ["NumpyCounting", "ONEHOT_BUDGET"]
 
@@ -45,16 +45,9 @@ class NumpyCounting(CountingBackend):
         # per-class counts read each class's samples as one contiguous run: when the classes are interleaved,
         # from a class-sorted copy of the codes (n_samples x n_genes bytes, private to this backend; gathering
         # the rows on every block pair instead cost 11% on 10^4 cells x 1,000 genes, 8 classes)
-        self.by_class = self.codes
-        if self.groups is None:
-            self.class_rows = [self.all_rows]
-        else:
-            order = np.argsort(self.groups, kind="stable")
-            bounds = np.concatenate([[0], np.cumsum(np.bincount(self.groups))])
-            if np.any(order != np.arange(self.n_samples)):
-                self.by_class = self.codes[order]
-            self.class_rows = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
-            self.class_weights = None if weights is None else weights[order]
+        order, self.class_rows = class_runs(self.groups, self.n_samples)
+        self.by_class = self.codes if order is None else self.codes[order]
+        self.class_weights = None if weights is None else (weights if order is None else weights[order])
         self.n_classes = len(self.class_rows)
 
     def codes_of(self, genes):
