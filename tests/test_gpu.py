@@ -107,6 +107,15 @@ def test_device_counts_in_float64_from_float32_chunks(coded, monkeypatch):
     np.testing.assert_array_equal(G, cpu.joint(slice(0, codes.shape[1]), slice(0, codes.shape[1]), per_class=True))
 
 
+def test_codes_too_large_for_the_device_are_refused_clearly(coded, monkeypatch):
+    codes, _ = coded
+    monkeypatch.setattr(StandIn, "free_bytes", lambda self: codes.nbytes)  # the codes would take all of it
+    with pytest.raises(MemoryError, match=r"150 x 37 codes take .* more than half of its free memory.*backend='cpu'"):
+        StandIn(codes, n_bins=5)
+    monkeypatch.setattr(StandIn, "free_bytes", lambda self: 4 * codes.nbytes)
+    StandIn(codes, n_bins=5)
+
+
 def test_backend_option_is_validated():
     for bad in ("cuda", 1, "GPUs"):
         with pytest.raises(ValueError, match="backend must be one of 'auto', 'cpu', 'gpu'"):

@@ -63,6 +63,14 @@ class CupyCounting(CountingBackend):
 
     def __init__(self, codes, *, n_bins, groups=None, weights=None, count_dtype=np.float32):
         xp = self.array_module()
+        if not self.accepts(codes):  # host codes to be copied: refused clearly when they would crowd the device
+            n_bytes, free = int(np.prod(np.shape(codes))), self.free_bytes()
+            if free is not None and n_bytes > free // 2:
+                n, m = np.shape(codes)
+                raise MemoryError(
+                    f"the {n} x {m} codes take {n_bytes / 2**30:.1f} GiB on the GPU, more than half of its free memory "
+                    f"({free / 2**30:.1f} GiB), which the counts need too: pass backend='cpu', or X as a Dask array "
+                    "chunked by samples (each chunk is then counted on the GPU in turn)")
         self.codes = xp.asarray(codes, dtype=xp.uint8)
         if self.codes.ndim != 2:
             raise ValueError(f"codes must be 2-D (samples x genes), got shape {self.codes.shape}")
