@@ -634,16 +634,6 @@ def _run_tasks(task, items, progress, workers=None):
         raise
 
 
-class _Quiet:
-    """A progress bar that shows nothing (the ranges of :func:`run_ranges` take milliseconds each)."""
-
-    def update(self, n=1):
-        pass
-
-
-_QUIET = _Quiet()
-
-
 def split_ranges(n, parts=None):
     """``[(p, lo, hi)]``: ``parts`` (default :func:`n_workers`, at most n) consecutive ranges covering ``0..n``."""
     parts = max(1, min(int(n), n_workers() if parts is None else int(parts)))
@@ -652,10 +642,25 @@ def split_ranges(n, parts=None):
 
 
 def run_ranges(func, ranges):
-    """``func(p, lo, hi)`` for every range of :func:`split_ranges` on the worker pool (a nogil numba kernel per
-    range runs in parallel).  The pool is fork-safe; numba's own parallel regions are not (after one, a fork()ed
-    child of GNU OpenMP aborts: ``tests/test_measures.py::test_pool_works_in_forked_child``)."""
-    _run_tasks(lambda item: func(*item), ranges, _QUIET)
+    """``func(p, lo, hi)`` for every range of :func:`split_ranges`: on the worker pool from the main thread (a nogil
+    numba kernel per range runs in parallel), inline from any other thread -- a Dask scheduler's or this pool's,
+    already running in parallel.  The pool is fork-safe; numba's own parallel regions are not (after one, a fork()ed
+    child of GNU OpenMP aborts: ``tests/test_measures.py::test_pool_works_in_forked_child``).  BLAS is left alone:
+    the kernels do not call it, and a threadpoolctl limit entered from several threads at once (Dask chunks) can
+    leave the process with the wrong BLAS thread count."""
+    if len(ranges) <= 1 or threading.current_thread() is not threading.main_thread():
+        for item in ranges:
+            func(*item)
+        return
+    futures = [_executor(n_workers()).submit(func, *item) for item in ranges]
+    try:
+        for f in futures:
+            f.result()
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise
 
 
 # ---- coefficient algebra ------------------------------------------------------------------------------
