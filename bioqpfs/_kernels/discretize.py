@@ -274,9 +274,10 @@ def _column_mean_sd(X):
 SEARCH_FROM_EDGES = 4
 
 
-def codes_from_edges(X, edges):
+def codes_from_edges(X, edges, offset=None, zero_rule=False):
     """codes[s, g] = number of edges[:, g] strictly below X[s, g] (bins are right-closed; each gene's edges are
-    non-decreasing, ``+inf`` pads).
+    non-decreasing, ``+inf`` pads), plus ``offset[g]`` (uint8, default 0); with ``zero_rule`` a zero of X gets
+    code 0 whatever the edges (the ``"zero_quantile"`` rule, :func:`zero_quantile_rule`).
 
     Parallel over runs of samples (a CSC matrix: of genes) on the worker pool, reading X as it is -- dense float32
     or float64, CSR or CSC without a dense copy; a sparse matrix's zeros get each gene's code of 0.  (Per 64 MB
@@ -286,24 +287,25 @@ def codes_from_edges(X, edges):
 
     n, m = X.shape
     edges_t = np.ascontiguousarray(np.asarray(edges, dtype=np.float64).T)
+    offset = np.zeros(m, dtype=np.uint8) if offset is None else np.ascontiguousarray(offset, dtype=np.uint8)
+    zero_rule = bool(zero_rule)
     codes = np.empty((n, m), dtype=np.uint8)
     search = edges_t.shape[1] >= SEARCH_FROM_EDGES
     if sp.issparse(X) and X.format in ("csr", "csc"):
-        zero = _codes_of_values(np.zeros(m), np.arange(m), edges_t, search)
+        zero = np.zeros(m, dtype=np.uint8) if zero_rule else \
+            _codes_of_values(np.zeros(m), np.arange(m), edges_t, search) + offset
         ptr = X.indptr.astype(np.int64)
-        if X.format == "csr":
-            run_ranges(lambda _, lo, hi: _codes_csr(X.data, X.indices, ptr, edges_t, zero, search, codes, lo, hi),
-                       split_ranges(n))
-        else:
-            run_ranges(lambda _, lo, hi: _codes_csc(X.data, X.indices, ptr, edges_t, zero, search, codes, lo, hi),
-                       split_ranges(m))
+        kernel, parts = (_codes_csr, n) if X.format == "csr" else (_codes_csc, m)
+        run_ranges(lambda _, lo, hi: kernel(X.data, X.indices, ptr, edges_t, zero, offset, zero_rule, search, codes,
+                                            lo, hi), split_ranges(parts))
         return codes
     if sp.issparse(X):
-        return codes_from_edges(X.tocsr(), edges)
+        return codes_from_edges(X.tocsr(), edges, offset, zero_rule)
     block = np.asarray(X)
     if block.dtype not in (np.float32, np.float64):
         block = block.astype(np.float64)
-    run_ranges(lambda _, lo, hi: _codes_dense(block, edges_t, search, codes, lo, hi), split_ranges(n))
+    run_ranges(lambda _, lo, hi: _codes_dense(block, edges_t, offset, zero_rule, search, codes, lo, hi),
+               split_ranges(n))
     return codes
 
 
@@ -340,40 +342,40 @@ def _codes_of_values(vals, cols, edges_t, search):
     return out
 
 
-@njit(cache=True)
-def _edges_below_entries(vals, cols, edges_t, offset):
-    out = np.empty(vals.size, dtype=np.uint8)
-    for i in range(vals.size):
-        out[i] = offset[cols[i]] + _edges_below(vals[i], edges_t[cols[i]])
-    return out
+@njit(inline="always")
+def _entry_code(v, e, offset, zero_rule, search):
+    """The code of one stored value: 0 for a zero under the zero rule, else ``offset`` + edges below it."""
+    if zero_rule and v == 0:
+        return np.uint8(0)
+    return np.uint8(offset + _code_of(v, e, search))
 
 
 @njit(nogil=True, cache=True)
-def _codes_dense(block, edges_t, search, out, lo, hi):
+def _codes_dense(block, edges_t, offset, zero_rule, search, out, lo, hi):
     for s in range(lo, hi):
         for g in range(block.shape[1]):
-            out[s, g] = _code_of(block[s, g], edges_t[g], search)
+            out[s, g] = _entry_code(block[s, g], edges_t[g], offset[g], zero_rule, search)
 
 
 @njit(nogil=True, cache=True)
-def _codes_csr(data, indices, indptr, edges_t, zero, search, out, lo, hi):
+def _codes_csr(data, indices, indptr, edges_t, zero, offset, zero_rule, search, out, lo, hi):
     for s in range(lo, hi):
         row = out[s]
         row[:] = zero
         for k in range(indptr[s], indptr[s + 1]):
             g = indices[k]
-            row[g] = _code_of(data[k], edges_t[g], search)
+            row[g] = _entry_code(data[k], edges_t[g], offset[g], zero_rule, search)
 
 
 @njit(nogil=True, cache=True)
-def _codes_csc(data, indices, indptr, edges_t, zero, search, out, lo, hi):
+def _codes_csc(data, indices, indptr, edges_t, zero, offset, zero_rule, search, out, lo, hi):
     for g in range(lo, hi):
         z = zero[g]
         for s in range(out.shape[0]):
             out[s, g] = z
         e = edges_t[g]
         for k in range(indptr[g], indptr[g + 1]):
-            out[indices[k], g] = _code_of(data[k], e, search)
+            out[indices[k], g] = _entry_code(data[k], e, offset[g], zero_rule, search)
 
 
 def bin_presence(codes, n_bins):
@@ -476,16 +478,24 @@ def zero_quantile_codes(X, n_bins):
     """
     n_bins = check_n_bins(n_bins)
     n, m = X.shape
-    edges = np.empty((n_bins - 1, m))
-    offset = np.empty(m, dtype=np.uint8)
-    Xc = X.tocsc() if sp.issparse(X) else None
-    for start, stop in _column_blocks(X):
-        values, count = _nonzero_values(X if Xc is None else Xc, start, stop)
-        edges[:, start:stop], offset[start:stop] = zero_quantile_edges(values, count, n, n_bins)
-    codes = np.empty((n, m), dtype=np.uint8)
-    for start, stop in _column_blocks(X):
-        codes[:, start:stop] = zero_quantile_rule((X if Xc is None else Xc)[:, start:stop], edges[:, start:stop],
-                                                  offset[start:stop])
+    if sp.issparse(X):  # one float64 CSC copy (a CSR X transposed in parallel): every gene's values at once
+        Xc = csc_float64(X)
+        values, count = Xc.data, np.diff(Xc.indptr)  # the order statistics copy each gene's values
+        if np.count_nonzero(values) < values.size:  # explicit zeros are zeros
+            kept = np.concatenate([[0], np.cumsum(values != 0, dtype=np.int64)])
+            values, count = values[values != 0], kept[Xc.indptr[1:]] - kept[Xc.indptr[:-1]]
+        edges, offset = zero_quantile_edges(values, count, n, n_bins)
+        del values
+        if X.format == "csr":  # codes row after row: the CSR kernel writes the codes in their memory order
+            Xc = X
+    else:
+        edges = np.empty((n_bins - 1, m))
+        offset = np.empty(m, dtype=np.uint8)
+        Xc = X
+        for start, stop in _column_blocks(X):
+            values, count = _nonzero_values(X, start, stop)
+            edges[:, start:stop], offset[start:stop] = zero_quantile_edges(values, count, n, n_bins)
+    codes = codes_from_edges(Xc, edges, offset, zero_rule=True)
     return codes, _compact_inplace(codes, n_bins)
 
 
@@ -509,20 +519,29 @@ def _nonzero_values(X, start, stop):
 SORT_FROM_RANKS = 12
 
 
-@njit(cache=True)
 def _segment_order_statistics(values, bounds, ranks):
     """``out[j, r]``: the ``ranks[j, r]``-th smallest (0-based) of segment ``values[bounds[j]:bounds[j+1]]``
     (a partial sort of each segment: linear time per rank, as ``np.quantile``'s ``np.partition``; a sort for
-    :data:`SORT_FROM_RANKS` ranks or more)."""
+    :data:`SORT_FROM_RANKS` ranks or more); runs of segments in parallel on the worker pool."""
+    from .information import run_ranges, split_ranges
+
     out = np.full(ranks.shape, np.nan)
+    n_segments = bounds.size - 1
+    if n_segments > 0:
+        run_ranges(lambda _, lo, hi: _order_statistics_of_segments(values, bounds, ranks, out, lo, hi),
+                   split_ranges(n_segments))
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _order_statistics_of_segments(values, bounds, ranks, out, lo, hi):
     by_sort = ranks.shape[1] >= SORT_FROM_RANKS
-    for j in range(bounds.size - 1):
+    for j in range(lo, hi):
         if bounds[j + 1] > bounds[j]:
             segment = values[bounds[j]:bounds[j + 1]]
             part = np.sort(segment) if by_sort else np.partition(segment, ranks[j])
             for r in range(ranks.shape[1]):
                 out[j, r] = part[ranks[j, r]]
-    return out
 
 
 def linear_quantile_ranks(count, q):
@@ -574,24 +593,7 @@ def zero_quantile_rule(x, edges, offset):
     equal-frequency bins).  Dense or scipy.sparse ``x`` (only the stored entries are read; explicit zeros are
     zeros); uint8 codes, dense.  One rule for :func:`zero_quantile_codes` and the Dask path (per sample chunk).
     """
-    if sp.issparse(x):
-        x = x.tocoo()
-        vals = np.asarray(x.data, dtype=np.float64)
-        if edges.shape[0] >= SEARCH_FROM_EDGES:
-            c = _edges_below_entries(vals, x.col.astype(np.int64), np.ascontiguousarray(edges.T),
-                                     offset.astype(np.uint8))
-        else:
-            c = offset[x.col].astype(np.uint8)
-            for e in edges:
-                c += vals > e[x.col]
-        out = np.zeros(x.shape, dtype=np.uint8)
-        out[x.row, x.col] = np.where(vals != 0, c, 0)
-        return out
-    x = np.asarray(x)
-    out = codes_from_edges(x, edges)
-    out += offset.astype(np.uint8)
-    out[x == 0] = 0
-    return out
+    return codes_from_edges(x, edges, offset, zero_rule=True)
 
 
 @njit(cache=True)
