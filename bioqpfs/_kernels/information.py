@@ -945,13 +945,13 @@ def _stratified_information(table_rows, table_cols, kind, rows, base, dtype, out
         out = np.zeros((r, table_rows.n_genes), dtype=dtype)
     else:
         out[...] = 0
+    part = None  # one buffer for every stratum's matrix
     for w, t, _ in table_rows.stratum_tables():
         if np.count_nonzero(t.class_sizes) < 2:
             continue
-        part = pairwise_information(t, None, kind, rows=rows, base=base, dtype=dtype, n_workers=n_workers)
-        if w == 1.0:
-            out += part
-        else:
-            part *= w
-            out += part
+        part = pairwise_information(t, None, kind, rows=rows, base=base, dtype=dtype, n_workers=n_workers,
+                                    out=part)
+        if w != 1.0:
+            np.multiply(part, w, out=part)
+        np.add(out, part, out=out)
     return out
