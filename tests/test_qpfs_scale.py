@@ -508,3 +508,49 @@ def test_definite_beyond_against_eigenvalues(rng):
     assert psd.definite_beyond(G, 0.0) and psd.definite_beyond(G, 0.9 * lam)
     assert not psd.definite_beyond(G, 1.1 * lam)
     assert not psd.definite_beyond(sq.QPMatrix(A + A.T), 0.0)   # indefinite
+
+
+def test_shared_eigenvalue_of_a_definite_q_is_a_certified_bound(srbct_mi, monkeypatch):
+    """qpfs_cover's shared q_min beyond 500 genes: a definite Q is certified by one Cholesky factorisation (a lower
+    bound, no Lanczos run), and every per-class problem then gets the shift of the exact eigenvalue (none) and the
+    same optimum; an indefinite Q still gets its eigenvalue (the shift needs it)."""
+    Q, F = srbct_mi
+    m = 600
+    Q, F = Q[:m, :m], F[:m]
+    exact = float(np.linalg.eigvalsh(Q)[0])                # the independent reference
+    assert exact < 0
+    P = Q + (1e-3 - exact) * np.eye(m)                     # definite, lambda_min = 1e-3
+    calls = []
+    real = sq.smallest_eigenvalue
+    monkeypatch.setattr(sq, "smallest_eigenvalue", lambda G, **kw: calls.append(kw.get("tol")) or real(G, **kw))
+    bound = psd.min_eigenvalue_with_safety(P)
+    assert calls == [] and 0 < bound == psd.DEFINITE_FLOOR * np.max(np.diag(P)) <= 1e-3
+    for alpha in (0.3, 0.9):
+        x1, d1 = qmod.solve_qpfs(P, F, alpha, psd_fix="shift")
+        x2, d2 = qmod.solve_qpfs(P, F, alpha, psd_fix="shift", q_min_eigenvalue=bound)
+        assert d1["psd_shift"] == d2["psd_shift"] == 0.0
+        np.testing.assert_allclose(x2, x1, atol=1e-9)
+    calls.clear()
+    q = psd.min_eigenvalue_with_safety(Q)                  # indefinite: the full-precision value
+    assert calls == [None] and q == pytest.approx(exact, rel=1e-8) and q <= exact
+
+
+def test_lanczos_without_a_ritz_value_falls_back_to_lapack(monkeypatch):
+    """ARPACK can stop without a single Ritz value (a clustered spectrum bottom); the eigenvalue is then the dense
+    LAPACK one, never NaN (a NaN made the psd shift silently 0); too large for a dense copy: a clear error."""
+    import scipy.sparse.linalg as ssl
+
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(600, 600))
+    G = sq.QPMatrix((A + A.T) / 2, scale=1.0)
+    exact = float(np.linalg.eigvalsh(G.dense())[0])
+
+    def stuck(*args, **kwargs):
+        raise ssl.ArpackNoConvergence("no convergence", np.zeros(0), np.zeros((600, 0)))
+
+    monkeypatch.setattr(ssl, "eigsh", stuck)
+    lam, info = sq.smallest_eigenvalue(G, return_info=True)
+    assert lam == pytest.approx(exact, rel=1e-12) and info["method"] == "lapack" and info["converged"]
+    monkeypatch.setattr(sq, "DENSE_FALLBACK_BYTES", 1000)
+    with pytest.raises(RuntimeError, match="did not converge.*psd_fix='clip'"):
+        sq.smallest_eigenvalue(G)

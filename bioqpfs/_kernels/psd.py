@@ -14,7 +14,7 @@ from .. import _threads
 from . import simplex_qp
 
 __all__ = ["PSD_FIXES", "apply_psd_fix", "min_eigenvalue_with_safety", "CLIP_DENSE_MAX", "CLIP_LANCZOS_MAX",
-           "NONE_SIGN_TOL"]
+           "NONE_SIGN_TOL", "DEFINITE_FLOOR"]
 
 #: psd_fix="clip" diagonalises G completely up to this size (LAPACK), beyond it uses Lanczos
 CLIP_DENSE_MAX = 4000
@@ -173,10 +173,31 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9, known_min_eigenvalue=None):
 
 
 
-def min_eigenvalue_with_safety(Q):
-    """lambda_min(Q) times the relative safety factor :func:`apply_psd_fix` applies to a Lanczos estimate
-    (a Ritz value is never below the true one), for ``solve_qpfs(..., q_min_eigenvalue=)``."""
-    lam, info = simplex_qp.smallest_eigenvalue(Q if Q.shape[0] <= 500 else simplex_qp.QPMatrix(Q, scale=1.0),
-                                               return_info=True)
-    return lam * (1.0 + 10 * info["tol"])
+#: :func:`min_eigenvalue_with_safety` certifies a definite Q down to this fraction of its largest diagonal entry
+#: (1,000 times the psd margin of :func:`apply_psd_fix`)
+DEFINITE_FLOOR = 1e-6
 
+
+def min_eigenvalue_with_safety(Q):
+    """For ``solve_qpfs(..., q_min_eigenvalue=)`` when C problems share Q (``qpfs_cover``: lambda_min((1 - alpha_c)
+    Q) = (1 - alpha_c) lambda_min(Q)): a value from which every per-class psd shift is the exact one.
+
+    Up to 500 genes lambda_min(Q) by LAPACK.  Beyond, when a Cholesky factorisation certifies lambda_min(Q) > c =
+    :data:`DEFINITE_FLOOR` x the largest diagonal entry (:func:`definite_beyond`), that lower bound c: every
+    shift ``max(0, margin - (1 - alpha_c) c)`` is then 0 (the margin is 1e-9 (1 - alpha_c) x the largest
+    diagonal entry), as with the exact value.  Otherwise (an indefinite or nearly singular Q, whose shift needs
+    the value) the full-precision Lanczos value times the relative safety factor :func:`apply_psd_fix` applies
+    (a Ritz value is never below the true one).  The full run near the bottom of a clustered spectrum -- a
+    definite MI matrix of sparse counts, 20,000 cells x 2,000 genes: lambda_min 3.2e-4, the next 4.6e-4 --
+    took 3,653 products, 8.4 s of a 19.6 s default recipe on 2 cores, and ended without a Ritz value.
+    """
+    m = Q.shape[0]
+    if m <= 500:
+        lam, info = simplex_qp.smallest_eigenvalue(Q, return_info=True)
+        return lam * (1.0 + 10 * info["tol"])
+    G = simplex_qp.QPMatrix(Q, scale=1.0)
+    floor = DEFINITE_FLOOR * float(np.max(np.abs(np.diagonal(Q))))
+    if floor > 0 and definite_beyond(G, floor):
+        return floor
+    lam, info = simplex_qp.smallest_eigenvalue(G, return_info=True)
+    return lam * (1.0 + 10 * info["tol"])

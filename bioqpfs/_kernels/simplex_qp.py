@@ -220,7 +220,29 @@ def smallest_eigenvalue(G, *, dense_max=500, tol=None, return_info=False):
             converged = False
             lam = float(np.min(e.eigenvalues)) if len(e.eigenvalues) else float("nan")
     info = dict(method="lanczos", converged=converged, tol=float(tol), matvecs=int(count[0]))
+    if not np.isfinite(lam):  # ARPACK stopped without a single Ritz value: the dense solve, if it fits
+        lam = _dense_smallest_eigenvalue(op, info)
     return (lam, info) if return_info else lam
+
+
+#: bytes of the dense copy of G up to which a Lanczos run that ends without any Ritz value falls back to LAPACK
+DENSE_FALLBACK_BYTES = 2 * 2**30
+
+
+def _dense_smallest_eigenvalue(op, info):
+    """lambda_min of the QPMatrix ``op`` by LAPACK (syevr, one eigenvalue) on its dense copy, after a Lanczos run
+    that gave none; ``info`` is updated (``method="lapack"``).  A matrix too large for a dense copy is an error
+    that says what to do, never a NaN eigenvalue (a NaN would turn the psd shift silently into none)."""
+    from .._validation import available_memory
+
+    n_bytes = 8 * op.n * op.n
+    if n_bytes > min(DENSE_FALLBACK_BYTES, available_memory()[0] // 4):
+        raise RuntimeError(f"the smallest eigenvalue of the {op.n} x {op.n} QP matrix did not converge "
+                           f"({info['matvecs']} Lanczos products, no Ritz value) and a dense solve would need "
+                           f"{n_bytes / 2**30:.1f} GiB; use psd_fix='clip' or fewer genes (e.g. a variance filter)")
+    lam = float(sla.eigh(op.dense(), eigvals_only=True, subset_by_index=[0, 0], check_finite=False)[0])
+    info.update(method="lapack", converged=True, tol=0.0)
+    return lam
 
 
 #: the quadratic term counts as absent when every entry of G is at most this times max|a| (or is 0)
