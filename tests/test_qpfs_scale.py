@@ -490,8 +490,14 @@ def test_definite_g_certified_by_cholesky_for_the_shift(srbct_mi, monkeypatch):
     alpha = 0.5
     exact = float(np.linalg.eigvalsh((1 - alpha) * Q)[0])
     P = Q - exact / (1 - alpha) * np.eye(m) + 1e-3 * np.eye(m)
+    calls = []
+    real = sq.smallest_eigenvalue
+    monkeypatch.setattr(sq, "smallest_eigenvalue", lambda G, **kw: calls.append(kw.get("tol")) or real(G, **kw))
     x, d = qmod.solve_qpfs(P, F, alpha, psd_fix="shift")
     assert d["eigen_method"] == "cholesky" and d["psd_shift"] == 0.0 and d["psd_fix_applied"] == "none needed"
+    # the value reported comes from the factor (Lanczos on the inverse, a few products), not from a run on G
+    assert calls == [] and d["eigen_matvecs"] < 60
+    assert d["min_eigenvalue"] == pytest.approx((1 - alpha) * 1e-3, rel=1e-8)
     monkeypatch.setattr(psd, "CHOLESKY_MAX_BYTES", 0)
     x_ref, d_ref = qmod.solve_qpfs(P, F, alpha, psd_fix="shift")
     assert d_ref["eigen_method"] == "lanczos" and d_ref["psd_shift"] == 0.0
