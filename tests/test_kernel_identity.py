@@ -1,4 +1,6 @@
-"""Every result of every registered method and measure is bit-identical to main before the kernel redesign.
+"""Every result of every registered method and measure is bit-identical to main before the kernel redesign
+(the class-weighted ones to the record made when weighted counts became exact counts per weight value: see
+``tests/kernel_reference.py``).
 
 ``tests/data/kernel_reference.json`` was recorded with ``tests/kernel_reference.py`` from main before issue 12's
 kernel work (one ``codes(...)`` entry point, one I(X;C) function, the counting backend): for each array its sha256,

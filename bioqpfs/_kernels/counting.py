@@ -25,8 +25,9 @@ plus its line in :data:`BACKENDS`)
   are **never reordered**: class ``c`` is the set ``groups == c``, in the input order.
 * ``groups``: class code ``0..C-1`` of every sample (numpy, one per sample), or None (one class).
 * ``weights``: the non-negative weight of every sample (numpy float64), or None (every sample counts 1).
-  A weighted count is ``sum_s w_s [...]`` in float64; unweighted counts are exact integers in
-  ``count_dtype`` (float32 below 2**24 samples).
+  A weighted count is ``sum_s w_s [...]`` in float64 (the numpy backend: ``sum_v v x`` the exact count of the
+  samples of weight v, when the weights take few values, :func:`weight_level_runs`); unweighted counts are exact
+  integers in ``count_dtype`` (float32 below 2**24 samples).
 
 Methods (every result a local numpy array; the M x M result and the QP stay on this node):
 
@@ -57,7 +58,7 @@ import importlib
 
 import numpy as np
 
-__all__ = ["CountingBackend", "BACKENDS", "backend_for", "class_runs"]
+__all__ = ["CountingBackend", "BACKENDS", "backend_for", "class_runs", "weight_level_runs", "MAX_WEIGHT_LEVELS"]
 
 #: backends by name: ``name -> "module:Class"`` (imported when first used); the first whose ``accepts(codes)``
 #: is true counts a code matrix unless one is named
@@ -113,6 +114,38 @@ def class_runs(groups, n_samples):
     bounds = np.concatenate([[0], np.cumsum(np.bincount(groups))])
     runs = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
     return (None if np.all(order == np.arange(n_samples)) else order), runs
+
+
+#: weighted counts are summed per weight value (exact integer GEMMs, one float64 scaling each) when the weights take
+#: at most this many distinct values -- class weights take one per class
+MAX_WEIGHT_LEVELS = 64
+
+
+def weight_level_runs(groups, weights, n_samples):
+    """``(order, class_runs, level_runs)`` for weighted counts whose weights take few values (class weights: one
+    per class): the stable sort of the samples by (class, weight value) (``None`` when sorted already), each
+    class's run of rows in that order, and within each class the runs of equal weight as ``(rows, value)``.  A
+    backend then counts each run unweighted (exact integers) and adds ``value x counts``: one float64 rounding
+    per run instead of float64 GEMMs over the weights.  ``None`` instead of the whole tuple without weights or
+    with more than :data:`MAX_WEIGHT_LEVELS` distinct values."""
+    if weights is None:
+        return None
+    values, level = np.unique(np.asarray(weights, dtype=np.float64), return_inverse=True)
+    if values.size > MAX_WEIGHT_LEVELS:
+        return None
+    level = level.ravel()
+    cls = np.zeros(n_samples, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+    n_classes = int(cls.max()) + 1 if n_samples else 1
+    key = cls * values.size + level
+    order = np.argsort(key, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=n_classes * values.size))])
+    class_runs, level_runs = [], []
+    for c in range(n_classes):
+        lo, hi = bounds[c * values.size], bounds[(c + 1) * values.size]
+        class_runs.append(slice(int(lo), int(hi)))
+        level_runs.append([(slice(int(bounds[k]), int(bounds[k + 1])), float(values[k - c * values.size]))
+                           for k in range(c * values.size, (c + 1) * values.size) if bounds[k + 1] > bounds[k]])
+    return (None if np.all(order == np.arange(n_samples)) else order), class_runs, level_runs
 
 
 def _load(key):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .counting import CountingBackend, class_runs
+from .counting import CountingBackend, class_runs, weight_level_runs
 
 __all__ = ["NumpyCounting", "ONEHOT_BUDGET"]
 
@@ -46,7 +46,12 @@ class NumpyCounting(CountingBackend):
         # per-class counts read each class's samples as one contiguous run: when the classes are interleaved,
         # from a class-sorted copy of the codes (n_samples x n_genes bytes, private to this backend; gathering
         # the rows on every block pair instead cost 11% on 10^4 cells x 1,000 genes, 8 classes)
-        order, self.class_rows = class_runs(self.groups, self.n_samples)
+        levels = weight_level_runs(self.groups, weights, self.n_samples)
+        if levels is None:
+            order, self.class_rows = class_runs(self.groups, self.n_samples)
+            self.level_rows = None
+        else:  # weights of few values (class weights): each class's samples further sorted by weight
+            order, self.class_rows, self.level_rows = levels
         self.by_class = self.codes if order is None else self.codes[order]
         self.class_weights = None if weights is None else (weights if order is None else weights[order])
         self.n_classes = len(self.class_rows)
@@ -67,7 +72,7 @@ class NumpyCounting(CountingBackend):
         from .information import run_ranges, split_ranges
 
         out = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
-        w = self._weights_of(True)
+        w = self.class_weights  # the weights in the order of by_class
         for c, rows in enumerate(self.class_rows):
             block = self.by_class[rows]
             if w is None:
@@ -78,7 +83,7 @@ class NumpyCounting(CountingBackend):
                 out[c, :, a] = w[rows] @ (block == a)
         return out
 
-    def onehot(self, genes, rows, source=None):
+    def onehot(self, genes, rows, source=None, dtype=None):
         """Indicators (len(rows) x nb*len(genes)) in the count dtype, bin-major: column ``a*len(genes) + g``.
 
         Bin-major columns make every (bin a, bin b) sub-block of the count matrix a contiguous
@@ -87,7 +92,7 @@ class NumpyCounting(CountingBackend):
         """
         codes = self.codes if source is None else source
         sub = codes[rows, genes] if isinstance(genes, slice) else codes[rows][:, genes]
-        out = np.empty((sub.shape[0], self.nb * sub.shape[1]), dtype=self.count_dtype)
+        out = np.empty((sub.shape[0], self.nb * sub.shape[1]), dtype=self.count_dtype if dtype is None else dtype)
         g = sub.shape[1]
         for a in range(self.nb):
             np.equal(sub, a, out=out[:, a * g:(a + 1) * g], casting="unsafe")
@@ -107,6 +112,10 @@ class NumpyCounting(CountingBackend):
         chunk = max(1, ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
         same_block = cols is self and isinstance(genes_I, slice) and isinstance(genes_J, slice) and \
             genes_I == genes_J
+        if weights is not None and self.level_rows is not None:
+            runs = self.level_rows if per_class else [[run for part in self.level_rows for run in part]]
+            self._joint_by_level(G, runs, genes_I, genes_J, cols, same_block, chunk)
+            return G
         for c, class_rows in enumerate(parts):
             first = True
             for rows in _chunks(class_rows, chunk):
@@ -122,6 +131,28 @@ class NumpyCounting(CountingBackend):
             if first:  # empty class
                 G[c] = 0.0
         return G
+
+    def _joint_by_level(self, G, runs, genes_I, genes_J, cols, same_block, chunk):
+        """Weighted counts of weights with few values: ``G[c] = sum_v v x`` the count of class c's samples of weight
+        v, each an exact float32 GEMM of 0/1 indicators (float64 for a run of 2**24 samples or more), scaled and
+        added in float64 -- 3.4x faster than the float64 GEMM of weighted indicators (20,000 cells, 1,000
+        genes, 9 classes)."""
+        acc = None
+        for c, part in enumerate(runs):
+            G[c] = 0.0
+            for rows, value in part:
+                dt = np.float32 if rows.stop - rows.start < 2**24 else np.float64
+                counts = None
+                for sub in _chunks(rows, chunk):
+                    A = self.onehot(genes_I, sub, self.by_class, dt)
+                    B = A if same_block else cols.onehot(genes_J, sub, cols.by_class, dt)
+                    if counts is None:
+                        if acc is None or acc.shape != (A.shape[1], B.shape[1]) or acc.dtype != dt:
+                            acc = np.empty((A.shape[1], B.shape[1]), dtype=dt)
+                        counts = np.matmul(A.T, B, out=acc)
+                    else:
+                        counts += A.T @ B
+                G[c] += np.multiply(counts, value, dtype=np.float64)  # not float32: value x counts rounded once
 
 
 @njit(nogil=True, cache=True)
