@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import reference as ref
+import scipy.linalg as sla
 
 import bioqpfs
 from bioqpfs import measures
@@ -560,3 +561,25 @@ def test_lanczos_without_a_ritz_value_falls_back_to_lapack(monkeypatch):
     monkeypatch.setattr(sq, "DENSE_FALLBACK_BYTES", 1000)
     with pytest.raises(RuntimeError, match="did not converge.*psd_fix='clip'"):
         sq.smallest_eigenvalue(G)
+
+
+def test_cholesky_factor_checks_a_leading_block_first(monkeypatch, rng):
+    """An indefinite leading block proves G indefinite (interlacing), so the factorisation of all of G is skipped;
+    a definite leading block leaves the verdict to the whole factorisation (the block is only a shortcut)."""
+    monkeypatch.setattr(psd, "LEADING_CHECK", 20)
+    m = 100
+    A = rng.normal(size=(m, m))
+    P = A @ A.T / m + 0.1 * np.eye(m)                       # definite
+    L = psd.cholesky_factor(sq.QPMatrix(P, scale=2.0), 0.05)
+    np.testing.assert_allclose(np.tril(L) @ np.tril(L).T, 2.0 * P - 0.05 * np.eye(m), atol=1e-10)
+    lead_bad = P.copy()
+    lead_bad[3, 3] = -1.0                                   # indefinite within the leading 20 x 20 block
+    tail_bad = P.copy()
+    tail_bad[90, 90] = -1.0                                 # definite leading block, indefinite G
+    full = []
+    real = sla.lapack.dpotrf
+    monkeypatch.setattr(sla.lapack, "dpotrf", lambda a, **kw: full.append(a.shape[0]) or real(a, **kw))
+    assert psd.cholesky_factor(sq.QPMatrix(lead_bad, scale=1.0), 0.0) is None and full == [20]
+    full.clear()
+    assert psd.cholesky_factor(sq.QPMatrix(tail_bad, scale=1.0), 0.0) is None and full == [20, m]
+    assert not psd.definite_beyond(sq.QPMatrix(tail_bad, scale=1.0), 0.0)

@@ -139,8 +139,9 @@ class NumpyCounting(CountingBackend):
         genes, 9 classes)."""
         acc = None
         for c, part in enumerate(runs):
-            G[c] = 0.0
-            for rows, value in part:
+            if not part:
+                G[c] = 0.0
+            for r, (rows, value) in enumerate(part):
                 dt = np.float32 if rows.stop - rows.start < 2**24 else np.float64
                 counts = None
                 for sub in _chunks(rows, chunk):
@@ -152,7 +153,7 @@ class NumpyCounting(CountingBackend):
                         counts = np.matmul(A.T, B, out=acc)
                     else:
                         counts += A.T @ B
-                G[c] += np.multiply(counts, value, dtype=np.float64)  # not float32: value x counts rounded once
+                _add_scaled(G[c], counts, value, r == 0)  # in float64: value x counts rounded once
 
 
 @njit(nogil=True, cache=True)
@@ -167,3 +168,14 @@ def _bin_counts(block, nb, out, lo, hi):
             a = row[g]
             if a < nb:
                 out[g, a] += 1.0
+
+
+@njit(nogil=True, cache=True)
+def _add_scaled(G, counts, value, first):
+    """``G += value * counts`` (``G = value * counts`` when ``first``) in float64, in one pass without a temporary
+    (the counts' block was otherwise converted to float64 and scaled in two more passes: 15% of the MI matrix
+    at 72 samples x 7,129 genes)."""
+    for i in range(G.shape[0]):
+        for j in range(G.shape[1]):
+            x = value * np.float64(counts[i, j])
+            G[i, j] = x if first else G[i, j] + x
