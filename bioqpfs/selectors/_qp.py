@@ -123,9 +123,10 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
     quad_scale, lin_scale : float, optional
         Override (1 - alpha) and alpha (used by EQPFS: 2 alpha and 1).
     q_min_eigenvalue : float, optional
-        The smallest eigenvalue of Q (safety factor included; see :func:`bioqpfs._kernels.psd.min_eigenvalue_with_safety`), when
-        the caller solves several problems on the same Q: without preselected genes the psd fix uses
-        ``(1 - alpha) * q_min_eigenvalue`` instead of an eigen-solve per call.
+        The smallest eigenvalue of Q (safety factor included), or for a Q certified definite a lower bound whose
+        shifts are the exact ones (see :func:`bioqpfs._kernels.psd.min_eigenvalue_with_safety`), when the caller
+        solves several problems on the same Q: without preselected genes the psd fix uses
+        ``(1 - alpha) * q_min_eigenvalue`` instead of an eigen-solve per call (reported as ``eigen_method="given"``).
 
     Returns
     -------

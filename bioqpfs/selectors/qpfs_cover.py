@@ -134,7 +134,8 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         QP; against ``"none"`` the panels score the same within noise (LR balanced accuracy at k = 10 / 20 / 30,
         ``bench_panels.py``: PBMC 0.592 / 0.617 / 0.619 against 0.597 / 0.614 / 0.614, Colon 0.856 / 0.819 /
         0.812 against 0.846 / 0.794 / 0.822, Leukemia 0.934 / 0.964 / 0.959 against 0.929 / 0.964 / 0.959).
-        The C problems share one eigen-solve (``solve_qpfs(..., q_min_eigenvalue=)``).
+        The C problems share one eigen-solve, or for a definite Q one Cholesky certificate
+        (``solve_qpfs(..., q_min_eigenvalue=)``, :func:`~bioqpfs._kernels.psd.min_eigenvalue_with_safety`).
     preselected : sequence of str or int, optional
         Forced genes (names need ``feature_names``), ranked first in the given order (``.var["bioqpfs_class"]``
         says ``"preselected"``).  Every per-class problem is solved given them with the shared forced-gene QP
