@@ -3,8 +3,10 @@
 Implements :class:`bioqpfs._kernels.counting.CountingBackend` (see that module for the contract) for
 codes in a numpy array.  A joint block is ``sum over sample chunks of O_I^T (W O_J)``: the chunk's
 one-hot indicators of genes I and J (``nb`` materialised bins each, bin-major columns), exact in
-float32 while the number of samples is below 2**24; with sample weights the J indicators are scaled
-by the weights and the product runs in float64.  The input keeps its sample order; for per-class counts
+float32 while the number of samples is below 2**24.  With sample weights of few distinct values (class weights:
+one per class; :func:`~bioqpfs._kernels.counting.weight_level_runs`) each run of equal weight is counted exactly
+the same way and scaled once in float64; with other weights the J indicators are scaled by the weights and the
+product runs in float64.  The input keeps its sample order; for per-class counts
 this backend reads a class-sorted copy of the codes (:attr:`NumpyCounting.by_class`, classes in input
 order within; none when the classes are already contiguous), so that each class is one run of rows.
 """
