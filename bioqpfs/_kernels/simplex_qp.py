@@ -229,14 +229,19 @@ def smallest_eigenvalue(G, *, dense_max=500, tol=None, return_info=False):
 DENSE_FALLBACK_BYTES = 2 * 2**30
 
 
+def dense_copy_fits(n, max_bytes):
+    """Whether a dense float64 n x n copy fits: at most ``max_bytes`` and a quarter of the available memory."""
+    from .._validation import available_memory
+
+    return 8 * n * n <= min(max_bytes, available_memory()[0] // 4)
+
+
 def _dense_smallest_eigenvalue(op, info):
     """lambda_min of the QPMatrix ``op`` by LAPACK (syevr, one eigenvalue) on its dense copy, after a Lanczos run
     that gave none; ``info`` is updated (``method="lapack"``).  A matrix too large for a dense copy is an error
     that says what to do, never a NaN eigenvalue (a NaN would turn the psd shift silently into none)."""
-    from .._validation import available_memory
-
     n_bytes = 8 * op.n * op.n
-    if n_bytes > min(DENSE_FALLBACK_BYTES, available_memory()[0] // 4):
+    if not dense_copy_fits(op.n, DENSE_FALLBACK_BYTES):
         raise RuntimeError(f"the smallest eigenvalue of the {op.n} x {op.n} QP matrix did not converge "
                            f"({info['matvecs']} Lanczos products, no Ritz value) and a dense solve would need "
                            f"{n_bytes / 2**30:.1f} GiB; use psd_fix='clip' or fewer genes (e.g. a variance filter)")
