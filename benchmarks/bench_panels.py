@@ -242,10 +242,12 @@ def peers():
 
 def ours():
     """bioqpfs's methods: the default of ``tl.select_genes`` (class-covering QPFS, ``qpfs_cover``, per-class relevance
-    bins), the previous defaults (``qpfs_cover`` with the bins shared with Q; QPFS + class balance + auto
+    bins, and on dense data the pair-order information beside the MI), the previous defaults (the same without
+    the pair-order information; ``qpfs_cover`` with the bins shared with Q; QPFS + class balance + auto
     discretisation), and the paper settings of each method."""
     return {
         "bioqpfs default": bioqpfs_method(None),
+        "default (MI relevance only)": bioqpfs_method(None, relevance="mi"),
         "qpfs_cover (shared bins)": bioqpfs_method("qpfs_cover"),
         "qpfs + levers": bioqpfs_method("qpfs", class_weight="balanced", discretization="auto"),
         "qpfs (paper)": bioqpfs_method("qpfs"),

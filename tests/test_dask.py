@@ -702,3 +702,29 @@ def test_per_class_bins_of_the_default_recipe_on_dask_equal_in_memory(sparse, ba
     F_dask = _common.per_class_bin_relevance(D, y, 5, rule="zero_quantile", n_bins=3, class_weight="balanced", base=2,
                                              batch=strata)
     np.testing.assert_array_equal(F_dask, F_mem)
+
+
+@pytest.mark.parametrize("batch_discretization", [None, "per_batch", "global"])
+def test_pair_order_information_of_the_default_recipe_on_dask_equal_in_memory(batch_discretization):
+    """On dense data the default recipe adds the pair-order information (``relevance="auto"`` -> ``"mi_order"``):
+    its 255-level codes and their per-(class, batch) counts are sums over sample chunks, so the relevance and the
+    panel on a Dask X are the in-memory ones, with and without batches."""
+    import bioqpfs
+    from bioqpfs.selectors import _common
+
+    rng = np.random.default_rng(10)
+    n, m = 400, 20
+    y = rng.integers(0, 4, n)
+    X = rng.normal(size=(n, m)) + (y[:, None] == np.arange(m) % 4) * np.linspace(0.2, 1.5, m)
+    kw = {} if batch_discretization is None else dict(batch=rng.integers(0, 3, n),
+                                                     batch_discretization=batch_discretization)
+    D = dask_of(X, (100, 180, 120), False)
+    want = bioqpfs.select(X, y, n_genes=6, **kw)
+    got = bioqpfs.select(D, y, n_genes=6, **kw)
+    assert want.params["relevance_used"] == "mi_order" and want.params["discretization_used"] == "mean_sd"
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
+    strata = None if batch_discretization is None else _common.check_batch(
+        kw["batch"], X, batch_weights="size", batch_discretization=batch_discretization)
+    F_mem = _common.pair_order_information(X, y, 4, base=2, batch=strata)
+    np.testing.assert_array_equal(_common.pair_order_information(D, y, 4, base=2, batch=strata), F_mem)

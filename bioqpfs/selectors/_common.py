@@ -660,6 +660,73 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
     return F / np.log(base)
 
 
+#: the relevance F_c of :func:`bioqpfs.qpfs_cover`'s per-class problems: the one-vs-rest MI (``"mi"``), the
+#: mean of it and the pair-order information (``"mi_order"``, :func:`pair_order_information`), or ``"auto"``:
+#: ``"mi_order"`` unless every class has bins of its own (``relevance_bins="per_class"`` on equal-frequency codes)
+CLASS_RELEVANCES = ("mi", "mi_order", "auto")
+
+
+def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="quantile"):
+    """F[c, i] = I(Z; [X_i of the class-c sample > X_i of the other]): the pair-order information of gene i.
+
+    Draw one sample of class c and one of the other samples, and present them in random order; Z (one fair bit)
+    says which of the two is the class-c sample.  Gene i's only evidence is which of the two values is higher,
+    which points to the class-c sample with probability A = AUROC_c,i (ties count one half; the Mann-Whitney
+    statistic divided by n_c (n - n_c), the rank-sum test of scanpy's Wilcoxon markers).  That is a binary
+    symmetric channel, so::
+
+        F[c, i] = ln 2 - H_2(A_c,i),    H_2(p) = -p ln p - (1 - p) ln(1 - p)
+
+    0 for a gene whose values do not depend on the class and ln 2 (one bit, H(Z)) for a perfect marker, high or
+    low in c.  It is an information about class c in the same unit as the MI of the QPFS problem, from the ranks
+    only: unlike the MI of three mean +- sd bins it sees the whole order, and it weighs class c and the rest
+    equally whatever their sizes (the pair is one of each), as ``class_weight="balanced"`` does.
+
+    The ranks come from counts: every gene is coded into ``MAX_LEVELS`` (255) equal-frequency bins
+    (``rule="quantile"``; ``None``: X holds integer codes, used as they are) by
+    :func:`bioqpfs._kernels.discretize.codes`, their counts per (class, batch) from the counting backend in one
+    pass (sparse, a Dask X chunk by chunk, cupy), and ``A = sum_j n_c,j (m_<j + m_j / 2) / (n_c m)`` over the
+    bins j, with ``m_<j`` the other samples in the bins below and ``m_j`` in bin j: values sharing a bin count as
+    ties.  With at most 255 samples, or distinct values, per gene (every microarray set) each value has its own
+    bin and A is exact; beyond, it is the AUROC of 255 ordered levels (zeros take their share of the levels:
+    ``"zero_quantile"`` codes would not keep the order of negative values).  With ``batch``, ``sum_b w_b F_b``, each batch's A from its own samples (and its own bins with
+    ``batch.discretization="per_batch"``).  Returns ``(C, M)`` in ``base``.
+    Chosen by ``benchmarks/bench_panels.py`` (README "Panel quality")."""
+    y_codes = np.asarray(y_codes, dtype=np.int64)
+    n_batches = 1 if batch is None else len(batch.weights)
+    levels_max = _disc.MAX_LEVELS
+    memory_guard(8 * (2 * n_classes * n_batches + 8) * X.shape[1] * levels_max,
+                 f"the pair-order information's counts ({n_classes} classes x {n_batches} batches x {X.shape[1]} "
+                 f"genes x {levels_max} levels)", ["relevance='mi' (no pair-order information)", "genes"])
+    codes, levels = discretized(X, rule, levels_max, y_codes, batch)
+    strata = np.zeros(y_codes.size, dtype=np.int64) if batch is None else np.asarray(batch.codes, dtype=np.int64)
+    n_levels = max(2, int(np.max(levels))) if np.size(levels) else 2
+    margins = _info.stratum_margins(codes, n_levels, y_codes, strata, n_batches, n_classes=n_classes)
+    F = np.zeros((n_classes, X.shape[1]))
+    weights = np.ones(1) if batch is None else batch.weights
+    for b, w_b in enumerate(weights):
+        sizes = np.bincount(y_codes[strata == b], minlength=n_classes).astype(np.float64)
+        counts = _class_bin_counts(margins[:, b], sizes)  # (C, M, L)
+        pooled = counts.sum(axis=0)
+        for c in range(n_classes):
+            n_in, n_out = sizes[c], sizes.sum() - sizes[c]
+            if n_in == 0 or n_out == 0:  # class c absent or alone in this batch: no pair, no information
+                continue
+            inside, outside = counts[c], pooled - counts[c]
+            below = np.cumsum(outside, axis=1) - outside  # the other samples in the bins below each bin
+            auc = np.clip((inside * (below + 0.5 * outside)).sum(axis=1) / (n_in * n_out), 0.0, 1.0)
+            F[c] += w_b * (np.log(2.0) - _binary_entropy(auc))
+    return np.maximum(F, 0.0) / np.log(base)
+
+
+def _binary_entropy(p):
+    """H_2(p) in nats, 0 at p = 0 and 1."""
+    p = np.asarray(p, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -(p * np.log(p) + (1.0 - p) * np.log1p(-p))
+    return np.where((p > 0) & (p < 1), h, 0.0)
+
+
 def _detected(X):
     """1 where X is non-zero (float32; sparse stays sparse; a Dask X lazily, chunk by chunk)."""
     if is_dask_array(X):

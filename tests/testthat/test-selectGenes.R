@@ -96,7 +96,8 @@ test_that("method = NULL (the default) runs the default recipe of every face, st
     skipIfNoEngine()
     t <- toyMatrix()
     ## the recipe named explicitly (Python bioqpfs.DEFAULT_PANEL), in a separate Python process
-    recipe <- list(class_weight = "balanced", discretization = "auto", relevance_bins = "per_class")
+    recipe <- list(class_weight = "balanced", discretization = "auto", relevance_bins = "per_class",
+                   relevance = "auto")
     ref <- pythonReference(t$m, t$cls, method = "qpfs_cover", nGenes = 5, params = recipe)
     named <- function(x, labels) do.call(selectGenes, c(list(x, labels, method = "qpfs_cover", nGenes = 5,
                                                              keyAdded = "bioqpfs"), recipe))
@@ -133,7 +134,7 @@ test_that("method = NULL (the default) runs the default recipe of every face, st
                      list(preset = "default", discretization = "quantile"))
     qref <- pythonReference(t$m, t$cls, method = "qpfs_cover", nGenes = 5,
                             params = list(class_weight = "balanced", discretization = "quantile",
-                                          relevance_bins = "per_class"))
+                                          relevance_bins = "per_class", relevance = "auto"))
     expect_equal(quantile$bioqpfs_weight, qref$weight, tolerance = 1e-12)
     expect_false(isTRUE(all.equal(quantile$bioqpfs_weight, ref$weight)))
 })
