@@ -695,7 +695,8 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
     y_codes = np.asarray(y_codes, dtype=np.int64)
     n_batches = 1 if batch is None else len(batch.weights)
     levels_max = _disc.MAX_LEVELS
-    memory_guard(8 * (2 * n_classes * n_batches + 8) * X.shape[1] * levels_max,
+    # every (class, batch)'s counts (the backend's float32 and their float64 copy) and one class's tables
+    memory_guard((12 * n_classes * n_batches + 8 * 8) * X.shape[1] * levels_max,
                  f"the pair-order information's counts ({n_classes} classes x {n_batches} batches x {X.shape[1]} "
                  f"genes x {levels_max} levels)", ["relevance='mi' (no pair-order information)", "genes"])
     codes, levels = discretized(X, rule, levels_max, y_codes, batch)
@@ -706,13 +707,13 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
     weights = np.ones(1) if batch is None else batch.weights
     for b, w_b in enumerate(weights):
         sizes = np.bincount(y_codes[strata == b], minlength=n_classes).astype(np.float64)
-        counts = _class_bin_counts(margins[:, b], sizes)  # (C, M, L)
-        pooled = counts.sum(axis=0)
+        pooled = _class_bin_counts(margins[:, b].sum(axis=0)[None], sizes.sum()[None])[0]  # (M, L)
         for c in range(n_classes):
             n_in, n_out = sizes[c], sizes.sum() - sizes[c]
             if n_in == 0 or n_out == 0:  # class c absent or alone in this batch: no pair, no information
                 continue
-            inside, outside = counts[c], pooled - counts[c]
+            inside = _class_bin_counts(margins[c, b][None], sizes[c][None])[0]  # one class at a time: (M, L)
+            outside = pooled - inside
             below = np.cumsum(outside, axis=1) - outside  # the other samples in the bins below each bin
             auc = np.clip((inside * (below + 0.5 * outside)).sum(axis=1) / (n_in * n_out), 0.0, 1.0)
             F[c] += w_b * (np.log(2.0) - _binary_entropy(auc))
