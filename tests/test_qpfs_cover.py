@@ -100,29 +100,41 @@ def test_rare_type_marker_covered_where_plain_qpfs_misses_it():
     assert cover.diagnostics["n_added"] == [1, 1, 1, 1]
 
 
-def test_ranking_is_round_robin_of_per_class_qpfs():
-    """Independent re-derivation: Q, F_c by dict counting, one QPFS per class, rank-r merge skipping taken genes."""
-    X, y = planted(seed=1)
-    sel = bioqpfs.select(X, y, method="qpfs_cover")
-    codes = np.unique(y, return_inverse=True)[1]
-    Z = ref.zero_quantile_codes(X, 3)
-    m = X.shape[1]
+def reference_cover_ranking(X, codes, Z, extra=None):
+    """Class-covering QPFS re-derived independently: Q and each one-vs-rest F_c by dict counting on the codes Z
+    (class-balanced), F_c averaged with ``extra[c]`` when given, zero for genes not higher in c; one QPFS per
+    class (psd shift), each class ranking its candidates by weight, then F_c, then index; the rank-r merge
+    skipping genes already taken."""
+    m = Z.shape[1]
+    n_classes = int(codes.max()) + 1
     w = 1.0 / np.bincount(codes)[codes]                              # every class weighs the same
     Q = np.array([[ref.weighted_mutual_info(Z[:, i], Z[:, j], w) for j in range(m)] for i in range(m)])
     rankings = []
-    for c in range(4):
+    for c in range(n_classes):
         inc = codes == c
         w_c = np.where(inc, 1.0 / inc.sum(), 1.0 / (~inc).sum())      # c against the rest, both halves equal
         f = np.array([ref.weighted_mutual_info(Z[:, i], inc.astype(int), w_c) for i in range(m)])
+        if extra is not None:
+            f = 0.5 * (f + extra[c])
         f = np.where(X[inc].mean(0) > X[~inc].mean(0), f, 0.0)
         x, _ = solve_qpfs(Q, f, alpha_hat(Q, f)[0], psd_fix="shift")
         cand = np.flatnonzero((x > 0) | (f > 1e-12))
         rankings.append(cand[np.lexsort((cand, -f[cand], -x[cand]))])
     want = []
     for r in range(max(map(len, rankings))):
-        for c in range(4):
+        for c in range(n_classes):
             if r < len(rankings[c]) and rankings[c][r] not in want:
                 want.append(int(rankings[c][r]))
+    return want
+
+
+def test_ranking_is_round_robin_of_per_class_qpfs():
+    """Independent re-derivation: Q, F_c by dict counting, one QPFS per class, rank-r merge skipping taken genes."""
+    X, y = planted(seed=1)
+    sel = bioqpfs.select(X, y, method="qpfs_cover")
+    codes = np.unique(y, return_inverse=True)[1]
+    Z = ref.zero_quantile_codes(X, 3)
+    want = reference_cover_ranking(X, codes, Z)
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     assert sorted(sel.ranking.tolist()) == list(range(X.shape[1]))
 
@@ -353,24 +365,7 @@ def test_relevance_auto_adds_pair_order_information_on_mean_sd_codes_only():
     sel = bioqpfs.select(X, y, n_genes=6)
     assert sel.params["relevance"] == "auto" and sel.params["relevance_used"] == "mi_order"
     assert sel.params["discretization_used"] == "mean_sd"
-    Z = ref.mean_sd_codes(X)
-    w = 1.0 / np.bincount(y)[y]
-    Q = np.array([[ref.weighted_mutual_info(Z[:, i], Z[:, j], w) for j in range(m)] for i in range(m)])
-    order = _pair_order_reference(X, y, 3) / np.log(2)
-    rankings = []
-    for c in range(3):
-        inc = y == c
-        w_c = np.where(inc, 1.0 / inc.sum(), 1.0 / (~inc).sum())
-        f = np.array([ref.weighted_mutual_info(Z[:, i], inc.astype(int), w_c) for i in range(m)])
-        f = np.where(X[inc].mean(0) > X[~inc].mean(0), 0.5 * (f + order[c]), 0.0)
-        x, _ = solve_qpfs(Q, f, alpha_hat(Q, f)[0], psd_fix="shift")
-        cand = np.flatnonzero((x > 0) | (f > 1e-12))
-        rankings.append(cand[np.lexsort((cand, -f[cand], -x[cand]))])
-    want = []
-    for r in range(max(map(len, rankings))):
-        for c in range(3):
-            if r < len(rankings[c]) and rankings[c][r] not in want:
-                want.append(int(rankings[c][r]))
+    want = reference_cover_ranking(X, y, ref.mean_sd_codes(X), extra=_pair_order_reference(X, y, 3) / np.log(2))
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     assert sel.ranking[:len(want)].tolist() != bioqpfs.select(X, y, n_genes=6, relevance="mi").ranking[:len(want)].tolist()
     Z, yz = planted()

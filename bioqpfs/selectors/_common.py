@@ -689,8 +689,9 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
     bins j, with ``m_<j`` the other samples in the bins below and ``m_j`` in bin j: values sharing a bin count as
     ties.  With at most 255 samples, or distinct values, per gene (every microarray set) each value has its own
     bin and A is exact; beyond, it is the AUROC of 255 ordered levels (zeros take their share of the levels:
-    ``"zero_quantile"`` codes would not keep the order of negative values).  With ``batch``, ``sum_b w_b F_b``, each batch's A from its own samples (and its own bins with
-    ``batch.discretization="per_batch"``).  Returns ``(C, M)`` in ``base``.
+    ``"zero_quantile"`` codes would not keep the order of negative values).  With ``batch``, ``sum_b w_b F_b``,
+    each batch's A from its own samples (and its own bins with ``batch.discretization="per_batch"``).  Returns
+    ``(C, M)`` in ``base``.
     Chosen by ``benchmarks/bench_panels.py`` (README "Panel quality")."""
     y_codes = np.asarray(y_codes, dtype=np.int64)
     n_batches = 1 if batch is None else len(batch.weights)

@@ -16,7 +16,9 @@ problems.
 
 ``relevance_bins="per_class"`` (the default recipe, not the method's default) gives every F_c bins of its own:
 equal-frequency under the weights F_c is counted with, so that a gene expressed everywhere and highest in a rare
-type is cut where the type begins (:func:`~bioqpfs.selectors._common.per_class_bin_relevance`).
+type is cut where the type begins (:func:`~bioqpfs.selectors._common.per_class_bin_relevance`), and
+``relevance="auto"`` (also the recipe's) makes F_c on shared mean +- sd codes the mean of the MI and the pair-order
+information ln 2 - H_2(AUROC) (:func:`~bioqpfs.selectors._common.pair_order_information`).
 
 Why: balanced accuracy (and a panel user) weighs every cell type equally, while the multiclass I(X; C) of plain
 QPFS rewards genes that separate the large groups; at k close to the number of types, covering every type
