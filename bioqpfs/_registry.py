@@ -216,8 +216,8 @@ def dask_refusal(method, params, X):
     defaults = {k: v.default for k, v in inspect.signature(method_function(method)).parameters.items()}
     settings = {**defaults, **params}
     relevance = settings.get("relevance")
-    if isinstance(relevance, str) and relevance not in ("mi", "hall"):
-        return f"relevance={relevance!r} has no Dask path (relevance='mi' and 'hall' have)"
+    if isinstance(relevance, str) and relevance not in ("mi", "hall", "mi_order", "auto"):
+        return f"relevance={relevance!r} has no Dask path (relevance='mi', 'hall', and qpfs_cover's 'mi_order' have)"
     rule = discretize.resolve_discretization(X, settings.get("discretization", "mean_sd"))
     try:
         discretize.codes(da.zeros((2, 1), chunks=(2, 1)), rule)

@@ -63,9 +63,10 @@ def _backed(path):
 @pytest.mark.parametrize("h5ad", [False, True], ids=["dense", "csr"], indirect=True)
 @pytest.mark.parametrize("method,params", [("qpfs", dict(discretization="mean_sd")),
                                            ("qpfs_cover", dict(discretization="mean_sd")),
+                                           ("qpfs_cover", dict(discretization="mean_sd", relevance="auto")),
                                            ("qpfs", dict(discretization="mean_sd", nystrom_rate=0.4)),
                                            ("spec_cmi", dict(discretization="mean_sd"))],
-                         ids=["qpfs", "qpfs_cover", "qpfs nystrom", "spec_cmi"])
+                         ids=["qpfs", "qpfs_cover", "qpfs_cover pair-order", "qpfs nystrom", "spec_cmi"])
 def test_backed_anndata_is_read_in_chunks_and_gives_the_in_memory_selection(h5ad, spy, method, params):
     path, mem = h5ad
     bioqpfs.tl.select_genes(mem, "cell_type", method=method, n_genes=6, **params)

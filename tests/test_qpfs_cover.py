@@ -100,11 +100,11 @@ def test_rare_type_marker_covered_where_plain_qpfs_misses_it():
     assert cover.diagnostics["n_added"] == [1, 1, 1, 1]
 
 
-def reference_cover_ranking(X, codes, Z, extra=None):
-    """Class-covering QPFS re-derived independently: Q and each one-vs-rest F_c by dict counting on the codes Z
-    (class-balanced), F_c averaged with ``extra[c]`` when given, zero for genes not higher in c; one QPFS per
-    class (psd shift), each class ranking its candidates by weight, then F_c, then index; the rank-r merge
-    skipping genes already taken."""
+def cover_ranking_by_hand(X, codes, Z, extra=None):
+    """Class-covering QPFS re-derived by hand: Q and each one-vs-rest F_c by the dict-counting oracles of
+    reference.py on the codes Z (class-balanced), F_c averaged with ``extra[c]`` when given, zero for genes not
+    higher in c; one QPFS per class (the package's solver, checked against brute force in test_qpfs), each class
+    ranking its candidates by weight, then F_c, then index; the rank-r merge skipping genes already taken."""
     m = Z.shape[1]
     n_classes = int(codes.max()) + 1
     w = 1.0 / np.bincount(codes)[codes]                              # every class weighs the same
@@ -134,7 +134,7 @@ def test_ranking_is_round_robin_of_per_class_qpfs():
     sel = bioqpfs.select(X, y, method="qpfs_cover")
     codes = np.unique(y, return_inverse=True)[1]
     Z = ref.zero_quantile_codes(X, 3)
-    want = reference_cover_ranking(X, codes, Z)
+    want = cover_ranking_by_hand(X, codes, Z)
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     assert sorted(sel.ranking.tolist()) == list(range(X.shape[1]))
 
@@ -298,24 +298,6 @@ def test_per_class_bins_refuse_counts_that_would_not_fit(monkeypatch):
                                         class_weight="balanced", base=2)
 
 
-def _pair_order_reference(X, y, n_classes):
-    """ln 2 - H_2(A) with A = U / (n_c (n - n_c)), U the Mann-Whitney statistic of scipy (ties count one half),
-    gene by gene: an oracle independent of the binned counts."""
-    from scipy.stats import mannwhitneyu
-
-    X = X.toarray() if sp.issparse(X) else np.asarray(X)
-    F = np.zeros((n_classes, X.shape[1]))
-    for c in range(n_classes):
-        inc = y == c
-        if inc.all() or not inc.any():
-            continue
-        for i in range(X.shape[1]):
-            a = mannwhitneyu(X[inc, i], X[~inc, i], method="asymptotic").statistic / (inc.sum() * (~inc).sum())
-            h = 0.0 if a in (0.0, 1.0) else -(a * np.log(a) + (1 - a) * np.log(1 - a))
-            F[c, i] = np.log(2) - h
-    return F
-
-
 @pytest.mark.parametrize("fmt", ["dense", "csr", "csc"])
 def test_pair_order_information_equals_the_mann_whitney_oracle(fmt):
     """Up to 255 distinct values per gene every value has its own bin: exact (ties included, a sparse matrix's
@@ -327,17 +309,17 @@ def test_pair_order_information_equals_the_mann_whitney_oracle(fmt):
     X[y == 2, 5] += 4.0                            # a perfect marker of the rare class: one bit
     X[y == 0, 6] -= 3.0                            # a marker low in class 0: as informative as a high one
     X = {"dense": X, "csr": sp.csr_matrix(X), "csc": sp.csc_matrix(X)}[fmt]
-    want = _pair_order_reference(X, y, 3)
+    want = ref.pair_order_information(X, y, 3)
     got = _common.pair_order_information(X, y, 3, base=2)
     np.testing.assert_allclose(got, want / np.log(2), rtol=0, atol=1e-12)
     codes = np.round(2 * X.toarray() if sp.issparse(X) else 2 * X).astype(np.int64) + 20   # given integer levels
     np.testing.assert_allclose(_common.pair_order_information(codes, y, 3, base=np.e, rule=None),
-                               _pair_order_reference(codes, y, 3), rtol=0, atol=1e-12)
+                               ref.pair_order_information(codes, y, 3), rtol=0, atol=1e-12)
     assert np.isclose(want[2, 5], np.log(2)) and want[0, 6] > 0.5
     big_y = np.repeat([0, 1], [700, 300])
     big = rng.normal(size=(1000, 4)) + 0.8 * big_y[:, None] * np.arange(4)
     np.testing.assert_allclose(_common.pair_order_information(big, big_y, 2, base=np.e),
-                               _pair_order_reference(big, big_y, 2), rtol=0, atol=1e-3)
+                               ref.pair_order_information(big, big_y, 2), rtol=0, atol=1e-3)
 
 
 def test_pair_order_information_with_batches_is_the_weighted_sum_of_each_batch():
@@ -347,7 +329,7 @@ def test_pair_order_information_with_batches_is_the_weighted_sum_of_each_batch()
     X = rng.normal(size=(y.size, 8)) + 1.5 * (y[:, None] == 1) * np.arange(8) / 8 + 3.0 * (batch == "b")[:, None]
     strata = _common.check_batch(batch, X, batch_weights="equal")
     got = _common.pair_order_information(X, y, 3, base=np.e, batch=strata)
-    want = sum(w * _pair_order_reference(X[strata.codes == b], y[strata.codes == b], 3)
+    want = sum(w * ref.pair_order_information(X[strata.codes == b], y[strata.codes == b], 3)
                for b, w in enumerate(strata.weights))
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
@@ -365,7 +347,7 @@ def test_relevance_auto_adds_pair_order_information_on_mean_sd_codes_only():
     sel = bioqpfs.select(X, y, n_genes=6)
     assert sel.params["relevance"] == "auto" and sel.params["relevance_used"] == "mi_order"
     assert sel.params["discretization_used"] == "mean_sd"
-    want = reference_cover_ranking(X, y, ref.mean_sd_codes(X), extra=_pair_order_reference(X, y, 3) / np.log(2))
+    want = cover_ranking_by_hand(X, y, ref.mean_sd_codes(X), extra=ref.pair_order_information(X, y, 3) / np.log(2))
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     assert sel.ranking[:len(want)].tolist() != bioqpfs.select(X, y, n_genes=6, relevance="mi").ranking[:len(want)].tolist()
     Z, yz = planted()
