@@ -300,7 +300,7 @@ def test_per_class_bins_refuse_counts_that_would_not_fit(monkeypatch):
 
 @pytest.mark.parametrize("fmt", ["dense", "csr", "csc"])
 def test_pair_order_information_equals_the_mann_whitney_oracle(fmt):
-    """Up to 255 distinct values per gene every value has its own bin: exact (ties included, a sparse matrix's
+    """Up to 255 samples every distinct value has its own bin: exact (ties included, a sparse matrix's
     zeros one tied level); beyond, the 255 ordered levels give the AUROC within 1e-3 here."""
     rng = np.random.default_rng(11)
     y = np.repeat([0, 1, 2], [40, 25, 7])

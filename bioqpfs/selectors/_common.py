@@ -687,8 +687,9 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
     :func:`bioqpfs._kernels.discretize.codes`, their counts per (class, batch) from the counting backend in one
     pass (sparse, a Dask X chunk by chunk, cupy), and ``A = sum_j n_c,j (m_<j + m_j / 2) / (n_c m)`` over the
     bins j, with ``m_<j`` the other samples in the bins below and ``m_j`` in bin j: values sharing a bin count as
-    ties.  With at most 255 samples, or distinct values, per gene (every microarray set) each value has its own
-    bin and A is exact; beyond, it is the AUROC of 255 ordered levels (zeros take their share of the levels:
+    ties.  With at most 255 samples (every microarray set; per batch with per-batch bins) each distinct value has
+    its own bin and A is exact; beyond, it is the AUROC of 255 ordered levels, where distinct values closer than
+    one level may share a bin (4 values over 3,000 samples, two of them held by one sample each: 5e-7 off) (zeros take their share of the levels:
     ``"zero_quantile"`` codes would not keep the order of negative values).  With ``batch``, ``sum_b w_b F_b``,
     each batch's A from its own samples (and its own bins with ``batch.discretization="per_batch"``).  Returns
     ``(C, M)`` in ``base``.

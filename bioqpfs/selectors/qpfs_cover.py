@@ -126,8 +126,8 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         The relevance F_c of class c's problem.  ``"mi"`` (default of the method): the one-vs-rest MI above.
         ``"mi_order"``: the mean of that MI and the pair-order information ``ln 2 - H_2(AUROC_c,i)``, the
         information that gene i's order gives about which sample of a random (class c, other) pair is the
-        class-c one (:func:`~bioqpfs.selectors._common.pair_order_information`; exact ranks up to 255 distinct
-        values per gene).  ``"auto"`` (the default recipe): ``"mi_order"``, unless every class has bins of its own
+        class-c one (:func:`~bioqpfs.selectors._common.pair_order_information`; exact ranks up to 255 samples;
+        beyond, 255 ordered levels).  ``"auto"`` (the default recipe): ``"mi_order"``, unless every class has bins of its own
         (``relevance_bins="per_class"`` on ``"zero_quantile"`` / ``"quantile"`` codes), whose cuts already follow
         the class: then ``"mi"``.  Why (``bench_panels.py``, README "Panel quality"): the MI of three shared
         mean +- sd bins blurs a clean two-level marker on small dense sets, while the ranks alone ignore how the
