@@ -208,6 +208,20 @@ def weighted_cmi(a, c, given, weights, base=2.0):
             - h(given, weights=weights, base=base) - h(a, c, given, weights=weights, base=base))
 
 
+def quantile_codes(X, n_bins):
+    """Equal-frequency bins of all of a gene's values: code = how many of the edges at numpy's default linear
+    quantiles ``1/n_bins, ..., (n_bins-1)/n_bins`` lie strictly below the value (right-closed bins), levels
+    renumbered 0..k-1 in order."""
+    out = np.empty(X.shape, dtype=int)
+    for g in range(X.shape[1]):
+        col = [float(v) for v in X[:, g]]
+        edges = [float(np.quantile(col, q)) for q in np.arange(1, n_bins) / n_bins]
+        raw = [sum(v > e for e in edges) for v in col]
+        levels = sorted(set(raw))
+        out[:, g] = [levels.index(r) for r in raw]
+    return out
+
+
 def zero_quantile_codes(X, n_bins):
     """Zero -> 0; non-zero values -> 1 + their equal-frequency bin among the gene's non-zero values
     (right-closed, ``n_bins - 1`` bins at numpy's default linear quantiles); a gene without zeros gets

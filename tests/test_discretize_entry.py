@@ -115,3 +115,27 @@ def test_codes_from_edges_on_every_layout(rng):
             x32 = getattr(layout, "dtype", None) == np.float32
             ref = (X.astype(np.float32)[None].astype(np.float64) > edges[:, None, :]).sum(axis=0) if x32 else want
             np.testing.assert_array_equal(disc.codes_from_edges(layout, edges), ref)
+
+
+@pytest.mark.parametrize("n_bins", [3, 7, 16, 255])
+@pytest.mark.parametrize("n", [5, 72, 300])
+def test_quantile_codes_match_reference_with_few_and_many_bins(n_bins, n):
+    """Both paths of ``quantile_codes`` (np.quantile + edges for few bins; one argsort per gene from 7 bins on,
+    as the 255 levels of the pair-order information use): fewer samples than bins, heavy ties, negative and
+    huge values, dense C/F order, float32, CSR/CSC; X is left as it was."""
+    rng = np.random.default_rng(n + n_bins)
+    X = rng.normal(size=(n, 9))
+    X[:, 1] = np.round(X[:, 1], 1) * (rng.random(n) < 0.5)   # ties and zeros
+    X[:, 2] = rng.integers(-2, 3, size=n)                    # five tied values
+    X[:, 3] = 7.0                                            # constant
+    X[:, 4] = rng.normal(size=n) * 1e300                     # differences overflow
+    X[:, 5] = np.where(rng.random(n) < 0.5, 0.0, 5e-324)     # the smallest subnormal
+    want = ref.quantile_codes(X, n_bins)
+    for XX in (X, np.asfortranarray(X), sp.csr_matrix(X), sp.csc_matrix(X)):
+        before = XX.copy()
+        codes, levels = disc.quantile_codes(XX, n_bins)
+        np.testing.assert_array_equal(codes, want)
+        np.testing.assert_array_equal(levels, want.max(axis=0) + 1)
+        assert (XX != before).nnz == 0 if sp.issparse(XX) else np.array_equal(XX, before)
+    small = X[:, [0, 1, 2, 3]].astype(np.float32)
+    np.testing.assert_array_equal(disc.quantile_codes(small, n_bins)[0], ref.quantile_codes(small, n_bins))

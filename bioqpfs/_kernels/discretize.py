@@ -441,16 +441,56 @@ def mean_sd_codes(X):
 def quantile_codes(X, n_bins):
     """Equal-frequency bins: edges at the ``1/n_bins, ..., (n_bins-1)/n_bins`` sample quantiles.
 
-    Bins are right-closed; ties can leave a bin empty, in which case the gene gets fewer levels.
+    Bins are right-closed; ties can leave a bin empty, in which case the gene gets fewer levels.  The edges are
+    ``np.quantile``'s (``'linear'``, bit for bit).  With a few bins they come from ``np.quantile``'s partial sorts
+    and the codes from :func:`codes_from_edges`; from :data:`SORT_FROM_RANKS` order statistics on (``n_bins >= 7``,
+    e.g. the 255 levels of the pair-order information) each gene is argsorted once (numpy's sort, genes split over
+    the worker pool), its edges read off the sorted values and its codes assigned by one walk up them -- the same
+    codes: 20,000 x 2,000 float64 at 255 levels 5.0 -> 1.9 s on 2 cores (254 quantiles by partition were 3.6 s).
     """
     n_bins = check_n_bins(n_bins)
-    q = np.arange(1, n_bins) / n_bins
-    m = X.shape[1]
-    edges = np.empty((n_bins - 1, m))
-    for start, stop in _column_blocks(X):
-        edges[:, start:stop] = np.quantile(_dense_columns(X, start, stop), q, axis=0)
-    codes = codes_from_edges(X, edges)
+    n, m = X.shape
+    if 2 * (n_bins - 1) < SORT_FROM_RANKS or n == 0:
+        q = np.arange(1, n_bins) / n_bins
+        edges = np.empty((n_bins - 1, m))
+        for start, stop in _column_blocks(X):
+            edges[:, start:stop] = np.quantile(_dense_columns(X, start, stop), q, axis=0)
+        codes = codes_from_edges(X, edges)
+        return codes, _compact_inplace(codes, n_bins)
+    from .information import run_ranges, split_ranges
+
+    lo, hi, t = linear_quantile_ranks(np.int64(n), np.arange(1, n_bins) / n_bins)
+    codes = np.empty((n, m), dtype=np.uint8)
+    for start, stop in _column_blocks(X, max_bytes=16 * 2**20):
+        block = _dense_columns(X, start, stop).T  # genes x samples
+        g = stop - start
+        order = np.empty((g, n), dtype=np.int64)
+        ordered = np.empty((g, n))
+
+        def sort_genes(_, a, b):
+            order[a:b] = np.argsort(block[a:b], axis=1)
+            ordered[a:b] = np.take_along_axis(block[a:b], order[a:b], axis=1)
+
+        run_ranges(sort_genes, split_ranges(g))
+        edges = numpy_lerp(ordered[:, lo], ordered[:, hi], t)  # (genes, n_bins - 1), np.quantile's
+        out = np.empty((g, n), dtype=np.uint8)
+        run_ranges(lambda _, a, b: _codes_of_sorted(ordered, order, edges, out, a, b), split_ranges(g))
+        codes[:, start:stop] = out.T
     return codes, _compact_inplace(codes, n_bins)
+
+
+@njit(nogil=True, cache=True)
+def _codes_of_sorted(ordered, order, edges, out, lo, hi):
+    """``out[g, order[g, r]]`` = the edges of ``edges[g]`` strictly below ``ordered[g, r]``, for each gene's values in
+    ascending order (``order``: their argsort): one walk up the non-decreasing edges per gene."""
+    for g in range(lo, hi):
+        e = edges[g]
+        j = 0
+        for r in range(ordered.shape[1]):
+            v = ordered[g, r]
+            while j < e.size and e[j] < v:
+                j += 1
+            out[g, order[g, r]] = j
 
 
 def check_n_bins(n_bins):
