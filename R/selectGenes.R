@@ -71,7 +71,9 @@
 #'   "quantile"` for QPFS (see the Python documentation of the method).
 #'   `preselected` (every method) forces genes into the panel, ranked first
 #'   in the given order: gene names, row indices (1-based) or a logical
-#'   vector with one value per row.
+#'   vector with one value per row. `backend = "gpu"` counts on a GPU (the
+#'   Python `gpu` extra: cupy), `"cpu"` never does; the default `"auto"`
+#'   uses a GPU only for large data when cupy sees one.
 #' @param block The batch (donor, study, plate) of every sample (scran's
 #'   name): the name of a `colData(x)` (`pData(x)`) column, or a vector or
 #'   factor with one value per sample, like `labels`.  Every information

@@ -265,6 +265,30 @@ def test_reticulate_default_is_the_default_recipe():
     assert res["record"]["selected"] == [genes[i] for i in ref.selected]
 
 
+def test_backend_reaches_the_engine_from_both_r_routes():
+    """R's selectGenes(..., backend = ) and rpy2's select_genes(..., backend=) reach tl.select_genes's backend:
+    "cpu" gives the panel of no backend, an unknown one the engine's error naming the choices."""
+    X, y = toy_expression(seed=3)
+    data = np.asfortranarray(X.T).astype("<f8").tobytes(order="F")
+    genes = [f"g{i}" for i in range(X.shape[1])]
+    plain = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="qpfs", n_genes=4.0)
+    cpu = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="qpfs", n_genes=4.0,
+                                params={"backend": "cpu"})
+    assert cpu["record"]["selected"] == plain["record"]["selected"]
+    with pytest.raises(ValueError, match="backend must be one of 'auto', 'cpu', 'gpu', got 'tpu'"):
+        br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="qpfs", n_genes=4.0,
+                              params={"backend": "tpu"})
+    import anndata as ad
+
+    adata = ad.AnnData(X=X, obs=pd.DataFrame({"type": pd.Categorical(y)}, index=[f"s{i}" for i in range(y.size)]),
+                       var=pd.DataFrame(index=genes))
+    robj = br.from_anndata(adata, to="SummarizedExperiment", assay="logcounts")
+    out = br.select_genes(robj, "type", method="qpfs", n_genes=4, backend="cpu")
+    assert rvalue("metadata(x)$qpfs$selected", out) == plain["record"]["selected"]
+    with pytest.raises(ValueError, match="got 'tpu'"):
+        br.select_genes(robj, "type", method="qpfs", n_genes=4, backend="tpu")
+
+
 def test_select_genes_label_errors():
     X, y = toy_expression()
     se = R("function(m, y) SummarizedExperiment(assays = list(logcounts = t(m)), colData = DataFrame(type = y))")(

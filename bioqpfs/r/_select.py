@@ -79,7 +79,8 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
         Panel size, or ``"auto"``: the one-SE size of a cross-validated error curve of the method, as in
         :func:`bioqpfs.tl.select_genes` (the choice and the curve go to the record's ``n_genes_auto``).
     key_added, random_state, **params
-        As in :func:`bioqpfs.tl.select_genes`.
+        As in :func:`bioqpfs.tl.select_genes`: the method's parameters, and its ``backend`` (``"auto"`` /
+        ``"cpu"`` / ``"gpu"``: where the counts are made), ``n_jobs``, ``progress``.
     assay : str, optional
         The assay to select from (default the first; ``exprs`` for an ExpressionSet).
     block : str or sequence or R vector, optional

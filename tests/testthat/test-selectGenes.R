@@ -276,3 +276,13 @@ test_that("hierarchical labels: several colData columns (coarse to fine) or a da
     expect_error(selectGenes(se, c("lineage", "type"), method = "qpfs", groupby_weights = c(1, 2, 3)),
                  "groupby_weights has 3 value")
 })
+
+test_that("backend in ... reaches the engine: 'cpu' gives the same panel, an unknown one the engine's error", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    plain <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 4)
+    cpu <- selectGenes(t$m, t$cls, method = "qpfs", nGenes = 4, backend = "cpu")
+    expect_identical(metadata(cpu)$qpfs$selected, metadata(plain)$qpfs$selected)
+    expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 4, backend = "tpu"),
+                 "backend must be one of 'auto', 'cpu', 'gpu', got 'tpu'", fixed = TRUE)
+})
