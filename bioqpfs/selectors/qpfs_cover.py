@@ -134,7 +134,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         values spread.  Their mean won on the five microarray sets (30 folds, balanced accuracy at k = 10 and 20
         summed over the sets: LR +0.086 over ``"mi"``, kNN +0.13; Leukemia k = 10: 0.958 against 0.928), while
         on single-cell data with per-class bins it added nothing (four sets: -0.015 summed, within noise) and
-        cost a 255-level pass (sparse 20,000 x 1,000: 2.3 -> 4.4 s).  On dense data that pass is 0.18 s of Leukemia's
+        cost a 255-level pass (sparse 20,000 x 1,000: 1.9 -> 3.0 s).  On dense data that pass is 0.18 s of Leukemia's
         2.5 s (72 x 7,129) and 1.8-2.2 s at 20,000 x 2,000 (the recipe 6.5 -> 7.3 s; ``relevance="mi"`` skips it).
         Both terms are in ``base``; ``params`` records ``relevance_used``.
     class_weight : {"balanced", None}
