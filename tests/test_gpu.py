@@ -273,7 +273,7 @@ def test_bench_gpu_quick_rows(capsys, monkeypatch):
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("60 "))
     cells = row.split()
-    assert len(cells) == 13 and all(c == "-" or float(c) >= 0 for c in cells[1:])
+    assert len(cells) == 15 and all(c == "-" or float(c) >= 0 for c in cells[1:])
     if not GPU:
         assert cells[2] == "-" and float(cells[5]) > 0  # no GEMM row; MI cpu timed
     monkeypatch.setattr(CupyCounting, "xp", np)  # the crossover rows with numpy in cupy's place
