@@ -7,7 +7,12 @@ file ``tests/data/kernel_reference.json`` was recorded from main before the issu
 purpose, when weighted counts became exact per-weight-value counts scaled once (``counting.weight_level_runs``):
 the 20 class-weighted outputs of 188 changed bits, all within the tolerant check (values to 3e-14, QP weights to
 4e-8) except two rankings of ``qpfs_cover`` on Colon, where three genes whose QP weights tie to 1e-7 (0.035726)
-swapped places 16-20; the other 168 outputs are still bit-identical to the pre-redesign record.
+swapped places 16-20; the other 168 outputs are still bit-identical to the pre-redesign record.  Re-recorded a
+second time, on purpose, when the class-weighted margins became the same exact counts per weight value times the
+value (``NumpyCounting.margins``; before: a float64 GEMV over the weights per bin): 33 class-weighted outputs
+changed, values within 3e-14, ``qpfs_cover``'s weights within 3e-7 (genes tied to that swapped places 15-21 on
+Colon), and ``qpfs`` balanced on Colon moved to another vertex of a flat optimum (Q is singular at 62 samples:
+weights differ by 0.08, the objective by 4e-14, positions 3-16 of its ranking reordered).
 """
 from __future__ import annotations
 

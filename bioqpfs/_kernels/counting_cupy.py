@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .counting import CountingBackend, class_runs
+from .counting import MAX_WEIGHT_LEVELS, CountingBackend, class_runs
 
 __all__ = ["CupyCounting", "DEVICE_ONEHOT_BUDGET", "DEVICE_BLOCK_BUDGET"]
 
@@ -86,6 +86,8 @@ class CupyCounting(CountingBackend):
         d_order = None if order is None else xp.asarray(order)
         self.by_class = self.codes if order is None else self.codes[d_order]
         self._w_by_class = self._w if order is None or self._w is None else self._w[d_order]
+        self._host_w_by_class = None if self.weights is None else (self.weights if order is None else
+                                                                    self.weights[order])
         self.n_classes = len(self.class_rows)
 
     @property
@@ -108,7 +110,22 @@ class CupyCounting(CountingBackend):
         return self._w_by_class if per_class and self.groups is not None else self._w
 
     def margins(self):
+        """As the numpy backend's, bit for bit: integer counts; with weights of at most :data:`MAX_WEIGHT_LEVELS`
+        values (class weights) each class's samples of one weight value counted and ``value x count`` added in
+        float64 in ascending value order; with other weights a GEMV per bin."""
         xp = self.array_module()
+        w_host = self._host_w_by_class
+        if w_host is not None and np.unique(w_host).size <= MAX_WEIGHT_LEVELS:
+            out = np.zeros((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
+            for c, rows in enumerate(self.class_rows):
+                w_c = w_host[rows]
+                values = np.unique(w_c)
+                for value in values:
+                    sel = rows if values.size == 1 else xp.asarray(np.flatnonzero(w_c == value) + rows.start)
+                    block = self.by_class[sel]
+                    counts = xp.stack([(block == a).sum(axis=0) for a in range(self.nb)], axis=1)
+                    out[c] += value * self.to_host(counts).astype(np.float64)
+            return out
         out = xp.empty((self.n_classes, self.n_genes, self.nb), dtype=xp.float64)
         w = self._weights_of(True)
         for c, rows in enumerate(self.class_rows):

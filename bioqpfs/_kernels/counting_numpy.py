@@ -69,18 +69,33 @@ class NumpyCounting(CountingBackend):
     def margins(self):
         """Counts of every class in every materialised bin, ``(C, genes, nb)`` float64.  Unweighted: one pass over
         each class's rows per run of genes on the worker pool (integer counts, exact; one numpy pass per bin read
-        the codes ``nb`` times: 1.2 s of the 32 fine bins of 20,000 cells x 2,000 genes).  Weighted: a GEMV per
-        bin, as before (its float64 sums keep their rounding)."""
+        the codes ``nb`` times: 1.2 s of the 32 fine bins of 20,000 cells x 2,000 genes).  Weights of few values
+        (class weights): each run of equal weight counted so, then ``value x count`` added in float64, as the joint
+        counts are (:meth:`_joint_by_level`; the GEMV per bin over a float64 copy of the indicators it replaced took
+        1.5 s of the default recipe's 9.6 s at 40,000 cells x 2,000 genes on 2 cores).  Other weights: a GEMV per
+        bin."""
         from .information import run_ranges, split_ranges
 
         out = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
-        w = self.class_weights  # the weights in the order of by_class
-        for c, rows in enumerate(self.class_rows):
+
+        def count(rows, counts):
             block = self.by_class[rows]
+            run_ranges(lambda _, lo, hi: _bin_counts(block, self.nb, counts, lo, hi), split_ranges(self.n_genes))
+
+        w = self.class_weights  # the weights in the order of by_class
+        if w is not None and self.level_rows is not None:
+            counts = np.empty((self.n_genes, self.nb), dtype=np.float64)
+            for c, part in enumerate(self.level_rows):
+                out[c] = 0.0
+                for rows, value in part:
+                    count(rows, counts)
+                    out[c] += value * counts
+            return out
+        for c, rows in enumerate(self.class_rows):
             if w is None:
-                counts = out[c]
-                run_ranges(lambda _, lo, hi: _bin_counts(block, self.nb, counts, lo, hi), split_ranges(self.n_genes))
+                count(rows, out[c])
                 continue
+            block = self.by_class[rows]
             for a in range(self.nb):
                 out[c, :, a] = w[rows] @ (block == a)
         return out
