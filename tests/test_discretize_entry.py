@@ -122,7 +122,8 @@ def test_codes_from_edges_on_every_layout(rng):
 def test_quantile_codes_match_reference_with_few_and_many_bins(n_bins, n):
     """Both paths of ``quantile_codes`` (np.quantile + edges for few bins; one argsort per gene from 7 bins on,
     as the 255 levels of the pair-order information use): fewer samples than bins, heavy ties, negative and
-    huge values, dense C/F order, float32, CSR/CSC; X is left as it was."""
+    huge values, dense C/F order, float32, CSR/CSC/COO (sparse: the order statistics of the non-zero values and
+    the count of zeros, never densified), stored zeros; X is left as it was."""
     rng = np.random.default_rng(n + n_bins)
     X = rng.normal(size=(n, 9))
     X[:, 1] = np.round(X[:, 1], 1) * (rng.random(n) < 0.5)   # ties and zeros
@@ -130,8 +131,13 @@ def test_quantile_codes_match_reference_with_few_and_many_bins(n_bins, n):
     X[:, 3] = 7.0                                            # constant
     X[:, 4] = rng.normal(size=n) * 1e300                     # differences overflow
     X[:, 5] = np.where(rng.random(n) < 0.5, 0.0, 5e-324)     # the smallest subnormal
-    want = ref.quantile_codes(X, n_bins)
-    for XX in (X, np.asfortranarray(X), sp.csr_matrix(X), sp.csc_matrix(X)):
+    X[:, 6] = 0.0                                            # never detected
+    X[:, 7] = -np.abs(X[:, 7]) * (rng.random(n) < 0.3)       # negative values and zeros (sparse: no positives)
+    explicit = sp.csr_matrix(X)
+    explicit.data[::3] = 0.0                                 # stored zeros are zeros
+    for XX, ref_X in ((X, X), (np.asfortranarray(X), X), (sp.csr_matrix(X), X), (sp.csc_matrix(X), X),
+                      (sp.coo_matrix(X), X), (explicit, explicit.toarray())):
+        want = ref.quantile_codes(ref_X, n_bins)
         before = XX.copy()
         codes, levels = disc.quantile_codes(XX, n_bins)
         np.testing.assert_array_equal(codes, want)
@@ -139,3 +145,4 @@ def test_quantile_codes_match_reference_with_few_and_many_bins(n_bins, n):
         assert (XX != before).nnz == 0 if sp.issparse(XX) else np.array_equal(XX, before)
     small = X[:, [0, 1, 2, 3]].astype(np.float32)
     np.testing.assert_array_equal(disc.quantile_codes(small, n_bins)[0], ref.quantile_codes(small, n_bins))
+    np.testing.assert_array_equal(disc.quantile_codes(sp.csr_matrix(small), n_bins)[0], ref.quantile_codes(small, n_bins))

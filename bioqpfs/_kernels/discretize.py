@@ -447,9 +447,14 @@ def quantile_codes(X, n_bins):
     e.g. the 255 levels of the pair-order information) each gene is argsorted once (numpy's sort, genes split over
     the worker pool), its edges read off the sorted values and its codes assigned by one walk up them -- the same
     codes: 20,000 x 2,000 float64 at 255 levels 5.0 -> 1.9 s on 2 cores (254 quantiles by partition were 3.6 s).
+    A sparse X is never densified: :func:`sparse_quantile_edges` finds the edges from the order statistics of each
+    gene's non-zero values and its count of zeros, and :func:`codes_from_edges` codes the stored entries.
     """
     n_bins = check_n_bins(n_bins)
     n, m = X.shape
+    if sp.issparse(X) and n > 0:  # order statistics of the non-zero values alone; the zeros never densified
+        codes = codes_from_edges(X if X.format in ("csr", "csc") else X.tocsr(), sparse_quantile_edges(X, n_bins))
+        return codes, _compact_inplace(codes, n_bins)
     if 2 * (n_bins - 1) < SORT_FROM_RANKS or n == 0:
         q = np.arange(1, n_bins) / n_bins
         edges = np.empty((n_bins - 1, m))
@@ -477,6 +482,41 @@ def quantile_codes(X, n_bins):
         run_ranges(lambda _, a, b: _codes_of_sorted(ordered, order, edges, out, a, b), split_ranges(g))
         codes[:, start:stop] = out.T
     return codes, _compact_inplace(codes, n_bins)
+
+
+def sparse_quantile_edges(X, n_bins):
+    """``np.quantile``'s equal-frequency edges of every column of a sparse X, bit for bit, ``(n_bins - 1, genes)``,
+    without densifying it: a column with ``neg`` negative values and ``z`` zeros has as its rank-r order statistic
+    the r-th smallest of its non-zero values for ``r < neg``, 0 for ``neg <= r < neg + z`` and the (r - z)-th smallest
+    non-zero value beyond (explicit zeros are zeros); the two order statistics and the weight of numpy's
+    ``'linear'`` rule (:func:`linear_quantile_ranks`, :func:`numpy_lerp`) then give the edge.  The non-zero
+    values' order statistics come from partial sorts per gene (:func:`_segment_order_statistics`), in blocks of
+    genes of at most 16 MB of ranks.  The 255-level pair-order codes of 40,000 x 2,000 CSR counts at 21% non-zero
+    took 3.8 s densified (1.2 s of it slicing CSR column blocks) on 2 cores."""
+    n, m = X.shape
+    Xc = csc_float64(X)  # a fresh copy: the partial sorts reorder its values
+    values, count = Xc.data, np.diff(Xc.indptr).astype(np.int64)
+    if np.count_nonzero(values) < values.size:
+        kept = np.concatenate([[0], np.cumsum(values != 0, dtype=np.int64)])
+        values, count = values[values != 0], kept[Xc.indptr[1:]] - kept[Xc.indptr[:-1]]
+    bounds = np.concatenate([[0], np.cumsum(count)])
+    below = np.concatenate([[0], np.cumsum(values < 0, dtype=np.int64)])
+    neg = below[bounds[1:]] - below[bounds[:-1]]
+    zeros = n - count
+    lo, hi, t = linear_quantile_ranks(np.int64(n), np.arange(1, n_bins) / n_bins)
+    full = np.concatenate([lo, hi])  # the ranks in a whole column, the same for every gene
+    k = n_bins - 1
+    edges = np.empty((k, m))
+    step = max(1, 2**21 // full.size)
+    for g0 in range(0, m, step):
+        g1 = min(m, g0 + step)
+        nb, zb = neg[g0:g1, None], zeros[g0:g1, None]
+        in_zero = (full >= nb) & (full < nb + zb)
+        ranks = np.where(in_zero, 0, np.where(full < nb, full, full - zb))
+        stats = _segment_order_statistics(values, bounds[g0:g1 + 1], ranks)
+        stats[in_zero] = 0.0
+        edges[:, g0:g1] = numpy_lerp(stats[:, :k], stats[:, k:], t).T
+    return edges
 
 
 @njit(nogil=True, cache=True)
