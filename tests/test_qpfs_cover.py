@@ -100,11 +100,13 @@ def test_rare_type_marker_covered_where_plain_qpfs_misses_it():
     assert cover.diagnostics["n_added"] == [1, 1, 1, 1]
 
 
-def cover_ranking_by_hand(X, codes, Z, extra=None):
+def cover_ranking_by_hand(X, codes, Z, extra=None, own_bins=None):
     """Class-covering QPFS re-derived by hand: Q and each one-vs-rest F_c by the dict-counting oracles of
-    reference.py on the codes Z (class-balanced), F_c averaged with ``extra[c]`` when given, zero for genes not
-    higher in c; one QPFS per class (the package's solver, checked against brute force in test_qpfs), each class
-    ranking its candidates by weight, then F_c, then index; the rank-r merge skipping genes already taken."""
+    reference.py on the codes Z (class-balanced; with ``own_bins=(n_bins, zero_rule)`` F_c on each gene's own
+    class-balanced equal-frequency bins instead, ``reference.per_class_bins_mi``), F_c averaged with ``extra[c]``
+    when given, zero for genes not higher in c; one QPFS per class (the package's solver, checked against brute
+    force in test_qpfs), each class ranking its candidates by weight, then F_c, then index; the rank-r merge
+    skipping genes already taken."""
     m = Z.shape[1]
     n_classes = int(codes.max()) + 1
     w = 1.0 / np.bincount(codes)[codes]                              # every class weighs the same
@@ -113,7 +115,10 @@ def cover_ranking_by_hand(X, codes, Z, extra=None):
     for c in range(n_classes):
         inc = codes == c
         w_c = np.where(inc, 1.0 / inc.sum(), 1.0 / (~inc).sum())      # c against the rest, both halves equal
-        f = np.array([ref.weighted_mutual_info(Z[:, i], inc.astype(int), w_c) for i in range(m)])
+        if own_bins is None:
+            f = np.array([ref.weighted_mutual_info(Z[:, i], inc.astype(int), w_c) for i in range(m)])
+        else:
+            f = np.array([ref.per_class_bins_mi(X[:, i], inc, *own_bins) for i in range(m)])
         if extra is not None:
             f = 0.5 * (f + extra[c])
         f = np.where(X[inc].mean(0) > X[~inc].mean(0), f, 0.0)
@@ -338,7 +343,7 @@ def test_relevance_auto_adds_pair_order_information_on_mean_sd_codes_only():
     """The default recipe: on dense data (shared mean +- sd codes) each class's F_c is the mean of the MI and the
     pair-order information.  Re-derived independently: Q and the MI by dict counting on mean +- sd codes, the
     pair-order term from scipy's Mann-Whitney U, one QPFS per class, the round-robin merge.  On single-cell data
-    (per-class bins) the MI alone."""
+    (per-class bins) too, since the external real single-cell check (README "Panel quality")."""
     rng = np.random.default_rng(13)
     y = np.repeat([0, 1, 2], [30, 20, 12])
     m = 14
@@ -351,9 +356,33 @@ def test_relevance_auto_adds_pair_order_information_on_mean_sd_codes_only():
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     assert sel.ranking[:len(want)].tolist() != bioqpfs.select(X, y, n_genes=6, relevance="mi").ranking[:len(want)].tolist()
     Z, yz = planted()
-    assert bioqpfs.select(Z, yz, n_genes=8).params["relevance_used"] == "mi"   # zero_quantile, per-class bins
-    assert bioqpfs.select(Z, yz, n_genes=8, relevance_bins="shared").params["relevance_used"] == "mi_order"
+    assert bioqpfs.select(Z, yz, n_genes=8).params["relevance_used"] == "mi_order"  # zero_quantile, per-class bins
+    assert bioqpfs.select(Z, yz, n_genes=8, relevance="mi").params["relevance_used"] == "mi"
     assert bioqpfs.select(X, y, method="qpfs_cover", n_genes=6).params["relevance_used"] == "mi"  # the method
+
+
+def test_default_recipe_on_sparse_data_by_hand(monkeypatch):
+    """The default recipe on zero-inflated CSR data (155 cells: the pair-order term is exact): Q by dict counting
+    on the shared zero_quantile codes; each F_c the mean of the MI on the gene's own class-balanced equal-frequency
+    bins (reference.per_class_bins_mi, plain loops over the sorted values; the package's fine grid made finer than
+    the data) and the pair-order information from scipy's Mann-Whitney U; one QPFS per class; the round-robin."""
+    from functools import partial
+
+    from bioqpfs.selectors import qpfs_cover as cover_module
+
+    monkeypatch.setattr(cover_module, "per_class_bin_relevance",
+                        partial(_common.per_class_bin_relevance, fine_bins=1000))
+    X, y = planted(seed=5, n_big=(60, 50, 40), n_rare=5)
+    X = np.round(X, 2)
+    sel = bioqpfs.select(sp.csr_matrix(X), y, n_genes=8)
+    assert (sel.params["discretization_used"], sel.params["relevance_bins_used"], sel.params["relevance_used"]) == \
+        ("zero_quantile", "per_class", "mi_order")
+    codes = np.unique(y, return_inverse=True)[1]
+    want = cover_ranking_by_hand(X, codes, ref.zero_quantile_codes(X, 3), own_bins=(3, True),
+                                 extra=ref.pair_order_information(X, codes, 4) / np.log(2))
+    np.testing.assert_array_equal(sel.ranking[:len(want)], want)
+    without = bioqpfs.select(sp.csr_matrix(X), y, n_genes=8, relevance="mi")
+    assert without.ranking[:len(want)].tolist() != want  # the pair-order term changes this panel
 
 
 def test_pair_order_information_ranks_a_clean_marker_above_a_subtype_marker():

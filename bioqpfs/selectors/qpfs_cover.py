@@ -17,8 +17,8 @@ problems.
 ``relevance_bins="per_class"`` (the default recipe, not the method's default) gives every F_c bins of its own:
 equal-frequency under the weights F_c is counted with, so that a gene expressed everywhere and highest in a rare
 type is cut where the type begins (:func:`~bioqpfs.selectors._common.per_class_bin_relevance`), and
-``relevance="auto"`` (also the recipe's) makes F_c on shared mean +- sd codes the mean of the MI and the pair-order
-information ln 2 - H_2(AUROC) (:func:`~bioqpfs.selectors._common.pair_order_information`).
+``relevance="auto"`` (also the recipe's) makes F_c the mean of the MI and the pair-order information
+ln 2 - H_2(AUROC) (:func:`~bioqpfs.selectors._common.pair_order_information`).
 
 Why: balanced accuracy (and a panel user) weighs every cell type equally, while the multiclass I(X; C) of plain
 QPFS rewards genes that separate the large groups; at k close to the number of types, covering every type
@@ -127,16 +127,18 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         ``"mi_order"``: the mean of that MI and the pair-order information ``ln 2 - H_2(AUROC_c,i)``, the
         information that gene i's order gives about which sample of a random (class c, other) pair is the
         class-c one (:func:`~bioqpfs.selectors._common.pair_order_information`; exact ranks up to 255 samples;
-        beyond, 255 ordered levels).  ``"auto"`` (the default recipe): ``"mi_order"``, unless every class has bins of its own
-        (``relevance_bins="per_class"`` on ``"zero_quantile"`` / ``"quantile"`` codes), whose cuts already follow
-        the class: then ``"mi"``.  Why (``bench_panels.py``, README "Panel quality"): the MI of three shared
-        mean +- sd bins blurs a clean two-level marker on small dense sets, while the ranks alone ignore how the
-        values spread.  Their mean won on the five microarray sets (30 folds, balanced accuracy at k = 10 and 20
-        summed over the sets: LR +0.086 over ``"mi"``, kNN +0.13; Leukemia k = 10: 0.958 against 0.928), while
-        on single-cell data with per-class bins it added nothing (four sets: -0.015 summed, within noise) and
-        cost a 255-level pass (sparse 20,000 x 1,000: 1.9 -> 3.0 s).  On dense data that pass is 0.18 s of Leukemia's
-        2.5 s (72 x 7,129) and 1.8-2.2 s at 20,000 x 2,000 (the recipe 6.5 -> 7.3 s; ``relevance="mi"`` skips it).
-        Both terms are in ``base``; ``params`` records ``relevance_used``.
+        beyond, 255 ordered levels).  ``"auto"`` (the default recipe): ``"mi_order"`` on every kind of data.
+        Why (``bench_panels.py``, README "Panel quality"): the MI of three shared mean +- sd bins blurs a clean
+        two-level marker on small dense sets, while the ranks alone ignore how the values spread.  Their mean won
+        on the five microarray sets (30 folds, balanced accuracy at k = 10 and 20 summed over the sets: LR +0.086
+        over ``"mi"``, kNN +0.13; Leukemia k = 10: 0.958 against 0.928).  On single-cell data with per-class bins
+        it is within noise on the four sets the recipe was chosen on (LR, k = 10 and 20 against the better of
+        Wilcoxon and COSG, summed: +0.055 against +0.068) and closes most of the gap on real data kept out of that
+        choice (CBMC k = 10: -0.036 -> -0.007 against Wilcoxon; Zeisel k = 10: -0.010 -> -0.002).  It costs a
+        255-level pass: dense, 0.18 s of Leukemia's 2.5 s (72 x 7,129) and 1.8-2.2 s at 20,000 x 2,000 (the recipe
+        6.5 -> 7.3 s); sparse counts, the recipe 6.7-6.8 -> 7.8-8.0 s at 40,000 x 2,000 and 1.2-1.4 -> 1.6 s at
+        20,000 x 1,000 (2 cores; ``relevance="mi"`` skips it).  Both terms are in ``base``; ``params`` records
+        ``relevance_used``.
     class_weight : {"balanced", None}
         ``"balanced"`` (default): every class counts equally in Q, and in F_c class c weighs as much as all the
         other samples (a type of 8 cells is as visible as one of 240); ``None``: empirical frequencies.
@@ -208,7 +210,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
                                       batch=strata)
     else:
         F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
-    relevance_used = ("mi" if own_bins else "mi_order") if relevance == "auto" else relevance
+    relevance_used = "mi_order" if relevance == "auto" else relevance
     if relevance_used == "mi_order":  # the ranks of X (the codes themselves for discretization=None)
         F_c = 0.5 * (F_c + pair_order_information(Xk, y_codes, C, base=base, batch=strata,
                                                   rule=None if rule is None else "quantile"))
