@@ -346,11 +346,12 @@ def test_pair_order_information_with_batches_is_the_weighted_sum_of_each_batch(o
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
-def test_relevance_auto_adds_pair_order_information_on_mean_sd_codes_only():
+def test_relevance_auto_adds_pair_order_information_on_every_kind_of_data():
     """The default recipe: on dense data (shared mean +- sd codes) each class's F_c is the mean of the MI and the
     pair-order information.  Re-derived independently: Q and the MI by dict counting on mean +- sd codes, the
     pair-order term from scipy's Mann-Whitney U, one QPFS per class, the round-robin merge.  On single-cell data
-    (per-class bins) too, since the external real single-cell check (README "Panel quality")."""
+    (per-class bins) too since the check on real single-cell data (README "Panel quality"; by hand in
+    test_default_recipe_on_sparse_data_by_hand); ``relevance="mi"`` leaves it out."""
     rng = np.random.default_rng(13)
     y = np.repeat([0, 1, 2], [30, 20, 12])
     m = 14
