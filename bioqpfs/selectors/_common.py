@@ -731,7 +731,7 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
                 n_in, n_out = sizes[b][c], sizes[b].sum() - sizes[b][c]
                 if n_in == 0 or n_out == 0:  # class c absent or alone in this batch: no pair, no information
                     continue
-                inside = _class_bin_counts(margins[c - g0 if group < n_classes else c, b][None],
+                inside = _class_bin_counts(margins[c - g0, b][None],
                                            sizes[b][c][None])[0]  # one class at a time: (M, L)
                 outside = pooled[b] - inside
                 below = np.cumsum(outside, axis=1) - outside  # the other samples in the bins below each bin
@@ -741,7 +741,8 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
 
 
 #: bytes of per-class level counts the pair-order information holds at once for an in-memory X (a group of
-#: classes at a time): 100 cell types x 20,000 genes would otherwise hold 6 GB
+#: classes at a time): 100 cell types x 20,000 genes would otherwise hold ~6 GB (estimated from the array sizes,
+#: (12 C + 64) M 255 bytes, not measured)
 PAIR_ORDER_GROUP_BYTES = 512 * 2**20
 
 
