@@ -204,20 +204,27 @@ def test_faces_tl_and_estimator():
     np.testing.assert_array_equal(est.order_, ref_sel.ranking)
 
 
+@pytest.mark.parametrize("zero_diagonal", [False, True], ids=["diagonal", "zero diagonal"])
 @pytest.mark.parametrize("m", [60, 700])   # LAPACK below 500 genes, Lanczos above
-def test_shared_eigenvalue_gives_the_per_call_psd_fix(m):
-    """One eigen-solve for the C per-class problems: the same shift and optimum as a solve per call."""
+def test_shared_eigenvalue_gives_the_per_call_psd_fix(m, zero_diagonal, monkeypatch):
+    """One eigen-solve for the C per-class problems: the same shift and optimum as a solve per call; with a zero
+    diagonal (``self_redundancy="constant"``) the margin is scaled by the given value too, with no eigen-solve."""
+    from bioqpfs._kernels import simplex_qp
     from bioqpfs.selectors.qpfs import min_eigenvalue_with_safety
 
     rng = np.random.default_rng(m)
     A = rng.normal(size=(m, m))
     Q = (A + A.T) / 2 + 0.5 * np.eye(m)                    # indefinite
+    if zero_diagonal:
+        np.fill_diagonal(Q, 0.0)
     F = rng.random(m)
     q_min = min_eigenvalue_with_safety(Q)
     assert q_min < 0
     for alpha in (0.3, 0.8):
         x1, d1 = solve_qpfs(Q, F, alpha, psd_fix="shift")
-        x2, d2 = solve_qpfs(Q, F, alpha, psd_fix="shift", q_min_eigenvalue=q_min)
+        with monkeypatch.context() as patch:
+            patch.setattr(simplex_qp, "smallest_eigenvalue", None)   # the given value serves the margin too
+            x2, d2 = solve_qpfs(Q, F, alpha, psd_fix="shift", q_min_eigenvalue=q_min)
         assert d2["eigen_method"] == "given" and d1["eigen_method"] != "given"
         assert d2["psd_shift"] == pytest.approx(d1["psd_shift"], rel=1e-6)
         np.testing.assert_allclose(x2, x1, atol=1e-7)
