@@ -7,7 +7,8 @@
 #' one QPFS problem, Rodriguez-Lujan et al., JMLR 2010, eq. 2 and 9, per class
 #' on its one-vs-rest relevance, panel taken round-robin over the classes) with
 #' `class_weight = "balanced"`, `discretization = "auto"`,
-#' `relevance_bins = "per_class"` and `relevance = "auto"`, stored under the key `"bioqpfs"`.  Naming a method (e.g. `method = "qpfs"`, exact QPFS) runs
+#' `relevance_bins = "per_class"`, `relevance = "auto"` and `self_redundancy = "constant"`,
+#' stored under the key `"bioqpfs"`.  Naming a method (e.g. `method = "qpfs"`, exact QPFS) runs
 #' it with its published settings.  The computation is done by the Python
 #' package `bioqpfs` (`bioqpfs.tl.select_genes`), the same engine as its
 #' AnnData interface, so both give identical results on the same data.
@@ -42,7 +43,8 @@
 #'   `params$groupby`, `params$groupby_levels`, `params$groupby_weights`.
 #' @param method `NULL` (default) for the default panel recipe (`"qpfs_cover"`
 #'   with `class_weight = "balanced"`, `discretization = "auto"`,
-#'   `relevance_bins = "per_class"`, `relevance = "auto"`; parameters in
+#'   `relevance_bins = "per_class"`, `relevance = "auto"`,
+#'   `self_redundancy = "constant"`; parameters in
 #'   `...` override the recipe's), or a method name from [bioqpfsMethods()],
 #'   e.g. `"qpfs"`, run with its published settings.
 #' @param nGenes Panel size: the `nGenes` best-ranked genes get

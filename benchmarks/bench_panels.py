@@ -306,12 +306,14 @@ def peers():
 
 def ours():
     """bioqpfs's methods: the default of ``tl.select_genes`` (class-covering QPFS, ``qpfs_cover``, per-class relevance
-    bins on single-cell data, the pair-order information beside the MI), the previous defaults (the same without
-    the pair-order information; ``qpfs_cover`` with the bins shared with Q; QPFS + class balance + auto
-    discretisation), and the paper settings of each method."""
+    bins on single-cell data, the pair-order information beside the MI, on single-cell data also against the
+    nearest class and with no self-redundancy in Q), the previous defaults (the pair-order term against the rest
+    only and Q_ii = H(X_i); the same without the pair-order information; ``qpfs_cover`` with the bins shared with
+    Q; QPFS + class balance + auto discretisation), and the paper settings of each method."""
     return {
         "bioqpfs default": bioqpfs_method(None),
-        "default (MI relevance only)": bioqpfs_method(None, relevance="mi"),
+        "previous default": bioqpfs_method(None, relevance="mi_order", self_redundancy="entropy"),
+        "default (MI relevance only)": bioqpfs_method(None, relevance="mi", self_redundancy="entropy"),
         "qpfs_cover (shared bins)": bioqpfs_method("qpfs_cover"),
         "qpfs + levers": bioqpfs_method("qpfs", class_weight="balanced", discretization="auto"),
         "qpfs (paper)": bioqpfs_method("qpfs"),

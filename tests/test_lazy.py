@@ -91,7 +91,10 @@ def test_the_default_recipe_reads_a_backed_zero_inflated_x_in_chunks(h5ad, spy):
     backed = _backed(path)
     bioqpfs.tl.select_genes(backed, "cell_type", n_genes=6, chunk_size=CHUNK)
     assert mem.uns["bioqpfs"]["params"]["discretization"] == "auto"
-    np.testing.assert_allclose(backed.var["bioqpfs_weight"], mem.var["bioqpfs_weight"], rtol=0, atol=1e-12)
+    # the recipe's Q has a zero diagonal (self_redundancy="constant"): each QP is definite by the psd shift's
+    # margin only, so the chunked MI's last-bit differences reach the weights at ~1e-9; the ranking is the same
+    np.testing.assert_allclose(backed.var["bioqpfs_weight"], mem.var["bioqpfs_weight"], rtol=0, atol=1e-8)
+    np.testing.assert_array_equal(backed.var["bioqpfs_rank"], mem.var["bioqpfs_rank"])
     assert list(backed.uns["bioqpfs"]["selected"]) == list(mem.uns["bioqpfs"]["selected"])
     assert spy and max(b - a for a, b in spy) <= CHUNK
     backed.file.close()

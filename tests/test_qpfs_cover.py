@@ -100,17 +100,18 @@ def test_rare_type_marker_covered_where_plain_qpfs_misses_it():
     assert cover.diagnostics["n_added"] == [1, 1, 1, 1]
 
 
-def cover_ranking_by_hand(X, codes, Z, extra=None, own_bins=None):
+def cover_ranking_by_hand(X, codes, Z, extra=None, own_bins=None, self_redundancy="entropy"):
     """Class-covering QPFS re-derived by hand: Q and each one-vs-rest F_c by the dict-counting oracles of
     reference.py on the codes Z (class-balanced; with ``own_bins=(n_bins, zero_rule)`` F_c on each gene's own
     class-balanced equal-frequency bins instead, ``reference.per_class_bins_mi``), F_c averaged with ``extra[c]``
-    when given, zero for genes not higher in c; one QPFS per class (the package's solver, checked against brute
-    force in test_qpfs), each class ranking its candidates by weight, then F_c, then index; the rank-r merge
-    skipping genes already taken."""
+    when given, zero for genes not higher in c; Q_ii = 0 with ``self_redundancy="constant"``; one QPFS per class
+    (the package's solver, checked against brute force in test_qpfs), each class ranking its candidates by
+    weight, then F_c, then index; the rank-r merge skipping genes already taken."""
     m = Z.shape[1]
     n_classes = int(codes.max()) + 1
     w = 1.0 / np.bincount(codes)[codes]                              # every class weighs the same
-    Q = np.array([[ref.weighted_mutual_info(Z[:, i], Z[:, j], w) for j in range(m)] for i in range(m)])
+    Q = np.array([[ref.weighted_mutual_info(Z[:, i], Z[:, j], w) if i != j or self_redundancy == "entropy" else 0.0
+                   for j in range(m)] for i in range(m)])
     rankings = []
     for c in range(n_classes):
         inc = codes == c
@@ -124,6 +125,7 @@ def cover_ranking_by_hand(X, codes, Z, extra=None, own_bins=None):
         f = np.where(X[inc].mean(0) > X[~inc].mean(0), f, 0.0)
         x, _ = solve_qpfs(Q, f, alpha_hat(Q, f)[0], psd_fix="shift")
         cand = np.flatnonzero((x > 0) | (f > 1e-12))
+        x = np.round(x, 9)                                             # weights equal to 1e-9 are ties
         rankings.append(cand[np.lexsort((cand, -f[cand], -x[cand]))])
     want = []
     for r in range(max(map(len, rankings))):
@@ -353,12 +355,73 @@ def test_pair_order_information_with_batches_is_the_weighted_sum_of_each_batch(o
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("gene_blocks", [False, True], ids=["one block", "gene blocks"])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_nearest_class_pair_order_equals_the_mann_whitney_oracle(fmt, gene_blocks, monkeypatch):
+    """``nearest=True``: the mean of the rest term and ln 2 - H_2(min_d A_cd) from scipy's Mann-Whitney U of
+    every pair of classes (exact up to 255 samples), with the counts taken in one block or a few genes at a
+    time.  A gene high in class 0 and in the small class 2 scores high against the rest but ~0 against the
+    nearest class (class 2 for class 0); a gene high in class 0 alone scores high against both."""
+    if gene_blocks:
+        monkeypatch.setattr(_common, "PAIR_ORDER_GROUP_BYTES", 1)
+    rng = np.random.default_rng(21)
+    y = np.repeat([0, 1, 2, 3], [40, 30, 8, 12])
+    X = rng.normal(size=(y.size, 9)) * (rng.random((y.size, 9)) < 0.7)
+    X[:, :2] = np.round(X[:, :2])                  # heavy ties
+    X[np.isin(y, [0, 2]), 4] += 3.0                # high in class 0 and in its small neighbour 2
+    X[y == 0, 5] += 3.0                            # high in class 0 alone
+    X = {"dense": X, "csr": sp.csr_matrix(X)}[fmt]
+    rest, near = ref.pair_order_information(X, y, 4), ref.nearest_class_pair_order_information(X, y, 4)
+    got = _common.pair_order_information(X, y, 4, base=2, nearest=True)
+    np.testing.assert_allclose(got, 0.5 * (rest + near) / np.log(2), rtol=0, atol=1e-12)
+    assert rest[0, 4] > 0.3 and near[0, 4] < 0.05 and min(rest[0, 5], near[0, 5]) > 0.6
+    np.testing.assert_array_equal(_common.pair_order_information(X, y, 4, base=2),
+                                  _common.pair_order_information(X, y, 4, base=2))  # nearest=False untouched
+
+
+def test_nearest_class_pair_order_with_batches_averages_each_pairs_auroc_over_the_batches_holding_it():
+    """A_cd is the batch-weighted mean over the batches holding both classes (class 3 lives in batch "b" only, so
+    its pairs come from that batch alone), the rest term the weighted sum of each batch's."""
+    rng = np.random.default_rng(22)
+    batch = np.repeat(["a", "b", "c"], [40, 40, 30])
+    y = np.tile([0, 1, 2, 0, 1], 22)
+    y[(batch == "b") & (np.arange(y.size) % 4 == 0)] = 3
+    X = rng.normal(size=(y.size, 6)) + 1.5 * (y[:, None] == np.arange(6) % 4) + 2.0 * (batch == "c")[:, None]
+    strata = _common.check_batch(batch, X, batch_weights="equal")
+    got = _common.pair_order_information(X, y, 4, base=np.e, batch=strata, nearest=True)
+    rest = sum(w * ref.pair_order_information(X[strata.codes == b], y[strata.codes == b], 4)
+               for b, w in enumerate(strata.weights))
+    near = ref.nearest_class_pair_order_information(X, y, 4, batches=strata.codes, batch_weights=strata.weights)
+    np.testing.assert_allclose(got, 0.5 * (rest + near), rtol=0, atol=1e-12)
+
+
+def test_self_redundancy_constant_is_the_qp_on_q_with_a_zero_diagonal():
+    """``self_redundancy="constant"``: every per-class QP on the dict-counted Q with Q_ii = 0, made definite by the
+    shift (Nguyen et al. 2014, eq. 13), alpha_hat on that Q; the panel differs from Q_ii = H(X_i)'s here."""
+    X, y = planted(seed=3)
+    codes = np.unique(y, return_inverse=True)[1]
+    Z = ref.zero_quantile_codes(X, 3)
+    sel = bioqpfs.select(X, y, method="qpfs_cover", self_redundancy="constant")
+    assert sel.params["self_redundancy"] == "constant"
+    want = cover_ranking_by_hand(X, codes, Z, self_redundancy="constant")
+    np.testing.assert_array_equal(sel.ranking[:len(want)], want)
+    assert want != cover_ranking_by_hand(X, codes, Z)
+
+
+def order_term_by_hand(X, codes, n_classes):
+    """The default recipe's pair-order term in bits: the mean of the Mann-Whitney information against the rest and
+    against the nearest class (reference.py)."""
+    return 0.5 * (ref.pair_order_information(X, codes, n_classes)
+                  + ref.nearest_class_pair_order_information(X, codes, n_classes)) / np.log(2)
+
+
 def test_relevance_auto_adds_pair_order_information_on_every_kind_of_data():
     """The default recipe: on dense data (shared mean +- sd codes) each class's F_c is the mean of the MI and the
-    pair-order information.  Re-derived independently: Q and the MI by dict counting on mean +- sd codes, the
-    pair-order term from scipy's Mann-Whitney U, one QPFS per class, the round-robin merge.  On single-cell data
-    (per-class bins) too since the check on real single-cell data (README "Panel quality"; by hand in
-    test_default_recipe_on_sparse_data_by_hand); ``relevance="mi"`` leaves it out."""
+    pair-order information against the rest, and Q has no self-redundancy.  Re-derived independently: Q (zero
+    diagonal) and the MI by dict counting on mean +- sd codes, the pair-order term from scipy's Mann-Whitney U, one
+    QPFS per class, the round-robin merge.  On single-cell data (per-class bins) the pair-order term also looks at
+    the nearest class (README "Panel quality"; by hand in test_default_recipe_on_sparse_data_by_hand);
+    ``relevance="mi"`` leaves the pair-order term out."""
     rng = np.random.default_rng(13)
     y = np.repeat([0, 1, 2], [30, 20, 12])
     m = 14
@@ -366,12 +429,14 @@ def test_relevance_auto_adds_pair_order_information_on_every_kind_of_data():
     X[:, :6] += 1.5 * (y[:, None] == np.arange(6) % 3)
     sel = bioqpfs.select(X, y, n_genes=6)
     assert sel.params["relevance"] == "auto" and sel.params["relevance_used"] == "mi_order"
-    assert sel.params["discretization_used"] == "mean_sd"
-    want = cover_ranking_by_hand(X, y, ref.mean_sd_codes(X), extra=ref.pair_order_information(X, y, 3) / np.log(2))
+    assert sel.params["discretization_used"] == "mean_sd" and sel.params["self_redundancy"] == "constant"
+    want = cover_ranking_by_hand(X, y, ref.mean_sd_codes(X), extra=ref.pair_order_information(X, y, 3) / np.log(2),
+                                 self_redundancy="constant")
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     assert sel.ranking[:len(want)].tolist() != bioqpfs.select(X, y, n_genes=6, relevance="mi").ranking[:len(want)].tolist()
     Z, yz = planted()
-    assert bioqpfs.select(Z, yz, n_genes=8).params["relevance_used"] == "mi_order"  # zero_quantile, per-class bins
+    on_counts = bioqpfs.select(Z, yz, n_genes=8).params  # zero_quantile codes, per-class bins
+    assert (on_counts["relevance_used"], on_counts["self_redundancy"]) == ("mi_order_nearest", "constant")
     assert bioqpfs.select(Z, yz, n_genes=8, relevance="mi").params["relevance_used"] == "mi"
     assert bioqpfs.select(X, y, method="qpfs_cover", n_genes=6).params["relevance_used"] == "mi"  # the method
 
@@ -380,7 +445,8 @@ def test_default_recipe_on_sparse_data_by_hand(monkeypatch):
     """The default recipe on zero-inflated CSR data (155 cells: the pair-order term is exact): Q by dict counting
     on the shared zero_quantile codes; each F_c the mean of the MI on the gene's own class-balanced equal-frequency
     bins (reference.per_class_bins_mi, plain loops over the sorted values; the package's fine grid made finer than
-    the data) and the pair-order information from scipy's Mann-Whitney U; one QPFS per class; the round-robin."""
+    the data) and the pair-order information from scipy's Mann-Whitney U (against the rest and the nearest class);
+    one QPFS per class on Q with a zero diagonal; the round-robin."""
     from functools import partial
 
     from bioqpfs.selectors import qpfs_cover as cover_module
@@ -390,11 +456,11 @@ def test_default_recipe_on_sparse_data_by_hand(monkeypatch):
     X, y = planted(seed=5, n_big=(60, 50, 40), n_rare=5)
     X = np.round(X, 2)
     sel = bioqpfs.select(sp.csr_matrix(X), y, n_genes=8)
-    assert (sel.params["discretization_used"], sel.params["relevance_bins_used"], sel.params["relevance_used"]) == \
-        ("zero_quantile", "per_class", "mi_order")
+    assert (sel.params["discretization_used"], sel.params["relevance_bins_used"], sel.params["relevance_used"],
+            sel.params["self_redundancy"]) == ("zero_quantile", "per_class", "mi_order_nearest", "constant")
     codes = np.unique(y, return_inverse=True)[1]
     want = cover_ranking_by_hand(X, codes, ref.zero_quantile_codes(X, 3), own_bins=(3, True),
-                                 extra=ref.pair_order_information(X, codes, 4) / np.log(2))
+                                 extra=order_term_by_hand(X, codes, 4), self_redundancy="constant")
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     without = bioqpfs.select(sp.csr_matrix(X), y, n_genes=8, relevance="mi")
     assert without.ranking[:len(want)].tolist() != want  # the pair-order term changes this panel

@@ -217,10 +217,10 @@ def test_select_genes_default_is_the_default_recipe_of_every_face(container):
     labels = "type" if container != "matrix" else ro.StrVector(list(y))
     out = br.select_genes(robj, labels, n_genes=5)
     named = br.select_genes(robj, labels, method="qpfs_cover", class_weight="balanced", discretization="auto",
-                            relevance_bins="per_class", relevance="auto", n_genes=5, key_added="bioqpfs")
+                            relevance_bins="per_class", relevance="auto", self_redundancy="constant", n_genes=5, key_added="bioqpfs")
     # independent reference: the recipe written out by hand on the arrays, through bioqpfs.select
     ref = bioqpfs.select(X, y, method="qpfs_cover", class_weight="balanced", discretization="auto",
-                         relevance_bins="per_class", relevance="auto", n_genes=5)
+                         relevance_bins="per_class", relevance="auto", self_redundancy="constant", n_genes=5)
 
     getter = {"ExpressionSet": "fData(x)", "matrix": "x"}.get(container, "rowData(x)")
     record = {"ExpressionSet": "notes(x)", "matrix": "metadata(x)"}.get(container, "metadata(x)")
@@ -260,7 +260,7 @@ def test_reticulate_default_is_the_default_recipe():
     assert params["class_weight"] == "balanced" and params["discretization"] == "auto"
     assert isinstance(params["n_bins"], int)   # whole R numbers coerced for the resolved method
     ref = bioqpfs.select(X, y, method="qpfs_cover", class_weight="balanced", discretization="auto", n_bins=3,
-                         relevance_bins="per_class", relevance="auto", n_genes=4)
+                         relevance_bins="per_class", relevance="auto", self_redundancy="constant", n_genes=4)
     np.testing.assert_allclose(res["columns"]["bioqpfs_weight"], ref.weights, rtol=0, atol=1e-12)
     assert res["record"]["selected"] == [genes[i] for i in ref.selected]
 

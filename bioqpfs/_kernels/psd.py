@@ -140,7 +140,7 @@ def apply_psd_fix(G, psd_fix, *, rel_margin=1e-9, known_min_eigenvalue=None):
     diag = G.diagonal()
     margin = rel_margin * max(1e-300, float(np.max(np.abs(diag))))
     out = dict(psd_fix=psd_fix, psd_shift=0.0, n_clipped=0)
-    if not np.any(diag):  # zero diagonal (EQPFS with lambda = 0, any Q without self-redundancy): scale
+    if not np.any(diag):  # zero diagonal (EQPFS with lambda = 0, qpfs_cover's self_redundancy="constant"): scale
         # the margin by the spectrum, from the caller's value when it gives one (C problems on one Q: one eigen-solve)
         known = known_min_eigenvalue is not None and psd_fix != "clip"
         lam_ref = known_min_eigenvalue if known else simplex_qp.smallest_eigenvalue(G.dense() if m <= 500 else G)

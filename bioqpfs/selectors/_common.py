@@ -661,12 +661,14 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
 
 
 #: the relevance F_c of :func:`bioqpfs.qpfs_cover`'s per-class problems: the one-vs-rest MI (``"mi"``), the
-#: mean of it and the pair-order information (``"mi_order"``, :func:`pair_order_information`), or ``"auto"``:
-#: ``"mi_order"`` unless every class has bins of its own (``relevance_bins="per_class"`` on equal-frequency codes)
-CLASS_RELEVANCES = ("mi", "mi_order", "auto")
+#: mean of it and the pair-order information against the rest (``"mi_order"``, :func:`pair_order_information`)
+#: or against the rest and the nearest class (``"mi_order_nearest"``, ``nearest=True``), or ``"auto"``:
+#: ``"mi_order_nearest"`` where every class has bins of its own (``relevance_bins="per_class"`` on
+#: equal-frequency codes: single-cell data under the recipe), else ``"mi_order"``
+CLASS_RELEVANCES = ("mi", "mi_order", "mi_order_nearest", "auto")
 
 
-def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="quantile"):
+def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="quantile", nearest=False):
     """F[c, i] = I(Z; [X_i of the class-c sample > X_i of the other]): the pair-order information of gene i.
 
     Draw one sample of class c and one of the other samples, and present them in random order; Z (one fair bit)
@@ -693,10 +695,23 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
     ``"zero_quantile"`` codes would not keep the order of negative values).  With ``batch``, ``sum_b w_b F_b``,
     each batch's A from its own samples (and its own bins with ``batch.discretization="per_batch"``).  Returns
     ``(C, M)`` in ``base``.
+
+    ``nearest=True``: F[c, i] is the mean of that and the same information with the other sample drawn from the
+    class nearest to c on gene i, the class d that out-ranks c most often: ``ln 2 - H_2(min_{d != c} A_cd,i)``
+    (A_cd the AUROC of class c against class d alone).  Against the rest, a gene high in c and in one small
+    neighbour d (a monocyte gene, for CD14+ against CD16+ monocytes) scores almost as high as one high in c alone;
+    against the nearest class only the second does (A_cd near 1/2).  Like the rest term it is symmetric: a gene
+    far higher in d than in c (A_cd near 0) tells that pair apart too.  With ``batch``, A_cd is
+    ``sum_b w_b A_cd,b / sum_b w_b`` over the batches holding both classes, and a class d sharing no batch with c
+    is left out of the minimum (0 when none is left).  The counts are then taken a block of genes at a time for all
+    classes (:data:`PAIR_ORDER_GROUP_BYTES`), and every pair of classes costs ``L`` multiply-adds per gene (a
+    batched GEMM: C^2 M L in all).
     Chosen by ``benchmarks/bench_panels.py`` (README "Panel quality")."""
     y_codes = np.asarray(y_codes, dtype=np.int64)
     n_batches = 1 if batch is None else len(batch.weights)
     levels_max, m = _disc.MAX_LEVELS, X.shape[1]
+    if nearest:
+        return _rest_and_nearest_order_information(X, y_codes, n_classes, batch, rule) / np.log(base)
     # in memory, the classes' counts are taken a group of classes at a time (each group's rows read once; the
     # pooled counts in one more pass), so that many cell types x many genes fit: 12 bytes per (class, batch,
     # gene, level) held (the backend's float32 counts and their float64 copy); a Dask X: all classes in one pass
@@ -733,11 +748,60 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
                     continue
                 inside = _class_bin_counts(margins[c - g0, b][None],
                                            sizes[b][c][None])[0]  # one class at a time: (M, L)
-                outside = pooled[b] - inside
-                below = np.cumsum(outside, axis=1) - outside  # the other samples in the bins below each bin
-                auc = np.clip((inside * (below + 0.5 * outside)).sum(axis=1) / (n_in * n_out), 0.0, 1.0)
-                F[c] += w_b * (np.log(2.0) - _binary_entropy(auc))
+                F[c] += w_b * _order_information(inside, pooled[b] - inside, n_in, n_out)
     return np.maximum(F, 0.0) / np.log(base)
+
+
+def _order_information(inside, outside, n_in, n_out):
+    """ln 2 - H_2(A) in nats of every gene, A the AUROC of the level counts ``inside`` (M, L) of n_in samples
+    against ``outside`` (M, L) of n_out samples (ties one half)."""
+    below = np.cumsum(outside, axis=1) - outside  # the other samples in the levels below each level
+    auc = np.clip((inside * (below + 0.5 * outside)).sum(axis=1) / (n_in * n_out), 0.0, 1.0)
+    return np.log(2.0) - _binary_entropy(auc)
+
+
+def _rest_and_nearest_order_information(X, y_codes, n_classes, batch, rule):
+    """``pair_order_information(..., nearest=True)`` in nats: each block of genes' level counts for every
+    (class, batch) in one pass, the rest term as without ``nearest``, and every pair of classes' AUROC as one
+    batched GEMM ``A[i, c, d] = sum_j n_c,j (n_d,<j + n_d,j / 2) / (n_c n_d)``."""
+    n_batches = 1 if batch is None else len(batch.weights)
+    levels_max, m, C = _disc.MAX_LEVELS, X.shape[1], n_classes
+    # per gene: the float32 counts and float64 copies (counts, below, pooled: 4 x 8 + 4 bytes per level of every
+    # (class, batch)) and the pair tables (3 x C^2 float64); a Dask X in one block (one pass over its chunks)
+    per_gene = (36 * n_batches * levels_max + 24 * C) * C
+    block = max(1, PAIR_ORDER_GROUP_BYTES // per_gene) if not is_dask_array(X) else m
+    block = min(block, m)
+    memory_guard(per_gene * block, f"the pair-order information's counts ({C} classes x {n_batches} batches x "
+                 f"{block} genes x {levels_max} levels, and {C} x {C} class pairs)",
+                 ["relevance='mi_order' (the rest only) or 'mi' (no pair-order information)", "genes", "classes"])
+    codes, levels = discretized(X, rule, levels_max, y_codes, batch)
+    strata = np.zeros(y_codes.size, dtype=np.int64) if batch is None else np.asarray(batch.codes, dtype=np.int64)
+    n_levels = max(2, int(np.max(levels))) if np.size(levels) else 2
+    weights = np.ones(1) if batch is None else np.asarray(batch.weights, dtype=np.float64)
+    sizes = np.stack([np.bincount(y_codes[strata == b], minlength=C) for b in range(n_batches)]).astype(np.float64)
+    both = (sizes[:, :, None] > 0) & (sizes[:, None, :] > 0) & ~np.eye(C, dtype=bool)  # (B, C, C)
+    pair_weight = np.tensordot(weights, both, axes=1)  # (C, C): the weight of the batches holding c and d
+    rest, near = np.zeros((C, m)), np.zeros((C, m))
+    for j0 in range(0, m, block):
+        cols = slice(j0, min(m, j0 + block))
+        margins = _info.stratum_margins(codes[:, cols], n_levels, y_codes, strata, n_batches, n_classes=C)
+        pairs = np.zeros((C, C, cols.stop - j0))
+        for b, w_b in enumerate(weights):
+            counts = _class_bin_counts(margins[:, b], sizes[b])  # (C, M_block, L)
+            pooled, n_b = counts.sum(axis=0), sizes[b].sum()
+            for c in range(C):
+                if 0 < sizes[b, c] < n_b:  # class c absent or alone in this batch: no pair, no information
+                    rest[c, cols] += w_b * _order_information(counts[c], pooled - counts[c], sizes[b, c],
+                                                              n_b - sizes[b, c])
+            below = np.cumsum(counts, axis=2) - counts
+            auc = np.matmul(counts.transpose(1, 0, 2), (below + 0.5 * counts).transpose(1, 2, 0))  # (M_block, C, C)
+            auc /= np.maximum(np.outer(sizes[b], sizes[b]), 1.0)
+            pairs += w_b * np.where(both[b][:, :, None], np.clip(auc, 0.0, 1.0).transpose(1, 2, 0), 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pairs = np.where((pair_weight > 0)[:, :, None], pairs / pair_weight[:, :, None], np.inf)
+        lowest = pairs.min(axis=1)  # the AUROC of c against the class that out-ranks it most often
+        near[:, cols] = np.where(np.isfinite(lowest), np.log(2.0) - _binary_entropy(lowest), 0.0)
+    return 0.5 * (np.maximum(rest, 0.0) + np.maximum(near, 0.0))
 
 
 #: bytes of per-class level counts the pair-order information holds at once for an in-memory X (a group of

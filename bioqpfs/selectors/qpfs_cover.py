@@ -18,7 +18,9 @@ problems.
 equal-frequency under the weights F_c is counted with, so that a gene expressed everywhere and highest in a rare
 type is cut where the type begins (:func:`~bioqpfs.selectors._common.per_class_bin_relevance`), and
 ``relevance="auto"`` (also the recipe's) makes F_c the mean of the MI and the pair-order information
-ln 2 - H_2(AUROC) (:func:`~bioqpfs.selectors._common.pair_order_information`).
+ln 2 - H_2(AUROC) (:func:`~bioqpfs.selectors._common.pair_order_information`), on single-cell data against the
+rest and against the class nearest to c; ``self_redundancy="constant"`` (the recipe's) replaces Q's diagonal
+H(X_i) by one lambda for every gene (Nguyen et al. 2014, section 2.2).
 
 Why: balanced accuracy (and a panel user) weighs every cell type equally, while the multiclass I(X; C) of plain
 QPFS rewards genes that separate the large groups; at k close to the number of types, covering every type
@@ -79,6 +81,9 @@ __all__ = ["qpfs_cover", "DIRECTIONS"]
 #: ``direction="up"``: only genes higher in the class than elsewhere count for it (marker genes);
 #: ``"both"``: any gene informative about "c or not"
 DIRECTIONS = ("up", "both")
+#: the diagonal of Q in every per-class problem: ``"entropy"``, Q_ii = I(X_i; X_i) = H(X_i) (QPFS, section 2.1);
+#: ``"constant"``, Q_ii = 0 and the psd fix's lambda I for all genes (Nguyen et al. 2014, section 2.2, eq. 13)
+SELF_REDUNDANCIES = ("entropy", "constant")
 
 
 @doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)
@@ -86,10 +91,12 @@ DIRECTIONS = ("up", "both")
     direction=Options(*DIRECTIONS), alpha=Interval("real", 0, 1, none=True),
     discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
     solver=Options(*SOLVERS), psd_fix=Options(*PSD_FIXES), batch_weights=Options(*BATCH_WEIGHTS),
-    batch_discretization=Options(*BATCH_DISCRETIZATIONS), relevance_bins=Options(*RELEVANCE_BINS), relevance=Options(*CLASS_RELEVANCES))
+    batch_discretization=Options(*BATCH_DISCRETIZATIONS), relevance_bins=Options(*RELEVANCE_BINS), relevance=Options(*CLASS_RELEVANCES),
+    self_redundancy=Options(*SELF_REDUNDANCIES))
 def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direction: str = "up",
                alpha: float | None = None, discretization: str | None = "auto", n_bins: int = 3,
-               relevance_bins: str = "shared", relevance: str = "mi", class_weight: str | None = "balanced", base: float = 2, solver: str = "auto", psd_fix: str = "shift",
+               relevance_bins: str = "shared", relevance: str = "mi", self_redundancy: str = "entropy",
+               class_weight: str | None = "balanced", base: float = 2, solver: str = "auto", psd_fix: str = "shift",
                preselected: Sequence[str | int] | None = None, batch: ArrayLike | None = None,
                batch_weights: str = "size", batch_discretization: str = "per_batch", random_state: SeedLike = 0,
                feature_names: Sequence[str] | None = None) -> Selection:
@@ -122,15 +129,26 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         ``class_weight="balanced"``), so a graded gene that is high in a rare type is cut where the type begins,
         not at the median of all cells (:func:`~bioqpfs.selectors._common.per_class_bin_relevance`).  Mean +- sd,
         MDL and given codes keep the shared codes.  Q is unchanged either way.
-    relevance : {"mi", "mi_order", "auto"}
+    relevance : {"mi", "mi_order", "mi_order_nearest", "auto"}
         The relevance F_c of class c's problem.  ``"mi"`` (default of the method): the one-vs-rest MI above.
         ``"mi_order"``: the mean of that MI and the pair-order information ``ln 2 - H_2(AUROC_c,i)``, the
         information that gene i's order gives about which sample of a random (class c, other) pair is the
         class-c one (:func:`~bioqpfs.selectors._common.pair_order_information`; exact ranks up to 255 samples;
-        beyond, 255 ordered levels).  ``"auto"`` (the default recipe): ``"mi_order"`` on every kind of data.
-        Why (``bench_panels.py``, README "Panel quality"): the MI of three shared mean +- sd bins blurs a clean
-        two-level marker on small dense sets, while the ranks alone ignore how the values spread.  Their mean won
-        on the five microarray sets (30 folds, balanced accuracy at k = 10 and 20 summed over the sets: LR +0.086
+        beyond, 255 ordered levels).  ``"mi_order_nearest"``: the pair-order term is itself the mean of that
+        information against the rest and against the class nearest to c on the gene, the class d whose samples
+        out-rank c's most often (``ln 2 - H_2(min_d AUROC_cd,i)``; ``nearest=True``): a gene high in c and in one
+        neighbouring type no longer scores as if it marked c alone.  ``"auto"`` (the default recipe):
+        ``"mi_order_nearest"`` where every class has bins of its own (``relevance_bins="per_class"`` on
+        equal-frequency codes: single-cell data), else ``"mi_order"``.  Why the nearest class on single-cell data
+        (README "Panel quality"): on CBMC the recipe's CD14+ monocyte genes were monocyte genes shared with CD16+
+        monocytes (CD16+ recall 0.59-0.68 against Wilcoxon's 0.75-0.86 at k = 20); with it and
+        ``self_redundancy="constant"`` CBMC k = 20 went from -0.012 to -0.008 against Wilcoxon and Zeisel's 47
+        subclasses at k = 10 from +0.009 to +0.058.  Not on dense data: on the microarrays (5 to 9 samples in
+        some classes) it lost nci61 (-0.038 / -0.050 against Wilcoxon at k = 10 / 20, 30 folds) and lymphoma62
+        at k = 10 (0.942 against 0.967).  It costs C^2 x 255 multiply-adds per gene (a class pair in every GEMM
+        row).  Why the pair-order term at all (``bench_panels.py``, README "Panel quality"): the MI of three
+        shared mean +- sd bins blurs a clean two-level marker on small dense sets, while the ranks alone ignore how
+        the values spread.  Their mean won on the five microarray sets (30 folds, balanced accuracy at k = 10 and 20 summed over the sets: LR +0.086
         over ``"mi"``, kNN +0.13; Leukemia k = 10: 0.958 against 0.928).  On single-cell data with per-class bins
         it is within noise on the four sets the recipe was chosen on (LR, k = 10 and 20 against the better of
         Wilcoxon and COSG, summed: +0.055 against +0.068) and closes most of the gap on real data kept out of that
@@ -139,6 +157,18 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         6.5 -> 7.3 s); sparse counts, the recipe 6.7-6.8 -> 7.8-8.0 s at 40,000 x 2,000 and 1.2-1.4 -> 1.6 s at
         20,000 x 1,000 (2 cores; ``relevance="mi"`` skips it).  Both terms are in ``base``; ``params`` records
         ``relevance_used``.
+    self_redundancy : {"entropy", "constant"}
+        The diagonal of Q.  ``"entropy"`` (default of the method; QPFS, section 2.1): Q_ii = I(X_i; X_i) = H(X_i),
+        so a gene pays for its own entropy and, of two equally relevant genes, the one whose values spread over
+        more bins gets less weight.  ``"constant"`` (the default recipe): Q_ii = 0 and ``psd_fix`` adds the same
+        lambda to every gene (``"shift"``: the smallest lambda making Q definite, Nguyen et al. 2014, section 2.2,
+        eq. 13: "there should be no penalty for self redundancy"); alpha_hat is taken on that Q.  Each QP is then
+        definite by the shift's margin only, so last-bit differences of Q (a Dask X's chunked counts) move the
+        weights by ~1e-9.  On CBMC, with Q_ii = H(X_i) (1.1-1.6 bits on the diagonal against 0.04 off it) the
+        CD14+ problem weighted a gene of AUROC 0.966 above one of 0.993 whose entropy was 0.35 bits higher.  On
+        the five microarray sets (30 folds, LR, k = 10 and 20 against Wilcoxon) it alone gains a little or ties
+        in every cell: summed +0.027 against +0.014 (nci61 k = 20 0.619 against 0.606, Leukemia k = 10 0.963
+        against 0.958; kNN -0.024 against -0.061).
     class_weight : {"balanced", None}
         ``"balanced"`` (default): every class counts equally in Q, and in F_c class c weighs as much as all the
         other samples (a type of 8 cells is as visible as one of 240); ``None``: empirical frequencies.
@@ -210,10 +240,13 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
                                       batch=strata)
     else:
         F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
-    relevance_used = "mi_order" if relevance == "auto" else relevance
-    if relevance_used == "mi_order":  # the ranks of X (the codes themselves for discretization=None)
+    relevance_used = ("mi_order_nearest" if own_bins else "mi_order") if relevance == "auto" else relevance
+    if relevance_used in ("mi_order", "mi_order_nearest"):  # the ranks of X (the codes themselves for codes)
         F_c = 0.5 * (F_c + pair_order_information(Xk, y_codes, C, base=base, batch=strata,
-                                                  rule=None if rule is None else "quantile"))
+                                                  rule=None if rule is None else "quantile",
+                                                  nearest=relevance_used == "mi_order_nearest"))
+    if self_redundancy == "constant":  # Nguyen et al. 2014 eq. 13: no self-redundancy; psd_fix adds lambda I
+        np.fill_diagonal(Q, 0.0)
     if direction == "up":
         F_c = np.where(higher_in_class(Xk, y_codes, C, batch=strata), F_c, 0.0)
     t_measures = time.perf_counter() - t0
@@ -260,7 +293,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     added = np.bincount(owner[:n_genes - P_all.size] if n_genes is not None else owner, minlength=C)
     params = dict(direction=direction, alpha=None if alpha is None else float(alpha), discretization=discretization,
                   discretization_used=rule, n_bins=n_bins, relevance_bins=relevance_bins, relevance=relevance,
-                  relevance_used=relevance_used,
+                  relevance_used=relevance_used, self_redundancy=self_redundancy,
                   relevance_bins_used="per_class" if own_bins else "shared",
                   class_weight=class_weight, base=base, solver=solver, psd_fix=psd_fix, n_genes=n_genes,
                   **preselected_params(P_all, feature_names, share), **({} if strata is None else strata.params()))

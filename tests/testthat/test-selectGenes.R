@@ -97,7 +97,7 @@ test_that("method = NULL (the default) runs the default recipe of every face, st
     t <- toyMatrix()
     ## the recipe named explicitly (Python bioqpfs.DEFAULT_PANEL), in a separate Python process
     recipe <- list(class_weight = "balanced", discretization = "auto", relevance_bins = "per_class",
-                   relevance = "auto")
+                   relevance = "auto", self_redundancy = "constant")
     ref <- pythonReference(t$m, t$cls, method = "qpfs_cover", nGenes = 5, params = recipe)
     named <- function(x, labels) do.call(selectGenes, c(list(x, labels, method = "qpfs_cover", nGenes = 5,
                                                              keyAdded = "bioqpfs"), recipe))
@@ -134,7 +134,7 @@ test_that("method = NULL (the default) runs the default recipe of every face, st
                      list(preset = "default", discretization = "quantile"))
     qref <- pythonReference(t$m, t$cls, method = "qpfs_cover", nGenes = 5,
                             params = list(class_weight = "balanced", discretization = "quantile",
-                                          relevance_bins = "per_class", relevance = "auto"))
+                                          relevance_bins = "per_class", relevance = "auto", self_redundancy = "constant"))
     expect_equal(quantile$bioqpfs_weight, qref$weight, tolerance = 1e-12)
     expect_false(isTRUE(all.equal(quantile$bioqpfs_weight, ref$weight)))
 })
