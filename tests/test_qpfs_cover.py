@@ -375,8 +375,6 @@ def test_nearest_class_pair_order_equals_the_mann_whitney_oracle(fmt, gene_block
     got = _common.pair_order_information(X, y, 4, base=2, nearest=True)
     np.testing.assert_allclose(got, 0.5 * (rest + near) / np.log(2), rtol=0, atol=1e-12)
     assert rest[0, 4] > 0.3 and near[0, 4] < 0.05 and min(rest[0, 5], near[0, 5]) > 0.6
-    np.testing.assert_array_equal(_common.pair_order_information(X, y, 4, base=2),
-                                  _common.pair_order_information(X, y, 4, base=2))  # nearest=False untouched
 
 
 def test_nearest_class_pair_order_with_batches_averages_each_pairs_auroc_over_the_batches_holding_it():

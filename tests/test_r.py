@@ -217,7 +217,8 @@ def test_select_genes_default_is_the_default_recipe_of_every_face(container):
     labels = "type" if container != "matrix" else ro.StrVector(list(y))
     out = br.select_genes(robj, labels, n_genes=5)
     named = br.select_genes(robj, labels, method="qpfs_cover", class_weight="balanced", discretization="auto",
-                            relevance_bins="per_class", relevance="auto", self_redundancy="constant", n_genes=5, key_added="bioqpfs")
+                            relevance_bins="per_class", relevance="auto", self_redundancy="constant", n_genes=5,
+                            key_added="bioqpfs")
     # independent reference: the recipe written out by hand on the arrays, through bioqpfs.select
     ref = bioqpfs.select(X, y, method="qpfs_cover", class_weight="balanced", discretization="auto",
                          relevance_bins="per_class", relevance="auto", self_redundancy="constant", n_genes=5)
