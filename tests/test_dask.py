@@ -694,7 +694,9 @@ def test_per_class_bins_of_the_default_recipe_on_dask_equal_in_memory(sparse, ba
     got = bioqpfs.select(D, y, n_genes=6, **kw)
     assert want.params["relevance_bins"] == "per_class" and want.params["discretization_used"] == "zero_quantile"
     np.testing.assert_array_equal(got.ranking, want.ranking)
-    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
+    # the recipe's Q has a zero diagonal (self_redundancy="constant"): each QP is definite by the psd shift's margin
+    # only, so last-bit differences of the chunked counts reach the weights at ~1e-9; the ranking is exact
+    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-8)
     strata = None if batch_discretization is None else _common.check_batch(
         kw["batch"], X, batch_weights="size", batch_discretization=batch_discretization)
     F_mem = _common.per_class_bin_relevance(X, y, 5, rule="zero_quantile", n_bins=3, class_weight="balanced", base=2,

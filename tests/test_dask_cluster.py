@@ -115,7 +115,9 @@ def test_default_recipe_with_exact_quantile_codes_on_a_local_cluster(client):
     want = bioqpfs.select(X, y, n_genes=6)
     assert got.params["discretization"] == "auto" and want.params["discretization"] == "auto"
     np.testing.assert_array_equal(got.ranking, want.ranking)
-    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
+    # the recipe's Q has a zero diagonal (self_redundancy="constant"): each QP is definite by the psd shift's margin
+    # only, so last-bit differences of the chunked counts reach the weights at ~1e-9; the ranking is exact
+    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-8)
     searched = [t for t in stream.data if "refine" in str(t["key"]) or "range" in str(t["key"])]
     assert searched and {t["worker"] for t in searched} <= set(client.scheduler_info()["workers"])
 

@@ -199,7 +199,9 @@ def test_default_recipe_on_sparse_dask_equals_in_memory(cells):
     assert discretize.resolve_discretization(D, "auto") == "zero_quantile"
     got, want = bioqpfs.select(D, y, n_genes=8), bioqpfs.select(sp.csr_matrix(X), y, n_genes=8)
     np.testing.assert_array_equal(got.ranking, want.ranking)
-    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-12)
+    # the recipe's Q has a zero diagonal (self_redundancy="constant"): each QP is definite by the psd shift's margin
+    # only, so last-bit differences of the chunked counts reach the weights at ~1e-9; the ranking is exact
+    np.testing.assert_allclose(got.weights, want.weights, rtol=0, atol=1e-8)
     np.testing.assert_array_equal(measures.discretize(D, discretization="auto").compute(),
                                   measures.discretize(X, discretization="auto"))
     np.testing.assert_array_equal(measures.relevance(D, y, discretization="auto"),
@@ -223,7 +225,8 @@ def test_tl_default_recipe_on_an_anndata_with_dask_csr_x(cells):
     bioqpfs.tl.select_genes(lazy, "cell_type", n_genes=6)
     assert isinstance(lazy.X, da.Array)
     assert lazy.uns["bioqpfs"]["params"]["discretization"] in ("auto", "zero_quantile")
-    np.testing.assert_allclose(lazy.var["bioqpfs_weight"], mem.var["bioqpfs_weight"], rtol=0, atol=1e-12)
+    # the recipe's Q has a zero diagonal (self_redundancy="constant"): weights to ~1e-9, the ranking exact
+    np.testing.assert_allclose(lazy.var["bioqpfs_weight"], mem.var["bioqpfs_weight"], rtol=0, atol=1e-8)
     np.testing.assert_array_equal(lazy.var["bioqpfs_rank"], mem.var["bioqpfs_rank"])
     assert list(lazy.uns["bioqpfs"]["selected"]) == list(mem.uns["bioqpfs"]["selected"])
 
