@@ -8,7 +8,7 @@ import reference as ref
 import scipy.sparse as sp
 
 import bioqpfs
-from bioqpfs._kernels.ranking import round_robin
+from bioqpfs._kernels.ranking import rank_descending, round_robin
 from bioqpfs.selectors import _common
 from bioqpfs.selectors.qpfs import alpha_hat, solve_qpfs
 
@@ -125,8 +125,9 @@ def cover_ranking_by_hand(X, codes, Z, extra=None, own_bins=None, self_redundanc
         f = np.where(X[inc].mean(0) > X[~inc].mean(0), f, 0.0)
         x, _ = solve_qpfs(Q, f, alpha_hat(Q, f)[0], psd_fix="shift")
         cand = np.flatnonzero((x > 0) | (f > 1e-12))
-        x = np.round(x, 9)                                             # weights equal to 1e-9 are ties
-        rankings.append(cand[np.lexsort((cand, -f[cand], -x[cand]))])
+        # ties by F_c, then index (the package's rule); 1e-6 relative here, as Q's zero diagonal
+        # (self_redundancy="constant") amplifies the dict-counted Q's last bits to ~1e-9 in mirror-image genes' weights
+        rankings.append(cand[rank_descending([x[cand], f[cand]], cand, rel_tol=1e-6)])
     want = []
     for r in range(max(map(len, rankings))):
         for c in range(n_classes):
