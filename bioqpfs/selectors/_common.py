@@ -708,10 +708,10 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
     batched GEMM: C^2 M L in all).
     Chosen by ``benchmarks/bench_panels.py`` (README "Panel quality")."""
     y_codes = np.asarray(y_codes, dtype=np.int64)
-    n_batches = 1 if batch is None else len(batch.weights)
-    levels_max, m = _disc.MAX_LEVELS, X.shape[1]
     if nearest:
         return _rest_and_nearest_order_information(X, y_codes, n_classes, batch, rule) / np.log(base)
+    n_batches = 1 if batch is None else len(batch.weights)
+    levels_max, m = _disc.MAX_LEVELS, X.shape[1]
     # in memory, the classes' counts are taken a group of classes at a time (each group's rows read once; the
     # pooled counts in one more pass), so that many cell types x many genes fit: 12 bytes per (class, batch,
     # gene, level) held (the backend's float32 counts and their float64 copy); a Dask X: all classes in one pass
