@@ -125,3 +125,17 @@ def test_constant_genes_and_errors(rng):
         T.hsfs(X, y, sigma=0)
     with pytest.raises(ValueError, match="n_genes"):
         T.ldfs(X, y, n_genes=100)
+
+
+def test_zscores_are_bit_identical_for_every_layout(rng):
+    """CSR, CSC, C- and F-ordered dense X give the same z-scores to the last bit (the HSFS/LDFS path is non-convex,
+    so last-bit differences of the moments once changed HSFS's tie-break between zero rows on CSC input)."""
+    import scipy.sparse as sp
+
+    X = rng.poisson(1.0, size=(36, 24)).astype(np.float64)
+    want = (X - X.mean(axis=0)) / X.std(axis=0)
+    layouts = {"C": X, "F": np.asfortranarray(X), "csr": sp.csr_matrix(X), "csc": sp.csc_matrix(X)}
+    Z = {name: T._zscore(A) for name, A in layouts.items()}
+    np.testing.assert_allclose(Z["C"], want, atol=1e-12)     # the z-scores themselves, independently
+    for name, z in Z.items():
+        assert np.array_equal(z, Z["C"]), f"{name} z-scores differ from C-ordered dense ones"

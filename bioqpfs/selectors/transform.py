@@ -123,9 +123,13 @@ def _zscore(X):
     Scale-safe: each gene is first divided by the power of two of
     :func:`bioqpfs._kernels.correlation.column_scales` (exact; 1 for ordinary genes), so data of any
     magnitude (e.g. X * 1e307 or X * 1e-300) give the z-scores of X, without overflow or underflow.
+    A sparse X is densified first (the result is dense anyway), and every X is made C-ordered (a CSC matrix
+    densifies F-ordered, and numpy sums the two layouts in different orders), so the z-scores of CSR, CSC and
+    dense X are bit-identical: the transformation path (L-BFGS-B on a non-convex criterion) otherwise turns
+    last-bit differences of the moments into different tie-breaks between zero rows.
     """
-    mean, ss, s = _corr.scaled_column_moments(X)
-    Xs = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    Xs = np.ascontiguousarray(X.toarray() if hasattr(X, "toarray") else X)
+    mean, ss, s = _corr.scaled_column_moments(Xs)
     sd = np.sqrt(ss / X.shape[0])
     return (Xs / s - mean) / np.where(sd > 0, sd, 1.0)
 
@@ -505,7 +509,12 @@ _DOC_COMMON = """
     -------
     Selection
         ``weights`` = ||w_j||_inf at the chosen lambda, ``ranking`` all genes, ``relevance`` =
-        ||w_j||_inf at the first (smallest) lambda; ``diagnostics`` hold the lambda path.
+        ||w_j||_inf at the first (smallest) lambda; ``diagnostics`` hold the lambda path.  The ranking is the
+        panel by weight, then the other genes by the lambda at which their row last stayed non-zero on the
+        path (later first), genes that left at the same lambda by ``relevance``.  That tie-break is not unique:
+        near lambda = 0 the criterion is almost flat along W -> W A, so ||w_j||_inf there depends on the last
+        bits of the input (another CPU's BLAS kernels, a Dask X's chunked sums) and so may the order of those
+        genes; the panel does not, and its weights agree to the L-BFGS-B tolerance.
 """
 
 
