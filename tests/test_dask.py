@@ -216,6 +216,8 @@ def labelled(rng):
 
 
 LAYOUTS = [((60, 60, 60, 60), False), ((13, 100, 127), True), ((240,), True)]
+#: the transformation selectors: genes after their path's non-zero rows are ordered by a non-unique quantity
+TRANSFORM_METHODS = ("ldfs", "hsfs")
 
 
 @pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])
@@ -325,7 +327,11 @@ def test_every_method_on_dask_equals_in_memory_and_the_dask_methods_hold_one_chu
         with seen.callback:
             got = bioqpfs.select(D, y, method=method, n_genes=6)
         want = bioqpfs.select(D.compute(), y, method=method, n_genes=6)  # the same matrix (dense or CSR)
-        np.testing.assert_array_equal(got.ranking, want.ranking, err_msg=method)
+        # LDFS/HSFS order the genes after the path's non-zero rows by a non-unique quantity (their docstring):
+        # LDFS's chunked scatter sums reorder them on some CPUs (AVX-512 OpenBLAS kernels), so compare the rows
+        # ranked by weight; every other method's whole ranking
+        upto = np.count_nonzero(want.weights) if method in TRANSFORM_METHODS else None
+        np.testing.assert_array_equal(got.ranking[:upto], want.ranking[:upto], err_msg=method)
         np.testing.assert_allclose(got.weights, want.weights, rtol=1e-10, atol=1e-12, err_msg=method)
         if method in _registry.DASK_METHODS:
             assert seen.most <= max(chunks), (method, seen.most)

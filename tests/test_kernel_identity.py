@@ -6,7 +6,12 @@
 kernel work (one ``codes(...)`` entry point, one I(X;C) function, the counting backend): for each array its sha256,
 and 64 of its values.  On the machine it was recorded on (same numpy, same CPU model: the fingerprint) every hash
 must match; elsewhere numpy's SIMD ``log`` and the BLAS may round differently, so the 64 values are compared to
-1e-9 (weights, which are QP solutions, to the solver accuracy ``QP_ATOL``) and the rankings exactly.
+1e-9 (weights, which are QP solutions, to the solver accuracy ``QP_ATOL``) and the rankings exactly, except that
+two genes whose weights tie within ``QP_TIE`` may swap places, and the transformation selectors (LDFS, HSFS: a
+non-convex L-BFGS-B path) are held to their path tolerance ``PATH_RTOL`` and to their panel (the genes after the
+path's non-zero rows are ordered by a non-unique quantity, see their docstring).  Seen on an Intel Xeon with
+AVX-512 against the record made on an AMD EPYC: Colon's ``qpfs_cover`` genes 51 and 52 (weights 0.0357260 and
+0.0357258) swapped, and HSFS/LDFS weights moved by 1.7e-4 with their zero rows reordered.
 """
 from __future__ import annotations
 
@@ -26,6 +31,11 @@ REFERENCE = os.path.join(os.path.dirname(__file__), "data", "kernel_reference.js
 #: qpfs_cover on Colon differs by 7.8e-9 (absolute; rankings identical) between numpy 1.26 / Python 3.11 and
 #: numpy 2.5 / Python 3.13 on the same CPU
 QP_ATOL = 1e-7
+#: two positive QP weights closer than this are a tie across CPUs (Colon's qpfs_cover: 2.3e-7 apart on AVX-512)
+QP_TIE = 1e-6
+#: LDFS/HSFS weights across CPUs, relative to the largest weight (the path's L-BFGS-B tolerance)
+PATH_RTOL = 1e-3
+TRANSFORM_METHODS = ("ldfs", "hsfs")
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +45,34 @@ def recorded():
 
 
 @pytest.fixture(scope="module")
-def current():
-    return {k: ref.summary(v) for k, v in ref.record().items()}
+def arrays():
+    return ref.record()
 
 
-def test_same_outputs_as_before_the_redesign(recorded, current):
+@pytest.fixture(scope="module")
+def current(arrays):
+    return {k: ref.summary(v) for k, v in arrays.items()}
+
+
+def _is_transform(key):
+    return key.split("/")[2] in TRANSFORM_METHODS if "/select/" in key else False
+
+
+def _ranking_agrees(key, want, arrays):
+    """The recorded ranking's sampled positions hold the current genes, up to swaps of tied genes (module doc)."""
+    ranking = arrays[key]
+    weights = arrays[key[: -len("ranking")] + "weights"]
+    idx, old = np.asarray(want["index"]), np.asarray(want["sample"], dtype=np.int64)
+    if _is_transform(key):  # the panel: the rows non-zero at the end of the path
+        keep = idx < np.count_nonzero(weights)
+        return np.array_equal(ranking[idx[keep]], old[keep])
+    now = ranking[idx]
+    moved = now != old
+    w_now, w_old = weights[now[moved]], weights[old[moved]]
+    return bool(np.all((w_now > 0) & (w_old > 0) & (np.abs(w_now - w_old) <= QP_TIE)))
+
+
+def test_same_outputs_as_before_the_redesign(recorded, current, arrays):
     old = recorded["arrays"]
     assert sorted(current) == sorted(old), "the set of recorded outputs changed"
     exact = recorded["fingerprint"] == ref.fingerprint()
@@ -47,8 +80,16 @@ def test_same_outputs_as_before_the_redesign(recorded, current):
     for key, want in old.items():
         got = current[key]
         assert (got["dtype"], got["shape"]) == (want["dtype"], want["shape"]), key
-        if exact or key.endswith(("/ranking", "/error")) or want["dtype"] == "uint8":
-            if got["sha256"] != want["sha256"]:
+        if got["sha256"] == want["sha256"]:
+            continue
+        if exact or key.endswith("/error") or want["dtype"] == "uint8":
+            differ.append(key)
+        elif key.endswith("/ranking"):
+            if not _ranking_agrees(key, want, arrays):
+                differ.append(key)
+        elif _is_transform(key):
+            scale = PATH_RTOL * np.max(np.abs(want["sample"]), initial=0.0)
+            if not np.allclose(got["sample"], want["sample"], rtol=PATH_RTOL, atol=scale):
                 differ.append(key)
         elif not np.allclose(got["sample"], want["sample"], rtol=1e-9, atol=QP_ATOL if key.endswith("/weights") else 1e-12):
             differ.append(key)
