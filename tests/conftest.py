@@ -6,6 +6,14 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 #: (test_dask_cluster starts its worker processes with this value)
 STARTUP_LD_LIBRARY_PATH = os.environ.get("LD_LIBRARY_PATH")
 
+import signal  # noqa: E402
+
+# The Ctrl-C tests (test_bad_input_edges, test_reliability) need SIGINT to reach Python as it does in a terminal.
+# A shell that starts pytest as a background job (``nohup ... &``, some CI runners) ignores SIGINT, Python then
+# installs no handler, and the CLI children it spawns inherit the ignored signal: restore Python's default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 import numpy as np
 import pytest
 
