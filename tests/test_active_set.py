@@ -245,3 +245,71 @@ def test_mdl_panel_with_pooled_null_genes_is_the_unpooled_panel(monkeypatch):
     plain = bioqpfs.select(X, y, discretization="mdl", n_genes=10)
     np.testing.assert_array_equal(pooled.ranking[:60], plain.ranking[:60])
     np.testing.assert_allclose(pooled.weights, plain.weights, atol=1e-9)
+
+
+def _spd(rng, n, rank=None, shift=1e-3):
+    B = rng.normal(size=(n, rank or n))
+    return B @ B.T / B.shape[1] + shift * np.eye(n)
+
+
+@pytest.mark.parametrize("drop", [[0], [39], [17], [0, 5, 6, 39], list(range(1, 40))], ids=["first", "last", "middle",
+                                                                                        "several", "all but one"])
+def test_cholesky_delete_equals_a_new_factorisation(rng, drop):
+    """Deleting rows and columns of a factored matrix by rank-one updates gives numpy's factor of the smaller one."""
+    A = _spd(rng, 40)
+    L = np.asfortranarray(np.linalg.cholesky(A))
+    stay = np.ones(40, dtype=bool)
+    stay[drop] = False
+    k = sq._cholesky_delete(L, stay)
+    assert k == stay.sum()
+    np.testing.assert_allclose(np.tril(L[:k, :k]), np.linalg.cholesky(A[np.ix_(stay, stay)]), atol=1e-12)
+
+
+def test_face_factor_follows_the_working_set(rng, monkeypatch):
+    """The factor kept along additions and deletions is the factor of G[S, S] in the order of S, and its face
+    solutions are those of the dense KKT solve (``_solve_face``), for Q stored as float32 behind an index too."""
+    monkeypatch.setattr(sq, "FACE_FACTOR_ANEW_MAX", 0)  # update at every size (small faces are factored anew)
+    n = 60
+    Q = _spd(rng, 80, rank=20, shift=0.0).astype(np.float32)
+    index = rng.permutation(80)[:n]
+    G = sq.QPMatrix(Q, scale=0.7, index=index).with_lowrank(rng.normal(size=(n, 2)), np.array([0.3, 0.1])).with_shift(0.05)
+    a = rng.uniform(0, 1, size=n)
+    face = sq._FaceFactor(G, np.array([7]))
+    steps = [("add", np.array([3, 50, 12])), ("add", rng.permutation(np.setdiff1d(np.arange(n), [7, 3, 50, 12]))[:30]),
+             ("keep", [1, 4, 33]), ("add", np.array([59])), ("keep", [0])]
+    for kind, arg in steps:
+        if kind == "add":
+            face.add(arg)
+        else:
+            mask = np.ones(face.S.size, dtype=bool)
+            mask[arg] = False
+            face.keep(mask)
+        B = G.block(face.S)
+        np.testing.assert_allclose(face.L @ face.L.T, B, atol=1e-12)
+        z, nu = face.solve(a)
+        z0, nu0 = sq._solve_face(B, a, face.S)
+        np.testing.assert_allclose(z, z0, atol=1e-9)
+        assert nu == pytest.approx(nu0, abs=1e-9)
+    assert face.S.size == 31 and face.S[0] == 50 and not np.isin([7, 3], face.S).any()  # gene 3 at position 1, 7 last
+
+
+def test_face_factor_sets_a_singular_face_aside(rng, monkeypatch):
+    """A gene identical to one already in S (no shift) makes G[S, S] singular: no factor, and the face is solved
+    by the KKT system of the block, as before; a later deletion of the copy lets the next step factor again."""
+    monkeypatch.setattr(sq, "FACE_FACTOR_ANEW_MAX", 0)
+    B0 = rng.normal(size=(6, 3))
+    B0 = np.vstack([B0, B0[[2]]])  # gene 6 copies gene 2
+    G = sq.QPMatrix(B0 @ B0.T)
+    a = rng.uniform(0, 1, size=7)
+    face = sq._FaceFactor(G, np.array([0, 1, 2]))
+    assert face.L is not None
+    face.add(np.array([6]))
+    assert face.L is None
+    z, nu = face.solve(a)
+    z0, nu0 = sq._solve_face(G.block(face.S), a, face.S)
+    np.testing.assert_allclose(z, z0)
+    face.keep(np.array([True, True, True, False]))
+    face.add(np.array([4]))
+    assert face.L is not None
+    np.testing.assert_allclose(face.L @ face.L.T, G.block(face.S), atol=1e-12)
+
