@@ -6,6 +6,8 @@
     python benchmarks/bench_qpfs.py --quick    # M = 500 / 1,000 / 2,000 and small single-cell shapes, a few minutes
     python benchmarks/bench_qpfs.py --itmo /path/to/venv/bin/python   # add ITMO_FS qpfs_filter at the smallest M
     python benchmarks/bench_qpfs.py --psd-evidence   # CV error / stability of psd_fix on SRBCT, Colon, Leukemia
+    python benchmarks/bench_qpfs.py --face-factor    # the active-set solver's kept Cholesky factor against a new
+                                                     # factorisation per step, on the default recipe's class QPs
 
 N=100 shapes: synthetic data, 100 samples, 3 classes: genes load on 40 latent factors (so Q is
 redundant as in expression data) and the genes of 5 factors shift with the class.
@@ -20,6 +22,14 @@ end (``qpfs(X, y)``: discretisation, MI, alpha, psd fix, QP), split into measure
 (``solver="spg"``) and by the new default (``"auto"``: quadprog up to 300 genes, the active-set solver
 beyond); the ratio of their solve seconds and the difference of their objectives.  The machine is
 shared: the load average is printed with every row.
+
+``--face-factor``: the class QPs of the default recipe (``bioqpfs.select(X, y)``, one simplex QP per class on a
+shared Q), captured as the active-set solver receives them, then solved again in this process by the active-set
+iterations twice: with the Cholesky factor of the working-set block kept along the steps (the solver) and with the
+block read and factored anew at every step (the cost of the solver before, same iterations).  Shapes: single-cell
+(``poisson_types``, sparse; 20,000 x 2,000 and x 5,000 cells x genes, ``--quick`` 3,000 x 800) and microarray
+(Leukemia, 72 x 7,129, and synthetic 100 x 2,000).  Prints the solver seconds of each (best of 3, all classes), the
+ratio, the steps, the largest working set and max |x_kept - x_anew|.
 
 Objective gap (Nystrom): ``g(x) - g(x*)`` relative to ``|g(x*)|`` with ``g`` the exact problem solved at that
 M (eq. 2 with the exact alpha_hat and the psd fix of the exact run), ``x*`` the exact optimum.
@@ -262,6 +272,96 @@ def bench_single_cell(quick, sc100k, show):
 
 
 # ------------------------------------------------------------------------------------------------
+# the kept face factor of the active-set solver
+# ------------------------------------------------------------------------------------------------
+
+def _refactor_every_step():
+    """A ``_FaceFactor`` that reads and factors ``G[S, S]`` anew at every step: the solver's cost before the factor
+    was kept (same working sets, same face solutions up to round-off)."""
+    from bioqpfs._kernels import simplex_qp as sq
+
+    class RefactorEveryStep(sq._FaceFactor):
+        def add(self, new):
+            self.S = np.concatenate([self.S, np.asarray(new, dtype=np.int64)])
+            self.L = sq._cholesky_or_none(self.G.block(self.S))
+
+        def keep(self, mask):
+            self.S = self.S[mask]
+            self.L = sq._cholesky_or_none(self.G.block(self.S))
+
+    return RefactorEveryStep
+
+
+def _class_qps(X, y):
+    """The active-set problems of the default recipe on (X, y), as ``_polish`` receives them."""
+    import bioqpfs
+    from bioqpfs._kernels import simplex_qp as sq
+
+    caught, polish = [], sq._polish
+
+    def spy(G, a, x, scale, convex, max_polish, max_support=None):
+        caught.append((G, a.copy(), x.copy(), scale, convex, max_polish, max_support))
+        return polish(G, a, x, scale, convex, max_polish, max_support)
+
+    sq._polish = spy
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bioqpfs.select(X, y, n_genes=50)
+    finally:
+        sq._polish = polish
+    return caught
+
+
+def face_factor(quick=False):
+    from bioqpfs import _threads
+    from bioqpfs._kernels import simplex_qp as sq
+
+    shapes = [("single-cell", 3000, 800)] if quick else [("single-cell", 20000, 2000), ("single-cell", 20000, 5000)]
+    shapes += [("synthetic", 100, 500 if quick else 2000)] + ([] if quick else [("leukemia", 72, 7129)])
+    print(f"default recipe's class QPs, active-set solver: factor kept vs factored anew each step (best of 3); "
+          f"cpus={os.cpu_count()}")
+    print(f"{'data':12s} {'cells x genes':>15s} {'QPs':>4s} {'steps':>6s} {'max nnz':>8s} {'kept s':>8s} "
+          f"{'anew s':>8s} {'anew/kept':>9s} {'max|dx|':>8s}")
+    anew = _refactor_every_step()
+    kept = sq._FaceFactor
+    for data, n, m in shapes:
+        if data == "single-cell":
+            X, y = poisson_types(n, m)
+        elif data == "synthetic":
+            X, y = synthetic(m, n=n)
+        else:
+            sys.path.insert(0, DATA_DIR)
+            from load import load
+
+            X, y, _ = load(data)
+        problems = _class_qps(X, y)
+        results, seconds = {}, {}
+        for name, cls in (("kept", kept), ("anew", anew)):
+            sq._FaceFactor = cls
+            try:
+                best = np.inf
+                for _ in range(3):
+                    t = time.perf_counter()
+                    out = []
+                    for G, a, x0, scale, convex, max_polish, max_support in problems:
+                        with _threads.blas_limited(1):
+                            out.append(sq._polish(G, a, x0, scale, convex, max_polish, max_support))
+                    best = min(best, time.perf_counter() - t)
+            finally:
+                sq._FaceFactor = kept
+            results[name], seconds[name] = out, best
+        dx = max((float(np.max(np.abs(k[0] - w[0]))) for k, w in zip(results["kept"], results["anew"])), default=0.0)
+        steps = sum(r[1] for r in results["kept"])
+        support = max((int(np.count_nonzero(r[0])) for r in results["kept"]), default=0)
+        print(f"{data:12s} {f'{X.shape[0]} x {X.shape[1]}':>15s} {len(problems):4d} {steps:6d} {support:8d} "
+              f"{seconds['kept']:8.3f} {seconds['anew']:8.3f} {seconds['anew'] / max(seconds['kept'], 1e-9):9.2f} "
+              f"{dx:8.1e}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
 # psd_fix evidence
 # ------------------------------------------------------------------------------------------------
 
@@ -304,17 +404,20 @@ def psd_evidence(datasets=("srbct", "colon", "leukemia"), fixes=("shift", "clip"
                   f"[{sel.diagnostics['psd_fix_applied']}]", flush=True)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes (M up to 2,000)")
     ap.add_argument("--sc100k", action="store_true", help="add the 100,000 cells x 2,000 genes shape")
     ap.add_argument("--single-cell", action="store_true", help="only the single-cell shapes")
     ap.add_argument("--itmo", default=None, help="python of a throwaway venv with ITMO_FS installed")
     ap.add_argument("--psd-evidence", action="store_true")
+    ap.add_argument("--face-factor", action="store_true", help="the active-set solver's kept factor (see above)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.one:
         run_one(json.loads(args.one))
+    elif args.face_factor:
+        face_factor(args.quick)
     elif args.psd_evidence:
         psd_evidence()
     elif args.single_cell:

@@ -313,3 +313,18 @@ def test_face_factor_sets_a_singular_face_aside(rng, monkeypatch):
     assert face.L is not None
     np.testing.assert_allclose(face.L @ face.L.T, G.block(face.S), atol=1e-12)
 
+
+def test_bench_face_factor_quick_rows(capsys):
+    """``bench_qpfs.py --face-factor --quick``: both ways of factoring solve the same class QPs (same weights)."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    import bench_qpfs
+
+    bench_qpfs.main(["--face-factor", "--quick"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(("single-cell", "synthetic"))]
+    assert [r[0] for r in rows] == ["single-cell", "synthetic"]
+    for r in rows:
+        n_qps, kept, anew, dx = int(r[4]), float(r[7]), float(r[8]), float(r[10])
+        assert n_qps >= 1 and kept > 0 and anew > 0 and dx <= 1e-12
