@@ -105,7 +105,7 @@ def gemm_seconds(table, *, classes=False, n_bins=None, repeats=3):
         for _ in range(repeats):
             t = time.perf_counter()
             if pooled:
-                info._run_tasks(gemm, pairs, _progress.bar(0, ""))
+                info.run_tasks(gemm, pairs, _progress.bar(0, ""))
             else:
                 for p in pairs:
                     gemm(p)

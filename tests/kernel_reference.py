@@ -14,9 +14,10 @@ changed, values within 3e-14, ``qpfs_cover``'s weights within 3e-7 (genes tied t
 Colon), and ``qpfs`` balanced on Colon moved to another vertex of a flat optimum (Q is singular at 62 samples:
 weights differ by 0.08, the objective by 4e-14, positions 3-16 of its ranking reordered).  Re-recorded a third
 time, on purpose, when the active-set polish began to keep the Cholesky factor of its working set
-(``simplex_qp._FaceFactor``): on one machine (an Intel Xeon with AVX-512) six QP weight vectors (Colon's qpfs,
+(``simplex_qp._FaceFactor``, its triangular solves by numpy blocks and numba so that class QPs run on threads): on
+one machine (an Intel Xeon with AVX-512) six QP weight vectors (Colon's qpfs,
 qpfs quantile, eqpfs, qpfs_cover and its balanced run; the sparse set's eqpfs) changed in their last bits, by at
-most 1.5e-15, and no ranking changed.  That record was made on this Intel machine, so its other differences to
+most 1.9e-15, and no ranking changed.  That record was made on this Intel machine, so its other differences to
 the AMD EPYC record before are the CPU's (``tests/test_kernel_identity.py`` lists them).
 """
 from __future__ import annotations

@@ -492,3 +492,20 @@ def test_pair_order_information_refuses_counts_that_would_not_fit(monkeypatch):
     with pytest.raises(MemoryError, match=r"pair-order information's counts \(4 classes x 1 batches x 30 genes.*"
                                           r"relevance='mi'"):
         _common.pair_order_information(X, np.unique(y, return_inverse=True)[1], 4, base=2)
+
+
+def test_class_qps_side_by_side_equal_one_after_the_other(monkeypatch):
+    """The class QPs solved on 2 worker threads give the bits of the same QPs solved in turn on one; the worker
+    count is bounded by memory, and ``psd_fix="clip"`` (a dense eigen-solve per problem) runs them in turn."""
+    from bioqpfs.selectors import _qp
+
+    X, y = planted(seed=1)
+    one = bioqpfs.select(X, y, method="qpfs_cover", n_jobs=1)
+    two = bioqpfs.select(X, y, method="qpfs_cover", n_jobs=2)
+    np.testing.assert_array_equal(two.ranking, one.ranking)
+    assert np.array_equal(two.weights, one.weights)
+    with bioqpfs._threads.limited(4):
+        assert _qp.class_qp_workers(2000, "shift") == 4
+        assert _qp.class_qp_workers(2000, "clip") == 1
+        monkeypatch.setattr(_qp, "available_memory", lambda: (3 * 3 * 8 * 2000 ** 2, None))
+        assert _qp.class_qp_workers(2000, "shift") == 1  # half the memory holds one working set

@@ -52,7 +52,8 @@ from .._validation import check_base
 from . import counting as _counting
 
 __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_entropies", "class_sample_weights",
-           "class_relevance", "mi_of_joint_counts", "stratum_margins", "CLASS_WEIGHTS", "split_ranges", "run_ranges"]
+           "class_relevance", "mi_of_joint_counts", "stratum_margins", "CLASS_WEIGHTS", "split_ranges", "run_ranges",
+           "run_tasks"]
 
 #: values of ``class_weight`` in every information measure and MI-based selector
 CLASS_WEIGHTS = (None, "balanced")
@@ -601,13 +602,13 @@ def _executor(workers):
         return _EXECUTOR
 
 
-def _run_tasks(task, items, progress, workers=None):
+def run_tasks(task, items, progress, workers=None):
     """Run ``task(item)`` for every item on ``workers`` pool threads (default :func:`n_workers`; inline with
     one worker or one item).
 
-    Each worker computes whole block pairs -- GEMM (BLAS limited to one thread) then the fused
-    pass on the counts it just wrote, still in its cache.  One level of threads only: BLAS threads
-    and numba threads alternating on the same cores spin-wait against each other (measured 1.7x
+    Each task runs whole on one pool thread, BLAS limited to one thread: here a block pair (GEMM, then the fused
+    pass on the counts it just wrote, still in its cache), in ``qpfs_cover`` one class's QP.  One level of threads
+    only: BLAS threads and numba threads alternating on the same cores spin-wait against each other (measured 1.7x
     slower on 2 cores).
     """
     pool_size = n_workers() if workers is None else int(workers)
@@ -841,7 +842,7 @@ def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symme
             _write_transposed(scr, r_lo_all[J], c_lo_all[I], out[J, Ipos], diag)
 
     progress = _progress.bar(len(pairs), f"{kind} matrix", unit="block")
-    _run_tasks(block_pair, pairs, progress, n_workers)
+    run_tasks(block_pair, pairs, progress, n_workers)
     progress.close()
 
 

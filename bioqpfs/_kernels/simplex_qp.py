@@ -399,15 +399,55 @@ def _solve_face(B, a, S):
 
 
 def _cholesky_or_none(B):
-    """The lower Cholesky factor of B (Fortran order, for LAPACK), or None when B is not positive definite."""
+    """The lower Cholesky factor of B (Fortran order), or None when B is not positive definite.  numpy's, which
+    releases the GIL (scipy's LAPACK wrappers hold it), as do the other steps of :class:`_FaceFactor`."""
     try:
-        L = sla.cholesky(B, lower=True, check_finite=False)
+        L = np.linalg.cholesky(B)
     except np.linalg.LinAlgError:
         return None
     return np.asfortranarray(L) if np.all(np.isfinite(np.diagonal(L))) else None
 
 
-@njit(cache=True)
+#: rows per block of the triangular solves of :class:`_FaceFactor`
+_TRIANGULAR_BLOCK = 128
+
+
+def _solve_lower(L, B):
+    """``L^-1 B`` for a lower-triangular L and many columns B, by blocks of rows: a GEMM with the rows solved so far,
+    then the inverse of the diagonal block times the rest.  Only numpy calls, which release the GIL, so that the
+    class QPs of ``qpfs_cover`` run side by side on threads (scipy's ``solve_triangular`` holds it: two threads
+    took as long as one after the other)."""
+    n, b = L.shape[0], _TRIANGULAR_BLOCK
+    X = np.empty((n, B.shape[1]))
+    for i0 in range(0, n, b):
+        i1 = min(n, i0 + b)
+        R = B[i0:i1] - L[i0:i1, :i0] @ X[:i0] if i0 else B[i0:i1]
+        X[i0:i1] = np.linalg.inv(L[i0:i1, i0:i1]) @ R
+    return X
+
+
+@njit(cache=True, nogil=True)
+def _cholesky_solve(L, B):
+    """``(L L^T)^-1 B`` for a lower-triangular L in Fortran order and a few columns B (O(n^2) each): forward
+    substitution down the columns of L, then back substitution with dot products along them.  numba, without the
+    GIL (scipy's ``cho_solve`` holds it)."""
+    n, r = B.shape
+    X = B.copy()
+    for c in range(r):
+        for j in range(n):
+            X[j, c] /= L[j, j]
+            xj = X[j, c]
+            for i in range(j + 1, n):
+                X[i, c] -= L[i, j] * xj
+        for j in range(n - 1, -1, -1):
+            acc = X[j, c]
+            for i in range(j + 1, n):
+                acc -= L[i, j] * X[i, c]
+            X[j, c] = acc / L[j, j]
+    return X
+
+
+@njit(cache=True, nogil=True)
 def _cholesky_delete(L, stay):
     """Turn the lower Cholesky factor L of A into that of ``A[stay][:, stay]``, in place: on return it is the
     leading k x k block of L, k = the number of positions that stay (returned).  O(n^2) per deleted position.
@@ -451,7 +491,8 @@ class _FaceFactor:
     (``(|S| + |N|)^3 / 3``); dropping a blocking gene at position p deletes row and column p of L and restores the
     trailing block by one rank-one update with the deleted column (O(|S|^2), :func:`_cholesky_delete`).  When a factor is not positive
     definite (a singular face: identical genes, no shift) it is set aside, and the face is solved from the block
-    itself by :func:`_solve_face` (the KKT system) until a later step factors it again.
+    itself by :func:`_solve_face` (the KKT system) until a later step factors it again.  Every step is numpy or
+    nogil numba, so several problems run side by side on threads (``qpfs_cover``'s class QPs).
     """
 
     def __init__(self, G, S):
@@ -466,11 +507,11 @@ class _FaceFactor:
             self.S = np.concatenate([self.S, new])
             self.L = _cholesky_or_none(self.G.block(self.S))
             return
-        # one BLAS thread, as the loops around: threaded TRSM/POTRF round differently with another thread count
-        # (2.7e-19 in the weights at 20,000 x 5,000), and results are bit-identical across worker counts
-        W = sla.solve_triangular(self.L, self.G.cross_block(self.S, new), lower=True, check_finite=False)
-        # the Schur complement's lower triangle (all that the factorisation reads): W^T W by SYRK, half a GEMM
-        L22 = _cholesky_or_none(self.G.block(new) - sla.blas.dsyrk(1.0, W, trans=1, lower=1))
+        # one BLAS thread, as the loops around: threaded BLAS rounds differently with another thread count (2.7e-19
+        # in the weights at 20,000 x 5,000), and results are bit-identical across worker counts; the threads go to
+        # whole problems instead (qpfs_cover's class QPs side by side: every step here releases the GIL)
+        W = _solve_lower(self.L, self.G.cross_block(self.S, new))
+        L22 = _cholesky_or_none(self.G.block(new) - W.T @ W)
         self.S = np.concatenate([self.S, new])
         if L22 is None:
             self.L = None
@@ -493,7 +534,7 @@ class _FaceFactor:
         """The face solution ``(z, nu)`` of :func:`_solve_face`, from the factor when there is one."""
         S = self.S
         if self.L is not None:
-            w = sla.cho_solve((self.L, True), np.column_stack([a[S], np.ones(S.size)]), check_finite=False)
+            w = _cholesky_solve(self.L, np.column_stack([a[S], np.ones(S.size)]))
             den = w[:, 1].sum()
             if den != 0.0:
                 mu = (w[:, 0].sum() - 1.0) / den

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _threads
 from .._kernels import simplex_qp
 from .._kernels.psd import CLIP_DENSE_MAX, CLIP_LANCZOS_MAX, apply_psd_fix
-from .._validation import memory_guard
+from .._validation import available_memory, memory_guard
 from ._common import preselected_record
 
 __all__ = ["WEIGHT_TOL", "QUADPROG_MAX_GENES", "FLOAT32_FROM", "SOLVERS", "alpha_hat", "alpha_from_means", "solve_qpfs",
@@ -260,6 +261,21 @@ def solver_working_bytes(m, solver="auto", psd_fix="shift"):
         return dense * m * m * 8
     lanczos = {"clip": 2 * CLIP_LANCZOS_MAX + 1, "shift": 40}.get(psd_fix, 0)
     return (lanczos + simplex_qp._ROW_CHUNK + 20) * m * 8
+
+
+def class_qp_workers(m, psd_fix):
+    """Worker threads for QPs on one shared Q of M genes solved side by side (``qpfs_cover``'s class problems).
+
+    The worker count in force (``n_jobs``), as many as half the available memory holds at the active-set solver's
+    working set each: its Cholesky factor, up to ``min(M, ACTIVE_SET_MAX_SUPPORT)^2`` float64, about three times
+    over while it grows, beside :func:`solver_working_bytes`.  One with ``psd_fix="clip"`` (a dense eigen-solve
+    per problem up to :data:`CLIP_DENSE_MAX` genes).
+    """
+    if psd_fix == "clip":
+        return 1
+    support = min(m, simplex_qp.ACTIVE_SET_MAX_SUPPORT)
+    per_problem = 3 * 8 * support ** 2 + solver_working_bytes(m, "auto", psd_fix)
+    return max(1, min(_threads.current(), int(available_memory()[0] // 2 // per_problem)))
 
 
 def finite_weights(z, solver):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import measures
+from .. import _progress, measures
 from .._docs import BATCH_DOC, N_BINS_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels.counting_dask import take_genes
@@ -63,6 +63,7 @@ from ._qp import (
     FLOAT32_FROM,
     SOLVERS,
     alpha_hat,
+    class_qp_workers,
     forced_in_qp,
     preselected_params,
     solve_qpfs,
@@ -253,25 +254,26 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
 
     # the C problems share Q: one eigen-solve for the psd fix (lambda_min((1 - alpha_c) Q) = (1 - alpha_c) lambda_min(Q))
     q_min = None if psd_fix == "clip" else min_eigenvalue_with_safety(Q)
-    rankings, weights_c, alphas, n_cand, empty = [], np.zeros((C, m)), [], [], []
-    for c in range(C):
+    empty = [c for c in range(C) if not (F_c[c] > ZERO_RELEVANCE).any()]
+    rankings, weights_c = [np.zeros(0, dtype=np.int64)] * C, np.zeros((C, m))
+    alphas, n_cand = [float("nan")] * C, [0] * C
+
+    def solve_class(c):
         f = F_c[c]
-        if not (f > ZERO_RELEVANCE).any():
-            rankings.append(np.zeros(0, dtype=np.int64))
-            alphas.append(float("nan"))
-            n_cand.append(0)
-            empty.append(c)
-            continue
         a = alpha_hat(Q, f)[0] if alpha is None else float(alpha)
         x, _ = solve_qpfs(Q, f, a, solver=solver, psd_fix=psd_fix, q_min_eigenvalue=q_min, preselected=P,
                           preselected_share=share)
         cand = np.flatnonzero((x > 0) | (f > ZERO_RELEVANCE))
         if P.size:
             cand = np.setdiff1d(cand, P)
-        rankings.append(rank_by_weight(x, f, candidates=cand))
-        weights_c[c] = x
-        alphas.append(float(a))
-        n_cand.append(int(cand.size))
+        rankings[c] = rank_by_weight(x, f, candidates=cand)
+        weights_c[c], alphas[c], n_cand[c] = x, float(a), int(cand.size)
+
+    # the class QPs side by side on the worker threads: each runs whole on one thread (one BLAS thread), so the
+    # results do not depend on the worker count
+    todo = [c for c in range(C) if c not in empty]
+    with _progress.bar(len(todo), "class QPs", unit="class") as progress:
+        _info.run_tasks(solve_class, todo, progress, workers=class_qp_workers(m, psd_fix))
     if empty:
         warnings.warn(f"{len(empty)} class(es) have no gene {'higher in them than elsewhere and ' if direction == 'up' else ''}"
                       f"informative about them, so the panel cannot cover them: "
