@@ -276,18 +276,23 @@ def bench_single_cell(quick, sc100k, show):
 # ------------------------------------------------------------------------------------------------
 
 def _refactor_every_step():
-    """A ``_FaceFactor`` that reads and factors ``G[S, S]`` anew at every step: the solver's cost before the factor
-    was kept (same working sets, same face solutions up to round-off)."""
+    """A ``_FaceFactor`` that keeps no factor: every face is solved from ``G[S, S]`` read and factored anew
+    (``_solve_face``: scipy's ``cho_factor`` and ``cho_solve``), the solver's steps before the factor was kept (same
+    working sets, same face solutions up to round-off)."""
     from bioqpfs._kernels import simplex_qp as sq
 
     class RefactorEveryStep(sq._FaceFactor):
+        def __init__(self, G, S):
+            self.G, self.S, self.L = G, np.asarray(S, dtype=np.int64), None
+
         def add(self, new):
             self.S = np.concatenate([self.S, np.asarray(new, dtype=np.int64)])
-            self.L = sq._cholesky_or_none(self.G.block(self.S))
 
         def keep(self, mask):
             self.S = self.S[mask]
-            self.L = sq._cholesky_or_none(self.G.block(self.S))
+
+        def solve(self, a):
+            return sq._solve_face(self.G.block(self.S), a, self.S)
 
     return RefactorEveryStep
 
