@@ -17,6 +17,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 import numpy as np
 import pytest
 
+#: the transformation selectors (LDFS, HSFS): the genes after their path's non-zero rows are ordered by a non-unique
+#: quantity (their docstrings), so equality checks hold them to the rows ranked by weight
+TRANSFORM_METHODS = ("ldfs", "hsfs")
+
 
 @pytest.fixture
 def rng():

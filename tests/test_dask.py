@@ -9,6 +9,7 @@ from __future__ import annotations
 import dask.array as da  # the dev extra installs the dask extra on both CI legs: a missing install must fail
 import numpy as np
 import pytest
+from conftest import TRANSFORM_METHODS
 from test_counting_backend import NaiveCounting  # noqa: E402
 
 from bioqpfs._kernels import counting  # noqa: E402
@@ -216,8 +217,6 @@ def labelled(rng):
 
 
 LAYOUTS = [((60, 60, 60, 60), False), ((13, 100, 127), True), ((240,), True)]
-#: the transformation selectors: genes after their path's non-zero rows are ordered by a non-unique quantity
-TRANSFORM_METHODS = ("ldfs", "hsfs")
 
 
 @pytest.mark.parametrize("chunks,sparse", LAYOUTS, ids=["dense even", "csr uneven", "csr one chunk"])

@@ -26,6 +26,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import kernel_reference as ref  # noqa: E402
+from conftest import TRANSFORM_METHODS  # noqa: E402
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "data", "kernel_reference.json")
 
@@ -37,7 +38,6 @@ QP_ATOL = 1e-7
 QP_TIE = 1e-6
 #: LDFS/HSFS weights across CPUs, relative to the largest weight (the path's L-BFGS-B tolerance)
 PATH_RTOL = 1e-3
-TRANSFORM_METHODS = ("ldfs", "hsfs")
 
 
 @pytest.fixture(scope="module")
