@@ -38,7 +38,7 @@ Three solvers.
     one product with |S| rows of G per step) instead of M x |supp| per SPG iteration times thousands of
     iterations.  For convex G the Cholesky factor of ``G[S, S]`` is kept along the steps and updated
     as genes join and leave (:class:`_FaceFactor`), so the whole solve costs about one factorisation
-    of the final working set: the default recipe's class QPs (supports of 1,800-4,300 genes) 2.5-2.8x
+    of the final working set: the default recipe's class QPs (supports of 1,800-4,300 genes) 2.5-3x
     faster than factoring every step anew (``benchmarks/bench_qpfs.py --face-factor``).  With an
     indefinite G, faces of negative curvature are left along it, so the result is a local minimum.
 """
@@ -428,7 +428,7 @@ def _solve_lower(L, B):
 
 @njit(cache=True, nogil=True)
 def _cholesky_solve(L, B):
-    """``(L L^T)^-1 B`` for a lower-triangular L in Fortran order and a few columns B (O(n^2) each): forward
+    """``(L L^T)^-1 B`` for a lower-triangular L (Fortran order: read down its columns) and a few columns B: forward
     substitution down the columns of L, then back substitution with dot products along them.  numba, without the
     GIL (scipy's ``cho_solve`` holds it)."""
     n, r = B.shape
