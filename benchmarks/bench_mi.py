@@ -16,6 +16,14 @@ For every M it prints
   else in this process -- the page-fault cost that the first call also pays (on a VM it can be
   large and varies from run to run);
 * peak traced memory (tracemalloc: NumPy buffers) of the first call against the output size.
+
+``--sparse``: single-cell shapes instead (Poisson log-counts of 8 types at three densities, 2,000 genes, 10,000 and
+100,000 cells; ``--quick``: 10,000 cells), coded as the default recipe codes them (``zero_quantile``, 3 bins) and
+as the paper does (mean +- sd).  For each it prints the share of kept entries (each gene's most frequent level left
+out, :class:`bioqpfs._kernels.counting_numpy.SparseCodes`), the MI matrix with the automatic choice of counting
+(``auto s``) against every block pair by GEMM in the same process (``gemm s``, the CSR never built), best of
+``--repeats``, unweighted and with class-balanced weights (the recipe's), and whether the two matrices are
+bit-identical.  ``--calibrate`` measures :data:`~bioqpfs._kernels.counting_numpy.SPARSE_COST` on this machine.
 """
 from __future__ import annotations
 
@@ -40,14 +48,123 @@ def first_touch(n_bytes):
     return secs
 
 
+def _mi_seconds(codes, weights, y, repeats, way):
+    """(best seconds, matrix) of the MI matrix of ``codes`` counted ``way`` ("auto" or "gemm": no sparse form)."""
+    from bioqpfs._kernels import counting_numpy as cn
+
+    old = cn.SPARSE_COST["update"]
+    cn.SPARSE_COST["update"] = old if way == "auto" else np.inf  # inf: the sparse form never pays, never built
+    try:
+        best, Q = np.inf, None
+        for _ in range(repeats):
+            table = info.CodeTable(codes, groups=None if weights is None else y, weights=weights)
+            t = time.perf_counter()
+            Q = info.pairwise_information(table, None, "mi")
+            best = min(best, time.perf_counter() - t)
+        return best, Q
+    finally:
+        cn.SPARSE_COST["update"] = old
+
+
+def sparse_rows(cells, genes=2000, repeats=2, scales=(0.6, 0.25, 0.1)):
+    """Rows of the ``--sparse`` table (see the module docstring)."""
+    from _common import poisson_types
+
+    rows = []
+    for n in cells:
+        for scale in scales:
+            X, y = poisson_types(n, genes, rate_scale=scale)
+            for rule in ("zero_quantile", "mean_sd"):
+                codes = measures.discretize(X, rule)
+                form = info.CodeTable(codes).backend.sparse_codes()
+                kept = float(np.mean(form.density)) if form is not None else float("nan")
+                for weighted in (False, True):
+                    w = info.class_sample_weights(y, "balanced") if weighted else None
+                    t_auto, Q_auto = _mi_seconds(codes, w, y, repeats, "auto")
+                    t_gemm, Q_gemm = _mi_seconds(codes, w, y, repeats, "gemm")
+                    rows.append(dict(cells=n, genes=genes, nonzero=X.nnz / (n * genes), codes=rule, kept=kept,
+                                     weights="balanced" if weighted else "none", auto_s=t_auto, gemm_s=t_gemm,
+                                     ratio=t_gemm / t_auto, identical=bool(np.array_equal(Q_auto, Q_gemm))))
+    return rows
+
+
+def calibrate(n=20000, block=512, repeats=3):
+    """SPARSE_COST on this machine, one thread, in float32 GEMM multiply-adds: the scatter of one block pair of
+    3-level codes (a kept share of 10%: per update; of 0.5%: per row holding entries) and the restores per gene
+    pair, each timed alone."""
+    from bioqpfs._kernels import counting_numpy as cn
+    from bioqpfs._threads import blas_limited
+
+    rng = np.random.default_rng(0)
+    with blas_limited(1):
+        A = (rng.random((n, 2 * block)) < 0.5).astype(np.float32)
+        mac = min(_timed(lambda: A.T @ A) for _ in range(repeats)) / (n * (2 * block) ** 2)
+    scatter = {}
+    for share in (0.005, 0.1):
+        codes = np.where(rng.random((n, 2 * block)) < share, rng.integers(1, 3, (n, 2 * block)), 0).astype(np.uint8)
+        form = cn.SparseCodes(*_csr(codes), 3)
+        (lo_I, hi_I, pos_I, _), (lo_J, hi_J, pos_J, _) = form.pair(slice(0, block), slice(block, 2 * block))
+        K = np.zeros((2 * block, 2 * block), np.float32)
+        m = np.zeros((2, block), np.float32), np.zeros((2, block), np.float32)
+        cols = np.empty(block, np.int64)
+        run = lambda: cn._scatter_counts(form.indptr, form.gene, form.level, 0, n, lo_I, hi_I, pos_I, lo_J,  # noqa: E731
+                                         hi_J, pos_J, K, *m, cols)
+        scatter[share] = min(_timed(run) for _ in range(repeats))
+    rows_with_entries = n * (1 - (1 - 0.005) ** (2 * block))
+    cost = {"update": scatter[0.1] / (n * (0.1 * block) ** 2) / mac, "row": scatter[0.005] / rows_with_entries / mac}
+    for L, restore in ((2, cn._restore_2), (3, cn._restore_3), (5, None)):
+        nb = L - 1
+        K = rng.integers(0, 50, (nb * block, nb * block)).astype(np.float32)
+        m_I = rng.integers(0, 500, (nb, block)).astype(np.float32)
+        imp = rng.integers(0, L, block).astype(np.uint8)
+        out = np.empty_like(K)
+        args = (K, m_I, m_I, 5000.0, imp, imp) + ((out,) if restore else (L, out)) + (np.nan, True)
+        restore = restore or cn._restore_implicit
+        restore(*args)
+        secs = min(_timed(lambda: restore(*args)) for _ in range(repeats)) / block ** 2 / mac
+        cost[f"restore_{L}" if L < 5 else "restore_level"] = secs / (1 if L < 5 else L * L)
+    return cost
+
+
+def _timed(f):
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
+def _csr(codes):
+    """(indptr, gene, level, implicit, density) of codes whose implicit level is 0 everywhere."""
+    n, m = codes.shape
+    r, g = np.nonzero(codes)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
+    return indptr, g.astype(np.int32), (codes[r, g] - 1).astype(np.uint8), np.zeros(m, np.uint8), \
+        np.count_nonzero(codes, axis=0) / n
+
+
+def main_sparse(args):
+    import pandas as pd
+
+    if args.calibrate:
+        print("SPARSE_COST measured (GEMM multiply-adds):", {k: round(v, 1) for k, v in calibrate().items()})
+    cells = [10000] if args.quick else [10000, 100000]
+    df = pd.DataFrame(sparse_rows(cells, repeats=args.repeats))
+    print(f"{info.n_workers()} worker threads")
+    print(df.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sparse", action="store_true", help="single-cell shapes: sparse against GEMM counting")
+    ap.add_argument("--calibrate", action="store_true", help="with --sparse: measure SPARSE_COST here")
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--sizes", type=int, nargs="*", default=None)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--float32", action="store_true", help="float32 output (half the memory)")
     args = ap.parse_args()
+    if args.sparse:
+        return main_sparse(args)
     sizes = args.sizes or ([2000, 5000] if args.quick else [2000, 5000, 10000, 20000])
     rng = np.random.default_rng(0)
     measures.mutual_information(rng.integers(0, 3, size=(20, 300)), discretization=None)  # JIT warm-up (cached after first run)

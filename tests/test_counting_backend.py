@@ -110,3 +110,110 @@ def test_backend_selection():
         counting.backend_for(np.zeros((2, 2)), "gpu")
     with pytest.raises(TypeError, match="no counting backend accepts codes of type list"):
         counting.backend_for([[0, 1]])
+
+
+# ---- the sparse form of the numpy backend (counting_numpy.SparseCodes) -------------------------------------------
+def _sparse_codes(rng, n, m, n_bins, share):
+    """Codes where each gene sits on one level (any level, per gene) except for about ``share`` of its samples."""
+    codes = np.repeat(rng.integers(0, n_bins, m)[None].astype(np.uint8), n, axis=0)
+    moved = rng.random((n, m)) < share
+    codes[moved] = rng.integers(0, n_bins, int(moved.sum()))
+    codes[:, 0] = rng.integers(0, n_bins, n)  # a dense gene among sparse ones
+    return codes
+
+
+def _count_by(way, monkeypatch):
+    """Make the numpy backend count every block pair by GEMM (``"gemm"``) or from its sparse form (``"sparse"``);
+    returns the list to which every count from the sparse form appends its rows."""
+    from bioqpfs._kernels import counting_numpy as cn
+    cost = dict.fromkeys(cn.SPARSE_COST, 0.0)
+    if way == "gemm":
+        cost["update"] = 1e12
+    monkeypatch.setattr(cn, "SPARSE_COST", cost)
+    calls, count = [], cn.SparseCodes.count
+
+    def spy(self, pair, rows, out, **scale):
+        calls.append(rows)
+        return count(self, pair, rows, out, **scale)
+    monkeypatch.setattr(cn.SparseCodes, "count", spy)
+    return calls
+
+
+@pytest.mark.parametrize("n_bins", [2, 3, 5])
+@pytest.mark.parametrize("weights", [None, "balanced", "other"])
+def test_sparse_form_counts_equal_the_gemm_and_the_naive_backend(rng, monkeypatch, n_bins, weights):
+    """Joint counts from the kept entries and the margins (the implicit levels restored) are exactly the GEMM's, for
+    every block shape the callers pass: one block with itself, two overlapping ranges, index arrays (Nystrom rows),
+    per class and pooled; with class weights each run of equal weight is counted so.  Other weights keep the GEMM."""
+    n, m = 211, 29
+    codes = _sparse_codes(rng, n, m, n_bins, 0.15)
+    y = rng.integers(0, 4, n)
+    w = {None: None, "balanced": info.class_sample_weights(y, "balanced"), "other": rng.random(n) + 0.5}[weights]
+    blocks = [(slice(0, 20), slice(0, 20)), (slice(3, 17), slice(10, 29)), (np.array([5, 2, 28]), slice(0, 29)),
+              (slice(0, 29), np.array([28, 0, 7, 8])), (slice(4, 4), slice(0, 29))]
+    naive = NaiveCounting(codes, n_bins=n_bins, groups=y, weights=w)
+    for per_class in (False, True):
+        for I, J in blocks:
+            got = {}
+            for way in ("gemm", "sparse"):
+                calls = _count_by(way, monkeypatch)
+                backend = NumpyCounting(codes, n_bins=n_bins, groups=y, weights=w)
+                got[way] = backend.joint(I, J, per_class=per_class).copy()
+                assert bool(calls) == (way == "sparse" and weights != "other" and got[way].size > 0)
+            np.testing.assert_array_equal(got["sparse"], got["gemm"])
+            want = naive.joint(I, J, per_class=per_class)
+            if weights is None:
+                np.testing.assert_array_equal(got["sparse"], want)
+            else:
+                np.testing.assert_allclose(got["sparse"], want, rtol=1e-6)  # float32 counts
+
+
+def test_sparse_form_keeps_the_most_frequent_level_out(rng):
+    """The implicit level is each gene's most frequent one (lowest on ties), the kept entries are the others with
+    their level renumbered around it, and dense codes build no sparse form."""
+    from bioqpfs._kernels.counting_numpy import SparseCodes
+    codes = np.array([[0, 2, 1], [0, 2, 2], [1, 2, 0], [0, 1, 0]], dtype=np.uint8)
+    assert SparseCodes.build(codes, 3) is None  # 4 of 12 entries kept: GEMMs are cheaper
+    from bioqpfs._kernels import counting_numpy as cn
+    old = cn.SPARSE_COST["update"]
+    cn.SPARSE_COST["update"] = 30.0  # 0.33^2 x 30 < 4
+    try:
+        form = SparseCodes.build(codes, 3)
+    finally:
+        cn.SPARSE_COST["update"] = old
+    np.testing.assert_array_equal(form.implicit, [0, 2, 0])  # gene 2: level 0 twice, 1 and 2 once
+    np.testing.assert_array_equal(form.indptr, [0, 1, 2, 3, 4])
+    kept = [(s, int(g), int(a)) for s in range(4) for g, a in
+            zip(form.gene[form.indptr[s]:form.indptr[s + 1]], form.level[form.indptr[s]:form.indptr[s + 1]])]
+    assert kept == [(0, 2, 0), (1, 2, 1), (2, 0, 0), (3, 1, 1)]
+    np.testing.assert_allclose(form.density, [0.25, 0.25, 0.5])
+    assert SparseCodes.build(rng.integers(0, 3, (200, 30)).astype(np.uint8), 3) is None  # microarray-like
+    assert SparseCodes.build(_sparse_codes(rng, 200, 30, 3, 0.05), 3) is not None  # ~8% kept
+
+
+@pytest.mark.parametrize("kind", ["mi", "cmi", "mi_given_class"])
+def test_sparse_form_gives_bit_identical_matrices(rng, monkeypatch, kind):
+    """End to end through the block plan, the worker pool and the fused passes: the same bits either way."""
+    codes = _sparse_codes(rng, 400, 60, 3, 0.08)
+    y = rng.integers(0, 5, 400)
+    w = info.class_sample_weights(y, "balanced")
+    out = {}
+    for way in ("gemm", "sparse"):
+        calls = _count_by(way, monkeypatch)
+        table = info.CodeTable(codes, groups=y, weights=w)
+        out[way] = info.pairwise_information(table, None, kind, n_workers=2)
+        assert bool(calls) == (way == "sparse")
+    np.testing.assert_array_equal(out["sparse"], out["gemm"])
+
+
+def test_bench_mi_sparse_rows():
+    """``bench_mi.py --sparse`` on a small shape: both ways give the same bits, and the rows carry the timings."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    import bench_mi
+
+    rows = bench_mi.sparse_rows([1500], genes=300, repeats=1, scales=(0.1,))
+    assert len(rows) == 4 and all(r["identical"] for r in rows)
+    assert all(r["auto_s"] > 0 and r["gemm_s"] > 0 and 0 < r["kept"] < 0.1 for r in rows)

@@ -9,18 +9,39 @@ the same way and scaled once in float64; with other weights the J indicators are
 product runs in float64.  The input keeps its sample order; for per-class counts
 this backend reads a class-sorted copy of the codes (:attr:`NumpyCounting.by_class`, classes in input
 order within; none when the classes are already contiguous), so that each class is one run of rows.
+
+**Sparse codes** (single-cell data: most of a gene's samples share one level, its zeros).  The joint counts of a
+pair of genes only need the levels other than one per gene, and which level is left out does not matter: the counts
+involving it follow from the margins.  So each gene's most frequent level is left out (:class:`SparseCodes`,
+its *implicit* level), the other entries are kept row by row (CSR: gene and level of every entry), and a block
+pair of genes is counted by visiting, in every sample, each pair of its kept entries (:func:`_scatter_counts`,
+``sum_s n_I(s) n_J(s)`` updates against the GEMM's ``N (nb |I|)(nb |J|)`` multiply-adds); the implicit levels'
+counts are then restored from the margins of the same rows (:func:`_restore_implicit`), exactly, as integers.
+The counts, hence every result, are bit-identical to the GEMM's.  Which way a block pair is counted follows a
+cost model of both (:data:`SPARSE_COST`, measured by ``benchmarks/bench_mi.py --sparse``), from the genes'
+densities of kept entries; codes for which it would not pay on the whole matrix (microarrays; single-cell data with
+more than ~14% of the entries off their gene's most frequent level, 3 levels) never build the CSR.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from numba import njit
 
 from .counting import CountingBackend, class_runs, weight_level_runs
 
-__all__ = ["NumpyCounting", "ONEHOT_BUDGET"]
+__all__ = ["NumpyCounting", "SparseCodes", "ONEHOT_BUDGET", "SPARSE_COST"]
 
 #: bytes of one chunk's one-hot indicator block
 ONEHOT_BUDGET = 16 * 2**20
+#: the two ways to count a block pair priced in float32 GEMM multiply-adds (one thread; 2-core Intel Xeon with
+#: AVX-512, 0.014 ns each; ``benchmarks/bench_mi.py --sparse --calibrate``): one update of the sparse scatter
+#: (~3 ns, a random access into the block's counts), one sample row holding kept entries (~0.3 us: its first
+#: accesses miss the cache), and per gene pair the restore of the implicit levels with 2 levels (0.4 ns), 3 (9 ns)
+#: and any other number L (``restore_level`` x L^2: 45 ns for 3 levels, 103 ns for 5).  They only choose the way;
+#: the counts are the same either way.
+SPARSE_COST = {"update": 220.0, "row": 20000.0, "restore_2": 30.0, "restore_3": 650.0, "restore_level": 320.0}
 
 
 def _chunks(rows, chunk):
@@ -57,6 +78,23 @@ class NumpyCounting(CountingBackend):
         self.by_class = self.codes if order is None else self.codes[order]
         self.class_weights = None if weights is None else (weights if order is None else weights[order])
         self.n_classes = len(self.class_rows)
+        self._sparse = None  # SparseCodes of by_class, built on the first joint count (False: not worth it)
+        self._sparse_lock = threading.Lock()
+
+    def sparse_codes(self):
+        """:class:`SparseCodes` of :attr:`by_class`, built once on first use (thread-safe); ``None`` when the codes
+        are too dense for it to pay (:meth:`SparseCodes.build`)."""
+        if self._sparse is None:
+            with self._sparse_lock:
+                if self._sparse is None:
+                    self._sparse = SparseCodes.build(self.by_class, self.n_bins) or False
+        return self._sparse or None
+
+    def expect(self, *, rows, per_class):
+        """Build the sparse form before the block pairs (the ``expect`` hook of the counting contract): from the
+        caller's thread its passes run on the worker pool, from a worker's they would run alone."""
+        if self.weights is None or self.level_rows is not None:
+            self.sparse_codes()
 
     def codes_of(self, genes):
         return self.codes[:, genes]
@@ -129,11 +167,19 @@ class NumpyCounting(CountingBackend):
         chunk = max(1, ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
         same_block = cols is self and isinstance(genes_I, slice) and isinstance(genes_J, slice) and \
             genes_I == genes_J
-        if weights is not None and self.level_rows is not None:
+        levelled = weights is not None and self.level_rows is not None
+        sparse = self.sparse_codes() if cols is self and (weights is None or levelled) else None
+        pair = None if sparse is None else sparse.pair(genes_I, genes_J)
+        if levelled:
             runs = self.level_rows if per_class else [[run for part in self.level_rows for run in part]]
-            self._joint_by_level(G, runs, genes_I, genes_J, cols, same_block, chunk)
+            self._joint_by_level(G, runs, genes_I, genes_J, cols, same_block, chunk, sparse, pair)
             return G
         for c, class_rows in enumerate(parts):
+            if pair is not None:  # the same rows of by_class (all of them when pooled: the same counts)
+                sparse_rows = self.class_rows[c] if per_class else slice(0, self.n_samples)
+                if sparse.pays(pair, sparse_rows.stop - sparse_rows.start):
+                    sparse.count(pair, sparse_rows, G[c])
+                    continue
             first = True
             for rows in _chunks(class_rows, chunk):
                 A = self.onehot(genes_I, rows, src)
@@ -149,16 +195,20 @@ class NumpyCounting(CountingBackend):
                 G[c] = 0.0
         return G
 
-    def _joint_by_level(self, G, runs, genes_I, genes_J, cols, same_block, chunk):
+    def _joint_by_level(self, G, runs, genes_I, genes_J, cols, same_block, chunk, sparse=None, pair=None):
         """Weighted counts of weights with few values: ``G[c] = sum_v v x`` the count of class c's samples of weight
         v, each an exact float32 GEMM of 0/1 indicators (float64 for a run of 2**24 samples or more), scaled and
         added in float64 -- 3.4x faster than the float64 GEMM of weighted indicators (20,000 cells, 1,000
-        genes, 9 classes)."""
+        genes, 9 classes).  With ``sparse`` (:class:`SparseCodes`, ``pair`` its block pair) a run is counted from
+        it where that pays: the same exact counts, scaled and added the same way."""
         acc = None
         for c, part in enumerate(runs):
             if not part:
                 G[c] = 0.0
             for r, (rows, value) in enumerate(part):
+                if pair is not None and sparse.pays(pair, rows.stop - rows.start):
+                    sparse.count(pair, rows, G[c], value=value, first=r == 0)
+                    continue
                 dt = np.float32 if rows.stop - rows.start < 2**24 else np.float64
                 counts = None
                 for sub in _chunks(rows, chunk):
@@ -196,3 +246,305 @@ def _add_scaled(G, counts, value, first):
         for j in range(G.shape[1]):
             x = value * np.float64(counts[i, j])
             G[i, j] = x if first else G[i, j] + x
+
+
+class SparseCodes:
+    """Codes without each gene's most frequent level, row by row: the sparse form of :class:`NumpyCounting`.
+
+    ``implicit[g]`` is gene g's most frequent level (the lowest on ties); the other entries of every row are kept
+    in CSR form, ``gene`` (int32, increasing within a row) and ``level`` (uint8, the *compressed* level: ``a`` below
+    the implicit level, ``a - 1`` above it).  ``density[g]`` is the share of gene g's samples kept.  Built from the
+    codes in two passes over the rows (their counts, then the entries), on the worker pool.
+    """
+
+    def __init__(self, indptr, gene, level, implicit, density, n_bins):
+        self.indptr, self.gene, self.level = indptr, gene, level
+        self.implicit, self.density, self.n_bins = implicit, density, int(n_bins)
+
+    @classmethod
+    def build(cls, codes, n_bins):
+        """The sparse form of ``codes`` (samples x genes, levels ``0..n_bins-1``), or ``None`` when it would not pay
+        on the whole matrix (``share^2 x update >= (n_bins - 1)^2`` in :data:`SPARSE_COST`, ``share`` the kept
+        entries over all entries: 14% for 3 levels), or would not fit in a quarter of the available memory (5 bytes
+        per entry): the GEMM then counts everything.  One pass over the codes decides."""
+        from .._validation import available_memory
+        from .information import run_ranges, split_ranges
+
+        n, m = codes.shape
+        if n == 0 or m == 0 or n_bins < 2 or n_bins > 255:
+            return None
+        level_counts = np.empty((m, n_bins), dtype=np.float64)
+        run_ranges(lambda _, lo, hi: _bin_counts(codes, n_bins, level_counts, lo, hi), split_ranges(m))
+        implicit = np.argmax(level_counts, axis=1).astype(np.uint8)
+        kept = n - level_counts.max(axis=1)
+        n_kept = int(kept.sum())
+        share = n_kept / (n * m)
+        if share * share * SPARSE_COST["update"] >= (n_bins - 1) ** 2 or 5 * n_kept + 8 * n > available_memory()[0] // 4:
+            return None
+        per_row = np.empty(n, dtype=np.int64)
+        row_ranges = split_ranges(n)
+        run_ranges(lambda _, lo, hi: _count_kept(codes, implicit, per_row, lo, hi), row_ranges)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(per_row, out=indptr[1:])
+        gene = np.empty(n_kept, dtype=np.int32)
+        level = np.empty(n_kept, dtype=np.uint8)
+        run_ranges(lambda _, lo, hi: _fill_kept(codes, implicit, indptr, gene, level, lo, hi), row_ranges)
+        return cls(indptr, gene, level, implicit, kept / n, n_bins)
+
+    def _genes(self, genes):
+        """``(lo, hi, pos, idx)``: the gene range spanned, each gene's position in ``genes`` (-1: not in it) and
+        the genes as an array; ``None`` for repeated genes (counted by GEMM)."""
+        if isinstance(genes, slice):
+            lo, hi, step = genes.indices(self.implicit.size)
+            if step != 1:
+                return self._genes(np.arange(lo, hi, step))
+            return lo, max(lo, hi), np.arange(max(0, hi - lo), dtype=np.int32), np.arange(lo, max(lo, hi))
+        idx = np.asarray(genes, dtype=np.int64).ravel()
+        if idx.size == 0:
+            return 0, 0, np.empty(0, dtype=np.int32), idx
+        lo, hi = int(idx.min()), int(idx.max()) + 1
+        pos = np.full(hi - lo, -1, dtype=np.int32)
+        pos[idx - lo] = np.arange(idx.size, dtype=np.int32)
+        if np.count_nonzero(pos >= 0) != idx.size:
+            return None
+        return lo, hi, pos, idx
+
+    def pair(self, genes_I, genes_J):
+        """The block pair ``(I, J)`` prepared for :meth:`count` and :meth:`pays`; ``None`` when it cannot be."""
+        I, J = self._genes(genes_I), self._genes(genes_J)
+        return None if I is None or J is None else (I, J)
+
+    def pays(self, pair, n_rows):
+        """Whether counting ``pair`` on a run of ``n_rows`` samples from this form costs less than the GEMM, by
+        :data:`SPARSE_COST`: ``rows x (D_I D_J x update + row) + |I| |J| x restore`` against ``rows x (L-1)^2
+        |I| |J|`` multiply-adds, with ``D`` the expected kept entries of a sample in the block (from the genes'
+        densities over all samples).  The restore does not shrink with the run: a small class is counted by GEMM."""
+        (_, _, _, idx_I), (_, _, _, idx_J) = pair
+        n_I, n_J, nb = idx_I.size, idx_J.size, self.n_bins - 1
+        dense = float(n_rows) * nb * nb * n_I * n_J
+        if dense == 0.0:
+            return False
+        L = self.n_bins
+        restore = SPARSE_COST[f"restore_{L}"] if L in (2, 3) else SPARSE_COST["restore_level"] * L * L
+        sparse = float(n_rows) * (self.density[idx_I].sum() * self.density[idx_J].sum() * SPARSE_COST["update"]
+                                  + SPARSE_COST["row"]) + n_I * n_J * restore
+        return sparse < dense
+
+    def count(self, pair, rows, out, value=None, first=True):
+        """``out`` (``(L-1) |I|, (L-1) |J|``, bin-major as :meth:`NumpyCounting.joint`) = the exact joint counts of
+        the samples ``rows`` (a slice of the rows this form was built from); with ``value``, ``out = value x counts``
+        (``first``) or ``out += value x counts`` in float64, as :func:`_add_scaled` adds a GEMM's counts."""
+        (lo_I, hi_I, pos_I, idx_I), (lo_J, hi_J, pos_J, idx_J) = pair
+        n_I, n_J, nb = idx_I.size, idx_J.size, self.n_bins - 1
+        n_rows = rows.stop - rows.start
+        dt = np.float32 if n_rows < 2**24 else np.float64
+        K = np.zeros((nb * n_I, nb * n_J), dtype=dt)
+        m_I = np.zeros((nb, n_I), dtype=dt)
+        m_J = np.zeros((nb, n_J), dtype=dt)
+        _scatter_counts(self.indptr, self.gene, self.level, rows.start, rows.stop, lo_I, hi_I, pos_I, lo_J, hi_J,
+                        pos_J, K, m_I, m_J, np.empty(max(1, n_J), dtype=np.int64))
+        scale = (np.nan if value is None else float(value), bool(first))
+        if self.n_bins == 2:
+            _restore_2(K, m_I, m_J, float(n_rows), self.implicit[idx_I], self.implicit[idx_J], out, *scale)
+        elif self.n_bins == 3:
+            _restore_3(K, m_I, m_J, float(n_rows), self.implicit[idx_I], self.implicit[idx_J], out, *scale)
+        else:
+            _restore_implicit(K, m_I, m_J, float(n_rows), self.implicit[idx_I], self.implicit[idx_J], self.n_bins,
+                              out, *scale)
+        return out
+
+
+@njit(nogil=True, cache=True)
+def _count_kept(codes, implicit, out, lo, hi):
+    """``out[s]``: the entries of row s of ``codes`` that are not their gene's implicit level, rows ``lo..hi``."""
+    for s in range(lo, hi):
+        row = codes[s]
+        n = 0
+        for g in range(row.size):
+            if row[g] != implicit[g]:
+                n += 1
+        out[s] = n
+
+
+@njit(nogil=True, cache=True)
+def _fill_kept(codes, implicit, indptr, gene, level, lo, hi):
+    """The CSR entries (gene, compressed level) of rows ``lo..hi`` of ``codes`` (see :class:`SparseCodes`)."""
+    for s in range(lo, hi):
+        k = indptr[s]
+        row = codes[s]
+        for g in range(row.size):
+            a = row[g]
+            p = implicit[g]
+            if a != p:
+                gene[k] = g
+                level[k] = a - 1 if a > p else a
+                k += 1
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _first_at_least(gene, lo, hi, value):
+    """The first position in ``lo..hi`` whose gene is at least ``value`` (``hi`` if none): binary search."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if gene[mid] < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def _scatter_counts(indptr, gene, level, r0, r1, lo_I, hi_I, pos_I, lo_J, hi_J, pos_J, K, m_I, m_J, cols):
+    """Joint counts of the kept entries of rows ``r0..r1``: ``K[a * |I| + i, b * |J| + j] += 1`` for every row holding
+    gene ``I[i]`` at compressed level a and gene ``J[j]`` at b, and the margins ``m_I[a, i]``, ``m_J[b, j]``.  A row's
+    entries in a gene range are found by binary search (genes increase within a row); ``pos`` maps a gene of the
+    range to its position in the block (-1: not in it)."""
+    n_I = m_I.shape[1]
+    n_J = m_J.shape[1]
+    for s in range(r0, r1):
+        lo = indptr[s]
+        hi = indptr[s + 1]
+        if lo == hi:
+            continue
+        f0 = _first_at_least(gene, lo, hi, lo_J)
+        f1 = _first_at_least(gene, f0, hi, hi_J)
+        k = 0
+        for f in range(f0, f1):
+            p = pos_J[gene[f] - lo_J]
+            if p >= 0:
+                b = level[f]
+                cols[k] = b * n_J + p
+                m_J[b, p] += 1.0
+                k += 1
+        e0 = _first_at_least(gene, lo, hi, lo_I)
+        e1 = _first_at_least(gene, e0, hi, hi_I)
+        for e in range(e0, e1):
+            p = pos_I[gene[e] - lo_I]
+            if p >= 0:
+                a = level[e]
+                m_I[a, p] += 1.0
+                row = K[a * n_I + p]
+                for t in range(k):
+                    row[cols[t]] += 1.0
+
+
+@njit(nogil=True, cache=True)
+def _restore_implicit(K, m_I, m_J, n_rows, imp_I, imp_J, L, out, value, first):
+    """The full joint counts from the kept ones: for genes i, j with implicit levels p, q, ``n_aq = m_a(i) - sum_b
+    n_ab`` (b != q), ``n_pb = m_b(j) - sum_a n_ab`` (a != p, b != q) and ``n_pq = rows - sum_a m_a(i) - sum_b n_pb``;
+    then the levels ``0..L-2`` of both into ``out`` (bin-major, the last level implicit as in the GEMM).  Every value
+    is an integer, so the result equals the GEMM's exactly.  ``value`` not NaN: ``out = value x n`` (``first``) or
+    ``out += value x n``, rounded as :func:`_add_scaled` rounds."""
+    scaled = not np.isnan(value)
+    n_I = imp_I.size
+    n_J = imp_J.size
+    T = np.empty((L, L))
+    for i in range(n_I):
+        p = imp_I[i]
+        for j in range(n_J):
+            q = imp_J[j]
+            corner = n_rows
+            for a in range(L):
+                if a == p:
+                    continue
+                ac = a - 1 if a > p else a
+                margin = np.float64(m_I[ac, i])
+                corner -= margin
+                for b in range(L):
+                    if b == q:
+                        continue
+                    bc = b - 1 if b > q else b
+                    v = np.float64(K[ac * n_I + i, bc * n_J + j])
+                    T[a, b] = v
+                    margin -= v
+                T[a, q] = margin
+            for b in range(L):
+                if b == q:
+                    continue
+                bc = b - 1 if b > q else b
+                v = np.float64(m_J[bc, j])
+                for a in range(L):
+                    if a != p:
+                        v -= T[a, b]
+                T[p, b] = v
+                corner -= v
+            T[p, q] = corner
+            for a in range(L - 1):
+                for b in range(L - 1):
+                    _put(out, a * n_I + i, b * n_J + j, T[a, b], value, scaled, first)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _levels_01(q, kept0, kept1, implicit):
+    """Levels 0 and 1 of a gene with implicit level ``q`` from its values at its kept levels and its implicit one."""
+    v0 = implicit if q == 0 else kept0
+    v1 = implicit if q == 1 else (kept0 if q == 0 else kept1)
+    return v0, v1
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _put(out, r, c, v, value, scaled, first):
+    """``out[r, c] = v``, or scaled by ``value`` and written (``first``) or added in float64 as :func:`_add_scaled`."""
+    if not scaled:
+        out[r, c] = v
+    elif first:
+        out[r, c] = value * v
+    else:
+        out[r, c] = out[r, c] + value * v
+
+
+@njit(nogil=True, cache=True)
+def _restore_3(K, m_I, m_J, n_rows, imp_I, imp_J, out, value, first):
+    """:func:`_restore_implicit` for 3 levels, without its loops over levels (45 -> 8 ns per gene pair): the rows
+    of gene i's table at its kept levels (k0, k1) and at its implicit level, then levels 0 and 1 of both genes
+    picked from them (:func:`_levels_01`)."""
+    n_I = imp_I.size
+    n_J = imp_J.size
+    scaled = not np.isnan(value)
+    for i in range(n_I):
+        p = imp_I[i]
+        mi0 = np.float64(m_I[0, i])
+        mi1 = np.float64(m_I[1, i])
+        rest_i = n_rows - mi0 - mi1
+        for j in range(n_J):
+            q = imp_J[j]
+            k00 = np.float64(K[i, j])
+            k01 = np.float64(K[i, n_J + j])
+            k10 = np.float64(K[n_I + i, j])
+            k11 = np.float64(K[n_I + i, n_J + j])
+            # the 3 x 3 table, rows (k0, k1, implicit) of gene i, columns (k0, k1, implicit) of gene j
+            a2 = mi0 - k00 - k01
+            b2 = mi1 - k10 - k11
+            c0 = np.float64(m_J[0, j]) - k00 - k10
+            c1 = np.float64(m_J[1, j]) - k01 - k11
+            c2 = rest_i - c0 - c1
+            a_0, a_1 = _levels_01(q, k00, k01, a2)  # row k0
+            b_0, b_1 = _levels_01(q, k10, k11, b2)  # row k1
+            c_0, c_1 = _levels_01(q, c0, c1, c2)  # row implicit
+            u0, u1 = _levels_01(p, a_0, b_0, c_0)  # levels 0, 1 of gene i at level 0 of gene j
+            w0, w1 = _levels_01(p, a_1, b_1, c_1)  # ... at level 1 of gene j
+            _put(out, i, j, u0, value, scaled, first)
+            _put(out, i, n_J + j, w0, value, scaled, first)
+            _put(out, n_I + i, j, u1, value, scaled, first)
+            _put(out, n_I + i, n_J + j, w1, value, scaled, first)
+
+
+@njit(nogil=True, cache=True)
+def _restore_2(K, m_I, m_J, n_rows, imp_I, imp_J, out, value, first):
+    """:func:`_restore_implicit` for 2 levels (``out`` holds level 0 of both genes): from the one kept count ``k``,
+    ``n_00`` is ``k``, ``m(i) - k``, ``m(j) - k`` or ``rows - m(i) - m(j) + k`` as level 0 is kept or implicit in
+    each gene."""
+    n_I = imp_I.size
+    n_J = imp_J.size
+    scaled = not np.isnan(value)
+    for i in range(n_I):
+        kept_i = imp_I[i] == 1  # level 0 of gene i is its kept level
+        mi = np.float64(m_I[0, i])
+        for j in range(n_J):
+            k = np.float64(K[i, j])
+            mj = np.float64(m_J[0, j])
+            if kept_i:
+                v = k if imp_J[j] == 1 else mi - k
+            else:
+                v = mj - k if imp_J[j] == 1 else n_rows - mi - mj + k
+            _put(out, i, j, v, value, scaled, first)

@@ -7,7 +7,9 @@ Counting is a matrix product.  For a block of genes I with one-hot indicator mat
 marginals (``n_{a,last} = n_a - sum_b n_ab``...), which cuts the GEMM work by ``(k-1)^2/k^2``
 (4/9 for 3 bins).  A fused numba pass then turns each block of counts into entries of the
 output with a ``n log n`` lookup table, writing both triangles of symmetric outputs so only
-block pairs ``J >= I`` are computed.
+block pairs ``J >= I`` are computed.  On sparse codes (single-cell data, each gene mostly at one level) the numpy
+backend counts a block pair from the entries off each gene's most frequent level instead, when its cost model says
+that is cheaper, with bit-identical counts (:class:`bioqpfs._kernels.counting_numpy.SparseCodes`).
 
 Three parts, each replaceable on its own:
 
