@@ -150,7 +150,11 @@ def test_qpfs_guard_covers_the_solvers_working_memory(monkeypatch):
         _qpfs.qpfs(rng.normal(size=(20, m)), np.arange(20) % 2, n_genes=3)
     assert calls == []
     assert _qpfs.solver_working_bytes(m) == 4 * m * m * 8                       # quadprog
-    assert _qpfs.solver_working_bytes(5000, "auto", "shift") < 5000 * 5000    # O(M) beyond quadprog
+    # beyond quadprog: the active-set factor (up to ACTIVE_SET_MAX_SUPPORT genes, three times over) and O(M) vectors
+    from bioqpfs._kernels import simplex_qp
+    for big in (5000, 20000):
+        factor = 3 * 8 * min(big, simplex_qp.ACTIVE_SET_MAX_SUPPORT) ** 2
+        assert factor <= _qpfs.solver_working_bytes(big, "auto", "shift") < factor + 400 * big * 8
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from .._validation import available_memory, memory_guard
 from ._common import preselected_record
 
 __all__ = ["WEIGHT_TOL", "QUADPROG_MAX_GENES", "FLOAT32_FROM", "SOLVERS", "alpha_hat", "alpha_from_means", "solve_qpfs",
-           "solver_working_bytes", "finite_weights", "forced_in_qp", "preselected_params"]
+           "solver_working_bytes", "active_set_bytes", "finite_weights", "forced_in_qp", "preselected_params"]
 
 #: weights below this (the solution sums to 1) are exact zeros of the optimum up to solver round-off
 WEIGHT_TOL = 1e-10
@@ -251,30 +251,37 @@ def solver_working_bytes(m, solver="auto", psd_fix="shift"):
     quadprog (``solver="quadprog"``, or ``"auto"`` up to ``QUADPROG_AUTO_MAX`` genes): the dense G,
     the M x (M+1) constraints and its workspace, ~4 M^2 float64.  ``psd_fix="clip"`` up to
     :data:`CLIP_DENSE_MAX`: G dense, its eigenvectors and LAPACK's workspace, ~3 M^2 float64.
-    Otherwise O(M) (the large-scale path): Lanczos vectors (40 for the shift; up to
-    2 x :data:`CLIP_LANCZOS_MAX` + 1 when clipping), the float64 row blocks of the products
-    (``_ROW_CHUNK`` rows) and ~20 SPG vectors.
+    Otherwise (the large-scale path) the active-set working set, :func:`active_set_bytes`, and O(M): Lanczos
+    vectors (40 for the shift; up to 2 x :data:`CLIP_LANCZOS_MAX` + 1 when clipping), the float64 row blocks of
+    the products (``_ROW_CHUNK`` rows) and ~20 SPG vectors.
     """
     quad = solver == "quadprog" or (solver == "auto" and m <= simplex_qp.QUADPROG_AUTO_MAX)
     dense = (4 if quad else 0) + (3 if psd_fix == "clip" and m <= CLIP_DENSE_MAX else 0)
     if dense:
         return dense * m * m * 8
     lanczos = {"clip": 2 * CLIP_LANCZOS_MAX + 1, "shift": 40}.get(psd_fix, 0)
-    return (lanczos + simplex_qp._ROW_CHUNK + 20) * m * 8
+    return active_set_bytes(m) + (lanczos + simplex_qp._ROW_CHUNK + 20) * m * 8
+
+
+def active_set_bytes(m):
+    """Peak memory of the active-set working set on M genes (bytes): the Cholesky factor of G[S, S], up to
+    ``min(M, ACTIVE_SET_MAX_SUPPORT)^2`` float64 (the solver hands over to SPG beyond), about three times over
+    while it grows (the old factor, the new one, the block of the genes that join).  The SPG path's exact polish
+    works on the same kind of working set."""
+    support = min(int(m), simplex_qp.ACTIVE_SET_MAX_SUPPORT)
+    return 3 * 8 * support ** 2
 
 
 def class_qp_workers(m, psd_fix):
     """Worker threads for QPs on one shared Q of M genes solved side by side (``qpfs_cover``'s class problems).
 
-    The worker count in force (``n_jobs``), as many as half the available memory holds at the active-set solver's
-    working set each: its Cholesky factor, up to ``min(M, ACTIVE_SET_MAX_SUPPORT)^2`` float64, about three times
-    over while it grows, beside :func:`solver_working_bytes`.  One with ``psd_fix="clip"`` (a dense eigen-solve
-    per problem up to :data:`CLIP_DENSE_MAX` genes).
+    The worker count in force (``n_jobs``), as many as half the available memory holds at
+    :func:`solver_working_bytes` each (the active-set working set, :func:`active_set_bytes`, and the O(M) vectors).
+    One with ``psd_fix="clip"`` (a dense eigen-solve per problem up to :data:`CLIP_DENSE_MAX` genes).
     """
     if psd_fix == "clip":
         return 1
-    support = min(m, simplex_qp.ACTIVE_SET_MAX_SUPPORT)
-    per_problem = 3 * 8 * support ** 2 + solver_working_bytes(m, "auto", psd_fix)
+    per_problem = solver_working_bytes(m, "auto", psd_fix)
     return max(1, min(_threads.current(), int(available_memory()[0] // 2 // per_problem)))
 
 
