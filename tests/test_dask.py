@@ -740,3 +740,27 @@ def test_pair_order_information_of_the_default_recipe_on_dask_equal_in_memory(ba
         F_mem = _common.pair_order_information(X, y, 4, base=2, batch=strata, nearest=nearest)
         np.testing.assert_array_equal(_common.pair_order_information(D, y, 4, base=2, batch=strata, nearest=nearest),
                                       F_mem)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "balanced"])
+@pytest.mark.parametrize("kind", ["mi", "cmi"])
+def test_sparse_codes_on_dask_chunks_give_the_gemm_matrices(rng, monkeypatch, kind, weighted):
+    """Dask chunks are counted by the numpy backend, so each chunk takes its own sparse form (its own implicit
+    levels): the matrices equal the in-memory GEMM's (exactly for counts, to rounding with weights)."""
+    from test_counting_backend import _count_by, _sparse_codes
+
+    codes = _sparse_codes(rng, 120, 25, 3, 0.06)
+    y = rng.integers(0, 3, 120)
+    groups = None if kind == "mi" and not weighted else y
+    w = info.class_sample_weights(y, "balanced") if weighted else None
+    _count_by("gemm", monkeypatch)
+    want = info.pairwise_information(info.CodeTable(codes, groups=groups, weights=w), None, kind)
+    calls = _count_by("sparse", monkeypatch)
+    X = da.from_array(codes, chunks=((7, 50, 1, 62), 25))
+    got = info.pairwise_information(info.CodeTable(X, codes.max(axis=0).astype(np.int64) + 1, groups=groups,
+                                                   weights=w), None, kind, n_workers=2)
+    assert calls  # the chunks were counted from their sparse forms
+    if weighted:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    else:
+        np.testing.assert_array_equal(got, want)
