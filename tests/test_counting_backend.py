@@ -189,6 +189,9 @@ def test_sparse_form_keeps_the_most_frequent_level_out(rng):
     np.testing.assert_allclose(form.density, [0.25, 0.25, 0.5])
     assert SparseCodes.build(rng.integers(0, 3, (200, 30)).astype(np.uint8), 3) is None  # microarray-like
     assert SparseCodes.build(_sparse_codes(rng, 200, 30, 3, 0.05), 3) is not None  # ~8% kept
+    # beyond 4 x DECIDE_ROWS samples, clearly dense codes are refused on a sample of rows; sparse ones still built
+    assert SparseCodes.build(rng.integers(0, 3, (41000, 40)).astype(np.uint8), 3) is None
+    assert SparseCodes.build(_sparse_codes(rng, 41000, 40, 3, 0.05), 3) is not None
 
 
 @pytest.mark.parametrize("kind", ["mi", "cmi", "mi_given_class"])
