@@ -256,7 +256,8 @@ class SparseCodes:
     ``implicit[g]`` is gene g's most frequent level (the lowest on ties); the other entries of every row are kept
     in CSR form, ``gene`` (int32, increasing within a row) and ``level`` (uint8, the *compressed* level: ``a`` below
     the implicit level, ``a - 1`` above it).  ``density[g]`` is the share of gene g's samples kept.  Built from the
-    codes in two passes over the rows (their counts, then the entries), on the worker pool.
+    codes in three passes over the rows (each gene's level counts, then each row's count of entries, then the
+    entries), on the worker pool.
     """
 
     def __init__(self, indptr, gene, level, implicit, density, n_bins):
