@@ -92,10 +92,16 @@ class NumpyCounting(CountingBackend):
                     self._sparse = SparseCodes.build(self.by_class, self.n_bins) or False
         return self._sparse or None
 
+    @property
+    def _exact_counts(self):
+        """Whether every count is exact integers (unweighted, or weights of few values counted run by run): the
+        counts the sparse form can give."""
+        return self.weights is None or self.level_rows is not None
+
     def expect(self, *, rows, per_class):
         """Build the sparse form before the block pairs (the ``expect`` hook of the counting contract): from the
         caller's thread its passes run on the worker pool, from a worker's they would run alone."""
-        if self.weights is None or self.level_rows is not None:
+        if self._exact_counts:
             self.sparse_codes()
 
     def codes_of(self, genes):
@@ -170,7 +176,7 @@ class NumpyCounting(CountingBackend):
         same_block = cols is self and isinstance(genes_I, slice) and isinstance(genes_J, slice) and \
             genes_I == genes_J
         levelled = weights is not None and self.level_rows is not None
-        sparse = self.sparse_codes() if cols is self and (weights is None or levelled) else None
+        sparse = self.sparse_codes() if cols is self and self._exact_counts else None
         pair = None if sparse is None else sparse.pair(genes_I, genes_J)
         if levelled:
             runs = self.level_rows if per_class else [[run for part in self.level_rows for run in part]]
@@ -355,14 +361,14 @@ class SparseCodes:
         m_J = np.zeros((nb, n_J), dtype=dt)
         _scatter_counts(self.indptr, self.gene, self.level, rows.start, rows.stop, lo_I, hi_I, pos_I, lo_J, hi_J,
                         pos_J, K, m_I, m_J, np.empty(max(1, n_J), dtype=np.int64))
+        counts = (K, m_I, m_J, float(n_rows), self.implicit[idx_I], self.implicit[idx_J])
         scale = (np.nan if value is None else float(value), bool(first))
         if self.n_bins == 2:
-            _restore_2(K, m_I, m_J, float(n_rows), self.implicit[idx_I], self.implicit[idx_J], out, *scale)
+            _restore_2(*counts, out, *scale)
         elif self.n_bins == 3:
-            _restore_3(K, m_I, m_J, float(n_rows), self.implicit[idx_I], self.implicit[idx_J], out, *scale)
+            _restore_3(*counts, out, *scale)
         else:
-            _restore_implicit(K, m_I, m_J, float(n_rows), self.implicit[idx_I], self.implicit[idx_J], self.n_bins,
-                              out, *scale)
+            _restore_implicit(*counts, self.n_bins, out, *scale)
         return out
 
 
