@@ -146,3 +146,73 @@ def test_quantile_codes_match_reference_with_few_and_many_bins(n_bins, n):
     small = X[:, [0, 1, 2, 3]].astype(np.float32)
     np.testing.assert_array_equal(disc.quantile_codes(small, n_bins)[0], ref.quantile_codes(small, n_bins))
     np.testing.assert_array_equal(disc.quantile_codes(sp.csr_matrix(small), n_bins)[0], ref.quantile_codes(small, n_bins))
+
+
+def _single_cell_like(rng, n, m, *, negative=False, explicit_zeros=False, fmt="csr"):
+    """Sparse counts with ties, a dense gene, an empty gene and (optionally) negative values and stored zeros."""
+    X = sp.random(n, m, density=0.25, format="csr", random_state=int(rng.integers(1 << 30)))
+    X.data = np.round(X.data * 6) + 1.0  # integer-like: many ties
+    X = X.tolil()
+    X[:, 0] = rng.normal(size=(n, 1)) + 5  # dense: no zeros
+    X[:, 1] = 0.0  # all zeros
+    X = X.tocsr()
+    if negative:
+        X.data[::5] *= -1
+    if explicit_zeros:
+        X.data[::7] = 0.0  # stored zeros are zeros
+    return X.asformat(fmt)
+
+
+@pytest.mark.parametrize("rule", ["quantile", "zero_quantile"])
+@pytest.mark.parametrize("fmt,negative,explicit_zeros", [("csr", False, False), ("csc", True, True),
+                                                          ("csr", True, False), ("coo", False, True)])
+def test_sparse_level_counts_equal_counting_the_codes(rng, rule, fmt, negative, explicit_zeros):
+    """SparseLevelCounts (sorted columns, no codes) against a per-class bincount of the dense X's codes."""
+    n, m, C = 300, 12, 4
+    X = _single_cell_like(rng, n, m, negative=negative, explicit_zeros=explicit_zeros, fmt=fmt)
+    y = rng.integers(0, C, n)
+    y[:3] = C  # a fifth class of three samples
+    dense = X.toarray()
+    for n_bins in (2, 3, 32, 255):
+        codes, levels = disc.codes(dense, rule, n_bins=n_bins)  # the dense path: an independent implementation
+        L = max(2, int(levels.max()))
+        want = np.zeros((C + 1, m, L))
+        for c in range(C + 1):
+            for g in range(m):
+                want[c, g] = np.bincount(codes[y == c, g], minlength=L)
+        got = disc.SparseLevelCounts(X, rule, n_bins)
+        np.testing.assert_array_equal(got.n_levels, levels)
+        assert got.width == L
+        np.testing.assert_array_equal(got.counts(y, C + 1), want)
+        np.testing.assert_array_equal(got.pooled(), want.sum(axis=0))
+        # a range of labels and a slice of genes
+        np.testing.assert_array_equal(got.counts(y, C + 1, slice(3, 9), 1, 3), want[1:3, 3:9])
+
+
+def test_shared_sorted_columns_give_the_same_codes_and_edges(rng, monkeypatch):
+    X = _single_cell_like(rng, 400, 15, negative=True, explicit_zeros=True)
+    built = []
+    original = disc.SortedColumns.__init__
+
+    def counting_init(self, Xs):
+        built.append(Xs)
+        original(self, Xs)
+
+    monkeypatch.setattr(disc.SortedColumns, "__init__", counting_init)
+    plain = [disc.codes(X, rule, n_bins=k) for rule in ("quantile", "zero_quantile") for k in (3, 32, 255)]
+    assert built == []  # outside a sharing block the few-bin rules keep their partial sorts
+    with disc.sharing_sorted_columns(X):
+        shared = [disc.codes(X, rule, n_bins=k) for rule in ("quantile", "zero_quantile") for k in (3, 32, 255)]
+        disc.SparseLevelCounts(X, "quantile", 255)
+        disc.codes(X[:200], "quantile", n_bins=3)  # another matrix: not shared
+        assert len(built) == 1 and built[0] is X
+        form = disc.sorted_columns(X)
+        for g in range(X.shape[1]):  # ascending, and the values of each gene's samples
+            a, b = form.bounds[g], form.bounds[g + 1]
+            assert (np.diff(form.values[a:b]) >= 0).all()
+            np.testing.assert_array_equal(form.values[a:b], X.toarray()[form.rows[a:b], g])
+            assert (X.toarray()[:, g] != 0).sum() == b - a
+    assert disc.shared_sorted_columns(X) is None  # dropped with the block
+    for (c0, l0), (c1, l1) in zip(plain, shared):
+        np.testing.assert_array_equal(c0, c1)
+        np.testing.assert_array_equal(l0, l1)

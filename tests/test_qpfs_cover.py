@@ -509,3 +509,54 @@ def test_class_qps_side_by_side_equal_one_after_the_other(monkeypatch):
         assert _qp.class_qp_workers(2000, "clip") == 1
         monkeypatch.setattr(_qp, "available_memory", lambda: (3 * 3 * 8 * 2000 ** 2, None))
         assert _qp.class_qp_workers(2000, "shift") == 1  # half the memory holds one working set
+
+
+def _sparse_types(seed, n=600, m=40, n_types=4):
+    """Poisson counts (log1p, CSR) of ``n_types`` types, a fifth of the genes up in one type each."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_types, n)
+    rate = np.tile(rng.gamma(0.6, 0.5, m), (n_types, 1))
+    for g in range(0, m, 5):
+        rate[g % n_types, g] *= 6
+    return sp.csr_matrix(np.log1p(rng.poisson(rate[y]).astype(float))), y
+
+
+@pytest.mark.parametrize("batch_discretization", [None, "global", "per_batch"])
+def test_class_level_counts_from_sorted_columns_equal_the_codes(batch_discretization):
+    """A sparse X is counted from its sorted columns (no codes) where one set of codes serves all samples; the
+    counts equal those of the dense X's codes counted by the backend."""
+    X, y = _sparse_types(5)
+    batch = None if batch_discretization is None else _common.check_batch(
+        np.arange(y.size) % 3, X, batch_discretization=batch_discretization)
+    for rule, n_bins in [("zero_quantile", 32), ("quantile", 255), ("zero_quantile", 3)]:
+        a = _common.ClassLevelCounts(X, rule, n_bins, y, 4, batch)
+        b = _common.ClassLevelCounts(X.toarray(), rule, n_bins, y, 4, batch)
+        assert (a._sorted is not None) == (batch_discretization != "per_batch") and b._sorted is None
+        assert a.width == b.width
+        np.testing.assert_array_equal(a.sizes, b.sizes)
+        np.testing.assert_array_equal(a.counts(), b.counts())
+        np.testing.assert_array_equal(a.counts(genes=slice(3, 17), first=1, last=3),
+                                      b.counts(genes=slice(3, 17), first=1, last=3))
+        np.testing.assert_array_equal(a.pooled(), b.pooled())
+        assert a.counts().sum() == y.size * X.shape[1]
+
+
+def test_default_recipe_sorts_a_sparse_x_once_and_equals_dense_input(monkeypatch):
+    from bioqpfs._kernels import discretize as disc
+
+    X, y = _sparse_types(6)
+    built = []
+    original = disc.SortedColumns.__init__
+
+    def counting_init(self, Xs):
+        built.append(Xs.shape)
+        original(self, Xs)
+
+    monkeypatch.setattr(disc.SortedColumns, "__init__", counting_init)
+    sparse = bioqpfs.select(X, y, n_genes=10)
+    assert len(built) == 1  # the codes of Q, the per-class bins and the pair-order levels share one sort
+    dense = bioqpfs.select(X.toarray(), y, n_genes=10)
+    assert len(built) == 1
+    assert sparse.params["relevance_used"] == "mi_order_nearest"
+    np.testing.assert_array_equal(sparse.ranking, dense.ranking)
+    np.testing.assert_array_equal(sparse.weights, dense.weights)

@@ -12,13 +12,15 @@ loop (k-means re-discretises a cluster's running mean after every assignment,
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .correlation import EXTREME_EXP, column_scales
+from .correlation import EXTREME_EXP, column_scales, csc_float64, scaled_column_moments
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
@@ -177,57 +179,6 @@ def compact_codes(X, *, feature_names=None):
     return codes, n_levels
 
 
-def csc_float64(X):
-    """A float64 CSC copy of the sparse X, entries of each column in sample order (as ``X.tocsc()``); a CSR X is
-    transposed in parallel (a counting sort, :func:`_count_columns` / :func:`_scatter_rows`: scipy's ``tocsc`` is one
-    thread, 0.45 s of 20,000 x 5,000 at 22% non-zero)."""
-    from .information import run_ranges, split_ranges
-
-    if X.format != "csr" or X.nnz < 2**16:
-        return X.tocsc().astype(np.float64)
-    n, m = X.shape
-    indptr = X.indptr.astype(np.int64)
-    ranges = split_ranges(n)
-    slots = np.zeros((len(ranges) + 1, m), dtype=np.int64)  # row p + 1: run p's entries per column
-    run_ranges(lambda p, lo, hi: _count_columns(X.indices, indptr, slots[p + 1], lo, hi), ranges)
-    totals = slots.sum(axis=0)
-    col_ptr = np.concatenate([[0], np.cumsum(totals)])
-    slots = np.cumsum(slots, axis=0)[:-1] + col_ptr[:-1]  # run p's first position in every column
-    data = np.empty(X.nnz, dtype=np.float64)
-    rows = np.empty(X.nnz, dtype=np.int32 if n < 2**31 else np.int64)
-    run_ranges(lambda p, lo, hi: _scatter_rows(X.data, X.indices, indptr, slots[p], data, rows, lo, hi), ranges)
-    return sp.csc_matrix((data, rows, col_ptr), shape=(n, m))
-
-
-@njit(nogil=True, cache=True)
-def _count_columns(indices, indptr, counts, lo, hi):
-    for k in range(indptr[lo], indptr[hi]):
-        counts[indices[k]] += 1
-
-
-@njit(nogil=True, cache=True)
-def _scatter_rows(data, indices, indptr, slot, out_data, out_rows, lo, hi):
-    """Rows ``lo..hi`` of a CSR matrix into their CSC positions (``slot``: this run's next position per column)."""
-    for s in range(lo, hi):
-        for k in range(indptr[s], indptr[s + 1]):
-            g = indices[k]
-            pos = slot[g]
-            out_data[pos] = data[k]
-            out_rows[pos] = s
-            slot[g] = pos + 1
-
-
-@njit(nogil=True, cache=True)
-def _column_sum_squares(data, indptr, mean, out, lo, hi):
-    """``out[g] = sum_k (data[k] - mean[g])**2`` over each CSC column g of ``lo..hi``, in its entry order."""
-    for g in range(lo, hi):
-        acc = 0.0
-        for k in range(indptr[g], indptr[g + 1]):
-            d = data[k] - mean[g]
-            acc += d * d
-        out[g] = acc
-
-
 def _check_max_levels(levels, start, feature_names):
     """A clear error naming the first gene (``start`` + position) with more than :data:`MAX_LEVELS` levels."""
     if levels.size and levels.max() > MAX_LEVELS:
@@ -243,24 +194,12 @@ def _column_mean_sd(X):
     ``sd``), float64; ``s`` is the exact power-of-two divisor of
     :func:`bioqpfs._kernels.correlation.column_scales` (1 except for genes of extreme magnitude,
     so ordinary genes get exactly the plain formulas)."""
-    from .information import run_ranges, split_ranges
-
     n = X.shape[0]
-    s = column_scales(X)
-    if sp.issparse(X):
-        Xc = csc_float64(X)  # a copy: rescaling it in place is safe
-        if (s != 1).any():
-            Xc.data /= np.repeat(s, np.diff(Xc.indptr))
-        mean = np.asarray(Xc.sum(axis=0)).ravel() / n
-        # two-pass formula for accuracy (sparse: zeros contribute mean^2 each), each column's squares summed in
-        # sample order (as np.bincount did, bit for bit), the columns in parallel
-        nnz = np.diff(Xc.indptr)
-        ss = np.zeros(X.shape[1])
-        ptr = Xc.indptr.astype(np.int64)
-        run_ranges(lambda _, lo, hi: _column_sum_squares(Xc.data, ptr, mean, ss, lo, hi), split_ranges(X.shape[1]))
-        ss += (n - nnz) * mean**2
+    if sp.issparse(X):  # the moments of the correlation kernels: the same sums, bit for bit
+        mean, ss, s = scaled_column_moments(X)
         var = ss / (n - 1)
     else:
+        s = column_scales(X)
         Xd = np.asarray(X, dtype=np.float64)
         if (s != 1).any():
             Xd = Xd / s
@@ -484,7 +423,7 @@ def quantile_codes(X, n_bins):
     return codes, _compact_inplace(codes, n_bins)
 
 
-def sparse_quantile_edges(X, n_bins):
+def sparse_quantile_edges(X, n_bins, form=None):
     """``np.quantile``'s equal-frequency edges of every column of a sparse X, bit for bit, ``(n_bins - 1, genes)``,
     without densifying it: a column with ``neg`` negative values and ``z`` zeros has as its rank-r order statistic
     the r-th smallest of its non-zero values for ``r < neg``, 0 for ``neg <= r < neg + z`` and the (r - z)-th smallest
@@ -492,13 +431,11 @@ def sparse_quantile_edges(X, n_bins):
     ``'linear'`` rule (:func:`linear_quantile_ranks`, :func:`numpy_lerp`) then give the edge.  The non-zero
     values' order statistics come from partial sorts per gene (:func:`_segment_order_statistics`), in blocks of
     genes of at most 16 MB of ranks.  The 255-level pair-order codes of 40,000 x 2,000 CSR counts at 21% non-zero
-    took 3.8 s densified (1.2 s of it slicing CSR column blocks) on 2 cores."""
+    took 3.8 s densified (1.2 s of it slicing CSR column blocks) on 2 cores.  ``form``: X's
+    :class:`SortedColumns`, read instead (default: the shared one of :func:`sharing_sorted_columns`, else a fresh
+    copy that the partial sorts reorder)."""
     n, m = X.shape
-    Xc = csc_float64(X)  # a fresh copy: the partial sorts reorder its values
-    values, count = Xc.data, np.diff(Xc.indptr).astype(np.int64)
-    if np.count_nonzero(values) < values.size:
-        kept = np.concatenate([[0], np.cumsum(values != 0, dtype=np.int64)])
-        values, count = values[values != 0], kept[Xc.indptr[1:]] - kept[Xc.indptr[:-1]]
+    values, count, presorted = (form.values, form.count, True) if form is not None else _sparse_nonzero(X)
     bounds = np.concatenate([[0], np.cumsum(count)])
     below = np.concatenate([[0], np.cumsum(values < 0, dtype=np.int64)])
     neg = below[bounds[1:]] - below[bounds[:-1]]
@@ -513,7 +450,7 @@ def sparse_quantile_edges(X, n_bins):
         nb, zb = neg[g0:g1, None], zeros[g0:g1, None]
         in_zero = (full >= nb) & (full < nb + zb)
         ranks = np.where(in_zero, 0, np.where(full < nb, full, full - zb))
-        stats = _segment_order_statistics(values, bounds[g0:g1 + 1], ranks)
+        stats = _segment_order_statistics(values, bounds[g0:g1 + 1], ranks, presorted)
         stats[in_zero] = 0.0
         edges[:, g0:g1] = numpy_lerp(stats[:, :k], stats[:, k:], t).T
     return edges
@@ -558,16 +495,12 @@ def zero_quantile_codes(X, n_bins):
     """
     n_bins = check_n_bins(n_bins)
     n, m = X.shape
-    if sp.issparse(X):  # one float64 CSC copy (a CSR X transposed in parallel): every gene's values at once
-        Xc = csc_float64(X)
-        values, count = Xc.data, np.diff(Xc.indptr)  # the order statistics copy each gene's values
-        if np.count_nonzero(values) < values.size:  # explicit zeros are zeros
-            kept = np.concatenate([[0], np.cumsum(values != 0, dtype=np.int64)])
-            values, count = values[values != 0], kept[Xc.indptr[1:]] - kept[Xc.indptr[:-1]]
-        edges, offset = zero_quantile_edges(values, count, n, n_bins)
+    if sp.issparse(X):  # every gene's non-zero values at once (a CSR X transposed in parallel), or the shared sort
+        values, count, presorted = _sparse_nonzero(X)
+        edges, offset = zero_quantile_edges(values, count, n, n_bins, presorted)
         del values
-        if X.format == "csr":  # codes row after row: the CSR kernel writes the codes in their memory order
-            Xc = X
+        # codes row after row: the CSR kernel writes the codes in their memory order
+        Xc = X if X.format in ("csr", "csc") else X.tocsr()
     else:
         edges = np.empty((n_bins - 1, m))
         offset = np.empty(m, dtype=np.uint8)
@@ -599,14 +532,20 @@ def _nonzero_values(X, start, stop):
 SORT_FROM_RANKS = 12
 
 
-def _segment_order_statistics(values, bounds, ranks):
+def _segment_order_statistics(values, bounds, ranks, presorted=False):
     """``out[j, r]``: the ``ranks[j, r]``-th smallest (0-based) of segment ``values[bounds[j]:bounds[j+1]]``
     (a partial sort of each segment: linear time per rank, as ``np.quantile``'s ``np.partition``; a sort for
-    :data:`SORT_FROM_RANKS` ranks or more); runs of segments in parallel on the worker pool."""
+    :data:`SORT_FROM_RANKS` ranks or more); runs of segments in parallel on the worker pool.  ``presorted``: every
+    segment is ascending already (:class:`SortedColumns`), so the order statistics are read off (values untouched).
+    NaN for an empty segment."""
     from .information import run_ranges, split_ranges
 
     out = np.full(ranks.shape, np.nan)
     n_segments = bounds.size - 1
+    if presorted:
+        filled = np.diff(bounds) > 0
+        out[filled] = values[bounds[:-1][filled, None] + ranks[filled]]
+        return out
     if n_segments > 0:
         run_ranges(lambda _, lo, hi: _order_statistics_of_segments(values, bounds, ranks, out, lo, hi),
                    split_ranges(n_segments))
@@ -622,6 +561,255 @@ def _order_statistics_of_segments(values, bounds, ranks, out, lo, hi):
             part = np.sort(segment) if by_sort else np.partition(segment, ranks[j])
             for r in range(ranks.shape[1]):
                 out[j, r] = part[ranks[j, r]]
+
+
+class SortedColumns:
+    """Every gene's non-zero values of a sparse X in ascending order, with the samples that hold them.
+
+    One float64 CSC copy (:func:`csc_float64`; explicit zeros dropped: they are zeros) whose columns are then
+    sorted by value, genes in parallel on the worker pool.  Every equal-frequency rule reads it: the edges are
+    order statistics read off the sorted values (bit for bit those of the partial sorts, :func:`zero_quantile_edges`,
+    :func:`sparse_quantile_edges`), and :class:`SparseLevelCounts` counts every class in every level by one walk up
+    each column, with no codes matrix.  12 bytes per stored entry (20 while it is built).
+
+    Attributes
+    ----------
+    values : ndarray of float64, the non-zero values, gene after gene, ascending within a gene
+    rows : ndarray of int32 (int64 beyond 2**31 samples), the sample of each value
+    bounds : ndarray of int64, shape (n_genes + 1,), gene g's values are ``values[bounds[g]:bounds[g + 1]]``
+    n_samples : int
+    """
+
+    def __init__(self, X):
+        from .._validation import memory_guard
+        from .information import run_ranges, split_ranges
+
+        memory_guard(20 * X.nnz + 8 * X.shape[1], f"the sorted columns of the {X.shape[0]} x {X.shape[1]} sparse X "
+                     f"({X.nnz} stored values, 12 bytes each and 8 more while they are sorted)",
+                     ["genes", "lazy", "samples"])
+        Xc = csc_float64(X)
+        values, rows, bounds = Xc.data, Xc.indices, Xc.indptr.astype(np.int64)
+        del Xc
+        if np.count_nonzero(values) < values.size:  # explicit zeros are zeros
+            keep = values != 0
+            kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+            values, rows, bounds = values[keep], rows[keep], kept[bounds]
+        m = bounds.size - 1
+        # several ranges per worker: genes differ in their counts of values, and so in their sorting time
+        run_ranges(lambda _, lo, hi: _sort_segments(values, rows, bounds, lo, hi),
+                   split_ranges(m, 4 * _n_workers()))
+        self.values, self.rows, self.bounds, self.n_samples = values, rows, bounds, int(X.shape[0])
+
+    @property
+    def count(self):
+        """Each gene's number of non-zero values (int64)."""
+        return np.diff(self.bounds)
+
+
+def _n_workers():
+    from .information import n_workers
+
+    return n_workers()
+
+
+@njit(nogil=True, cache=True)
+def _sort_segments(values, rows, bounds, lo, hi):
+    """Sort ``values[bounds[g]:bounds[g + 1]]`` of every gene ``lo..hi`` in place, carrying ``rows`` along."""
+    for g in range(lo, hi):
+        a, b = bounds[g], bounds[g + 1]
+        if b - a > 1:
+            order = np.argsort(values[a:b])
+            values[a:b] = values[a:b][order]
+            rows[a:b] = rows[a:b][order]
+
+
+#: the call-scoped :class:`SortedColumns` of :func:`sharing_sorted_columns`: ``[X, SortedColumns or None]``
+_SHARED_SORTED = contextvars.ContextVar("bioqpfs_shared_sorted_columns", default=None)
+
+
+@contextlib.contextmanager
+def sharing_sorted_columns(X):
+    """Within the block, the rules that read sorted columns of this very sparse X share one :class:`SortedColumns`.
+
+    A selector that discretises X several times -- the default recipe codes it for Q (3 bins), for the per-class
+    relevance bins (32 fine bins) and for the pair-order information (255 levels) -- sorts each gene once instead
+    of once per rule.  The sorted form is built at its first use and dropped when the block ends; another
+    matrix (a row subset, a copy) is not shared.  Outside such a block the few-bin rules keep their partial
+    sorts (cheaper than a full sort for one rule), and :class:`SparseLevelCounts` builds its own sorted form."""
+    token = _SHARED_SORTED.set([X, None])
+    try:
+        yield
+    finally:
+        _SHARED_SORTED.reset(token)
+
+
+def shared_sorted_columns(X):
+    """The :class:`SortedColumns` of X shared by the enclosing :func:`sharing_sorted_columns` (built now if it is
+    the first use), or None when no block shares X."""
+    shared = _SHARED_SORTED.get()
+    if shared is None or shared[0] is not X:
+        return None
+    if shared[1] is None:
+        shared[1] = SortedColumns(X)
+    return shared[1]
+
+
+def sorted_columns(X):
+    """The :class:`SortedColumns` of the sparse X: the shared one (:func:`sharing_sorted_columns`) or a new one."""
+    shared = shared_sorted_columns(X)
+    return SortedColumns(X) if shared is None else shared
+
+
+def _sparse_nonzero(X):
+    """``(values, count, presorted)``: the non-zero values of the sparse X gene after gene (float64; explicit zeros
+    dropped) and each gene's count of them -- the shared sorted columns (``presorted``: ascending within a gene; not
+    to be written) or a fresh copy that the partial sorts may reorder."""
+    shared = shared_sorted_columns(X)
+    if shared is not None:
+        return shared.values, shared.count, True
+    Xc = csc_float64(X)
+    values, count = Xc.data, np.diff(Xc.indptr).astype(np.int64)
+    if np.count_nonzero(values) < values.size:  # explicit zeros are zeros
+        kept = np.concatenate([[0], np.cumsum(values != 0, dtype=np.int64)])
+        values, count = values[values != 0], kept[Xc.indptr[1:]] - kept[Xc.indptr[:-1]]
+    return values, count, False
+
+
+#: the rules :class:`SparseLevelCounts` counts from sorted columns
+SORTED_RULES = ("quantile", "zero_quantile")
+
+
+class SparseLevelCounts:
+    """The levels of the ``"quantile"`` or ``"zero_quantile"`` codes of a sparse X and the count of every class in
+    every level of every gene, from its sorted columns (:class:`SortedColumns`) without the codes matrix.
+
+    The same levels as :func:`codes` (the same edges, bit for bit; empty bins removed, so gene g uses levels
+    ``0..n_levels[g]-1``) and the same counts as counting those codes per class
+    (:func:`bioqpfs._kernels.information.stratum_margins` and the implicit last level): integers, exact.  Each
+    gene's edges cut its sorted values into runs (a binary search per edge), a run's samples are counted by their
+    labels, and the zeros of each class are its size less its counted values.  At 100,000 x 2,000 sparse counts
+    (11% non-zero) the 255-level codes alone took 2.9 s on 2 cores, a pass over 200 MB of codes; the runs read the
+    22 million stored values once.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix, shape (n_samples, n_genes)
+    rule : {"quantile", "zero_quantile"}
+    n_bins : int
+    """
+
+    def __init__(self, X, rule, n_bins):
+        from .information import run_ranges, split_ranges
+
+        if rule not in SORTED_RULES:
+            raise ValueError(f"SparseLevelCounts counts the rules {SORTED_RULES}, got {rule!r}")
+        n_bins = check_n_bins(n_bins)
+        form = sorted_columns(X)
+        n, m = X.shape
+        if rule == "zero_quantile":
+            edges, offset = zero_quantile_edges(form.values, form.count, n, n_bins, presorted=True)
+            zero_code = np.zeros(m, dtype=np.int64)  # a gene without zeros has no zero to code
+        else:
+            edges = sparse_quantile_edges(X, n_bins, form=form)
+            offset = np.zeros(m, dtype=np.uint8)
+            zero_code = (edges < 0).sum(axis=0).astype(np.int64)  # the edges strictly below 0
+        edges_t = np.ascontiguousarray(edges.T)
+        ends = np.empty((m, n_bins - 1), dtype=np.int64)  # ends[g, j]: gene g's values at most edges[j, g]
+        raw = np.zeros((m, n_bins), dtype=np.int64)  # every gene's samples at each code before compaction
+        run_ranges(lambda _, lo, hi: _run_ends(form.values, form.bounds, edges_t, offset.astype(np.int64), zero_code,
+                                               n, ends, raw, lo, hi), split_ranges(m))
+        present = raw > 0
+        self.n_levels = present.sum(axis=1).astype(np.int64)
+        self.rank = (np.cumsum(present, axis=1) - 1).astype(np.int64)  # a code's level once empty bins are gone
+        self.form, self.ends, self.offset, self.zero_code = form, ends, offset.astype(np.int64), zero_code
+        self._raw = raw
+
+    @property
+    def width(self):
+        """The levels of the widest gene, at least 2 (the last axis of :meth:`counts`)."""
+        return max(2, int(self.n_levels.max())) if self.n_levels.size else 2
+
+    def pooled(self):
+        """``(n_genes, width)``: the samples of every gene in each of its levels (float64)."""
+        out = np.zeros((self._raw.shape[0], self.width))
+        g, code = np.nonzero(self._raw)
+        out[g, self.rank[g, code]] = self._raw[g, code]
+        return out
+
+    def counts(self, labels, n_labels, genes=None, first=0, last=None):
+        """``(last - first, len(genes), width)``: the samples of label ``first..last-1`` (``labels``: a code
+        ``0..n_labels-1`` per sample) of every gene of ``genes`` (a slice, default all) in each of its levels (float64)."""
+        from .information import run_ranges, split_ranges
+
+        labels = np.asarray(labels, dtype=np.int64)
+        last = n_labels if last is None else last
+        g0, g1, _ = (genes or slice(None)).indices(self.rank.shape[0])
+        sizes = np.bincount(labels, minlength=n_labels)[first:last].astype(np.float64)
+        out = np.zeros((last - first, g1 - g0, self.width))
+        if g1 > g0 and last > first:
+            f = self.form
+            run_ranges(lambda _, lo, hi: _run_counts(f.rows, f.bounds, self.ends, self.offset, self.zero_code,
+                                                     self.rank, labels, first, sizes, out, g0, lo, hi),
+                       split_ranges(g1 - g0))
+        return out
+
+
+@njit(nogil=True, cache=True)
+def _edge_end(values, a, b, e):
+    """The first position in the sorted ``values[a:b]`` whose value exceeds ``e`` (a right bisection)."""
+    lo, hi = a, b
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] <= e:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def _run_ends(values, bounds, edges_t, offset, zero_code, n, ends, raw, lo, hi):
+    """For genes ``lo..hi``: ``ends[g, j]``, the end of the run of sorted values with ``j`` edges below them (the
+    values at most edge j), and ``raw[g, code]``, the samples at each code (the zeros at ``zero_code[g]``)."""
+    k = ends.shape[1]
+    for g in range(lo, hi):
+        a, b = bounds[g], bounds[g + 1]
+        start = a
+        for j in range(k + 1):
+            end = _edge_end(values, start, b, edges_t[g, j]) if j < k else b
+            if j < k:
+                ends[g, j] = end
+            if end > start:
+                raw[g, offset[g] + j] += end - start
+            start = end
+        if b - a < n:
+            raw[g, zero_code[g]] += n - (b - a)
+
+
+@njit(nogil=True, cache=True)
+def _run_counts(rows, bounds, ends, offset, zero_code, rank, labels, first, sizes, out, g0, lo, hi):
+    """``out[label - first, g - g0, level]`` for genes ``g0 + lo..g0 + hi`` (see :meth:`SparseLevelCounts.counts`)."""
+    k = ends.shape[1]
+    n_out = out.shape[0]
+    for i in range(lo, hi):
+        g = g0 + i
+        start, b = bounds[g], bounds[g + 1]
+        for j in range(k + 1):
+            end = ends[g, j] if j < k else b
+            if end > start:
+                level = rank[g, offset[g] + j]
+                for p in range(start, end):
+                    c = labels[rows[p]] - first
+                    if 0 <= c < n_out:
+                        out[c, i, level] += 1.0
+            start = end
+        zero = rank[g, zero_code[g]]
+        for c in range(n_out):  # each class's zeros: its size less its counted values
+            held = 0.0
+            for level in range(out.shape[2]):
+                held += out[c, i, level]
+            if sizes[c] > held:
+                out[c, i, zero] += sizes[c] - held
 
 
 def linear_quantile_ranks(count, q):
@@ -643,10 +831,11 @@ def numpy_lerp(a, b, t):
         return np.where(t >= 0.5, b - d * (1 - t), a + d * t)
 
 
-def zero_quantile_edges(values, count, n_samples, n_bins):
+def zero_quantile_edges(values, count, n_samples, n_bins, presorted=False):
     """Edges and offsets of the ``"zero_quantile"`` rule from each gene's non-zero values.
 
-    ``values``: the genes' non-zero values, gene after gene (any order within a gene; reordered in place);
+    ``values``: the genes' non-zero values, gene after gene (any order within a gene; reordered in place, unless
+    ``presorted``: ascending within every gene, read as they are);
     ``count[g]``: how many are gene g's.  A gene with ``count == n_samples`` (no zeros) gets the ``n_bins - 1``
     equal-frequency edges of all its values and offset 0; another gene the ``n_bins - 2`` of its non-zero values
     (``+inf`` pads) and offset 1; an all-zero gene only ``+inf``.  Returns ``(edges (n_bins - 1, n_genes),
@@ -659,7 +848,7 @@ def zero_quantile_edges(values, count, n_samples, n_bins):
     cut = ~np.isnan(q) & (count > 0)[:, None]
     lo, hi, t = linear_quantile_ranks(count[:, None], np.where(cut, q, 0.0))
     ranks = np.where(cut[:, :, None], np.stack([lo, hi], axis=2), 0).reshape(count.size, -1)
-    stats = _segment_order_statistics(values, np.concatenate([[0], np.cumsum(count)]), ranks)
+    stats = _segment_order_statistics(values, np.concatenate([[0], np.cumsum(count)]), ranks, presorted)
     stats = stats.reshape(count.size, n_bins - 1, 2)
     edges = np.where(cut, numpy_lerp(stats[:, :, 0], stats[:, :, 1], t), np.inf).T
     return np.ascontiguousarray(edges), np.where(full, 0, 1).astype(np.uint8)

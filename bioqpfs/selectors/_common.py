@@ -45,6 +45,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import measures
 from .._kernels import correlation as _corr
@@ -580,6 +581,64 @@ def _one_vs_rest(margins, y_codes, n_classes, class_weight):
     return F
 
 
+class ClassLevelCounts:
+    """The count of every (class, batch) in every level of every gene of X under one discretisation rule: the
+    tables the per-class relevance bins and the pair-order information read.
+
+    A sparse X in memory with an equal-frequency rule (:data:`bioqpfs._kernels.discretize.SORTED_RULES`) and one
+    set of codes for all samples (no batches, or ``batch.discretization="global"``) is counted from its sorted
+    columns (:class:`bioqpfs._kernels.discretize.SparseLevelCounts`: no codes matrix, and the sort shared with the
+    other rules of the call under :func:`bioqpfs._kernels.discretize.sharing_sorted_columns`); anything else (dense
+    or Dask X, per-batch codes, given codes) from its codes (:func:`discretized`) by the counting backend
+    (:func:`bioqpfs._kernels.information.stratum_margins`).  Both give the same integer counts.
+
+    Attributes
+    ----------
+    sizes : ndarray of float64, shape (B, C), the samples of every class in every batch
+    width : int, L, the levels of the widest gene (at least 2)
+    """
+
+    def __init__(self, X, rule, n_bins, y_codes, n_classes, batch=None):
+        self.y_codes = np.asarray(y_codes, dtype=np.int64)
+        self.n_classes, self.n_batches = n_classes, 1 if batch is None else len(batch.weights)
+        self.strata = np.zeros(self.y_codes.size, dtype=np.int64) if batch is None else \
+            np.asarray(batch.codes, dtype=np.int64)
+        self.sizes = np.stack([np.bincount(self.y_codes[self.strata == b], minlength=n_classes)
+                               for b in range(self.n_batches)]).astype(np.float64)
+        one_code_set = batch is None or batch.discretization == "global"
+        if sp.issparse(X) and rule in _disc.SORTED_RULES and one_code_set:
+            self._sorted = _disc.SparseLevelCounts(X, rule, n_bins)
+            self.width = self._sorted.width
+        else:
+            self._sorted = None
+            self._codes, levels = discretized(X, rule, n_bins, self.y_codes, batch)
+            self.width = max(2, int(np.max(levels))) if np.size(levels) else 2
+
+    def counts(self, genes=None, first=0, last=None):
+        """``(last - first, B, M_genes, L)``: the samples of every class ``first..last-1`` (default all) and batch in
+        every level of every gene of ``genes`` (a slice, default all), float64."""
+        C, B = self.n_classes, self.n_batches
+        last = C if last is None else last
+        genes = slice(None) if genes is None else genes
+        if self._sorted is not None:  # a (class, batch) pair is one label
+            out = self._sorted.counts(self.y_codes * B + self.strata, C * B, genes, first * B, last * B)
+            return out.reshape(last - first, B, *out.shape[1:])
+        codes, y, strata = self._codes, self.y_codes, self.strata
+        if (first, last) != (0, C):  # these classes' rows only
+            rows = np.flatnonzero((y >= first) & (y < last))
+            codes, y, strata = codes[rows], y[rows], strata[rows]
+        margins = _info.stratum_margins(codes[:, genes], self.width, y - first, strata, B, n_classes=last - first)
+        return np.stack([_class_bin_counts(margins[:, b], self.sizes[b, first:last]) for b in range(B)], axis=1)
+
+    def pooled(self):
+        """``(B, M, L)``: every batch's samples in every level of every gene, float64."""
+        B = self.n_batches
+        if self._sorted is not None:
+            return self._sorted.pooled()[None] if B == 1 else self._sorted.counts(self.strata, B)
+        margins = _info.stratum_margins(self._codes, self.width, None, self.strata, B)[0]
+        return np.stack([_class_bin_counts(margins[b][None], self.sizes[b].sum()[None])[0] for b in range(B)])
+
+
 def _class_bin_counts(margins, sizes):
     """``(C, M, L)``: the count of every class in every bin of every gene, from the per-class margins
     ``(C', M, L - 1)`` of the codes (the last bin implicit; classes beyond ``C' <= C`` hold no sample) and the
@@ -636,16 +695,14 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
     y_codes = np.asarray(y_codes, dtype=np.int64)
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
     fine_bins = min(_disc.MAX_LEVELS, max(int(fine_bins), 8 * int(n_bins)))  # several fine bins per coarse one
-    codes, levels = discretized(X, rule, fine_bins, y_codes, batch)
     n_batches = 1 if batch is None else len(batch.weights)
     # the counts of every (class, batch) in every fine bin, twice (the backend's and ours), and one class's tables
     memory_guard(8 * (2 * n_classes * n_batches + 8) * X.shape[1] * fine_bins,
                  f"the per-class relevance bins' counts ({n_classes} classes x {n_batches} batches x {X.shape[1]} "
                  f"genes x {fine_bins} fine bins)", ["relevance_bins='shared' (the bins of Q)", "genes"])
     strata = np.zeros(y_codes.size, dtype=np.int64) if batch is None else np.asarray(batch.codes, dtype=np.int64)
-    # every (class, batch)'s counts in every fine bin (the last implicit): one pass over the fine codes
-    n_levels = max(2, int(np.max(levels))) if np.size(levels) else 2
-    margins = _info.stratum_margins(codes, n_levels, y_codes, strata, n_batches, n_classes=n_classes)
+    # every (class, batch)'s counts in every fine bin: one pass over the fine codes or the sorted columns
+    counts = ClassLevelCounts(X, rule, fine_bins, y_codes, n_classes, batch).counts()
     zero_rule = rule == "zero_quantile"
     if zero_rule:  # each (class, batch)'s detected values per gene: one pass over X
         detected = class_sums(_detected(X), y_codes * n_batches + strata, n_classes * n_batches)
@@ -656,7 +713,7 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
         rows = strata == b
         sizes = np.bincount(y_codes[rows], minlength=n_classes).astype(np.float64)
         has_zero = (detected[:, b].sum(axis=0) < rows.sum()) if zero_rule else np.zeros(X.shape[1], dtype=bool)
-        F += w_b * _per_class_bins(margins[:, b], sizes, has_zero, n_bins, class_weight)
+        F += w_b * _per_class_bins(counts[:, b], sizes, has_zero, n_bins, class_weight)
     return F / np.log(base)
 
 
@@ -722,32 +779,20 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
     memory_guard((12 * (group + (group < n_classes)) * n_batches + 8 * 8) * m * levels_max,
                  f"the pair-order information's counts ({group} classes x {n_batches} batches x {m} "
                  f"genes x {levels_max} levels)", ["relevance='mi' (no pair-order information)", "genes"])
-    codes, levels = discretized(X, rule, levels_max, y_codes, batch)
-    strata = np.zeros(y_codes.size, dtype=np.int64) if batch is None else np.asarray(batch.codes, dtype=np.int64)
-    n_levels = max(2, int(np.max(levels))) if np.size(levels) else 2
-    if group == n_classes:
-        margins = _info.stratum_margins(codes, n_levels, y_codes, strata, n_batches, n_classes=n_classes)
-        pooled_margins = margins.sum(axis=0)  # (B, M, L - 1): integer counts, exact
-    else:
-        pooled_margins = _info.stratum_margins(codes, n_levels, None, strata, n_batches)[0]
+    source = ClassLevelCounts(X, rule, levels_max, y_codes, n_classes, batch)
     F = np.zeros((n_classes, m))
     weights = np.ones(1) if batch is None else batch.weights
-    sizes = [np.bincount(y_codes[strata == b], minlength=n_classes).astype(np.float64) for b in range(n_batches)]
-    pooled = [_class_bin_counts(pooled_margins[b][None], sizes[b].sum()[None])[0] for b in range(n_batches)]  # (M, L)
-    del pooled_margins
+    sizes = source.sizes
+    pooled = source.pooled()  # (B, M, L): every batch's samples in every level
     for g0 in range(0, n_classes, group):
         g1 = min(n_classes, g0 + group)
-        if group < n_classes:  # this group's rows only
-            rows = np.flatnonzero((y_codes >= g0) & (y_codes < g1))
-            margins = _info.stratum_margins(codes[rows], n_levels, y_codes[rows] - g0, strata[rows], n_batches,
-                                            n_classes=g1 - g0)
+        counts = source.counts(first=g0, last=g1)  # this group's classes: (g1 - g0, B, M, L)
         for b, w_b in enumerate(weights):
             for c in range(g0, g1):
                 n_in, n_out = sizes[b][c], sizes[b].sum() - sizes[b][c]
                 if n_in == 0 or n_out == 0:  # class c absent or alone in this batch: no pair, no information
                     continue
-                inside = _class_bin_counts(margins[c - g0, b][None],
-                                           sizes[b][c][None])[0]  # one class at a time: (M, L)
+                inside = counts[c - g0, b]  # one class at a time: (M, L)
                 F[c] += w_b * _order_information(inside, pooled[b] - inside, n_in, n_out)
     return np.maximum(F, 0.0) / np.log(base)
 
@@ -774,20 +819,18 @@ def _rest_and_nearest_order_information(X, y_codes, n_classes, batch, rule):
     memory_guard(per_gene * block, f"the pair-order information's counts ({C} classes x {n_batches} batches x "
                  f"{block} genes x {levels_max} levels, and {C} x {C} class pairs)",
                  ["relevance='mi_order' (the rest only) or 'mi' (no pair-order information)", "genes", "classes"])
-    codes, levels = discretized(X, rule, levels_max, y_codes, batch)
-    strata = np.zeros(y_codes.size, dtype=np.int64) if batch is None else np.asarray(batch.codes, dtype=np.int64)
-    n_levels = max(2, int(np.max(levels))) if np.size(levels) else 2
+    source = ClassLevelCounts(X, rule, levels_max, y_codes, C, batch)
     weights = np.ones(1) if batch is None else np.asarray(batch.weights, dtype=np.float64)
-    sizes = np.stack([np.bincount(y_codes[strata == b], minlength=C) for b in range(n_batches)]).astype(np.float64)
+    sizes = source.sizes
     both = (sizes[:, :, None] > 0) & (sizes[:, None, :] > 0) & ~np.eye(C, dtype=bool)  # (B, C, C)
     pair_weight = np.tensordot(weights, both, axes=1)  # (C, C): the weight of the batches holding c and d
     rest, near = np.zeros((C, m)), np.zeros((C, m))
     for j0 in range(0, m, block):
         cols = slice(j0, min(m, j0 + block))
-        margins = _info.stratum_margins(codes[:, cols], n_levels, y_codes, strata, n_batches, n_classes=C)
+        block_counts = source.counts(genes=cols)  # (C, B, M_block, L)
         pairs = np.zeros((C, C, cols.stop - j0))
         for b, w_b in enumerate(weights):
-            counts = _class_bin_counts(margins[:, b], sizes[b])  # (C, M_block, L)
+            counts = block_counts[:, b]  # (C, M_block, L)
             pooled, n_b = counts.sum(axis=0), sizes[b].sum()
             for c in range(C):
                 if 0 < sizes[b, c] < n_b:  # class c absent or alone in this batch: no pair, no information
@@ -829,12 +872,11 @@ def _detected(X):
     return (np.asarray(X) != 0).astype(np.float32)
 
 
-def _per_class_bins(margins, sizes, has_zero, n_bins, class_weight):
-    """F[c] (nats) of :func:`per_class_bin_relevance` for one sample set: ``margins`` ``(C, M, L - 1)`` the
-    unweighted counts of every class in the fine bins (the last bin implicit), ``sizes`` the class sizes,
-    ``has_zero`` the genes whose fine bin 0 holds their zeros (``"zero_quantile"``)."""
-    C, m = margins.shape[:2]
-    counts = _class_bin_counts(margins, sizes)
+def _per_class_bins(counts, sizes, has_zero, n_bins, class_weight):
+    """F[c] (nats) of :func:`per_class_bin_relevance` for one sample set: ``counts`` ``(C, M, L)`` the
+    unweighted counts of every class in the fine bins, ``sizes`` the class sizes, ``has_zero`` the genes whose
+    fine bin 0 holds their zeros (``"zero_quantile"``)."""
+    C, m = counts.shape[:2]
     pooled = counts.sum(axis=0)
     L = counts.shape[2]
     start = has_zero.astype(np.int64)  # the first fine bin of the equal-frequency part

@@ -28,6 +28,7 @@ matters more (issue 22; the benchmark is ``benchmarks/bench_panels.py`` and READ
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ from .. import _progress, measures
 from .._docs import BATCH_DOC, N_BINS_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels.counting_dask import take_genes
+from .._kernels.discretize import sharing_sorted_columns
 from .._kernels.psd import PSD_FIXES, min_eigenvalue_with_safety
 from .._kernels.ranking import round_robin
 from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
@@ -231,21 +233,24 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     Xk = take_genes(X, keep)
     dtype = np.float32 if m >= FLOAT32_FROM else np.float64
     rule = measures.resolve_discretization(Xk, discretization)  # "auto" resolved once (a pass on a Dask X)
-    Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
-                                              discretization=rule, n_bins=n_bins, base=base,
-                                              need_full=True, dtype=dtype, class_weight=class_weight,
-                                              working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
     own_bins = relevance_bins == "per_class" and rule in EQUAL_FREQUENCY_RULES
-    if own_bins:
-        F_c = per_class_bin_relevance(Xk, y_codes, C, rule=rule, n_bins=n_bins, class_weight=class_weight, base=base,
-                                      batch=strata)
-    else:
-        F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
     relevance_used = ("mi_order_nearest" if own_bins else "mi_order") if relevance == "auto" else relevance
-    if relevance_used in ("mi_order", "mi_order_nearest"):  # the ranks of X (the codes themselves for codes)
-        F_c = 0.5 * (F_c + pair_order_information(Xk, y_codes, C, base=base, batch=strata,
-                                                  rule=None if rule is None else "quantile",
-                                                  nearest=relevance_used == "mi_order_nearest"))
+    # a sparse X's genes sorted once for the codes of Q, the per-class bins and the pair-order levels
+    several_rules = own_bins or relevance_used != "mi"
+    with sharing_sorted_columns(Xk) if several_rules else contextlib.nullcontext():
+        Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
+                                                  discretization=rule, n_bins=n_bins, base=base,
+                                                  need_full=True, dtype=dtype, class_weight=class_weight,
+                                                  working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
+        if own_bins:
+            F_c = per_class_bin_relevance(Xk, y_codes, C, rule=rule, n_bins=n_bins, class_weight=class_weight, base=base,
+                                          batch=strata)
+        else:
+            F_c = one_vs_rest_relevance(table, y_codes, C, class_weight=class_weight, base=base)
+        if relevance_used in ("mi_order", "mi_order_nearest"):  # the ranks of X (the codes themselves for codes)
+            F_c = 0.5 * (F_c + pair_order_information(Xk, y_codes, C, base=base, batch=strata,
+                                                      rule=None if rule is None else "quantile",
+                                                      nearest=relevance_used == "mi_order_nearest"))
     if self_redundancy == "constant":  # Nguyen et al. 2014 eq. 13: no self-redundancy; psd_fix adds lambda I
         np.fill_diagonal(Q, 0.0)
     if direction == "up":
