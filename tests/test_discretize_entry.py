@@ -216,3 +216,16 @@ def test_shared_sorted_columns_give_the_same_codes_and_edges(rng, monkeypatch):
     for (c0, l0), (c1, l1) in zip(plain, shared):
         np.testing.assert_array_equal(c0, c1)
         np.testing.assert_array_equal(l0, l1)
+
+
+def test_bench_mi_levels_rows():
+    """``bench_mi.py --levels`` on a small shape: the sorted columns and the codes give the same codes and counts."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    import bench_mi
+
+    rows = bench_mi.levels_rows([(800, 60, 0.3)], repeats=1)
+    assert len(rows) == 1 and rows[0]["identical"]
+    assert rows[0]["sorted_s"] > 0 and rows[0]["codes_s"] > 0 and rows[0]["sorted_peak_mb"] > 0

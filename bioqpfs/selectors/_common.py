@@ -592,13 +592,15 @@ class ClassLevelCounts:
     or Dask X, per-batch codes, given codes) from its codes (:func:`discretized`) by the counting backend
     (:func:`bioqpfs._kernels.information.stratum_margins`).  Both give the same integer counts.
 
+    ``use_sorted=False`` counts from the codes whatever X is (the reference of ``benchmarks/bench_mi.py --levels``).
+
     Attributes
     ----------
     sizes : ndarray of float64, shape (B, C), the samples of every class in every batch
     width : int, L, the levels of the widest gene (at least 2)
     """
 
-    def __init__(self, X, rule, n_bins, y_codes, n_classes, batch=None):
+    def __init__(self, X, rule, n_bins, y_codes, n_classes, batch=None, *, use_sorted=True):
         self.y_codes = np.asarray(y_codes, dtype=np.int64)
         self.n_classes, self.n_batches = n_classes, 1 if batch is None else len(batch.weights)
         self.strata = np.zeros(self.y_codes.size, dtype=np.int64) if batch is None else \
@@ -606,7 +608,7 @@ class ClassLevelCounts:
         self.sizes = np.stack([np.bincount(self.y_codes[self.strata == b], minlength=n_classes)
                                for b in range(self.n_batches)]).astype(np.float64)
         one_code_set = batch is None or batch.discretization == "global"
-        if sp.issparse(X) and rule in _disc.SORTED_RULES and one_code_set:
+        if use_sorted and sp.issparse(X) and rule in _disc.SORTED_RULES and one_code_set:
             self._sorted = _disc.SparseLevelCounts(X, rule, n_bins)
             self.width = self._sorted.width
         else:
