@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .correlation import EXTREME_EXP, column_scales, csc_float64, scaled_column_moments
+from .correlation import EXTREME_EXP, column_scales, csc_float64, csc_float64_arrays, scaled_column_moments
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
@@ -435,10 +435,12 @@ def sparse_quantile_edges(X, n_bins, form=None):
     :class:`SortedColumns`, read instead (default: the shared one of :func:`sharing_sorted_columns`, else a fresh
     copy that the partial sorts reorder)."""
     n, m = X.shape
+    from .information import run_ranges, split_ranges
+
     values, count, presorted = (form.values, form.count, True) if form is not None else _sparse_nonzero(X)
     bounds = np.concatenate([[0], np.cumsum(count)])
-    below = np.concatenate([[0], np.cumsum(values < 0, dtype=np.int64)])
-    neg = below[bounds[1:]] - below[bounds[:-1]]
+    neg = np.zeros(m, dtype=np.int64)  # each gene's negative values (no per-entry cumulative count: 8 bytes each)
+    run_ranges(lambda _, lo, hi: _count_negative(values, bounds, neg, lo, hi), split_ranges(m))
     zeros = n - count
     lo, hi, t = linear_quantile_ranks(np.int64(n), np.arange(1, n_bins) / n_bins)
     full = np.concatenate([lo, hi])  # the ranks in a whole column, the same for every gene
@@ -454,6 +456,17 @@ def sparse_quantile_edges(X, n_bins, form=None):
         stats[in_zero] = 0.0
         edges[:, g0:g1] = numpy_lerp(stats[:, :k], stats[:, k:], t).T
     return edges
+
+
+@njit(nogil=True, cache=True)
+def _count_negative(values, bounds, out, lo, hi):
+    """``out[g]``: the negative values among ``values[bounds[g]:bounds[g + 1]]`` for the genes ``lo..hi``."""
+    for g in range(lo, hi):
+        c = 0
+        for k in range(bounds[g], bounds[g + 1]):
+            if values[k] < 0:
+                c += 1
+        out[g] = c
 
 
 @njit(nogil=True, cache=True)
@@ -566,7 +579,7 @@ def _order_statistics_of_segments(values, bounds, ranks, out, lo, hi):
 class SortedColumns:
     """Every gene's non-zero values of a sparse X in ascending order, with the samples that hold them.
 
-    One float64 CSC copy (:func:`csc_float64`; explicit zeros dropped: they are zeros) whose columns are then
+    One float64 CSC copy (:func:`bioqpfs._kernels.correlation.csc_float64_arrays`; explicit zeros dropped: they are zeros) whose columns are then
     sorted by value, genes in parallel on the worker pool.  Every equal-frequency rule reads it: the edges are
     order statistics read off the sorted values (bit for bit those of the partial sorts, :func:`zero_quantile_edges`,
     :func:`sparse_quantile_edges`), and :class:`SparseLevelCounts` counts every class in every level by one walk up
@@ -587,9 +600,7 @@ class SortedColumns:
         memory_guard(20 * X.nnz + 8 * X.shape[1], f"the sorted columns of the {X.shape[0]} x {X.shape[1]} sparse X "
                      f"({X.nnz} stored values, 12 bytes each and 8 more while they are sorted)",
                      ["genes", "lazy", "samples"])
-        Xc = csc_float64(X)
-        values, rows, bounds = Xc.data, Xc.indices, Xc.indptr.astype(np.int64)
-        del Xc
+        values, rows, bounds = csc_float64_arrays(X)
         if np.count_nonzero(values) < values.size:  # explicit zeros are zeros
             keep = values != 0
             kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
