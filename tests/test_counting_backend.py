@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import reference as ref
+import scipy.sparse as sp
 
 from bioqpfs._kernels import counting
 from bioqpfs._kernels import information as info
@@ -220,3 +221,25 @@ def test_bench_mi_sparse_rows():
     rows = bench_mi.sparse_rows([1500], genes=300, repeats=1, scales=(0.1,))
     assert len(rows) == 4 and all(r["identical"] for r in rows)
     assert all(r["auto_s"] > 0 and r["gemm_s"] > 0 and 0 < r["kept"] < 0.1 for r in rows)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sparse_class_sums_are_scipys_product_bit_for_bit(fmt, dtype):
+    """The parallel class sums of a sparse X add in scipy's order: the same float64 sums as ``X.T @ 1[C = c]``."""
+    from bioqpfs._kernels.counting_dask import class_sums
+
+    rng = np.random.default_rng(3)
+    X = sp.random(500, 40, density=0.3, format=fmt, random_state=4, dtype=dtype)
+    X.data = ((X.data - 0.5) * 10.0 ** rng.uniform(-3, 6, X.nnz)).astype(dtype)  # cancellations: order matters
+    y = rng.integers(0, 5, 500)
+    y[y == 3] = 4  # class 3 absent
+    indicator = np.zeros((500, 5))
+    indicator[np.arange(500), y] = 1.0
+    want = np.asarray(X.T @ indicator, dtype=np.float64).T
+    got = class_sums(X, y, 5)
+    np.testing.assert_array_equal(got, want)
+    assert got.flags.f_contiguous == want.flags.f_contiguous  # laid out alike: what follows rounds alike
+    assert (got[3] == 0).all()
+    scale = np.full(40, 2.0**-8)
+    np.testing.assert_array_equal(class_sums(X, y, 5, s=scale), np.asarray((X * 2.0**8).T @ indicator).T)  # X / s

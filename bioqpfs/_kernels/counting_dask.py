@@ -24,6 +24,7 @@ import sys
 import threading
 
 import numpy as np
+from numba import njit
 
 from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
@@ -336,9 +337,48 @@ def _chunk_class_sums(x, *, groups, n_classes, s=None):
         from .correlation import divide_columns
 
         x = divide_columns(x, s)
+    if hasattr(x, "format") and x.format in ("csr", "csc") and x.dtype in (np.float32, np.float64):
+        return _sparse_class_sums(x, np.asarray(groups, dtype=np.int64), n_classes)
     ind = np.zeros((groups.size, n_classes))
     ind[np.arange(groups.size), groups] = 1.0
     return np.asarray(x.T @ ind, dtype=np.float64).T
+
+
+def _sparse_class_sums(x, groups, n_classes):
+    """``x.T @ 1[groups = c]`` of a CSR or CSC matrix as ``(C, M)`` float64, on the worker pool: a CSR x a class
+    (its samples in order) per task, a CSC x a gene per task.  Every sum adds its values in scipy's order (sample
+    after sample, each value made float64), so the result is scipy's bit for bit, without scipy's float64 copy of x
+    and its one thread (0.26 s of the default recipe at 100,000 x 2,000, 11% non-zero, on 2 cores).  The result is
+    laid out as scipy's (the transpose of a C-ordered ``(M, C)``), so that what is computed from it rounds alike."""
+    from .information import run_ranges, split_ranges
+
+    out = np.zeros((n_classes, x.shape[1]))
+    ptr = x.indptr.astype(np.int64)
+    if x.format == "csr":
+        order = np.argsort(groups, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(groups, minlength=n_classes))])
+        run_ranges(lambda _, lo, hi: _csr_class_sums(x.data, x.indices, ptr, order, starts, out, lo, hi),
+                   split_ranges(n_classes))
+    else:
+        run_ranges(lambda _, lo, hi: _csc_class_sums(x.data, x.indices, ptr, groups, out, lo, hi),
+                   split_ranges(x.shape[1]))
+    return np.ascontiguousarray(out.T).T
+
+
+@njit(nogil=True, cache=True)
+def _csr_class_sums(data, indices, indptr, order, starts, out, lo, hi):
+    for c in range(lo, hi):
+        for r in range(starts[c], starts[c + 1]):
+            s = order[r]
+            for k in range(indptr[s], indptr[s + 1]):
+                out[c, indices[k]] += np.float64(data[k])
+
+
+@njit(nogil=True, cache=True)
+def _csc_class_sums(data, indices, indptr, groups, out, lo, hi):
+    for g in range(lo, hi):
+        for k in range(indptr[g], indptr[g + 1]):
+            out[groups[indices[k]], g] += np.float64(data[k])
 
 
 def class_sums(X, y_codes, n_classes, s=None):
