@@ -158,7 +158,8 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         choice (CBMC k = 10: -0.036 -> -0.007 against Wilcoxon; Zeisel k = 10: -0.010 -> -0.002).  It costs a
         255-level pass: dense, 0.18 s of Leukemia's 2.5 s (72 x 7,129) and 1.8-2.2 s at 20,000 x 2,000 (the recipe
         6.5 -> 7.3 s); sparse counts, the recipe 6.7-6.8 -> 7.8-8.0 s at 40,000 x 2,000 and 1.2-1.4 -> 1.6 s at
-        20,000 x 1,000 (2 cores; ``relevance="mi"`` skips it).  Both terms are in ``base``; ``params`` records
+        20,000 x 1,000 (2 cores; ``relevance="mi"`` skips it; measured before a sparse X's levels were counted
+        from its sorted columns, README "A sparse X is sorted once").  Both terms are in ``base``; ``params`` records
         ``relevance_used``.
     self_redundancy : {"entropy", "constant"}
         The diagonal of Q.  ``"entropy"`` (default of the method; QPFS, section 2.1): Q_ii = I(X_i; X_i) = H(X_i),
