@@ -243,3 +243,32 @@ def test_sparse_class_sums_are_scipys_product_bit_for_bit(fmt, dtype):
     assert (got[3] == 0).all()
     scale = np.full(40, 2.0**-8)
     np.testing.assert_array_equal(class_sums(X, y, 5, s=scale), np.asarray((X * 2.0**8).T @ indicator).T)  # X / s
+
+
+@pytest.mark.parametrize("weights", ["none", "balanced", "other"])
+def test_margins_need_no_class_sorted_copy(coded, rng, weights):
+    """The margins of interleaved classes equal the naive backend's (exactly: integer counts, one float64 scaling
+    per run), and only other weights (a GEMV per bin) make the class-sorted copy, which equals the gathered rows."""
+    codes, y = coded
+    w = {"none": None, "balanced": info.class_sample_weights(y, "balanced"),
+         "other": rng.uniform(0.5, 2.0, y.size)}[weights]
+    backend = NumpyCounting(codes, n_bins=int(codes.max()) + 1, groups=y, weights=w)
+    assert backend._order is not None and backend._by_class is None
+    want = NaiveCounting(codes, n_bins=int(codes.max()) + 1, groups=y, weights=w).margins()
+    if weights == "balanced":  # one weight per class: its value times the class's integer counts, one rounding
+        counts = NaiveCounting(codes, n_bins=int(codes.max()) + 1, groups=y).margins()
+        exact = np.stack([w[y == c][0] * counts[c] for c in range(3)])
+        np.testing.assert_allclose(want, exact, rtol=1e-14)  # the naive sums, sample by sample, round otherwise
+        want = exact
+    got = backend.margins()
+    if weights == "other":
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+        assert backend._by_class is not None
+    else:
+        np.testing.assert_array_equal(got, want)
+        assert backend._by_class is None
+    np.testing.assert_array_equal(backend.by_class, codes[np.argsort(y, kind="stable")] if weights != "balanced"
+                                  else codes[backend._order])
+    ungrouped = NumpyCounting(codes, n_bins=int(codes.max()) + 1)
+    np.testing.assert_array_equal(ungrouped.margins(), NaiveCounting(codes, n_bins=int(codes.max()) + 1).margins())
+    assert ungrouped.by_class is codes

@@ -6,9 +6,11 @@ one-hot indicators of genes I and J (``nb`` materialised bins each, bin-major co
 float32 while the number of samples is below 2**24.  With sample weights of few distinct values (class weights:
 one per class; :func:`~bioqpfs._kernels.counting.weight_level_runs`) each run of equal weight is counted exactly
 the same way and scaled once in float64; with other weights the J indicators are scaled by the weights and the
-product runs in float64.  The input keeps its sample order; for per-class counts
+product runs in float64.  The input keeps its sample order; for per-class joint counts
 this backend reads a class-sorted copy of the codes (:attr:`NumpyCounting.by_class`, classes in input
-order within; none when the classes are already contiguous), so that each class is one run of rows.
+order within; none when the classes are already contiguous), so that each class is one run of rows.  The copy is
+made on the first joint count: the margins (a table regrouped by class for the relevance) are counted from the codes
+in their input order, by the label of each sample's run.
 
 **Sparse codes** (single-cell data: most of a gene's samples share one level, its zeros).  The joint counts of a
 pair of genes only need the levels other than one per gene, and which level is left out does not matter: the counts
@@ -77,11 +79,38 @@ class NumpyCounting(CountingBackend):
             self.level_rows = None
         else:  # weights of few values (class weights): each class's samples further sorted by weight
             order, self.class_rows, self.level_rows = levels
-        self.by_class = self.codes if order is None else self.codes[order]
+        self._order = order
+        self._by_class = self.codes if order is None else None  # the class-sorted copy: made on first use
+        self._by_class_lock = threading.Lock()
         self.class_weights = None if weights is None else (weights if order is None else weights[order])
         self.n_classes = len(self.class_rows)
         self._sparse = None  # SparseCodes of by_class, built on the first joint count (False: not worth it)
         self._sparse_lock = threading.Lock()
+
+    @property
+    def by_class(self):
+        """The codes with each class's samples as one run of rows (:attr:`class_rows`; within a class by weight
+        value, :attr:`level_rows`): ``codes`` itself when they are so already, else a copy made on first use
+        (thread-safe; rows gathered on the worker pool)."""
+        if self._by_class is None:
+            with self._by_class_lock:
+                if self._by_class is None:
+                    from .information import run_ranges, split_ranges
+
+                    out = np.empty_like(self.codes)
+                    run_ranges(lambda _, lo, hi: _take_rows(self.codes, self._order, out, lo, hi),
+                               split_ranges(self.n_samples))
+                    self._by_class = out
+        return self._by_class
+
+    def _run_labels(self, runs):
+        """Each sample's run (input order) for ``runs``, a list of slices of :attr:`by_class` rows."""
+        label = np.empty(self.n_samples, dtype=np.int64)
+        for k, rows in enumerate(runs):
+            label[rows] = k
+        if self._order is not None:
+            label[self._order] = label.copy()
+        return label
 
     def sparse_codes(self):
         """:class:`SparseCodes` of :attr:`by_class`, built once on first use (thread-safe); ``None`` when the codes
@@ -114,33 +143,34 @@ class NumpyCounting(CountingBackend):
 
     def margins(self):
         """Counts of every class in every materialised bin, ``(C, genes, nb)`` float64.  Unweighted: one pass over
-        each class's rows per run of genes on the worker pool (integer counts, exact; one numpy pass per bin read
-        the codes ``nb`` times: 1.2 s of the 32 fine bins of 20,000 cells x 2,000 genes).  Weights of few values
+        the codes in their input order, each sample counted for its class, runs of genes on the worker pool (integer
+        counts, exact; no class-sorted copy; one numpy pass per bin read the codes ``nb`` times: 1.2 s of the 32 fine
+        bins of 20,000 cells x 2,000 genes).  Weights of few values
         (class weights): each run of equal weight counted so, then ``value x count`` added in float64, as the joint
         counts are (:meth:`_joint_by_level`; the GEMV per bin over a float64 copy of the indicators it replaced took
         1.5 s of the default recipe's 9.6 s at 40,000 cells x 2,000 genes on 2 cores).  Other weights: a GEMV per
         bin."""
         from .information import run_ranges, split_ranges
 
-        out = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
-
-        def count(rows, counts):
-            block = self.by_class[rows]
-            run_ranges(lambda _, lo, hi: _bin_counts(block, self.nb, counts, lo, hi), split_ranges(self.n_genes))
-
         w = self.class_weights  # the weights in the order of by_class
-        if w is not None and self.level_rows is not None:
-            counts = np.empty((self.n_genes, self.nb), dtype=np.float64)
+        if w is None or self.level_rows is not None:  # exact integer counts of every run, in one pass
+            runs = self.class_rows if w is None else [rows for part in self.level_rows for rows, _ in part]
+            counts = np.zeros((len(runs), self.n_genes, self.nb))
+            labels = self._run_labels(runs)
+            run_ranges(lambda _, lo, hi: _labelled_bin_counts(self.codes, labels, self.nb, counts, lo, hi),
+                       split_ranges(self.n_genes))
+            if w is None:
+                return counts
+            out = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
+            k = 0
             for c, part in enumerate(self.level_rows):
                 out[c] = 0.0
-                for rows, value in part:
-                    count(rows, counts)
-                    out[c] += value * counts
+                for _, value in part:
+                    out[c] += value * counts[k]
+                    k += 1
             return out
-        for c, rows in enumerate(self.class_rows):
-            if w is None:
-                count(rows, out[c])
-                continue
+        out = np.empty((self.n_classes, self.n_genes, self.nb), dtype=np.float64)
+        for c, rows in enumerate(self.class_rows):  # other weights: a GEMV per bin
             block = self.by_class[rows]
             for a in range(self.nb):
                 out[c, :, a] = w[rows] @ (block == a)
@@ -229,6 +259,25 @@ class NumpyCounting(CountingBackend):
                     else:
                         counts += A.T @ B
                 _add_scaled(G[c], counts, value, r == 0)  # in float64: value x counts rounded once
+
+
+@njit(nogil=True, cache=True)
+def _take_rows(codes, order, out, lo, hi):
+    """``out[r] = codes[order[r]]`` for the rows ``lo..hi``."""
+    for r in range(lo, hi):
+        out[r] = codes[order[r]]
+
+
+@njit(nogil=True, cache=True)
+def _labelled_bin_counts(codes, labels, nb, out, lo, hi):
+    """``out[labels[s], g, a] += 1`` for every sample s whose code ``a`` of gene g is below ``nb``, genes ``lo..hi``."""
+    for s in range(codes.shape[0]):
+        row = codes[s]
+        k = labels[s]
+        for g in range(lo, hi):
+            a = row[g]
+            if a < nb:
+                out[k, g, a] += 1.0
 
 
 @njit(nogil=True, cache=True)
