@@ -434,9 +434,9 @@ def sparse_quantile_edges(X, n_bins, form=None):
     took 3.8 s densified (1.2 s of it slicing CSR column blocks) on 2 cores.  ``form``: X's
     :class:`SortedColumns`, read instead (default: the shared one of :func:`sharing_sorted_columns`, else a fresh
     copy that the partial sorts reorder)."""
-    n, m = X.shape
     from .information import run_ranges, split_ranges
 
+    n, m = X.shape
     values, count, presorted = (form.values, form.count, True) if form is not None else _sparse_nonzero(X)
     bounds = np.concatenate([[0], np.cumsum(count)])
     neg = np.zeros(m, dtype=np.int64)  # each gene's negative values (no per-entry cumulative count: 8 bytes each)
@@ -579,8 +579,8 @@ def _order_statistics_of_segments(values, bounds, ranks, out, lo, hi):
 class SortedColumns:
     """Every gene's non-zero values of a sparse X in ascending order, with the samples that hold them.
 
-    One float64 CSC copy (:func:`bioqpfs._kernels.correlation.csc_float64_arrays`; explicit zeros dropped: they are zeros) whose columns are then
-    sorted by value, genes in parallel on the worker pool.  Every equal-frequency rule reads it: the edges are
+    One float64 CSC copy (:func:`bioqpfs._kernels.correlation.csc_float64_arrays`; explicit zeros dropped: they are
+    zeros) whose columns are then sorted by value, genes in parallel on the worker pool.  Every equal-frequency rule reads it: the edges are
     order statistics read off the sorted values (bit for bit those of the partial sorts, :func:`zero_quantile_edges`,
     :func:`sparse_quantile_edges`), and :class:`SparseLevelCounts` counts every class in every level by one walk up
     each column, with no codes matrix.  12 bytes per stored entry (20 while it is built).
@@ -725,14 +725,15 @@ class SparseLevelCounts:
             offset = np.zeros(m, dtype=np.uint8)
             zero_code = (edges < 0).sum(axis=0).astype(np.int64)  # the edges strictly below 0
         edges_t = np.ascontiguousarray(edges.T)
+        offset = offset.astype(np.int64)
         ends = np.empty((m, n_bins - 1), dtype=np.int64)  # ends[g, j]: gene g's values at most edges[j, g]
         raw = np.zeros((m, n_bins), dtype=np.int64)  # every gene's samples at each code before compaction
-        run_ranges(lambda _, lo, hi: _run_ends(form.values, form.bounds, edges_t, offset.astype(np.int64), zero_code,
-                                               n, ends, raw, lo, hi), split_ranges(m))
+        run_ranges(lambda _, lo, hi: _run_ends(form.values, form.bounds, edges_t, offset, zero_code, n, ends, raw, lo, hi),
+                   split_ranges(m))
         present = raw > 0
         self.n_levels = present.sum(axis=1).astype(np.int64)
         self.rank = (np.cumsum(present, axis=1) - 1).astype(np.int64)  # a code's level once empty bins are gone
-        self.form, self.ends, self.offset, self.zero_code = form, ends, offset.astype(np.int64), zero_code
+        self.form, self.ends, self.offset, self.zero_code = form, ends, offset, zero_code
         self._raw = raw
 
     @property
