@@ -867,6 +867,8 @@ def _detected(X):
     """1 where X is non-zero (float32; sparse stays sparse; a Dask X lazily, chunk by chunk)."""
     if is_dask_array(X):
         return X.map_blocks(_detected, dtype=np.float32)
+    if sp.issparse(X) and X.format in ("csr", "csc"):  # new values on X's own index arrays (no copy of them)
+        return type(X)(((X.data != 0).astype(np.float32), X.indices, X.indptr), shape=X.shape)
     if hasattr(X, "tocsr") and not isinstance(X, np.ndarray):
         out = X.tocsr(copy=True)
         out.data = (out.data != 0).astype(np.float32)
