@@ -268,6 +268,17 @@ def _take_rows(codes, order, out, lo, hi):
         out[r] = codes[order[r]]
 
 
+def level_counts(codes, n_bins):
+    """``(genes, n_bins)``: how many rows of ``codes`` hold each level of every gene (float64), genes in runs on the
+    worker pool (:func:`_labelled_bin_counts` with one label)."""
+    from .information import run_ranges, split_ranges
+
+    out = np.zeros((1, codes.shape[1], n_bins))
+    labels = np.zeros(codes.shape[0], dtype=np.int64)
+    run_ranges(lambda _, lo, hi: _labelled_bin_counts(codes, labels, n_bins, out, lo, hi), split_ranges(codes.shape[1]))
+    return out[0]
+
+
 @njit(nogil=True, cache=True)
 def _labelled_bin_counts(codes, labels, nb, out, lo, hi):
     """``out[labels[s], g, a] += 1`` for every sample s whose code ``a`` of gene g is below ``nb``, genes ``lo..hi``."""
@@ -278,20 +289,6 @@ def _labelled_bin_counts(codes, labels, nb, out, lo, hi):
             a = row[g]
             if a < nb:
                 out[k, g, a] += 1.0
-
-
-@njit(nogil=True, cache=True)
-def _bin_counts(block, nb, out, lo, hi):
-    """``out[g, a]`` = how many rows of ``block`` have code ``a < nb`` for gene g, genes ``lo..hi``."""
-    for g in range(lo, hi):
-        for a in range(nb):
-            out[g, a] = 0.0
-    for s in range(block.shape[0]):
-        row = block[s]
-        for g in range(lo, hi):
-            a = row[g]
-            if a < nb:
-                out[g, a] += 1.0
 
 
 @njit(nogil=True, cache=True)
@@ -335,15 +332,13 @@ class SparseCodes:
             return None
         if n > 4 * DECIDE_ROWS:  # clearly dense on evenly spaced rows: no pass over all of them
             rows = codes[:: n // DECIDE_ROWS]
-            counts = np.empty((m, n_bins), dtype=np.float64)
-            run_ranges(lambda _, lo, hi: _bin_counts(rows, n_bins, counts, lo, hi), split_ranges(m))
+            counts = level_counts(rows, n_bins)
             share = float((rows.shape[0] - counts.max(axis=1)).sum()) / (rows.shape[0] * m)
             if share * share * SPARSE_COST["update"] >= 1.5 * (n_bins - 1) ** 2:
                 return None
-        level_counts = np.empty((m, n_bins), dtype=np.float64)
-        run_ranges(lambda _, lo, hi: _bin_counts(codes, n_bins, level_counts, lo, hi), split_ranges(m))
-        implicit = np.argmax(level_counts, axis=1).astype(np.uint8)
-        kept = n - level_counts.max(axis=1)
+        counts = level_counts(codes, n_bins)
+        implicit = np.argmax(counts, axis=1).astype(np.uint8)
+        kept = n - counts.max(axis=1)
         n_kept = int(kept.sum())
         share = n_kept / (n * m)
         if share * share * SPARSE_COST["update"] >= (n_bins - 1) ** 2 or 5 * n_kept + 8 * n > available_memory()[0] // 4:

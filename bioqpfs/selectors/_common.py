@@ -702,19 +702,18 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
     memory_guard(8 * (2 * n_classes * n_batches + 8) * X.shape[1] * fine_bins,
                  f"the per-class relevance bins' counts ({n_classes} classes x {n_batches} batches x {X.shape[1]} "
                  f"genes x {fine_bins} fine bins)", ["relevance_bins='shared' (the bins of Q)", "genes"])
-    strata = np.zeros(y_codes.size, dtype=np.int64) if batch is None else np.asarray(batch.codes, dtype=np.int64)
     # every (class, batch)'s counts in every fine bin: one pass over the fine codes or the sorted columns
-    counts = ClassLevelCounts(X, rule, fine_bins, y_codes, n_classes, batch).counts()
+    source = ClassLevelCounts(X, rule, fine_bins, y_codes, n_classes, batch)
+    counts = source.counts()
     zero_rule = rule == "zero_quantile"
     if zero_rule:  # each (class, batch)'s detected values per gene: one pass over X
-        detected = class_sums(_detected(X), y_codes * n_batches + strata, n_classes * n_batches)
+        detected = class_sums(_detected(X), y_codes * n_batches + source.strata, n_classes * n_batches)
         detected = detected.reshape(n_classes, n_batches, -1)
     F = np.zeros((n_classes, X.shape[1]))
     weights = np.ones(1) if batch is None else batch.weights
     for b, w_b in enumerate(weights):
-        rows = strata == b
-        sizes = np.bincount(y_codes[rows], minlength=n_classes).astype(np.float64)
-        has_zero = (detected[:, b].sum(axis=0) < rows.sum()) if zero_rule else np.zeros(X.shape[1], dtype=bool)
+        sizes = source.sizes[b]
+        has_zero = (detected[:, b].sum(axis=0) < sizes.sum()) if zero_rule else np.zeros(X.shape[1], dtype=bool)
         F += w_b * _per_class_bins(counts[:, b], sizes, has_zero, n_bins, class_weight)
     return F / np.log(base)
 
