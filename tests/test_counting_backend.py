@@ -177,7 +177,7 @@ def test_sparse_form_keeps_the_most_frequent_level_out(rng):
     assert SparseCodes.build(codes, 3) is None  # 4 of 12 entries kept: GEMMs are cheaper
     from bioqpfs._kernels import counting_numpy as cn
     old = cn.SPARSE_COST["update"]
-    cn.SPARSE_COST["update"] = 30.0  # 0.33^2 x 30 < 4
+    cn.SPARSE_COST["update"] = 10.0  # every gene held: 2^2 x 3^2 - 10 x (0.25 + 0.25 + 0.5)^2 > 2^2 x 2^2 - 10 x 0.5^2
     try:
         form = SparseCodes.build(codes, 3)
     finally:
@@ -188,6 +188,7 @@ def test_sparse_form_keeps_the_most_frequent_level_out(rng):
             zip(form.gene[form.indptr[s]:form.indptr[s + 1]], form.level[form.indptr[s]:form.indptr[s + 1]])]
     assert kept == [(0, 2, 0), (1, 2, 1), (2, 0, 0), (3, 1, 1)]
     np.testing.assert_allclose(form.density, [0.25, 0.25, 0.5])
+    np.testing.assert_array_equal(form.order, [0, 1, 2])  # by density, stable: the CSR's genes are their ranks
     assert SparseCodes.build(rng.integers(0, 3, (200, 30)).astype(np.uint8), 3) is None  # microarray-like
     assert SparseCodes.build(_sparse_codes(rng, 200, 30, 3, 0.05), 3) is not None  # ~8% kept
     # beyond 4 x DECIDE_ROWS samples, clearly dense codes are refused on a sample of rows; sparse ones still built
@@ -208,6 +209,86 @@ def test_sparse_form_gives_bit_identical_matrices(rng, monkeypatch, kind):
         out[way] = info.pairwise_information(table, None, kind, n_workers=2)
         assert bool(calls) == (way == "sparse")
     np.testing.assert_array_equal(out["sparse"], out["gemm"])
+
+
+def _mixed_codes(rng, n, m):
+    """Codes of genes from nearly constant to nearly uniform (single-cell-like: a few dense genes among sparse
+    ones), in a shuffled order."""
+    share = rng.permutation(np.concatenate([rng.uniform(0.0, 0.12, m - m // 3), rng.uniform(0.3, 0.9, m // 3)]))
+    codes = np.repeat(rng.integers(0, 3, m)[None].astype(np.uint8), n, axis=0)
+    moved = rng.random((n, m)) < share
+    codes[moved] = rng.integers(0, 3, int(moved.sum()))
+    return codes
+
+
+def test_sparse_form_holds_the_sparse_genes_in_density_order(rng):
+    """The held genes are the k sparsest, k maximising the saving of the cost model over every prefix (a direct
+    loop here); the CSR holds exactly their kept entries, gene ranks increasing in a row, levels compressed."""
+    from bioqpfs._kernels import counting_numpy as cn
+    codes = _mixed_codes(rng, 3000, 40)
+    form = cn.SparseCodes.build(codes, 3)
+    kept = np.array([3000 - np.bincount(codes[:, g], minlength=3).max() for g in range(40)]) / 3000
+    order = sorted(range(40), key=lambda g: (kept[g], g))
+    best_k, best = 0, 0.0
+    for k in range(1, 41):
+        saving = 4 * k * k - cn.SPARSE_COST["update"] * sum(kept[g] for g in order[:k]) ** 2
+        if saving > best:
+            best_k, best = k, saving
+    assert 0 < best_k < 40 and best / (4 * 40 * 40) >= cn.MIN_SAVING
+    np.testing.assert_array_equal(form.order, order)
+    assert form.n_held == best_k
+    np.testing.assert_array_equal(np.flatnonzero(form.held), np.sort(order[:best_k]))
+    for s in (0, 7, 2999):
+        entries = form.gene[form.indptr[s]:form.indptr[s + 1]], form.level[form.indptr[s]:form.indptr[s + 1]]
+        want = []
+        for t, g in enumerate(order[:best_k]):
+            a, p = int(codes[s, g]), int(form.implicit[g])
+            if a != p:
+                want.append((t, a - 1 if a > p else a))
+        assert list(zip(*(e.tolist() for e in entries))) == want
+
+
+@pytest.mark.parametrize("kind", ["mi", "cmi", "cmi_mean", "mi_given_class"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n_bins", [3, 4])
+def test_blocks_in_density_order_give_the_bits_of_the_gene_order(rng, monkeypatch, kind, weighted, n_bins):
+    """With a sparse form the information matrix lays its blocks out by density: blocks held whole (counted from the
+    form), blocks straddling the held genes' end (split between the form and GEMMs) and blocks of dense genes, each
+    pair's entries from its cell with the lower gene as the row (transposed counts where the block has it the other
+    way).  Every entry is the same bits as the plan in gene order with every pair counted by GEMM."""
+    from bioqpfs._kernels import counting_numpy as cn
+    codes = _mixed_codes(rng, 3000, 70)
+    if n_bins == 4:
+        codes = codes + (codes == 2) * rng.integers(0, 2, codes.shape).astype(np.uint8)
+    y = rng.integers(0, 4, 3000)
+    w = info.class_sample_weights(y, "balanced") if weighted else None
+    monkeypatch.setattr(info, "_GEMM_BUDGET", 2**14)  # blocks of a few genes: many of each kind
+    ways = {}
+    whole, ordered = [], []
+    count, write_ordered = cn.SparseCodes.count, info._write_ordered
+
+    def spy_count(self, pair, *args, **kw):
+        whole.append(pair.whole)
+        return count(self, pair, *args, **kw)
+
+    def spy_write(*args):
+        ordered.append(1)
+        return write_ordered(*args)
+    monkeypatch.setattr(cn.SparseCodes, "count", spy_count)
+    monkeypatch.setattr(info, "_write_ordered", spy_write)
+    costs = dict(cn.SPARSE_COST, row=0.0)  # the form pays on these few samples wherever its pairs are sparse
+    for way in ("gemm", "auto"):
+        cost = dict(costs)
+        if way == "gemm":
+            cost["update"] = np.inf
+        monkeypatch.setattr(cn, "SPARSE_COST", cost)
+        table = info.CodeTable(codes, groups=y, weights=w)
+        form = table.backend.sparse_codes()
+        assert (form is None) == (way == "gemm")
+        ways[way] = info.pairwise_information(table, None, kind, n_workers=2)
+    assert 0 < form.n_held < 70
+    assert ordered and True in whole and False in whole  # blocks held whole and blocks split
+    np.testing.assert_array_equal(ways["auto"], ways["gemm"])
 
 
 def test_bench_mi_sparse_rows():

@@ -21,8 +21,12 @@ pair of genes is counted by visiting, in every sample, each pair of its kept ent
 counts are then restored from the margins of the same rows (:func:`_restore_implicit`), exactly, as integers.
 The counts, hence every result, are bit-identical to the GEMM's.  Which way a block pair is counted follows a
 cost model of both (:data:`SPARSE_COST`, measured by ``benchmarks/bench_mi.py --sparse``), from the genes'
-densities of kept entries; codes for which it would not pay on the whole matrix (microarrays; single-cell data with
-more than ~14% of the entries off their gene's most frequent level, 3 levels) never build the CSR.
+densities of kept entries.  Codes sparse on average (below ~14% of the entries off their gene's most frequent level,
+3 levels) hold every gene, in gene order.  Codes denser on average but with many sparse genes (single-cell data at
+~20% non-zero: genes from nearly never to nearly always detected) hold only their sparse genes, and the information
+matrix then lays its blocks out by density (:meth:`NumpyCounting.gene_order`), so that the pairs of sparse genes are
+counted from the CSR and the blocks of dense genes by GEMM whole.  Codes without enough sparse genes (microarrays)
+never build the CSR (:meth:`SparseCodes.held_genes`).
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ ONEHOT_BUDGET = 16 * 2**20
 #: the counts are the same either way.
 #: rows on which :meth:`SparseCodes.build` first looks whether codes are clearly too dense to build it
 DECIDE_ROWS = 10000
+#: the least share of the GEMM's multiply-adds that the sparse form must save to be built (:meth:`SparseCodes.build`)
+MIN_SAVING = 0.1
 SPARSE_COST = {"update": 220.0, "row": 20000.0, "restore_2": 30.0, "restore_3": 650.0, "restore_level": 320.0}
 
 
@@ -121,6 +127,13 @@ class NumpyCounting(CountingBackend):
                     self._sparse = SparseCodes.build(self.by_class, self.n_bins) or False
         return self._sparse or None
 
+    def gene_order(self):
+        """The order in which the information matrix should lay out its gene blocks: the sparse form's
+        (:attr:`SparseCodes.order`, by density, so that a block pair is counted from it whole or not at all); ``None``
+        without one, or when it holds every gene in gene order (any order counts the same)."""
+        sparse = self.sparse_codes() if self._exact_counts else None
+        return None if sparse is None or sparse.in_gene_order else sparse.order
+
     @property
     def _exact_counts(self):
         """Whether every count is exact integers (unweighted, or weights of few values counted run by run): the
@@ -184,8 +197,16 @@ class NumpyCounting(CountingBackend):
         the rows index (default the input order; :attr:`by_class` for per-class rows).
         """
         codes = self.codes if source is None else source
-        sub = codes[rows, genes] if isinstance(genes, slice) else codes[rows][:, genes]
-        out = np.empty((sub.shape[0], self.nb * sub.shape[1]), dtype=self.count_dtype if dtype is None else dtype)
+        dtype = self.count_dtype if dtype is None else dtype
+        if isinstance(genes, slice):
+            sub = codes[rows, genes]
+        elif isinstance(rows, slice):  # the genes gathered in numba: numpy's fancy index took 4 ns per entry
+            genes = np.asarray(genes, dtype=np.int64)
+            sub = np.empty((rows.stop - rows.start, genes.size), dtype=codes.dtype)
+            _take_columns(codes, rows.start, genes, sub)
+        else:
+            sub = codes[rows][:, genes]
+        out = np.empty((sub.shape[0], self.nb * sub.shape[1]), dtype=dtype)
         g = sub.shape[1]
         for a in range(self.nb):
             np.equal(sub, a, out=out[:, a * g:(a + 1) * g], casting="unsafe")
@@ -203,8 +224,8 @@ class NumpyCounting(CountingBackend):
         dt = self.count_dtype
         G = (np.empty(size, dt) if out is None or out.size < size or out.dtype != dt else out[:size]).reshape(shape)
         chunk = max(1, ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
-        same_block = cols is self and isinstance(genes_I, slice) and isinstance(genes_J, slice) and \
-            genes_I == genes_J
+        same_block = cols is self and (genes_I is genes_J or isinstance(genes_I, slice) and
+                                       isinstance(genes_J, slice) and genes_I == genes_J)
         levelled = weights is not None and self.level_rows is not None
         sparse = self.sparse_codes() if cols is self and self._exact_counts else None
         pair = None if sparse is None else sparse.pair(genes_I, genes_J)
@@ -213,11 +234,11 @@ class NumpyCounting(CountingBackend):
             self._joint_by_level(G, runs, genes_I, genes_J, cols, same_block, chunk, sparse, pair)
             return G
         for c, class_rows in enumerate(parts):
-            if pair is not None:  # the same rows of by_class (all of them when pooled: the same counts)
-                sparse_rows = self.class_rows[c] if per_class else slice(0, self.n_samples)
-                if sparse.pays(pair, sparse_rows.stop - sparse_rows.start):
-                    sparse.count(pair, sparse_rows, G[c])
-                    continue
+            if pair is not None and sparse.pays(pair, class_rows.stop - class_rows.start):
+                # the same samples as class_rows of src: the rows of by_class (all of them when pooled)
+                self._count_with_sparse(G[c], sparse, pair, self.class_rows[c] if per_class else self.all_rows,
+                                        genes_I, genes_J, class_rows, src, chunk)
+                continue
             first = True
             for rows in _chunks(class_rows, chunk):
                 A = self.onehot(genes_I, rows, src)
@@ -233,6 +254,40 @@ class NumpyCounting(CountingBackend):
                 G[c] = 0.0
         return G
 
+    def _count_with_sparse(self, out, sparse, pair, sparse_rows, genes_I, genes_J, rows, src, chunk):
+        """``out`` (bin-major, as :meth:`joint`) = the exact joint counts of the samples ``rows`` of ``src``
+        (``sparse_rows`` of :attr:`by_class` are the same samples): the genes of the block pair that
+        :class:`SparseCodes` holds counted from it (:meth:`SparseCodes.count`), every count involving another gene
+        of the pair by GEMM -- its rows against all of J, then the held genes of I against the others of J.  Each part
+        is exact integers, so ``out`` is the same bits as one GEMM of the whole pair."""
+        held_I, held_J = pair.held_I, pair.held_J
+        if pair.whole:
+            sparse.count(pair, sparse_rows, out)
+            return
+        nb, bI, bJ = self.nb, out.shape[0] // self.nb, out.shape[1] // self.nb
+        gI, gJ = _gene_index(genes_I), _gene_index(genes_J)
+        other_I = np.setdiff1d(np.arange(bI), held_I, assume_unique=True)
+        other_J = np.setdiff1d(np.arange(bJ), held_J, assume_unique=True)
+        rows_held, cols_held = _bin_major(held_I, bI, nb), _bin_major(held_J, bJ, nb)
+        out[np.ix_(rows_held, cols_held)] = sparse.count(
+            pair, sparse_rows, np.empty((rows_held.size, cols_held.size), dtype=out.dtype))
+        if other_I.size:
+            out[_bin_major(other_I, bI, nb)] = self._gemm(gI[other_I], gJ, rows, src, chunk, out.dtype)
+        if other_J.size:
+            out[np.ix_(rows_held, _bin_major(other_J, bJ, nb))] = self._gemm(gI[held_I], gJ[other_J], rows, src,
+                                                                             chunk, out.dtype)
+
+    def _gemm(self, genes_I, genes_J, rows, src, chunk, dtype):
+        """The joint counts of the samples ``rows`` of ``src`` for two index arrays of genes, GEMMs over chunks."""
+        counts = None
+        for sub in _chunks(rows, chunk):
+            part = self.onehot(genes_I, sub, src, dtype).T @ self.onehot(genes_J, sub, src, dtype)
+            if counts is None:
+                counts = part
+            else:
+                counts += part
+        return np.zeros((self.nb * genes_I.size, self.nb * genes_J.size), dtype) if counts is None else counts
+
     def _joint_by_level(self, G, runs, genes_I, genes_J, cols, same_block, chunk, sparse=None, pair=None):
         """Weighted counts of weights with few values: ``G[c] = sum_v v x`` the count of class c's samples of weight
         v, each an exact float32 GEMM of 0/1 indicators (float64 for a run of 2**24 samples or more), scaled and
@@ -244,10 +299,16 @@ class NumpyCounting(CountingBackend):
             if not part:
                 G[c] = 0.0
             for r, (rows, value) in enumerate(part):
-                if pair is not None and sparse.pays(pair, rows.stop - rows.start):
-                    sparse.count(pair, rows, G[c], value=value, first=r == 0)
-                    continue
                 dt = np.float32 if rows.stop - rows.start < 2**24 else np.float64
+                if pair is not None and sparse.pays(pair, rows.stop - rows.start):
+                    if pair.whole:
+                        sparse.count(pair, rows, G[c], value=value, first=r == 0)
+                    else:
+                        counts = np.empty(G[c].shape, dtype=dt)
+                        self._count_with_sparse(counts, sparse, pair, rows, genes_I, genes_J, rows, self.by_class,
+                                                chunk)
+                        _add_scaled(G[c], counts, value, r == 0)
+                    continue
                 counts = None
                 for sub in _chunks(rows, chunk):
                     A = self.onehot(genes_I, sub, self.by_class, dt)
@@ -259,6 +320,37 @@ class NumpyCounting(CountingBackend):
                     else:
                         counts += A.T @ B
                 _add_scaled(G[c], counts, value, r == 0)  # in float64: value x counts rounded once
+
+
+class _BlockPair(tuple):
+    """A block pair of :meth:`SparseCodes.pair`: the tuple ``(I, J)`` of its held genes (``(lo, hi, pos, idx)``
+    each), with ``held_I``/``held_J`` their positions in the blocks and ``whole`` when they are all of them."""
+
+    def __new__(cls, I, J, held_I, held_J, whole):
+        self = super().__new__(cls, (I, J))
+        self.held_I, self.held_J, self.whole = held_I, held_J, whole
+        return self
+
+
+def _gene_index(genes):
+    """A block's genes (a slice or an index array) as an int64 index array."""
+    if isinstance(genes, slice):
+        return np.arange(genes.start, genes.stop, dtype=np.int64)
+    return np.asarray(genes, dtype=np.int64).ravel()
+
+
+def _bin_major(positions, n_block, nb):
+    """The rows (columns) of a block's bin-major counts that hold the genes at ``positions``: ``a * n_block + p``
+    for every bin ``a`` and position ``p``, in the order :meth:`NumpyCounting.onehot` gives those genes."""
+    return (np.arange(nb)[:, None] * n_block + np.asarray(positions)[None, :]).ravel()
+
+
+@njit(nogil=True, cache=True)
+def _take_columns(codes, r0, genes, out):
+    """``out[s, p] = codes[r0 + s, genes[p]]``."""
+    for s in range(out.shape[0]):
+        for p in range(genes.size):
+            out[s, p] = codes[r0 + s, genes[p]]
 
 
 @njit(nogil=True, cache=True)
@@ -305,25 +397,63 @@ def _add_scaled(G, counts, value, first):
 class SparseCodes:
     """Codes without each gene's most frequent level, row by row: the sparse form of :class:`NumpyCounting`.
 
-    ``implicit[g]`` is gene g's most frequent level (the lowest on ties); the other entries of every row are kept
-    in CSR form, ``gene`` (int32, increasing within a row) and ``level`` (uint8, the *compressed* level: ``a`` below
-    the implicit level, ``a - 1`` above it).  ``density[g]`` is the share of gene g's samples kept.  Built from the
-    codes in three passes over the rows (each gene's level counts, then each row's count of entries, then the
-    entries), on the worker pool.
+    ``implicit[g]`` is gene g's most frequent level (the lowest on ties); ``density[g]`` is the share of gene g's
+    samples not at it (*kept*).  ``order`` lists the genes by increasing density (``rank`` is its inverse), and the
+    first ``n_held`` of them -- those sparse enough for counting their pairs from this form to pay
+    (:meth:`held_genes`) -- are *held*: their kept entries of every row are in CSR form, ``gene`` (int32: the gene's
+    rank, increasing within a row) and ``level`` (uint8, the *compressed* level: ``a`` below the implicit level,
+    ``a - 1`` above it).  A block pair counts its held genes from it and every pair involving another gene by GEMM
+    (:meth:`NumpyCounting._count_with_sparse`); the information matrix lays its blocks out in ``order``
+    (:func:`bioqpfs._kernels.information.pairwise_information`), so that a block pair is held whole or not at all.
+    Built from the codes in three passes over the rows (each gene's level counts, then each row's count of
+    entries, then the entries), on the worker pool.
     """
 
-    def __init__(self, indptr, gene, level, implicit, density, n_bins):
+    def __init__(self, indptr, gene, level, implicit, density, n_bins, order=None, n_held=None):
         self.indptr, self.gene, self.level = indptr, gene, level
         self.implicit, self.density, self.n_bins = implicit, density, int(n_bins)
+        m = implicit.size
+        self.order = np.arange(m) if order is None else np.asarray(order, dtype=np.int64)
+        self.rank = np.empty(m, dtype=np.int64)
+        self.rank[self.order] = np.arange(m)
+        self.n_held = m if n_held is None else int(n_held)
+        self.held = self.rank < self.n_held
+        self.in_gene_order = bool(np.array_equal(self.order, np.arange(m)))
+
+    @staticmethod
+    def held_genes(density, n_bins, min_saving=None):
+        """``(order, n_held)``: the order of the genes for the blocks of the information matrix and how many of the
+        first are *held* (their pairs counted from the sparse form wherever that pays); ``n_held`` 0: build no form.
+
+        A pair of genes with kept densities ``d_i, d_j`` costs about ``d_i d_j x update`` per sample from the form
+        against ``(n_bins - 1)^2`` multiply-adds by GEMM (:data:`SPARSE_COST`).  Codes sparse enough on average
+        (``mean(d)^2 x update < (n_bins - 1)^2``) hold every gene in gene order: an average block pair pays.
+        Otherwise (single-cell data with genes from nearly never to nearly always detected: 21% non-zero) the genes
+        go by increasing density and the ``k`` sparsest are held, ``k`` maximising the saving over their pairs,
+        ``(n_bins - 1)^2 k^2 - update (d_1 + ... + d_k)^2``, if it is at least ``min_saving`` (default
+        :data:`MIN_SAVING`) of the GEMM's work; blocks of dense genes are then counted by GEMM whole instead of
+        every block mixing both."""
+        m = density.size
+        update, nb2 = SPARSE_COST["update"], (n_bins - 1) ** 2
+        if m == 0 or not np.isfinite(update):  # the form never pays (benchmarks: every pair by GEMM)
+            return np.arange(m), 0
+        if float(np.mean(density)) ** 2 * update < nb2:
+            return np.arange(m), m
+        order = np.argsort(density, kind="stable")
+        k = np.arange(1, m + 1, dtype=np.float64)
+        saving = nb2 * k * k - update * np.cumsum(density[order]) ** 2
+        best = int(np.argmax(saving))
+        if saving[best] < (MIN_SAVING if min_saving is None else min_saving) * nb2 * m * m:
+            return order, 0
+        return order, best + 1
 
     @classmethod
     def build(cls, codes, n_bins):
         """The sparse form of ``codes`` (samples x genes, levels ``0..n_bins-1``), or ``None`` when it would not pay
-        on the whole matrix (``share^2 x update >= (n_bins - 1)^2`` in :data:`SPARSE_COST`, ``share`` the kept
-        entries over all entries: 14% for 3 levels), or would not fit in a quarter of the available memory (5 bytes
-        per entry): the GEMM then counts everything.  One pass over the codes decides; beyond 40,000 samples, codes
-        clearly too dense (a share 1.2 times the limit) are already refused on :data:`DECIDE_ROWS` evenly spaced
-        rows (0.3 s of a pass at 100,000 x 2,000)."""
+        (:meth:`held_genes` holds no gene: microarrays; single-cell codes whose genes are nearly all dense), or would
+        not fit in a quarter of the available memory (5 bytes per held entry): the GEMM then counts everything.  One
+        pass over the codes decides; beyond 40,000 samples, codes clearly too dense (half the least saving) are
+        already refused on :data:`DECIDE_ROWS` evenly spaced rows (0.3 s of a pass at 100,000 x 2,000)."""
         from .._validation import available_memory
         from .information import run_ranges, split_ranges
 
@@ -333,54 +463,55 @@ class SparseCodes:
         if n > 4 * DECIDE_ROWS:  # clearly dense on evenly spaced rows: no pass over all of them
             rows = codes[:: n // DECIDE_ROWS]
             counts = level_counts(rows, n_bins)
-            share = float((rows.shape[0] - counts.max(axis=1)).sum()) / (rows.shape[0] * m)
-            if share * share * SPARSE_COST["update"] >= 1.5 * (n_bins - 1) ** 2:
+            if cls.held_genes(1.0 - counts.max(axis=1) / rows.shape[0], n_bins, MIN_SAVING / 2)[1] == 0:
                 return None
         counts = level_counts(codes, n_bins)
         implicit = np.argmax(counts, axis=1).astype(np.uint8)
         kept = n - counts.max(axis=1)
-        n_kept = int(kept.sum())
-        share = n_kept / (n * m)
-        if share * share * SPARSE_COST["update"] >= (n_bins - 1) ** 2 or 5 * n_kept + 8 * n > available_memory()[0] // 4:
+        order, n_held = cls.held_genes(kept / n, n_bins)
+        n_kept = int(kept[order[:n_held]].sum())
+        if n_held == 0 or 5 * n_kept + 8 * n > available_memory()[0] // 4:
             return None
         per_row = np.empty(n, dtype=np.int64)
         row_ranges = split_ranges(n)
-        run_ranges(lambda _, lo, hi: _count_kept(codes, implicit, per_row, lo, hi), row_ranges)
+        run_ranges(lambda _, lo, hi: _count_kept(codes, implicit, order[:n_held], per_row, lo, hi), row_ranges)
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(per_row, out=indptr[1:])
         gene = np.empty(n_kept, dtype=np.int32)
         level = np.empty(n_kept, dtype=np.uint8)
-        run_ranges(lambda _, lo, hi: _fill_kept(codes, implicit, indptr, gene, level, lo, hi), row_ranges)
-        return cls(indptr, gene, level, implicit, kept / n, n_bins)
+        run_ranges(lambda _, lo, hi: _fill_kept(codes, implicit, order[:n_held], indptr, gene, level, lo, hi),
+                   row_ranges)
+        return cls(indptr, gene, level, implicit, kept / n, n_bins, order, n_held)
 
-    def _genes(self, genes):
-        """``(lo, hi, pos, idx)``: the gene range spanned, each gene's position in ``genes`` (-1: not in it) and
-        the genes as an array; ``None`` for repeated genes (counted by GEMM)."""
-        if isinstance(genes, slice):
-            lo, hi, step = genes.indices(self.implicit.size)
-            if step != 1:
-                return self._genes(np.arange(lo, hi, step))
-            return lo, max(lo, hi), np.arange(max(0, hi - lo), dtype=np.int32), np.arange(lo, max(lo, hi))
-        idx = np.asarray(genes, dtype=np.int64).ravel()
+    def _genes(self, idx):
+        """``(lo, hi, pos, idx)`` of held genes ``idx`` (an index array): the range of ranks spanned, the position
+        in ``idx`` of each rank of the range (-1: not in it) and ``idx``."""
         if idx.size == 0:
             return 0, 0, np.empty(0, dtype=np.int32), idx
-        lo, hi = int(idx.min()), int(idx.max()) + 1
+        ranks = self.rank[idx]
+        lo, hi = int(ranks.min()), int(ranks.max()) + 1
         pos = np.full(hi - lo, -1, dtype=np.int32)
-        pos[idx - lo] = np.arange(idx.size, dtype=np.int32)
-        if np.count_nonzero(pos >= 0) != idx.size:
-            return None
+        pos[ranks - lo] = np.arange(idx.size, dtype=np.int32)
         return lo, hi, pos, idx
 
     def pair(self, genes_I, genes_J):
-        """The block pair ``(I, J)`` prepared for :meth:`count` and :meth:`pays`; ``None`` when it cannot be."""
-        I, J = self._genes(genes_I), self._genes(genes_J)
-        return None if I is None or J is None else (I, J)
+        """The block pair ``(I, J)`` prepared for :meth:`count` and :meth:`pays` (:class:`_BlockPair`: its held
+        genes); ``None`` when either block holds none, or repeats a gene (then counted by GEMM)."""
+        I, J = _gene_index(genes_I), _gene_index(genes_J)
+        if np.unique(I).size != I.size or np.unique(J).size != J.size:
+            return None
+        held_I, held_J = np.flatnonzero(self.held[I]), np.flatnonzero(self.held[J])
+        if held_I.size == 0 or held_J.size == 0:
+            return None
+        return _BlockPair(self._genes(I[held_I]), self._genes(J[held_J]), held_I, held_J,
+                          held_I.size == I.size and held_J.size == J.size)
 
     def pays(self, pair, n_rows):
-        """Whether counting ``pair`` on a run of ``n_rows`` samples from this form costs less than the GEMM, by
-        :data:`SPARSE_COST`: ``rows x (D_I D_J x update + row) + |I| |J| x restore`` against ``rows x (L-1)^2
-        |I| |J|`` multiply-adds, with ``D`` the expected kept entries of a sample in the block (from the genes'
-        densities over all samples).  The restore does not shrink with the run: a small class is counted by GEMM."""
+        """Whether counting the held genes of ``pair`` on a run of ``n_rows`` samples from this form costs less than
+        their GEMM, by :data:`SPARSE_COST`: ``rows x (D_I D_J x update + row) + |I| |J| x restore`` against ``rows x
+        (L-1)^2 |I| |J|`` multiply-adds, with ``D`` the expected kept entries of a sample in the block (from the
+        genes' densities over all samples).  The restore does not shrink with the run: a small class is counted by
+        GEMM."""
         (_, _, _, idx_I), (_, _, _, idx_J) = pair
         n_I, n_J, nb = idx_I.size, idx_J.size, self.n_bins - 1
         dense = float(n_rows) * nb * nb * n_I * n_J
@@ -393,8 +524,8 @@ class SparseCodes:
         return sparse < dense
 
     def count(self, pair, rows, out, value=None, first=True):
-        """``out`` (``(L-1) |I|, (L-1) |J|``, bin-major as :meth:`NumpyCounting.joint`) = the exact joint counts of
-        the samples ``rows`` (a slice of the rows this form was built from); with ``value``, ``out = value x counts``
+        """``out`` (``(L-1) |I|, (L-1) |J|`` of the held genes of the pair, bin-major as :meth:`NumpyCounting.joint`)
+        = their exact joint counts in the samples ``rows`` (a slice of the rows this form was built from); with ``value``, ``out = value x counts``
         (``first``) or ``out += value x counts`` in float64, as :func:`_add_scaled` adds a GEMM's counts."""
         (lo_I, hi_I, pos_I, idx_I), (lo_J, hi_J, pos_J, idx_J) = pair
         n_I, n_J, nb = idx_I.size, idx_J.size, self.n_bins - 1
@@ -417,28 +548,31 @@ class SparseCodes:
 
 
 @njit(nogil=True, cache=True)
-def _count_kept(codes, implicit, out, lo, hi):
-    """``out[s]``: the entries of row s of ``codes`` that are not their gene's implicit level, rows ``lo..hi``."""
+def _count_kept(codes, implicit, held, out, lo, hi):
+    """``out[s]``: the entries of row s of ``codes`` of the ``held`` genes that are not their gene's implicit level,
+    rows ``lo..hi``."""
     for s in range(lo, hi):
         row = codes[s]
         n = 0
-        for g in range(row.size):
+        for g in held:
             if row[g] != implicit[g]:
                 n += 1
         out[s] = n
 
 
 @njit(nogil=True, cache=True)
-def _fill_kept(codes, implicit, indptr, gene, level, lo, hi):
-    """The CSR entries (gene, compressed level) of rows ``lo..hi`` of ``codes`` (see :class:`SparseCodes`)."""
+def _fill_kept(codes, implicit, held, indptr, gene, level, lo, hi):
+    """The CSR entries (rank, compressed level) of the ``held`` genes (in rank order) in rows ``lo..hi`` of
+    ``codes`` (see :class:`SparseCodes`)."""
     for s in range(lo, hi):
         k = indptr[s]
         row = codes[s]
-        for g in range(row.size):
+        for t in range(held.size):
+            g = held[t]
             a = row[g]
             p = implicit[g]
             if a != p:
-                gene[k] = g
+                gene[k] = t
                 level[k] = a - 1 if a > p else a
                 k += 1
 

@@ -9,7 +9,9 @@ marginals (``n_{a,last} = n_a - sum_b n_ab``...), which cuts the GEMM work by ``
 output with a ``n log n`` lookup table, writing both triangles of symmetric outputs so only
 block pairs ``J >= I`` are computed.  On sparse codes (single-cell data, each gene mostly at one level) the numpy
 backend counts a block pair from the entries off each gene's most frequent level instead, when its cost model says
-that is cheaper, with bit-identical counts (:class:`bioqpfs._kernels.counting_numpy.SparseCodes`).
+that is cheaper, with bit-identical counts (:class:`bioqpfs._kernels.counting_numpy.SparseCodes`).  Where only
+part of the genes are sparse, the blocks of a whole gene x gene matrix are laid out by density (the backend's
+``gene_order``), and each entry is still computed with the lower gene as the row, so the matrix is the same bits.
 
 Three parts, each replaceable on its own:
 
@@ -516,6 +518,29 @@ def _class_block_3bins(G, margI, margJ, sizes, phi, vary_J, off_vJ, const_J, off
 
 
 @njit(nogil=True, cache=True)
+def _write_ordered(out, I, J, up, scr, up_t, scr_t, r_lo, c_lo, diagonal_block):
+    """The entries of a block pair of genes ``I`` x ``J`` (index arrays) into ``out``, both triangles, as the plan in
+    gene order writes them (:func:`_write_transposed`): for genes u < v, ``out[u, v]`` is the upper entry and
+    ``out[v, u] = r_lo[v] + c_lo[u] + scr`` the mirrored one, both from the cell whose row gene is u -- ``up, scr``
+    (``I x J``) or, where ``I[i] > J[j]``, ``up_t, scr_t`` (``J x I``, computed from the transposed counts).  A
+    diagonal block (``I`` is ``J``) writes each pair from its cell with ``u < v`` only."""
+    for i in range(I.size):
+        u = I[i]
+        for j in range(J.size):
+            v = J[j]
+            if u < v:
+                out[u, v] = up[i, j]
+                out[v, u] = r_lo[v] + c_lo[u] + scr[i, j]
+            elif u > v:
+                if diagonal_block:
+                    continue
+                out[v, u] = up_t[j, i]
+                out[u, v] = r_lo[u] + c_lo[v] + scr_t[j, i]
+            else:
+                out[u, u] = up[i, j]
+
+
+@njit(nogil=True, cache=True)
 def _write_transposed(scratch, r_lo, c_lo, out_lo, diagonal_block):
     """out_lo[j, i] = r_lo[j] + c_lo[i] + scratch[i, j], in 32 x 32 tiles that stay in L1.
 
@@ -784,7 +809,9 @@ def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symme
                          coefficients):
     """The entries of :func:`pairwise_information` on the CPU: block pairs on the worker pool, each a GEMM of the
     counting backend then a fused numba pass (:func:`_fused_block_3bins`, :func:`_class_block_3bins`,
-    :func:`_fused_block`) and the mirrored write."""
+    :func:`_fused_block`) and the mirrored write.  A backend with a ``gene_order`` (the numpy backend's sparse form
+    of codes whose genes are sparse only in part) has the blocks of a whole matrix taken in that order
+    (``ordered_block_pair``, :func:`_write_ordered`): the same entries, bit for bit."""
     r_up_all, c_up_all, r_lo_all, c_lo_all, s_t, s_tc = coefficients
     n = table_rows.total
     r = row_idx.size
@@ -805,24 +832,15 @@ def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symme
     other = None if same else tc.backend
     if same and hasattr(table_rows.backend, "expect"):  # a backend may count ahead (counting.py contract)
         table_rows.backend.expect(rows=rows, per_class=conditional)
+    order = table_rows.backend.gene_order() if symmetric_blocks and hasattr(table_rows.backend, "gene_order") \
+        else None
     local = threading.local()  # per-worker buffers, freed with this call
 
-    def block_pair(pair):
-        i0, j0 = pair
-        Ipos = slice(i0, min(r, i0 + bs))
-        I = row_idx[Ipos]
-        I_arg = slice(int(I[0]), int(I[-1]) + 1) if (I.size and np.all(np.diff(I) == 1)) else I
-        J = slice(j0, min(m_cols, j0 + bs_cols))
-        bI, bJ = len(I), J.stop - J.start
-        G = table_rows.backend.joint(I_arg, J, per_class=conditional, other=other, out=getattr(local, "buf", None))
-        if getattr(local, "buf", None) is None or G.size > local.buf.size:
-            local.buf = G.ravel()
-        diag = symmetric_blocks and j0 == i0
-        write_lo = symmetric_blocks  # diagonal blocks mirror their upper triangle
-        if write_lo and (getattr(local, "scratch", None) is None or local.scratch.size < bI * bJ):
-            local.scratch = np.empty(bI * bJ)
-        scr = local.scratch[: bI * bJ].reshape(bI, bJ) if write_lo else _DUMMY
-        args = (r_up_all[I], c_up_all[J], s_t, s_tc, out[Ipos, J], scr, write_lo)
+    def fused(G, I, J, out_up, scr, write_lo):
+        """The fused pass of the counts ``G`` of genes ``I`` x ``J`` (slices or index arrays) into ``out_up`` and,
+        with ``write_lo``, the phi-sum part of every entry into ``scr``."""
+        bJ = out_up.shape[1]
+        args = (r_up_all[I], c_up_all[J], s_t, s_tc, out_up, scr, write_lo)
         mI, mJ = np.ascontiguousarray(margR[:, I]), np.ascontiguousarray(margC[:, J])
         if class_wise:
             if getattr(local, "work", None) is None or local.work.shape[1] < bJ:
@@ -840,11 +858,53 @@ def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symme
         else:
             _fused_block(G, mI, mJ, sizes, table_rows.phi, table_rows.nb, tc.nb, conditional, *args,
                          table_rows.weighted)
+
+    def buffer(name, shape):
+        """A per-worker float64 buffer of at least ``shape``, viewed as ``shape``."""
+        size = int(np.prod(shape))
+        if getattr(local, name, None) is None or getattr(local, name).size < size:
+            setattr(local, name, np.empty(size))
+        return getattr(local, name)[:size].reshape(shape)
+
+    def block_pair(pair):
+        i0, j0 = pair
+        Ipos = slice(i0, min(r, i0 + bs))
+        I = row_idx[Ipos]
+        I_arg = slice(int(I[0]), int(I[-1]) + 1) if (I.size and np.all(np.diff(I) == 1)) else I
+        J = slice(j0, min(m_cols, j0 + bs_cols))
+        bI, bJ = len(I), J.stop - J.start
+        G = table_rows.backend.joint(I_arg, J, per_class=conditional, other=other, out=getattr(local, "buf", None))
+        if getattr(local, "buf", None) is None or G.size > local.buf.size:
+            local.buf = G.ravel()
+        diag = symmetric_blocks and j0 == i0
+        write_lo = symmetric_blocks  # diagonal blocks mirror their upper triangle
+        scr = buffer("scratch", (bI, bJ)) if write_lo else _DUMMY
+        fused(G, I, J, out[Ipos, J], scr, write_lo)
         if write_lo:
             _write_transposed(scr, r_lo_all[J], c_lo_all[I], out[J, Ipos], diag)
 
+    def ordered_block_pair(pair):
+        """A block pair of genes taken in ``order`` (the backend's: by density, :meth:`SparseCodes.gene_order`).
+        Every entry gets the bits of the plan in gene order: the pair (u, v), u < v, is computed with u as the row
+        gene -- from the counts transposed where the block has them the other way round."""
+        i0, j0 = pair
+        diag = j0 == i0
+        I = np.sort(order[i0:i0 + bs])  # within a block in gene order: the writes into out go row by row
+        J = I if diag else np.sort(order[j0:j0 + bs])
+        G = table_rows.backend.joint(I, J, per_class=conditional, out=getattr(local, "buf", None))
+        if getattr(local, "buf", None) is None or G.size > local.buf.size:
+            local.buf = G.ravel()
+        bI, bJ = I.size, J.size
+        up, scr = buffer("up", (bI, bJ)), buffer("scratch", (bI, bJ))
+        fused(G, I, J, up, scr, True)
+        if diag:  # (u, v) and (v, u) both in the block: each pair is written from its cell with u < v
+            up_t, scr_t = up.T, scr.T
+        else:
+            up_t, scr_t = buffer("up_t", (bJ, bI)), buffer("scratch_t", (bJ, bI))
+            fused(np.ascontiguousarray(G.transpose(0, 2, 1)), J, I, up_t, scr_t, True)
+        _write_ordered(out, I, J, up, scr, up_t, scr_t, r_lo_all, c_lo_all, diag)
     progress = _progress.bar(len(pairs), f"{kind} matrix", unit="block")
-    run_tasks(block_pair, pairs, progress, n_workers)
+    run_tasks(block_pair if order is None else ordered_block_pair, pairs, progress, n_workers)
     progress.close()
 
 
