@@ -20,10 +20,11 @@ For every M it prints
 ``--sparse``: single-cell shapes instead (Poisson log-counts of 8 types at three densities, 2,000 genes, 10,000 and
 100,000 cells; ``--quick``: 10,000 cells), coded as the default recipe codes them (``zero_quantile``, 3 bins) and
 as the paper does (mean +- sd).  For each it prints the share of kept entries (each gene's most frequent level left
-out, :class:`bioqpfs._kernels.counting_numpy.SparseCodes`), the MI matrix with the automatic choice of counting
-(``auto s``) against every block pair by GEMM in the same process (``gemm s``, the CSR never built), best of
-``--repeats``, unweighted and with class-balanced weights (the recipe's), and whether the two matrices are
-bit-identical.  ``--calibrate`` measures :data:`~bioqpfs._kernels.counting_numpy.SPARSE_COST` on this machine.
+out, :class:`bioqpfs._kernels.counting_numpy.SparseCodes`) and of genes held in the sparse form (``held``: the
+sparse ones, blocks laid out by density, where the codes are not sparse on average), the MI matrix with the
+automatic choice of counting (``auto s``) against every block pair by GEMM in the same process (``gemm s``, the CSR
+never built), best of ``--repeats``, unweighted and with class-balanced weights (the recipe's), and whether the two
+matrices are bit-identical.  ``--calibrate`` measures :data:`~bioqpfs._kernels.counting_numpy.SPARSE_COST` on this machine.
 
 ``--levels``: the default recipe's three discretisations of a sparse X -- the codes of Q (``zero_quantile``, 3 bins),
 and the count of every class in every level of the 32 fine bins of the per-class relevance and of the 255
@@ -88,11 +89,12 @@ def sparse_rows(cells, genes=2000, repeats=2, scales=(0.6, 0.25, 0.1)):
                 codes = measures.discretize(X, rule)
                 form = info.CodeTable(codes).backend.sparse_codes()
                 kept = float(np.mean(form.density)) if form is not None else float("nan")
+                held = form.n_held / genes if form is not None else 0.0
                 for weighted in (False, True):
                     w = info.class_sample_weights(y, "balanced") if weighted else None
                     t_auto, Q_auto = _mi_seconds(codes, w, y, repeats, "auto")
                     t_gemm, Q_gemm = _mi_seconds(codes, w, y, repeats, "gemm")
-                    rows.append(dict(cells=n, genes=genes, nonzero=X.nnz / (n * genes), codes=rule, kept=kept,
+                    rows.append(dict(cells=n, genes=genes, nonzero=X.nnz / (n * genes), codes=rule, kept=kept, held=held,
                                      weights="balanced" if weighted else "none", auto_s=t_auto, gemm_s=t_gemm,
                                      ratio=t_gemm / t_auto, identical=bool(np.array_equal(Q_auto, Q_gemm))))
     return rows

@@ -301,7 +301,7 @@ def test_bench_mi_sparse_rows():
 
     rows = bench_mi.sparse_rows([1500], genes=300, repeats=1, scales=(0.1,))
     assert len(rows) == 4 and all(r["identical"] for r in rows)
-    assert all(r["auto_s"] > 0 and r["gemm_s"] > 0 and 0 < r["kept"] < 0.1 for r in rows)
+    assert all(r["auto_s"] > 0 and r["gemm_s"] > 0 and 0 < r["kept"] < 0.1 and r["held"] == 1.0 for r in rows)
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
