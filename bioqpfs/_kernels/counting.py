@@ -43,6 +43,9 @@ Methods (every result a local numpy array; the M x M result and the QP stay on t
 * optional ``expect(*, rows, per_class)``: called once by ``pairwise_information`` before its block pairs, with
   the requested rows (None: the whole gene x gene matrix), so that a backend for which a pass over the samples
   is expensive (Dask) can count ahead in one pass; results must not depend on it.
+* optional ``gene_order()`` -> int array or None: the order in which a whole gene x gene matrix should take its gene
+  blocks (after ``expect``), for a backend whose cost depends on which genes share a block (the numpy backend's
+  sparse form: sparse genes together); results must not depend on it.
 * ``native_codes`` (property): the codes in the backend's own container (a Dask array stays one), for a
   second backend of the same class over the same samples (e.g. regrouped by other labels); the default is
   ``codes_of(slice(None))``.
