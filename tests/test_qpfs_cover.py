@@ -553,8 +553,16 @@ def test_default_recipe_sorts_a_sparse_x_once_and_equals_dense_input(monkeypatch
         original(self, Xs)
 
     monkeypatch.setattr(disc.SortedColumns, "__init__", counting_init)
+    from bioqpfs._kernels import information as info
+    counting_q, shared_during_q = info.pairwise_information, []
+
+    def spy(*args, **kwargs):  # the sorted form is dropped before Q is counted: the two never meet in memory
+        shared_during_q.append(disc._SHARED_SORTED.get())
+        return counting_q(*args, **kwargs)
+    monkeypatch.setattr(info, "pairwise_information", spy)
     sparse = bioqpfs.select(X, y, n_genes=10)
     assert len(built) == 1  # the codes of Q, the per-class bins and the pair-order levels share one sort
+    assert shared_during_q == [None]
     dense = bioqpfs.select(X.toarray(), y, n_genes=10)
     assert len(built) == 1
     assert sparse.params["relevance_used"] == "mi_order_nearest"

@@ -480,6 +480,14 @@ def information_relevance(table, y_codes, base, levels=None):
     return level_sum(lambda c: _info.class_relevance(table.regrouped(c)), y_codes, levels) / np.log(base)
 
 
+def similarity_guard(r, m, dtype, similarity, working_bytes=0):
+    """Refuse an ``r x m`` redundancy matrix (and the caller's ``working_bytes`` beside it) that would not fit in
+    memory, naming what a selector can change (:func:`~bioqpfs._validation.output_guard`)."""
+    output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
+                 ["genes", "nystrom", "ikm"],  # a selector picks rows and dtype itself
+                 extra_bytes=working_bytes)
+
+
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
                              rows=None, dtype=np.float64, class_weight=None, working_bytes=0, batch=None,
                              levels=None):
@@ -517,10 +525,7 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     m = X.shape[1]
     Q = None
     if need_full or rows is not None:
-        r = m if rows is None else len(rows)
-        output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
-                               ["genes", "nystrom", "ikm"],  # a selector picks rows and dtype itself
-                               extra_bytes=working_bytes)
+        similarity_guard(m if rows is None else len(rows), m, dtype, similarity, working_bytes)
         if similarity == "mi":
             Q = _info.pairwise_information(table, None, "mi", rows=rows, base=base, dtype=dtype)
         else:

@@ -59,6 +59,7 @@ from ._common import (
     prepare,
     resolve_preselected,
     similarity_and_relevance,
+    similarity_guard,
     warn_constant,
 )
 from ._qp import (
@@ -236,13 +237,14 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     rule = measures.resolve_discretization(Xk, discretization)  # "auto" resolved once (a pass on a Dask X)
     own_bins = relevance_bins == "per_class" and rule in EQUAL_FREQUENCY_RULES
     relevance_used = ("mi_order_nearest" if own_bins else "mi_order") if relevance == "auto" else relevance
-    # a sparse X's genes sorted once for the codes of Q, the per-class bins and the pair-order levels
+    similarity_guard(m, m, dtype, "mi", solver_working_bytes(m, solver, psd_fix))  # refused before any counting
+    # a sparse X's genes sorted once for the codes of Q, the per-class bins and the pair-order levels; Q itself is
+    # counted after the block, without the sorted form (the two largest working sets of the recipe never meet)
     several_rules = own_bins or relevance_used != "mi"
     with sharing_sorted_columns(Xk) if several_rules else contextlib.nullcontext():
-        Q, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
+        _, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
                                                   discretization=rule, n_bins=n_bins, base=base,
-                                                  need_full=True, dtype=dtype, class_weight=class_weight,
-                                                  working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata)
+                                                  need_full=False, class_weight=class_weight, batch=strata)
         if own_bins:
             F_c = per_class_bin_relevance(Xk, y_codes, C, rule=rule, n_bins=n_bins, class_weight=class_weight, base=base,
                                           batch=strata)
@@ -252,6 +254,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
             F_c = 0.5 * (F_c + pair_order_information(Xk, y_codes, C, base=base, batch=strata,
                                                       rule=None if rule is None else "quantile",
                                                       nearest=relevance_used == "mi_order_nearest"))
+    Q = _info.pairwise_information(table, None, "mi", base=base, dtype=dtype)
     if self_redundancy == "constant":  # Nguyen et al. 2014 eq. 13: no self-redundancy; psd_fix adds lambda I
         np.fill_diagonal(Q, 0.0)
     if direction == "up":
