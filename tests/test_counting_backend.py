@@ -326,6 +326,25 @@ def test_sparse_class_sums_are_scipys_product_bit_for_bit(fmt, dtype):
     np.testing.assert_array_equal(class_sums(X, y, 5, s=scale), np.asarray((X * 2.0**8).T @ indicator).T)  # X / s
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_detected_class_sums_count_the_non_zero_values(fmt):
+    """The detected indicator of a sparse X (the per-class bins' zeros) is 1 byte per stored value, on X's own index
+    arrays, and its class sums count each class's non-zero values exactly: stored zeros and negatives included."""
+    from bioqpfs._kernels.counting_dask import class_sums
+    from bioqpfs.selectors._common import _detected
+
+    rng = np.random.default_rng(5)
+    X = sp.random(300, 25, density=0.4, format=fmt, random_state=6, dtype=np.float32)
+    X.data -= 0.3  # negative values
+    X.data[::7] = 0.0  # stored zeros
+    y = rng.integers(0, 4, 300)
+    D = _detected(X)
+    assert D.data.itemsize == 1 and np.shares_memory(D.indices, X.indices)
+    want = np.zeros((4, 25))
+    np.add.at(want, y, X.toarray() != 0)
+    np.testing.assert_array_equal(class_sums(D, y, 4), want)
+
+
 @pytest.mark.parametrize("weights", ["none", "balanced", "other"])
 def test_margins_need_no_class_sorted_copy(coded, rng, weights):
     """The margins of interleaved classes equal the naive backend's (exactly: integer counts, one float64 scaling

@@ -337,7 +337,7 @@ def _chunk_class_sums(x, *, groups, n_classes, s=None):
         from .correlation import divide_columns
 
         x = divide_columns(x, s)
-    if hasattr(x, "format") and x.format in ("csr", "csc") and x.dtype in (np.float32, np.float64):
+    if hasattr(x, "format") and x.format in ("csr", "csc") and x.dtype in (np.float32, np.float64, np.bool_):
         return _sparse_class_sums(x, np.asarray(groups, dtype=np.int64), n_classes)
     ind = np.zeros((groups.size, n_classes))
     ind[np.arange(groups.size), groups] = 1.0

@@ -868,11 +868,12 @@ def _binary_entropy(p):
 
 
 def _detected(X):
-    """1 where X is non-zero (float32; sparse stays sparse; a Dask X lazily, chunk by chunk)."""
+    """1 where X is non-zero, for :func:`class_sums` (float32; a CSR/CSC X: bool values on X's own index arrays, 1 byte
+    per stored value, which the class sums count exactly; a Dask X lazily, chunk by chunk)."""
     if is_dask_array(X):
         return X.map_blocks(_detected, dtype=np.float32)
-    if sp.issparse(X) and X.format in ("csr", "csc"):  # new values on X's own index arrays (no copy of them)
-        return type(X)(((X.data != 0).astype(np.float32), X.indices, X.indptr), shape=X.shape)
+    if sp.issparse(X) and X.format in ("csr", "csc"):  # no copy of the index arrays, no float copy of the values
+        return type(X)((X.data != 0, X.indices, X.indptr), shape=X.shape)
     if hasattr(X, "tocsr") and not isinstance(X, np.ndarray):
         out = X.tocsr(copy=True)
         out.data = (out.data != 0).astype(np.float32)
