@@ -164,15 +164,17 @@ def _single_cell_like(rng, n, m, *, negative=False, explicit_zeros=False, fmt="c
 
 
 @pytest.mark.parametrize("rule", ["quantile", "zero_quantile"])
-@pytest.mark.parametrize("fmt,negative,explicit_zeros", [("csr", False, False), ("csc", True, True),
-                                                          ("csr", True, False), ("coo", False, True)])
-def test_sparse_level_counts_equal_counting_the_codes(rng, rule, fmt, negative, explicit_zeros):
-    """SparseLevelCounts (sorted columns, no codes) against a per-class bincount of the dense X's codes."""
+@pytest.mark.parametrize("fmt,negative,explicit_zeros,dtype", [
+    ("csr", False, False, np.float64), ("csc", True, True, np.float64), ("csr", True, False, np.float32),
+    ("coo", False, True, np.float64), ("csr", True, True, np.float32)])
+def test_sparse_level_counts_equal_counting_the_codes(rng, rule, fmt, negative, explicit_zeros, dtype):
+    """SparseLevelCounts (sorted columns, no codes; a float32 X's values kept float32) against a per-class bincount of
+    the dense X's codes (in float64)."""
     n, m, C = 300, 12, 4
-    X = _single_cell_like(rng, n, m, negative=negative, explicit_zeros=explicit_zeros, fmt=fmt)
+    X = _single_cell_like(rng, n, m, negative=negative, explicit_zeros=explicit_zeros, fmt=fmt).astype(dtype)
     y = rng.integers(0, C, n)
     y[:3] = C  # a fifth class of three samples
-    dense = X.toarray()
+    dense = X.toarray().astype(np.float64)
     for n_bins in (2, 3, 32, 255):
         codes, levels = disc.codes(dense, rule, n_bins=n_bins)  # the dense path: an independent implementation
         L = max(2, int(levels.max()))
@@ -189,8 +191,10 @@ def test_sparse_level_counts_equal_counting_the_codes(rng, rule, fmt, negative, 
         np.testing.assert_array_equal(got.counts(y, C + 1, slice(3, 9), 1, 3), want[1:3, 3:9])
 
 
-def test_shared_sorted_columns_give_the_same_codes_and_edges(rng, monkeypatch):
-    X = _single_cell_like(rng, 400, 15, negative=True, explicit_zeros=True)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_shared_sorted_columns_give_the_same_codes_and_edges(rng, monkeypatch, dtype):
+    """One sort per block; a float32 X's sorted values stay float32 (half the memory) and give the same bits."""
+    X = _single_cell_like(rng, 400, 15, negative=True, explicit_zeros=True).astype(dtype)
     built = []
     original = disc.SortedColumns.__init__
 
@@ -207,6 +211,7 @@ def test_shared_sorted_columns_give_the_same_codes_and_edges(rng, monkeypatch):
         disc.codes(X[:200], "quantile", n_bins=3)  # another matrix: not shared
         assert len(built) == 1 and built[0] is X
         form = disc.sorted_columns(X)
+        assert form.values.dtype == dtype
         for g in range(X.shape[1]):  # ascending, and the values of each gene's samples
             a, b = form.bounds[g], form.bounds[g + 1]
             assert (np.diff(form.values[a:b]) >= 0).all()

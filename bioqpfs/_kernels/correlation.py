@@ -69,17 +69,17 @@ def csc_float64(X):
     """A float64 CSC copy of the sparse X, entries of each column in sample order (as ``X.tocsc()``); a CSR X is
     transposed in parallel (a counting sort, :func:`_count_columns` / :func:`_scatter_rows`: scipy's ``tocsc`` is one
     thread, 0.45 s of 20,000 x 5,000 at 22% non-zero)."""
-    return sp.csc_matrix(csc_float64_arrays(X), shape=X.shape)
+    return sp.csc_matrix(csc_arrays(X), shape=X.shape)
 
 
-def csc_float64_arrays(X):
-    """``(data, rows, col_ptr)`` of :func:`csc_float64` (fresh float64 data; int32 rows below 2**31 samples, int64
-    column pointers), without the matrix: scipy's constructor would give the rows the column pointers' dtype (a
-    second copy of them, 4 bytes per entry more)."""
+def csc_arrays(X, dtype=np.float64):
+    """``(data, rows, col_ptr)`` of :func:`csc_float64` (fresh data of ``dtype``; int32 rows below 2**31 samples,
+    int64 column pointers), without the matrix: scipy's constructor would give the rows the column pointers' dtype
+    (a second copy of them, 4 bytes per entry more)."""
     from .information import run_ranges, split_ranges
 
     if X.format != "csr" or X.nnz < 2**16:
-        Xc = X.tocsc().astype(np.float64)
+        Xc = X.tocsc().astype(dtype)
         return Xc.data, Xc.indices, Xc.indptr.astype(np.int64)
     n, m = X.shape
     indptr = X.indptr.astype(np.int64)
@@ -89,7 +89,7 @@ def csc_float64_arrays(X):
     totals = slots.sum(axis=0)
     col_ptr = np.concatenate([[0], np.cumsum(totals)])
     slots = np.cumsum(slots, axis=0)[:-1] + col_ptr[:-1]  # run p's first position in every column
-    data = np.empty(X.nnz, dtype=np.float64)
+    data = np.empty(X.nnz, dtype=dtype)
     rows = np.empty(X.nnz, dtype=np.int32 if n < 2**31 else np.int64)
     run_ranges(lambda p, lo, hi: _scatter_rows(X.data, X.indices, indptr, slots[p], data, rows, lo, hi), ranges)
     return data, rows, col_ptr

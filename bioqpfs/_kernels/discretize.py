@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .correlation import EXTREME_EXP, column_scales, csc_float64, csc_float64_arrays, scaled_column_moments
+from .correlation import EXTREME_EXP, column_scales, csc_arrays, csc_float64, scaled_column_moments
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
@@ -579,15 +579,18 @@ def _order_statistics_of_segments(values, bounds, ranks, out, lo, hi):
 class SortedColumns:
     """Every gene's non-zero values of a sparse X in ascending order, with the samples that hold them.
 
-    One float64 CSC copy (:func:`bioqpfs._kernels.correlation.csc_float64_arrays`; explicit zeros dropped: they are
-    zeros) whose columns are then sorted by value, genes in parallel on the worker pool.  Every equal-frequency rule reads it: the edges are
-    order statistics read off the sorted values (bit for bit those of the partial sorts, :func:`zero_quantile_edges`,
-    :func:`sparse_quantile_edges`), and :class:`SparseLevelCounts` counts every class in every level by one walk up
-    each column, with no codes matrix.  12 bytes per stored entry (20 while it is built).
+    One CSC copy (:func:`bioqpfs._kernels.correlation.csc_arrays`; explicit zeros dropped: they are zeros) whose
+    columns are then sorted by value, genes in parallel on the worker pool.  Every equal-frequency rule reads it: the
+    edges are order statistics read off the sorted values (bit for bit those of the partial sorts,
+    :func:`zero_quantile_edges`, :func:`sparse_quantile_edges`), and :class:`SparseLevelCounts` counts every class in
+    every level by one walk up each column, with no codes matrix.  The values keep a float32 X's dtype (exact in
+    float64, where every order statistic is read and every comparison with an edge is made: the same bits) and are
+    float64 otherwise: 8 or 12 bytes per stored entry (8 more while it is built).
 
     Attributes
     ----------
-    values : ndarray of float64, the non-zero values, gene after gene, ascending within a gene
+    values : ndarray of float32 (a float32 X) or float64, the non-zero values, gene after gene, ascending within a
+        gene
     rows : ndarray of int32 (int64 beyond 2**31 samples), the sample of each value
     bounds : ndarray of int64, shape (n_genes + 1,), gene g's values are ``values[bounds[g]:bounds[g + 1]]``
     n_samples : int
@@ -597,10 +600,12 @@ class SortedColumns:
         from .._validation import memory_guard
         from .information import run_ranges, split_ranges
 
-        memory_guard(20 * X.nnz + 8 * X.shape[1], f"the sorted columns of the {X.shape[0]} x {X.shape[1]} sparse X "
-                     f"({X.nnz} stored values, 12 bytes each and 8 more while they are sorted)",
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        each = np.dtype(dtype).itemsize + 4
+        memory_guard((each + 8) * X.nnz + 8 * X.shape[1], f"the sorted columns of the {X.shape[0]} x {X.shape[1]} "
+                     f"sparse X ({X.nnz} stored values, {each} bytes each and 8 more while they are sorted)",
                      ["genes", "lazy", "samples"])
-        values, rows, bounds = csc_float64_arrays(X)
+        values, rows, bounds = csc_arrays(X, dtype)
         if np.count_nonzero(values) < values.size:  # explicit zeros are zeros
             keep = values != 0
             kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
@@ -672,9 +677,9 @@ def sorted_columns(X):
 
 
 def _sparse_nonzero(X):
-    """``(values, count, presorted)``: the non-zero values of the sparse X gene after gene (float64; explicit zeros
-    dropped) and each gene's count of them -- the shared sorted columns (``presorted``: ascending within a gene; not
-    to be written) or a fresh copy that the partial sorts may reorder."""
+    """``(values, count, presorted)``: the non-zero values of the sparse X gene after gene (explicit zeros dropped)
+    and each gene's count of them -- the shared sorted columns (``presorted``: ascending within a gene, in a float32
+    X's dtype; not to be written) or a fresh float64 copy that the partial sorts may reorder."""
     shared = shared_sorted_columns(X)
     if shared is not None:
         return shared.values, shared.count, True
