@@ -866,6 +866,13 @@ def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symme
             setattr(local, name, np.empty(size))
         return getattr(local, name)[:size].reshape(shape)
 
+    def joint(I, J):
+        """The counts of genes ``I`` x ``J`` from the backend, into this worker's reused buffer."""
+        G = table_rows.backend.joint(I, J, per_class=conditional, other=other, out=getattr(local, "buf", None))
+        if getattr(local, "buf", None) is None or G.size > local.buf.size:
+            local.buf = G.ravel()
+        return G
+
     def block_pair(pair):
         i0, j0 = pair
         Ipos = slice(i0, min(r, i0 + bs))
@@ -873,9 +880,7 @@ def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symme
         I_arg = slice(int(I[0]), int(I[-1]) + 1) if (I.size and np.all(np.diff(I) == 1)) else I
         J = slice(j0, min(m_cols, j0 + bs_cols))
         bI, bJ = len(I), J.stop - J.start
-        G = table_rows.backend.joint(I_arg, J, per_class=conditional, other=other, out=getattr(local, "buf", None))
-        if getattr(local, "buf", None) is None or G.size > local.buf.size:
-            local.buf = G.ravel()
+        G = joint(I_arg, J)
         diag = symmetric_blocks and j0 == i0
         write_lo = symmetric_blocks  # diagonal blocks mirror their upper triangle
         scr = buffer("scratch", (bI, bJ)) if write_lo else _DUMMY
@@ -891,9 +896,7 @@ def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symme
         diag = j0 == i0
         I = np.sort(order[i0:i0 + bs])  # within a block in gene order: the writes into out go row by row
         J = I if diag else np.sort(order[j0:j0 + bs])
-        G = table_rows.backend.joint(I, J, per_class=conditional, out=getattr(local, "buf", None))
-        if getattr(local, "buf", None) is None or G.size > local.buf.size:
-            local.buf = G.ravel()
+        G = joint(I, J)  # a whole matrix: other is None
         bI, bJ = I.size, J.size
         up, scr = buffer("up", (bI, bJ)), buffer("scratch", (bI, bJ))
         fused(G, I, J, up, scr, True)
