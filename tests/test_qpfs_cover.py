@@ -568,3 +568,64 @@ def test_default_recipe_sorts_a_sparse_x_once_and_equals_dense_input(monkeypatch
     assert sparse.params["relevance_used"] == "mi_order_nearest"
     np.testing.assert_array_equal(sparse.ranking, dense.ranking)
     np.testing.assert_array_equal(sparse.weights, dense.weights)
+
+
+@pytest.mark.parametrize("zero_genes", [0, 2])
+def test_default_recipe_holds_no_copy_of_a_sparse_x_while_q_is_counted(monkeypatch, zero_genes):
+    """Without constant genes the recipe works on the caller's CSR itself (no column-indexed copy); with them the
+    copy without the constant genes is released before the MI matrix, where the recipe's memory peaks."""
+    import gc
+    import weakref
+
+    from bioqpfs._kernels import discretize as disc
+    from bioqpfs._kernels import information as info
+
+    X, y = _sparse_types(7)
+    X = X[:, np.flatnonzero(np.diff(X.tocsc().indptr))]  # this draw has an all-zero gene
+    if zero_genes:
+        X = sp.hstack([X, sp.csr_matrix((X.shape[0], zero_genes))], format="csr")
+    worked_on = []
+    original = disc.SortedColumns.__init__
+
+    def recording_init(self, Xs):
+        worked_on.append(weakref.ref(Xs))
+        original(self, Xs)
+
+    monkeypatch.setattr(disc.SortedColumns, "__init__", recording_init)
+    counting_q, alive_during_q = info.pairwise_information, []
+
+    def spy(*args, **kwargs):
+        gc.collect()
+        alive_during_q.append(worked_on[0]() is not None)
+        return counting_q(*args, **kwargs)
+
+    monkeypatch.setattr(info, "pairwise_information", spy)
+    before = (X.data.copy(), X.indices.copy(), X.indptr.copy())
+    sel = bioqpfs.select(X, y, n_genes=10)
+    assert len(worked_on) == 1
+    if zero_genes:
+        assert alive_during_q == [False]  # the copy is gone
+        assert list(sel.ranking[-zero_genes:]) == list(range(X.shape[1] - zero_genes, X.shape[1]))
+    else:
+        assert worked_on[0]() is X  # no copy at all
+    for now, then in zip((X.data, X.indices, X.indptr), before):  # and the caller's matrix is untouched
+        np.testing.assert_array_equal(now, then)
+
+
+def test_take_genes_indexes_only_what_it_must():
+    """Every gene of a sparse X, in order: X itself; a subset, or a dense X (whose F-ordered copy the dense
+    kernels' float sums follow), is indexed: equal values, a new matrix."""
+    from bioqpfs._kernels.counting_dask import take_genes
+
+    X, _ = _sparse_types(3)
+    every = np.arange(X.shape[1])
+    assert take_genes(X, every) is X
+    assert take_genes(X.tocsc(), every).format == "csc"
+    for genes in (every[1:], every[::-1], np.r_[every, 0]):
+        sub = take_genes(X, genes)
+        assert sub is not X
+        np.testing.assert_array_equal(sub.toarray(), X.toarray()[:, genes])
+    D = X.toarray()
+    sub = take_genes(D, every)
+    assert sub is not D and sub.flags.f_contiguous
+    np.testing.assert_array_equal(sub, D)

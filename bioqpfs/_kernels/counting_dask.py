@@ -24,6 +24,7 @@ import sys
 import threading
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from .counting import CountingBackend
@@ -145,7 +146,17 @@ GENEWISE_KINDS = ("first pass", "moments")
 def take_genes(X, genes):
     """``X[:, genes]`` (numpy, scipy.sparse or Dask); for a Dask X inside :func:`pass_memo`, the per-gene pass
     results already memoized for X (:data:`GENEWISE_KINDS`) are carried over to the subset, sliced, so that
-    dropping constant genes costs no pass over the samples."""
+    dropping constant genes costs no pass over the samples.
+
+    A sparse or Dask ``X`` itself when ``genes`` is every gene in order (no constant gene to drop, the usual
+    case on filtered single-cell data): indexing would copy the whole matrix (a CSR X of 100,000 cells x 2,000
+    genes at 21% non-zero: 328 MB and 0.36 s) and keep the copy alive through the counting.  Callers never write
+    into the result.  A dense X is still indexed: the copy is F-ordered, and the dense kernels' float sums
+    follow the layout, so returning X would change last bits."""
+    genes = np.asarray(genes)
+    if ((sp.issparse(X) or is_dask_array(X)) and genes.shape == (X.shape[1],)
+            and (genes == np.arange(X.shape[1])).all()):
+        return X
     sub = X[:, genes]
     memo = _MEMO.get()
     if memo is not None and is_dask_array(X):

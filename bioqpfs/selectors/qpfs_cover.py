@@ -254,11 +254,14 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
             F_c = 0.5 * (F_c + pair_order_information(Xk, y_codes, C, base=base, batch=strata,
                                                       rule=None if rule is None else "quantile",
                                                       nearest=relevance_used == "mi_order_nearest"))
+    if direction == "up":
+        F_c = np.where(higher_in_class(Xk, y_codes, C, batch=strata), F_c, 0.0)
+    # X is not read again: Q is counted from the codes alone, so a copy made here (the kept genes, a float copy
+    # of integer counts) is not held through the MI matrix, where the recipe's peak memory is
+    del X, Xk
     Q = _info.pairwise_information(table, None, "mi", base=base, dtype=dtype)
     if self_redundancy == "constant":  # Nguyen et al. 2014 eq. 13: no self-redundancy; psd_fix adds lambda I
         np.fill_diagonal(Q, 0.0)
-    if direction == "up":
-        F_c = np.where(higher_in_class(Xk, y_codes, C, batch=strata), F_c, 0.0)
     t_measures = time.perf_counter() - t0
 
     # the C problems share Q: one eigen-solve for the psd fix (lambda_min((1 - alpha_c) Q) = (1 - alpha_c) lambda_min(Q))
