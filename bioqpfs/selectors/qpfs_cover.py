@@ -260,6 +260,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     # of integer counts) is not held through the MI matrix, where the recipe's peak memory is
     del X, Xk
     Q = _info.pairwise_information(table, None, "mi", base=base, dtype=dtype)
+    del table  # the codes and the counting backend's class-sorted copy and sparse form: not held through the QPs
     if self_redundancy == "constant":  # Nguyen et al. 2014 eq. 13: no self-redundancy; psd_fix adds lambda I
         np.fill_diagonal(Q, 0.0)
     t_measures = time.perf_counter() - t0
