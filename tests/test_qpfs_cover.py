@@ -612,18 +612,31 @@ def test_default_recipe_holds_no_copy_of_a_sparse_x_while_q_is_counted(monkeypat
         np.testing.assert_array_equal(now, then)
 
 
-def test_take_genes_indexes_only_what_it_must():
-    """Every gene of a sparse X, in order: X itself; a subset, or a dense X (whose F-ordered copy the dense
-    kernels' float sums follow), is indexed: equal values, a new matrix."""
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_take_genes_indexes_only_what_it_must(fmt):
+    """Every gene of a sparse X, in order: X itself.  Leaving out only empty genes: the same arrays as scipy's
+    index (entries, order, canonical flag), X's values shared.  Any other subset, or a dense X (whose F-ordered
+    copy the dense kernels' float sums follow), is indexed: equal values, a new matrix."""
     from bioqpfs._kernels.counting_dask import take_genes
 
     X, _ = _sparse_types(3)
-    every = np.arange(X.shape[1])
+    X = sp.hstack([sp.csr_matrix((X.shape[0], 2)), X, sp.csr_matrix((X.shape[0], 1))], format=fmt)
+    m = X.shape[1]
+    empty = np.flatnonzero(np.diff(X.tocsc().indptr) == 0)
+    assert {0, 1, m - 1} <= set(empty)
+    every = np.arange(m)
     assert take_genes(X, every) is X
-    assert take_genes(X.tocsc(), every).format == "csc"
-    for genes in (every[1:], every[::-1], np.r_[every, 0]):
+    for genes in (np.setdiff1d(every, empty), np.setdiff1d(every, [0, m - 1]), every[2:-1]):
+        sub, want = take_genes(X, genes), X[:, genes]
+        assert sub.format == fmt and sub.shape == want.shape and np.shares_memory(sub.data, X.data)
+        assert sub.has_canonical_format == want.has_canonical_format
+        for got, expected in ((sub.data, want.data), (sub.indices, want.indices), (sub.indptr, want.indptr)):
+            np.testing.assert_array_equal(got, expected)
+            assert got.dtype == expected.dtype
+    not_empty = np.setdiff1d(every, empty)[0]
+    for genes in (np.setdiff1d(every, [not_empty]), every[::-1], np.r_[every, 0], every[[5, 3]]):
         sub = take_genes(X, genes)
-        assert sub is not X
+        assert sub is not X and not np.shares_memory(sub.data, X.data)
         np.testing.assert_array_equal(sub.toarray(), X.toarray()[:, genes])
     D = X.toarray()
     sub = take_genes(D, every)
