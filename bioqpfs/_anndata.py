@@ -21,7 +21,7 @@ from ._io import lazy_rows, read_backed, stored_bytes
 from ._kernels.counting_dask import compute, is_dask_array
 from ._validation import check_labels, describe_indices
 
-__all__ = ["in_memory", "check_use_raw", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
+__all__ = ["in_memory", "check_use_raw", "check_has_x", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
            "obs_labels", "source_params", "is_record", "key_columns"]
 
 
@@ -67,6 +67,26 @@ def check_use_raw(adata, layer, use_raw):
     return resolved, what
 
 
+def _x_of(adata):
+    """``adata.X`` (a backed one stays in the file), ``None`` also for a backed file written without X."""
+    try:
+        return adata.X
+    except KeyError:  # h5py: "object 'X' doesn't exist"
+        if adata.isbacked:
+            return None
+        raise
+
+
+def check_has_x(adata, layer, raw):
+    """A clear error when ``adata.X`` is to be read but holds no matrix (``X=None``: an AnnData of layers only,
+    which anndata allows), naming the layers to pass instead."""
+    if layer is None and not raw and _x_of(adata) is None:
+        layers = list(adata.layers.keys())
+        raise ValueError("adata.X is None (this AnnData holds no matrix in X); pass layer= to select on one of its "
+                         f"layers ({', '.join(map(repr, layers)) if layers else 'it has none'})"
+                         + (" or use_raw=True" if adata.raw is not None else ""))
+
+
 def get_obs_rep(adata, *, layer=None, use_raw=None):
     """The samples x genes matrix to read, aligned with ``adata.var_names`` (scanpy's ``_get_obs_rep``).
 
@@ -78,6 +98,7 @@ def get_obs_rep(adata, *, layer=None, use_raw=None):
     use_raw, _ = check_use_raw(adata, layer, use_raw)
     if layer is not None and use_raw:
         raise ValueError("pass either layer= or use_raw=True, not both")
+    check_has_x(adata, layer, use_raw)
     if layer is not None:
         if layer not in adata.layers:
             raise KeyError(f"layer {layer!r} not found; available layers: {list(adata.layers.keys()) or 'none'}")
@@ -118,6 +139,7 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
 
     whole = lambda: get_obs_rep(adata, layer=layer, use_raw=use_raw)  # noqa: E731
     raw = check_use_raw(adata, layer, use_raw)[0]
+    check_has_x(adata, layer, raw)
     if not adata.isbacked or adata.is_view or layer is not None or raw:
         source = adata.layers[layer] if layer is not None and layer in adata.layers else (
             adata.raw.X if raw and adata.raw is not None else adata.X)
@@ -171,6 +193,8 @@ def check_mask(adata, mask_var):
         if mask_var not in adata.var.columns:
             raise KeyError(f"mask_var={mask_var!r} is not a column of adata.var (e.g. run sc.pp.highly_variable_genes first)")
         mask = adata.var[mask_var].to_numpy()
+    elif isinstance(mask_var, pd.Series):  # aligned to the genes by its index, as labels and batches are
+        mask = _aligned_to_genes(adata, mask_var)
     else:
         mask = np.asarray(mask_var)
     if mask.dtype != bool or mask.shape != (adata.n_vars,):
@@ -178,6 +202,22 @@ def check_mask(adata, mask_var):
     if not mask.any():
         raise ValueError("mask_var selects no gene")
     return mask
+
+
+def _aligned_to_genes(adata, series):
+    """A ``mask_var`` Series in ``adata.var`` order: by its index when that holds the gene names (any order),
+    by position when it is a default ``RangeIndex``; another index is refused (positions would be a guess)."""
+    index, names = series.index, adata.var_names
+    if index.equals(names):
+        return series.to_numpy()
+    if isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(adata.n_vars)):
+        return series.to_numpy()
+    if index.is_unique and names.is_unique and len(index) == len(names) and index.isin(names).all():
+        return series.reindex(names).to_numpy()
+    missing = names[~names.isin(index)]
+    raise ValueError("mask_var is a Series whose index is not adata.var_names"
+                     + (f" (e.g. gene {missing[0]!r} has no entry)" if len(missing) else " (repeated or extra names)")
+                     + "; index it by adata.var_names, or pass a boolean array in adata.var order")
 
 
 def obs_labels(adata, groupby):

@@ -92,7 +92,7 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
         data = X.data
     else:
         if hasattr(X, "to_numpy"):
-            X = X.to_numpy()
+            X = _frame_values(X)
         X = np.asarray(X)
         if X.dtype == object and X.ndim == 0 and sp.issparse(X.item()):  # np.asarray(sparse) wraps, not converts
             raise TypeError(f"{name} is a 0-d NumPy object array holding a scipy.sparse matrix (np.asarray(sparse) "
@@ -128,6 +128,20 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
             "(e.g. drop those genes, or fill missing values)"
         )
     return X
+
+
+def _frame_values(X):
+    """``X.to_numpy()`` of a pandas object; nullable numeric columns (``Float64``, ``Int64``, ``boolean``: what
+    ``convert_dtypes()`` and ``dtype_backend="numpy_nullable"`` give) as float64 with NA as NaN, which the
+    NaN check then names, instead of an object array."""
+    import pandas as pd
+
+    dtypes = list(X.dtypes) if isinstance(X, pd.DataFrame) else [getattr(X, "dtype", None)]
+    if any(isinstance(d, pd.api.extensions.ExtensionDtype) and not isinstance(d, pd.CategoricalDtype)
+           and (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d)) for d in dtypes) \
+            and all(pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d) for d in dtypes):
+        return X.to_numpy(dtype=np.float64, na_value=np.nan)
+    return X.to_numpy()
 
 
 def _canonical_chunk(x):

@@ -230,6 +230,8 @@ def _read_table(args):
 
 
 _PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+#: what -o of select and datasets writes
+_H5AD = (".h5ad",)
 
 
 def _save_plot(draw, path):
@@ -535,8 +537,6 @@ def _check_paths(args, outputs):
     for i, (opt, path, suffixes) in enumerate(outputs):
         if os.path.isdir(path):
             raise ValueError(f"{opt} {path!r} is a directory; give a file name")
-        if suffixes is not None and not path.lower().endswith(suffixes):
-            raise ValueError(f"{opt} file {path!r} must end in one of {', '.join(suffixes)}")
         parent = os.path.dirname(os.path.abspath(path))
         while not os.path.exists(parent):
             parent = os.path.dirname(parent)
@@ -550,6 +550,10 @@ def _check_paths(args, outputs):
         for opt2, path2, _ in outputs[:i]:
             if _same_file(path, path2):
                 raise ValueError(f"{opt} and {opt2} name the same file {path!r}; give them different paths")
+        if suffixes is not None and not path.lower().endswith(suffixes):
+            raise ValueError(f"{opt} file {path!r} must end in "
+                             f"{suffixes[0] if len(suffixes) == 1 else 'one of ' + ', '.join(suffixes)}"
+                             + (" (an AnnData file; --tsv writes the ranked table)" if suffixes == _H5AD else ""))
 
 
 def _cmd_evaluate(args):
@@ -609,7 +613,7 @@ def _cmd_select(args):
     from ._io import atomic_path
 
     sc.settings.verbosity = 0 if args.quiet else 3
-    _check_paths(args, [("-o", args.output, None), ("--tsv", args.tsv, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
+    _check_paths(args, [("-o", args.output, _H5AD), ("--tsv", args.tsv, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
     adata = _load_input(args)
     loaded = _stamp(adata.filename) if adata.isbacked else None
     try:
@@ -659,7 +663,7 @@ def _cmd_datasets(args):
         for name, desc in datasets.available().items():
             print(f"{name}\t{desc}")
         return EXIT_OK
-    _check_paths(args, [("-o", args.output, None)])
+    _check_paths(args, [("-o", args.output, _H5AD)])
     adata = datasets.load(args.name)
     if args.output:
         with atomic_path(args.output) as tmp:

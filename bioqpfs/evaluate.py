@@ -35,7 +35,7 @@ from ._kernels.counting_dask import compute, is_dask_array
 from ._registry import batch_methods, select
 from ._registry import methods as _methods
 from ._selection import Selection
-from ._validation import check_labels, check_matrix, check_positive_int, sample_names_of, seed_of
+from ._validation import check_labels, check_matrix, check_positive_int, describe_indices, sample_names_of, seed_of
 from .selectors._common import label_levels
 
 if TYPE_CHECKING:
@@ -125,6 +125,8 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
             what = "a column name" if isinstance(labels, str) else "a list of .obs column names"
             raise ValueError(f"labels={labels!r} is {what}, which needs an AnnData; pass the label array")
         X, y = data, labels
+        if feature_names is None and isinstance(X, pd.DataFrame):  # as bioqpfs.select: the columns name the genes
+            feature_names = X.columns
         names = None if feature_names is None else np.asarray(feature_names).astype(str)
         n_vars = np.shape(X)[1]
         mask = np.ones(n_vars, dtype=bool) if mask_var is None else np.asarray(mask_var)
@@ -168,14 +170,32 @@ def _gene_indices(genes, names, n_vars, label):
         bad = idx[(idx < 0) | (idx >= n_vars)]
         if bad.size:
             raise ValueError(f"{label}: gene index {int(bad[0])} is out of range for {n_vars} genes")
-        return idx
-    if names is None:
-        raise ValueError(f"{label}: gene names need feature_names= (or an AnnData)")
-    pos = pd.Index(names).get_indexer([str(g) for g in genes])
-    if (pos < 0).any():
-        missing = [str(g) for g, p in zip(genes, pos) if p < 0]
-        raise ValueError(f"{label}: gene(s) not found: {', '.join(missing[:5])}")
-    return pos.astype(np.int64)
+    else:
+        if names is None:
+            raise ValueError(f"{label}: gene names need feature_names= (or an AnnData)")
+        wanted = [str(g) for g in genes]
+        index = pd.Index(names)
+        if not index.is_unique:
+            repeated = set(index[index.duplicated()])
+            ambiguous = sorted({g for g in wanted if g in repeated})
+            if ambiguous:
+                raise ValueError(f"{label}: gene name(s) {', '.join(ambiguous[:5])} occur more than once among the "
+                                 "gene names, so it is ambiguous which gene is meant; make the names unique "
+                                 "(adata.var_names_make_unique()) or give integer positions")
+            index = index[~index.isin(list(repeated))]
+            positions = np.flatnonzero(~pd.Index(names).isin(list(repeated)))
+        else:
+            positions = np.arange(len(names))
+        pos = index.get_indexer(wanted)
+        if (pos < 0).any():
+            missing = [g for g, p in zip(wanted, pos) if p < 0]
+            raise ValueError(f"{label}: gene(s) not found: {', '.join(missing[:5])}")
+        idx = positions[pos].astype(np.int64)
+    uniq, counts = np.unique(idx, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"{label}: the gene list names gene(s) {describe_indices(uniq[counts > 1], names)} more than "
+                         "once; a panel lists each gene once")
+    return idx
 
 
 def _specs(selections, data, names, n_vars, cand, method_params):
@@ -367,6 +387,18 @@ def resolve_scoring(scoring):
                              "'balanced_accuracy', 'f1_macro', 'accuracy') or a callable scorer(estimator, X, y)"
                              ) from None
     if callable(scoring):
+        if not hasattr(scoring, "_score_func"):  # a metric(y_true, y_pred) passed where a scorer is needed
+            import inspect
+
+            try:
+                params = list(inspect.signature(scoring).parameters)
+            except (TypeError, ValueError):
+                params = []
+            if params[:1] == ["y_true"] or "y_pred" in params[:2] or "y_score" in params[:2]:
+                name = getattr(scoring, "__name__", "the function")
+                raise TypeError(f"scoring={name} is a metric(y_true, y_pred), but scoring needs a scorer(estimator, "
+                                f"X, y); wrap it: scoring=sklearn.metrics.make_scorer({name}), or give its name "
+                                f"as a string (e.g. {name.removesuffix('_score')!r})")
         func = getattr(scoring, "_score_func", scoring)
         name = getattr(func, "__name__", None) or type(scoring).__name__
         name = name.removesuffix("_score") if name != "<lambda>" else "score"
@@ -375,6 +407,43 @@ def resolve_scoring(scoring):
         return name, scoring
     raise TypeError(f"scoring must be None, a scorer name (str) or a callable scorer(estimator, X, y), "
                     f"got {type(scoring).__name__}")
+
+
+def _check_scorer(scorer, score_name, clf, clf_name, panel, y):
+    """Score ``clf`` once on a small panel of every class's first samples, before any selection runs, so that a
+    scorer that cannot score this classifier or these labels fails at once with what to do instead."""
+    import warnings
+
+    from sklearn.base import clone
+
+    rows = np.concatenate([np.flatnonzero(y == c)[:5] for c in np.unique(y)])
+    X_small = panel(rows)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fitted = clone(clf).fit(X_small, y[rows])
+    except Exception:  # the trial itself is not possible (e.g. a classifier that needs more samples): the CV says
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            float(scorer(fitted, X_small, y[rows]))
+    except Exception as e:
+        text = str(e).strip() or type(e).__name__
+        n_classes = np.unique(y).size
+        if "predict_proba" in text or "decision_function" in text:
+            hint = (f"the classifier {clf_name!r} gives no class probabilities; use classifier='logreg' "
+                    "(CLI: --classifier logreg) or a score of the predictions (e.g. 'balanced_accuracy')")
+        elif n_classes > 2 and ("average" in text or "multi_class" in text or "binary" in text
+                                or "multiclass" in text):
+            hint = (f"the labels have {n_classes} classes; use a multiclass score, e.g. 'f1_macro', "
+                    "'precision_macro', 'recall_macro', or 'roc_auc_ovr' with classifier='logreg'")
+        elif "convert" in text and "float" in text:
+            hint = "it is a regression score; use a classification score (e.g. 'balanced_accuracy', 'f1_macro')"
+        else:
+            hint = "use a classification score, e.g. 'balanced_accuracy' or 'f1_macro'"
+        raise ValueError(f"scoring={score_name!r} cannot score the classifier {clf_name!r} on these labels "
+                         f"({text.splitlines()[0]}); {hint}") from e
 
 
 def _dense(block):
@@ -564,6 +633,9 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         cv, why = _auto_cv(y)
         logg.info(f"evaluate: cv=None -> {why}")
     splits = _splits(cv, y, repeats, random_state, batch)
+    if scorer is not None:
+        _check_scorer(scorer, score_name, base_clf, clf_name, lambda rows: _dense(X[rows][:, cand[:min(2, cand.size)]]),
+                      y)
     Xc = X[:, cand]
     cand_names = None if names is None else names[cand]
     seed0 = 0 if random_state is None else int(random_state)

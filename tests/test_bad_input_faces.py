@@ -346,3 +346,143 @@ def test_plot_save_is_validated_and_atomic(tmp_path):
     out = tmp_path / "new_dir" / "w.png"  # a missing folder is created, as the CLI does
     bioqpfs.pl.weights(adata, show=False, save=out)
     assert out.read_bytes()[:4] == b"\x89PNG" and not list(out.parent.glob(".*.bioqpfs-tmp-*"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# stop 44: defects found by a bad-input hunt over the faces
+# ---------------------------------------------------------------------------------------------------
+def _masked(n=60, m=20):
+    rng = np.random.default_rng(0)
+    y = np.array(list("abc") * (n // 3))
+    X = rng.normal(size=(n, m)).astype(np.float32)
+    for j in range(m):
+        X[y == "abc"[j % 3], j] += 1.0 + 0.1 * j
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": y}, index=[f"c{i}" for i in range(n)]),
+                   var=pd.DataFrame(index=[f"g{j}" for j in range(m)]))
+    a.var["hv"] = np.arange(m) >= m // 2
+    return a
+
+
+def test_tl_preselected_positions_count_in_var_and_genes_outside_mask_var_are_refused():
+    """An integer preselected gene is a position in adata.var, as mask_var is (it used to be counted among the
+    masked genes: [3] forced g13); a gene that mask_var leaves out is refused by name, not "not found"."""
+    a = _masked()
+    tl.select_genes(a, "cls", method="qpfs", n_genes=3, preselected=[13], mask_var="hv")
+    assert a.uns["qpfs"]["selected"][0] == "g13"
+    assert list(a.uns["qpfs"]["params"]["preselected"]) == ["g13"]
+    for given in ([3], ["g3"], ["g13", "g3"]):
+        with pytest.raises(ValueError, match=r"g3 are left out by mask_var"):
+            tl.select_genes(a, "cls", method="qpfs", n_genes=3, preselected=given, mask_var="hv")
+    with pytest.raises(ValueError, match=r"out of range 0\.\.19 \(positions in adata.var\)"):
+        tl.select_genes(a, "cls", method="qpfs", n_genes=3, preselected=[20], mask_var="hv")
+    tl.select_genes(a, "cls", method="qpfs", n_genes=3, preselected=[3])  # no mask: positions as before
+    assert a.uns["qpfs"]["selected"][0] == "g3"
+
+
+def test_tl_mask_var_series_is_aligned_by_gene_names():
+    a = _masked()
+    wanted = ["g10", "g11", "g12", "g13", "g14"]
+    reversed_series = pd.Series(a.var_names.isin(wanted), index=a.var_names)[::-1]
+    tl.select_genes(a, "cls", method="maxrel", n_genes=3, mask_var=reversed_series)
+    assert a.var_names[a.var["maxrel_rank"].notna()].tolist() == wanted
+    tl.select_genes(a, "cls", method="maxrel", n_genes=3, mask_var=pd.Series(a.var_names.isin(wanted)))  # positions
+    assert a.var_names[a.var["maxrel_rank"].notna()].tolist() == wanted
+    foreign = pd.Series(True, index=[f"x{j}" for j in range(a.n_vars)])
+    with pytest.raises(ValueError, match=r"index is not adata.var_names \(e.g. gene 'g0' has no entry\)"):
+        tl.select_genes(a, "cls", method="maxrel", n_genes=3, mask_var=foreign)
+
+
+def test_evaluate_fixed_panels_refuse_repeated_and_ambiguous_genes():
+    a = _masked()
+    with pytest.raises(ValueError, match="panel: the gene list names gene.s. g0 more than once"):
+        evaluate.error_curve(a, "cls", {"panel": ["g0", "g0", "g0"]}, n_genes=[1, 3], cv=3)
+    with pytest.raises(ValueError, match="more than once"):
+        evaluate.error_curve(a, "cls", {"panel": [4, 4]}, n_genes=[1, 2], cv=3)
+    a.var_names = ["g0", "g0"] + [f"g{j}" for j in range(2, a.n_vars)]
+    table = evaluate.error_curve(a, "cls", {"panel": ["g5", "g6"]}, n_genes=[1, 2], cv=3)  # unique names: fine
+    b = a.copy()
+    b.var_names = [f"u{j}" for j in range(b.n_vars)]
+    want = evaluate.error_curve(b, "cls", {"panel": ["u5", "u6"]}, n_genes=[1, 2], cv=3)
+    np.testing.assert_array_equal(table["mean_error"], want["mean_error"])
+    with pytest.raises(ValueError, match="g0 occur more than once among the gene names"):
+        evaluate.error_curve(a, "cls", {"panel": ["g0", "g6"]}, n_genes=[1, 2], cv=3)
+
+
+def test_evaluate_fixed_panels_read_dataframe_columns_as_gene_names():
+    df, y = _data()
+    by_name = evaluate.error_curve(df, y, {"p": ["g2", "g0"]}, n_genes=[1, 2], cv=3)
+    by_position = evaluate.error_curve(df.to_numpy(), y, {"p": [2, 0]}, n_genes=[1, 2], cv=3)
+    np.testing.assert_array_equal(by_name["mean_error"], by_position["mean_error"])
+
+
+def test_anndata_without_x_names_its_layers_on_every_face(tmp_path):
+    rng = np.random.default_rng(0)
+    a = ad.AnnData(obs=pd.DataFrame({"cls": list("ab") * 20}, index=[f"c{i}" for i in range(40)]),
+                   var=pd.DataFrame(index=[f"g{j}" for j in range(10)]),
+                   layers={"counts": rng.poisson(2, (40, 10)).astype(np.float32)})
+    message = r"adata.X is None .*pass layer= to select on one of its layers \('counts'\)"
+    with pytest.raises(ValueError, match=message):
+        tl.select_genes(a, "cls", n_genes=3)
+    with pytest.raises(ValueError, match=message):
+        evaluate.error_curve(a, "cls", ["maxrel"], n_genes=[2], cv=3)
+    tl.select_genes(a, "cls", method="maxrel", n_genes=3, layer="counts")
+    assert a.var["maxrel_selected"].sum() == 3
+    a.write_h5ad(tmp_path / "nox.h5ad")
+    for lazy in ([], ["--lazy"]):
+        r = run("select", "nox.h5ad", "--groupby", "cls", "--n-genes", "3", "-o", "o.h5ad", "--quiet", *lazy,
+                cwd=tmp_path)
+        assert r.returncode == 1 and "adata.X is None" in last_line(r) and "'counts'" in last_line(r), r.stderr
+
+
+def test_tl_refuses_a_view_of_a_backed_anndata_before_any_work(tmp_path):
+    a = _masked()
+    a.write_h5ad(tmp_path / "x.h5ad")
+    b = ad.read_h5ad(tmp_path / "x.h5ad", backed="r")
+    with pytest.raises(ValueError, match=r"view of a backed AnnData.*adata\[mask\].to_memory\(\)"):
+        tl.select_genes(b[:30], "cls", method="maxrel", n_genes=3)
+    b.file.close()
+
+
+def test_nullable_dataframe_x_is_read_as_float64_and_its_missing_values_named():
+    import bioqpfs
+
+    df, y = _data()
+    nullable = df.convert_dtypes()
+    assert all(isinstance(d, pd.Float64Dtype) for d in nullable.dtypes)
+    np.testing.assert_array_equal(bioqpfs.select(nullable, y, method="maxrel", n_genes=2).ranking,
+                                  bioqpfs.select(df, y, method="maxrel", n_genes=2).ranking)
+    nullable.iloc[3, 4] = pd.NA
+    with pytest.raises(ValueError, match=r"NaN or infinite values in 1 gene\(s\): g4"):
+        bioqpfs.select(nullable, y, method="maxrel", n_genes=2)
+    with pytest.raises(ValueError, match=r"gene\(s\): g4"):
+        evaluate.error_curve(nullable, y, ["maxrel"], n_genes=[2], cv=3)
+
+
+def test_evaluate_scoring_that_cannot_score_fails_before_any_selection(monkeypatch):
+    from sklearn.metrics import accuracy_score, make_scorer
+
+    a = _masked()
+    calls = []
+    original = evaluate.select
+    monkeypatch.setattr(evaluate, "select", lambda *args, **kw: calls.append(1) or original(*args, **kw))
+    with pytest.raises(TypeError, match=r"metric\(y_true, y_pred\).*make_scorer\(accuracy_score\)"):
+        evaluate.error_curve(a, "cls", ["maxrel"], n_genes=[2], cv=3, scoring=accuracy_score)
+    with pytest.raises(ValueError, match="no class probabilities; use classifier='logreg'"):
+        evaluate.error_curve(a, "cls", ["maxrel"], n_genes=[2], cv=3, scoring="roc_auc_ovr")
+    for scoring in ("roc_auc", "f1", "precision"):
+        with pytest.raises(ValueError, match="3 classes; use a multiclass score"):
+            evaluate.error_curve(a, "cls", ["maxrel"], n_genes=[2], cv=3, scoring=scoring)
+    with pytest.raises(ValueError, match="regression score"):
+        evaluate.error_curve(a, "cls", ["maxrel"], n_genes=[2], cv=3, scoring="r2")
+    assert calls == []
+    ok = evaluate.error_curve(a, "cls", ["maxrel"], n_genes=[2], cv=3, scoring="roc_auc_ovr", classifier="logreg")
+    wrapped = evaluate.error_curve(a, "cls", ["maxrel"], n_genes=[2], cv=3, scoring=make_scorer(accuracy_score))
+    assert calls and 0.5 < ok["mean_roc_auc_ovr"].iloc[0] <= 1
+    np.testing.assert_allclose(wrapped["mean_accuracy"], 1 - wrapped["mean_error"])
+
+
+def test_cli_select_output_must_be_h5ad(files):
+    d, _ = files
+    r = run("select", "in.h5ad", "--groupby", "tissue", "--n-genes", "3", "-o", "panel.csv", "--quiet", cwd=d)
+    assert r.returncode == 1 and "-o file 'panel.csv' must end in .h5ad" in last_line(r), r.stderr
+    assert not (d / "panel.csv").exists()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -120,6 +121,34 @@ def _check_n_genes(n_genes):
         raise InvalidParameterError(f"n_genes must be a positive integer or 'auto'{hint}, got {n_genes!r}") from None
 
 
+def _preselected_in_mask(adata, preselected, mask):
+    """``preselected`` for the selector, which sees only the genes of ``mask_var``: integer positions count in
+    ``adata.var`` (as ``mask_var`` does) and are renumbered among the masked genes; a gene of ``adata.var`` that
+    ``mask_var`` leaves out is refused by name (it cannot be forced into a panel chosen among the others)."""
+    if mask.all():
+        return preselected
+    names = adata.var_names
+    if preselected and all(isinstance(g, (Integral, np.integer)) and not isinstance(g, (bool, np.bool_))
+                           for g in preselected):
+        idx = np.asarray(preselected, dtype=np.int64)
+        bad = idx[(idx < 0) | (idx >= adata.n_vars)]
+        if bad.size:
+            raise ValueError(f"preselected gene index(es) {describe_indices(bad)} out of range 0..{adata.n_vars - 1} "
+                             "(positions in adata.var)")
+        outside = idx[~mask[idx]]
+        if outside.size:
+            raise ValueError(f"preselected gene(s) {describe_indices(outside, names)} are left out by mask_var; add "
+                             "them to the mask (the panel is chosen among the masked genes) or drop them from "
+                             "preselected")
+        return [int(k) for k in np.cumsum(mask)[idx] - 1]
+    given = {str(g) for g in preselected}
+    outside = sorted({str(g) for g in names[~mask] if str(g) in given} - {str(g) for g in names[mask]})
+    if outside:
+        raise ValueError(f"preselected gene(s) {', '.join(outside[:5])} are left out by mask_var; add them to the mask "
+                         "(the panel is chosen among the masked genes) or drop them from preselected")
+    return preselected
+
+
 def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer, use_raw, mask_var, random_state,
                   progress, n_jobs, chunk_size, logg, batch_key=None, backend=None):
     """``n_genes="auto"``: the one-SE size of a cross-validated error curve of ``method`` on ``adata``.
@@ -221,14 +250,16 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         ``None`` where not given, see :func:`bioqpfs._anndata.source_params`).  (Earlier
         versions used ``.X`` by default: e.g. scanpy's ``pbmc68k_reduced`` is now selected on its
         log-normalised ``.raw`` rather than its scaled ``.X``.)
-    mask_var : str or bool array, optional
-        Only consider these genes (e.g. ``"highly_variable"``); genes outside get NaN weight and rank.
-    preselected : sequence of str, optional
+    mask_var : str, bool array or bool Series, optional
+        Only consider these genes (e.g. ``"highly_variable"``); genes outside get NaN weight and rank.  A Series
+        is aligned to ``adata.var_names`` by its index (a default ``RangeIndex``: by position).
+    preselected : sequence of str or int, optional
         Genes that must be in the panel (a commercial panel to extend, say), ranked first in the given order;
         the method chooses the rest given them (every method; how each conditions on them is in its docstring:
         greedy methods start from them, the QP methods solve the QP over the remaining genes with the relevance
         shifted by the forced genes' redundancy, SPEC_CMI conditions its 0-1 problem on them, LDFS/HSFS leave
-        their rows out of the penalty).  ``n_genes`` counts them.
+        their rows out of the penalty).  ``n_genes`` counts them.  Gene names, or integer positions in
+        ``adata.var`` (with ``mask_var`` too); a gene that ``mask_var`` leaves out is refused.
     batch_key : str, optional
         Column of ``adata.obs`` with the batch (donor, study, plate) of every cell: batch-aware statistics --
         every information measure estimated within each batch and averaged, ``sum_b w_b I_b`` (stratified
@@ -291,6 +322,10 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     if adata.isbacked and copy:
         raise ValueError("copy=True is not supported for a backed AnnData; pass copy=False (results are written "
                          "into the in-memory .var/.uns), or load it first with adata = adata.to_memory()")
+    if adata.isbacked and adata.is_view:
+        raise ValueError("adata is a view of a backed AnnData (e.g. adata[mask] of read_h5ad(path, backed='r')), "
+                         "which cannot be made an actual AnnData in place to hold the results; load the subset "
+                         "first: adata = adata[mask].to_memory()")
     n_genes = _check_n_genes(n_genes)
     _device.check_backend(backend)
     named = method
@@ -320,6 +355,8 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     X = _device.to_host(X)
     source = check_use_raw(adata, layer, use_raw)[1]
     mask = check_mask(adata, mask_var)
+    if preselected is not None:
+        params["preselected"] = _preselected_in_mask(adata, params["preselected"], mask)
     labels = obs_labels(adata, groupby)
     check_levels_supported(method, labels, preset)
     if isinstance(labels, pd.DataFrame):  # hierarchical labels: nesting and weights checked before any work
