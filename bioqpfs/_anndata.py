@@ -68,13 +68,20 @@ def check_use_raw(adata, layer, use_raw):
 
 
 def _x_of(adata):
-    """``adata.X`` (a backed one stays in the file), ``None`` also for a backed file written without X."""
+    """``adata.X`` (a backed one stays in the file), ``None`` also for a backed file written without X; a
+    damaged file (its X unreadable) gives a non-None marker: the reading of X then names the file."""
     try:
         return adata.X
-    except KeyError:  # h5py: "object 'X' doesn't exist"
-        if adata.isbacked:
-            return None
-        raise
+    except KeyError:  # h5py: "object 'X' doesn't exist" -- or a damaged file
+        if not adata.isbacked:
+            raise
+        import h5py
+
+        try:
+            with h5py.File(adata.filename, "r") as f:
+                return None if "X" not in f else Ellipsis
+        except (OSError, KeyError, RuntimeError):
+            return Ellipsis
 
 
 def check_has_x(adata, layer, raw):
