@@ -246,14 +246,15 @@ def test_full_disk_output_is_a_clear_error_and_the_input_is_intact(tmp_path, opt
         pytest.skip("no /dev/full")
     inp = _h5ad(tmp_path / "in.h5ad")
     before = _digest(inp)
-    (tmp_path / "full.out").symlink_to("/dev/full")
+    full = "full.h5ad" if opt == "-o" else "full.out"  # -o writes an .h5ad
+    (tmp_path / full).symlink_to("/dev/full")
     args = ["select", "in.h5ad", "--groupby", "cls", "--method", "maxrel", "--n-genes", "3", "--quiet"]
-    args += ["-o", "full.out"] if opt == "-o" else ["-o", "out.h5ad", "--tsv", "full.out"]
+    args += ["-o", full] if opt == "-o" else ["-o", "out.h5ad", "--tsv", full]
     r = _run(_CLI, *args, cwd=tmp_path, timeout=120)
     assert r.returncode == 1, r.stderr
     assert "bioqpfs: error: cannot write /dev/full: no space left on the device" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    assert (tmp_path / "full.out").is_symlink() and stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert (tmp_path / full).is_symlink() and stat.S_ISCHR(os.stat("/dev/full").st_mode)
     assert _digest(inp) == before
     assert not [p for p in os.listdir(tmp_path) if _io.TMP_MARK in p]
 
