@@ -252,36 +252,44 @@ def _combine_range(*parts):
 
 
 @njit(cache=True)
-def _refine_entries(genes, keys, weights, first, order, lo, hi, shift, collect, hslot, H, counts, mins, maxs,
+def _refine_entries(genes, keys, weights, first, lo, hi, shift, collect, hslot, H, counts, mins, maxs,
                     out_t, out_k, out_w, fill):
-    """The loop of :func:`_chunk_refine`: each entry (gene, key, multiplicity) against its gene's targets
-    ``order[first[g]:first[g+1]]``.  ``fill`` False: histogram targets into ``counts``/``mins``/``maxs`` and the
-    number of collected entries returned; True: the collected entries written to ``out_*``."""
+    """The loop of :func:`_chunk_refine`: each entry (gene, key, multiplicity) into the bracket of its gene that
+    holds it, found by binary search: gene g's brackets are ``first[g]:first[g+1]``, disjoint and ordered by
+    ``lo``.  ``fill`` False: histogram brackets into ``counts``/``mins``/``maxs`` and the number of collected
+    entries returned; True: the collected entries written to ``out_*``."""
     c = 0
     for e in range(genes.size):
         g, k = genes[e], keys[e]
-        for j in range(first[g], first[g + 1]):
-            t = order[j]
-            if k < lo[t] or k > hi[t]:
-                continue
-            if collect[t]:
-                if fill:
-                    out_t[c], out_k[c], out_w[c] = t, k, weights[e]
-                c += 1
-            elif not fill:
-                i = hslot[t] * H + np.int64((k - lo[t]) >> shift[t])
-                counts[i] += weights[e]
-                mins[i] = min(mins[i], k)
-                maxs[i] = max(maxs[i], k)
+        a, b = first[g], first[g + 1]
+        while a < b:  # the first bracket starting above k
+            mid = (a + b) // 2
+            if lo[mid] <= k:
+                a = mid + 1
+            else:
+                b = mid
+        t = a - 1
+        if t < first[g] or k > hi[t]:
+            continue
+        if collect[t]:
+            if fill:
+                out_t[c], out_k[c], out_w[c] = t, k, weights[e]
+            c += 1
+        elif not fill:
+            i = hslot[t] * H + np.int64((k - lo[t]) >> shift[t])
+            counts[i] += weights[e]
+            mins[i] = min(mins[i], k)
+            maxs[i] = max(maxs[i], k)
     return c
 
 
 def _chunk_refine(x, targets, *, with_zeros, H, groups=None, n_groups=1):
-    """One chunk's share of a refinement pass over ``targets = (gene, lo, hi, shift, collect)``: target t (gene
-    ``gene[t]``, bracket ``[lo[t], hi[t]]``) gets, if a histogram target (``~collect[t]``), the count, smallest
-    and largest key of each of its ``H`` bins ``(key - lo) >> shift``; if collected, every (target, key,
-    multiplicity) in its bracket.  The chunk's zeros count as one entry per gene (key of 0.0, multiplicity the
-    number of zeros) when ``with_zeros``.  With ``groups``, genes are (group, gene) pairs (:func:`_chunk_entries`)."""
+    """One chunk's share of a refinement pass over the brackets ``targets = (gene, lo, hi, shift, collect)``
+    (ordered by gene, then ``lo``; a gene's brackets disjoint): bracket t (gene ``gene[t]``, keys
+    ``[lo[t], hi[t]]``) gets, if a histogram bracket (``~collect[t]``), the count, smallest and largest key of each
+    of its ``H`` bins ``(key - lo) >> shift``; if collected, every (bracket, key, multiplicity) in it.  The
+    chunk's zeros count as one entry per gene (key of 0.0, multiplicity the number of zeros) when
+    ``with_zeros``.  With ``groups``, genes are (group, gene) pairs (:func:`_chunk_entries`)."""
     gene, lo, hi, shift, collect = targets
     genes, keys, n_zero = _chunk_entries(x, groups, n_groups)
     weights = np.ones(genes.size, dtype=np.int64)
@@ -290,13 +298,12 @@ def _chunk_refine(x, targets, *, with_zeros, H, groups=None, n_groups=1):
         genes = np.concatenate([genes, z])
         keys = np.concatenate([keys, np.full(z.size, _ZERO_KEY)])
         weights = np.concatenate([weights, n_zero[z].astype(np.int64)])
-    order = np.argsort(gene, kind="stable")
-    first = np.searchsorted(gene[order], np.arange(x.shape[1] * n_groups + 1))
-    hslot = np.cumsum(~collect) - 1  # a histogram target's row
+    first = np.searchsorted(gene, np.arange(x.shape[1] * n_groups + 1))
+    hslot = np.cumsum(~collect) - 1  # a histogram bracket's row
     n_hist = int((~collect).sum())
     counts = np.zeros(n_hist * H, dtype=np.int64)
     mins, maxs = np.full(n_hist * H, _UMAX), np.zeros(n_hist * H, dtype=np.uint64)
-    args = (genes, keys, weights, first, order, lo, hi, shift, collect, hslot, H, counts, mins, maxs)
+    args = (genes, keys, weights, first, lo, hi, shift, collect, hslot, H, counts, mins, maxs)
     out = [np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64)]
     n_out = _refine_entries(*args, *out, False)
     out = [np.empty(n_out, np.int64), np.empty(n_out, np.uint64), np.empty(n_out, np.int64)]
@@ -363,36 +370,48 @@ def dask_order_statistics(X, gene, rank, *, nonzero_only, budget=QUANTILE_BUDGET
     count, lo, hi = first[0].astype(np.int64)[gene], first[1][gene], first[2][gene]
     if (rank < 0).any() or (rank >= count).any():
         raise ValueError("dask_order_statistics: a rank outside its gene's values")
-    H, L = _plan(gene.size, budget, hist_bins, collect_max)
-    log2H = int(np.log2(H))
     r, n = rank.copy(), count.copy()  # rank within the bracket, values in it
     done = lo == hi
     while not done.all():
+        # the distinct brackets of the open targets, by gene and lo: the targets of a gene share one bracket at
+        # first, and a bracket is only ever replaced by disjoint parts of itself, so a gene's distinct brackets are
+        # disjoint -- an entry falls in at most one, found by binary search (_refine_entries)
         act = np.flatnonzero(~done)
-        collect = n[act] <= L
-        cost = np.where(collect, 24 * n[act], 24 * H)
-        take = np.cumsum(cost) <= budget
+        act = act[np.lexsort((hi[act], lo[act], gene[act]))]
+        g_act, lo_act, hi_act = gene[act], lo[act], hi[act]
+        new = np.ones(act.size, dtype=bool)
+        new[1:] = (g_act[1:] != g_act[:-1]) | (lo_act[1:] != lo_act[:-1]) | (hi_act[1:] != hi_act[:-1])
+        bracket = np.cumsum(new) - 1  # each open target's bracket
+        heads = act[new]
+        H, L = _plan(heads.size, budget, hist_bins, collect_max)
+        collect = n[heads] <= L
+        cost = np.where(collect, 24 * n[heads], 24 * H)
+        take = np.cumsum(cost) <= budget  # brackets beyond the budget wait, with all their targets
         take[0] = True
-        act, collect = act[take], collect[take]
-        width = (hi[act] - lo[act]).astype(np.float64)  # rounding up only widens the bins: still < H of them
-        shift = np.maximum(np.frexp(width)[1] - log2H, 0).astype(np.uint64)
-        # the targets enter the graph once (a delayed value every chunk task depends on), not once per chunk
-        targets = dask.delayed((gene[act], lo[act], hi[act], shift, collect), pure=True, traverse=False)
+        heads, collect, cost = heads[take], collect[take], cost[take]
+        within = take[bracket]
+        act, bracket = act[within], bracket[within]  # the taken brackets are the first ones: same numbering
+        width = (hi[heads] - lo[heads]).astype(np.float64)  # rounding up only widens the bins: still < H of them
+        shift = np.maximum(np.frexp(width)[1] - int(np.log2(H)), 0).astype(np.uint64)
+        # the brackets enter the graph once (a delayed value every chunk task depends on), not once per chunk
+        targets = dask.delayed((gene[heads], lo[heads], hi[heads], shift, collect), pure=True, traverse=False)
         counts, mins, maxs, (ct, ck, cw) = reduce_chunks(_chunk_refine, [X], combine=_combine_refine,
                                                          targets=targets, with_zeros=not nonzero_only, H=H,
-                                                         result_bytes=int(cost[take].sum()), **grouped)
+                                                         result_bytes=int(cost.sum()), **grouped)
         n_passes += 1
-        h = act[~collect]  # the bin holding the target rank becomes the bracket
+        hist = ~collect[bracket]  # the bin of its bracket's histogram holding the target rank becomes the bracket
+        h, row = act[hist], (np.cumsum(~collect) - 1)[bracket[hist]]
         cum = np.cumsum(counts, axis=1)
-        b = (cum <= r[h, None]).sum(axis=1)
-        rows = np.arange(h.size)
-        r[h] -= np.where(b > 0, cum[rows, np.maximum(b - 1, 0)], 0)
-        n[h], lo[h], hi[h] = counts[rows, b], mins[rows, b], maxs[rows, b]
+        span = int(cum[:, -1].max()) + 1 if cum.size else 1  # rows side by side, each sorted: one search for all
+        b = np.searchsorted((cum + span * np.arange(cum.shape[0])[:, None]).ravel(), r[h] + span * row,
+                            side="right") - H * row
+        r[h] -= np.where(b > 0, cum[row, np.maximum(b - 1, 0)], 0)
+        n[h], lo[h], hi[h] = counts[row, b], mins[row, b], maxs[row, b]
         done[h] = lo[h] == hi[h]
-        c = act[collect]  # collected: the rank-th key of the sorted bracket
+        c, cb = act[~hist], bracket[~hist]  # collected: the rank-th key of the sorted bracket
         order = np.lexsort((ck, ct))
         ct, ck, cum = ct[order], ck[order], np.cumsum(cw[order])
-        start = np.searchsorted(ct, np.flatnonzero(collect), side="left")
+        start = np.searchsorted(ct, cb, side="left")
         base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0)
         lo[c] = hi[c] = ck[np.searchsorted(cum, base + r[c], side="right")]
         done[c] = True
