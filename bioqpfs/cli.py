@@ -553,7 +553,7 @@ def _check_paths(args, outputs):
         if suffixes is not None and not path.lower().endswith(suffixes):
             raise ValueError(f"{opt} file {path!r} must end in "
                              f"{suffixes[0] if len(suffixes) == 1 else 'one of ' + ', '.join(suffixes)}"
-                             + (" (an AnnData file; --tsv writes the ranked table)" if suffixes == _H5AD else ""))
+                             + (" (it writes an AnnData file)" if suffixes == _H5AD else ""))
 
 
 def _cmd_evaluate(args):

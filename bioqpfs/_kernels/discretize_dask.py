@@ -31,20 +31,22 @@ ever holding a gene's column or X.  ``np.quantile``'s default ('linear') q-quant
 magnitudes, subnormals and negative values need no care):
 
 1. one pass: each gene's count of values, smallest and largest key -- the first bracket ``[lo, hi]``;
-2. each further pass, per target (gene, rank) whose bracket holds more than ``L`` values: a histogram of ``H``
-   equal key-width bins over ``[lo, hi]`` with each bin's smallest and largest key, summed over the chunks; the
-   bracket becomes the bin holding the target rank, shrunk to its smallest and largest key, so ties (discrete
-   single-cell values) close it at once (``lo == hi``: the value); a target whose bracket holds at most ``L``
-   values gets them in that pass instead (sorted on the driver: exact).  A bracket's key width falls by ``H``
+2. each further pass, per distinct bracket of the open targets (gene, rank) -- the targets of a gene share one
+   at first; a bracket is only ever replaced by disjoint parts of itself, so a gene's distinct brackets are
+   disjoint and each value falls in at most one, found by binary search -- holding more than ``L`` values: a
+   histogram of ``H`` equal key-width bins over ``[lo, hi]`` with each bin's smallest and largest key, summed over
+   the chunks; each of its targets' bracket becomes the bin holding the target's rank, shrunk to its smallest and
+   largest key, so ties (discrete single-cell values) close it at once (``lo == hi``: the value); a bracket
+   holding at most ``L`` values is collected in that pass instead (sorted on the driver: exact).  A bracket's key width falls by ``H``
    each pass (at most ``ceil(64 / log2 H)`` passes); in practice one or two passes after the first (40,000 x 300
    sparse log1p counts: 2 passes in all for the ``"zero_quantile"`` edges, 3 for ``"quantile"``, against 2 for
    the mean +- sd thresholds), each chunk's non-zero entries read once per pass by a numba loop
    (:func:`_refine_entries`);
 3. one pass: which bins are used (empty bins are removed, as in memory); the codes stay lazy, as above.
 
-Memory: per pass the chunk results hold ``24 H`` bytes per histogram target and 24 bytes per collected value,
-at most :data:`QUANTILE_BUDGET` (targets beyond it wait for the next pass); ``H`` (16..1024, a power of two) and
-``L`` follow from the budget and the number of targets (2 per quantile and gene, fewer after de-duplication).
+Memory: per pass the chunk results hold ``24 H`` bytes per histogram bracket and 24 bytes per collected value,
+at most :data:`QUANTILE_BUDGET` (brackets beyond it wait for the next pass, with all their targets); ``H``
+(16..1024, a power of two) and ``L`` follow, each pass, from the budget and the number of distinct brackets.
 A reduction task combines up to :data:`~bioqpfs._kernels.counting_dask.SPLIT_EVERY` such results at once.  A
 chunk's work space is 24 bytes per non-zero entry (key, gene index, multiplicity) besides the chunk.
 
