@@ -9,8 +9,9 @@ The choice is held in a context variable for the duration of a face's call (as t
 * ``"auto"`` (the default): the GPU when cupy sees a CUDA device and the code matrix has at least
   :data:`AUTO_GPU_CELLS` entries (samples x genes), or when the input itself is on the GPU; else the CPU.
 
-Only the counting moves: discretisation, the QP and the ranking run on the CPU, and the gene x gene
-matrix is copied back once.  A face called inside another keeps the outer face's choice unless it is
+Only the counting and the products of lambda_min's Lanczos runs move (:func:`products_on_gpu`):
+discretisation, the QP and the ranking run on the CPU, and the gene x gene matrix is copied back once (and
+to the GPU again for the Lanczos products).  A face called inside another keeps the outer face's choice unless it is
 given one.
 """
 from __future__ import annotations
@@ -23,7 +24,8 @@ from contextlib import contextmanager
 
 __all__ = ["BACKENDS", "AUTO_GPU_CELLS", "check_backend", "requested", "current", "gpu_status", "require_gpu",
            "is_cupy_array", "is_cupy_sparse", "to_host", "counts_on_gpu", "mark_gpu_input", "dask_chunks_on_gpu",
-           "is_gpu_input", "honours_backend"]
+           "is_gpu_input", "honours_backend", "products_on_gpu", "matrix_on_gpu", "array_module",
+           "free_device_bytes"]
 
 #: the values of ``backend=``
 BACKENDS = ("auto", "cpu", "gpu")
@@ -114,6 +116,39 @@ def counts_on_gpu(n_samples, n_genes):
     if not gpu_status()[0]:
         return False
     return _GPU_INPUT.get() or n_samples * n_genes >= AUTO_GPU_CELLS
+
+
+def products_on_gpu(n_entries):
+    """Whether the products with a dense matrix of ``n_entries`` entries (Q in the Lanczos runs of lambda_min,
+    :meth:`bioqpfs._kernels.simplex_qp.QPMatrix.linear_operator`) run on the GPU under the backend in force: as
+    :func:`counts_on_gpu`, with the matrix's entries in place of the code matrix's."""
+    backend = current()
+    if backend == "cpu":
+        return False
+    if backend == "gpu":
+        require_gpu()
+        return True
+    return gpu_status()[0] and (_GPU_INPUT.get() or n_entries >= AUTO_GPU_CELLS)
+
+
+def array_module():
+    """cupy (imported on first use)."""
+    import cupy
+
+    return cupy
+
+
+def free_device_bytes():
+    """Free memory of the current CUDA device, in bytes."""
+    return int(array_module().cuda.runtime.memGetInfo()[0])
+
+
+def matrix_on_gpu(A):
+    """A copy of the dense array ``A`` on the GPU for repeated products, or ``None`` when the products stay on the
+    CPU: :func:`products_on_gpu` says no, or the copy would take more than half the device's free memory."""
+    if not products_on_gpu(A.size) or A.nbytes > free_device_bytes() // 2:
+        return None
+    return array_module().asarray(A)
 
 
 def dask_chunks_on_gpu():

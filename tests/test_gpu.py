@@ -152,6 +152,67 @@ def test_backend_choice_reaches_the_code_tables(monkeypatch):
         assert counting.backend_for(codes) is CupyCounting
 
 
+def _indefinite_qp_matrix(m, rng):
+    from bioqpfs._kernels.simplex_qp import QPMatrix
+
+    A = rng.normal(size=(m + 40, m + 40)).astype(np.float32)
+    Q = (A + A.T) / 2  # indefinite, float32 as the MI matrix beyond FLOAT32_FROM genes
+    index = np.sort(rng.choice(m + 40, m, replace=False))
+    U = rng.normal(size=(m, 2))
+    return QPMatrix(Q, scale=0.7, U=U, w=np.array([0.5, -0.2]), shift=0.3, index=index)
+
+
+def test_lanczos_products_on_the_device_path(monkeypatch, rng):
+    """lambda_min's Lanczos products through the device path (numpy in cupy's place): the same products, so the
+    same value to the last bit, and the eigenvalue of the dense G; a Q too large for the device stays on the CPU."""
+    from bioqpfs._kernels.simplex_qp import smallest_eigenvalue
+
+    G = _indefinite_qp_matrix(700, rng)
+    want = np.linalg.eigvalsh(G.dense())[0]
+    lam_cpu, info_cpu = smallest_eigenvalue(G, return_info=True)
+    assert info_cpu["device"] == "cpu"
+    monkeypatch.setattr(_device, "products_on_gpu", lambda n_entries: True)
+    monkeypatch.setattr(_device, "array_module", lambda: np)
+    monkeypatch.setattr(_device, "free_device_bytes", lambda: 10 * G.Q.nbytes)
+    lam_dev, info_dev = smallest_eigenvalue(G, return_info=True)
+    assert info_dev["device"] == "gpu" and info_dev["matvecs"] == info_cpu["matvecs"]
+    assert lam_dev == lam_cpu
+    np.testing.assert_allclose(lam_dev, want, rtol=1e-5)
+    monkeypatch.setattr(_device, "free_device_bytes", lambda: G.Q.nbytes)  # the copy would take all of it
+    assert smallest_eigenvalue(G, return_info=True)[1]["device"] == "cpu"
+
+
+def test_lanczos_products_follow_the_backend(monkeypatch):
+    monkeypatch.setattr(_device, "gpu_status", lambda: (True, "1 CUDA device(s)"))
+    big = _device.AUTO_GPU_CELLS
+    with _device.requested("auto"):
+        assert not _device.products_on_gpu(big - 1) and _device.products_on_gpu(big)
+        with _device.mark_gpu_input(True):  # an input on the GPU: every size
+            assert _device.products_on_gpu(10)
+    with _device.requested("cpu"):
+        assert not _device.products_on_gpu(big)
+    with _device.requested("gpu"):
+        assert _device.products_on_gpu(10)
+    monkeypatch.setattr(_device, "gpu_status", lambda: (False, "cupy is not installed"))
+    with _device.requested("auto"):
+        assert not _device.products_on_gpu(big)
+
+
+@needs_gpu
+def test_lanczos_products_on_the_gpu(rng):
+    from bioqpfs._kernels.simplex_qp import smallest_eigenvalue
+
+    G = _indefinite_qp_matrix(1500, rng)
+    want = np.linalg.eigvalsh(G.dense())[0]
+    with _device.requested("cpu"):
+        lam_cpu, info_cpu = smallest_eigenvalue(G, return_info=True)
+    with _device.requested("gpu"):
+        lam_gpu, info_gpu = smallest_eigenvalue(G, return_info=True)
+    assert (info_cpu["device"], info_gpu["device"]) == ("cpu", "gpu")
+    np.testing.assert_allclose(lam_gpu, want, rtol=1e-5)
+    np.testing.assert_allclose(lam_gpu, lam_cpu, rtol=1e-5)
+
+
 @pytest.mark.skipif(GPU, reason="a GPU is present")
 def test_gpu_refused_without_one_on_every_face(tmp_path):
     X = np.random.default_rng(0).normal(size=(40, 8))
@@ -255,8 +316,9 @@ def test_every_mi_method_selects_the_same_on_the_gpu(method):
 
 
 @needs_gpu
-def test_default_recipe_on_the_gpu():
-    X, y = _expression(2000, 120, seed=4)
+@pytest.mark.parametrize("shape", [(2000, 120), (3000, 700)], ids=["LAPACK eigenvalue", "Lanczos on the GPU"])
+def test_default_recipe_on_the_gpu(shape):
+    X, y = _expression(*shape, seed=4)
     cpu = bioqpfs.select(X, y, n_genes=15, backend="cpu")
     gpu = bioqpfs.select(X, y, n_genes=15, backend="gpu")
     np.testing.assert_array_equal(gpu.ranking[:15], cpu.ranking[:15])

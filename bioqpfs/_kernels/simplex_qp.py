@@ -50,7 +50,7 @@ import numpy as np
 import scipy.linalg as sla
 from numba import njit
 
-from .. import _progress, _threads
+from .. import _device, _progress, _threads
 
 __all__ = ["solve_quadprog", "solve_spg", "solve_active_set", "solve", "SOLVERS", "ACTIVE_SET_MAX_SUPPORT",
            "solve_linear", "is_linear", "kkt_residual",
@@ -177,23 +177,43 @@ class QPMatrix:
         return 0.5 * (G + G.T)
 
     def linear_operator(self):
+        """G as a scipy ``LinearOperator`` (float64 vectors) for Lanczos.
+
+        The products with Q run on the GPU when :func:`bioqpfs._device.products_on_gpu` says so for Q's size
+        (``backend="gpu"``; ``"auto"`` with a device from :data:`~bioqpfs._device.AUTO_GPU_CELLS` entries) and a
+        copy of Q fits in half the device's free memory: Q is copied there once, and each product moves one
+        vector each way.  The product is the same float32 / float64 product as on the CPU, rounded differently
+        in its last bits.  The operator's ``device`` attribute says where the products ran (``"gpu"`` or
+        ``"cpu"``).
+        """
         import scipy.sparse.linalg as ssl
+
+        Q_device = None if self.Q is None else _device.matrix_on_gpu(self.Q)
+        if Q_device is None:
+            q_product = None if self.Q is None else self.Q.__matmul__
+        else:
+            xp = _device.array_module()
+
+            def q_product(x):
+                return _device.to_host(Q_device @ xp.asarray(x))
 
         def mv(v):
             v = np.asarray(v, dtype=np.float64).ravel()
             out = self.shift * v
             if self.Q is not None:
                 if self.index is None:
-                    out = out + self.scale * (self.Q @ v.astype(self.Q.dtype)).astype(np.float64)
+                    out = out + self.scale * q_product(v.astype(self.Q.dtype)).astype(np.float64)
                 else:
                     full = np.zeros(self.Q.shape[0], dtype=self.Q.dtype)
                     full[self.index] = v
-                    out = out + self.scale * (self.Q @ full)[self.index].astype(np.float64)
+                    out = out + self.scale * q_product(full)[self.index].astype(np.float64)
             if self.U is not None:
                 out = out + self.U @ (self.w * (self.U.T @ v))
             return out
 
-        return ssl.LinearOperator((self.n, self.n), matvec=mv, dtype=np.float64)
+        op = ssl.LinearOperator((self.n, self.n), matvec=mv, dtype=np.float64)
+        op.device = "cpu" if Q_device is None else "gpu"
+        return op
 
 
 def _as_matrix(G):
@@ -243,7 +263,7 @@ def smallest_eigenvalue(G, *, dense_max=500, tol=None, return_info=False):
         except ssl.ArpackNoConvergence as e:
             converged = False
             lam = float(np.min(e.eigenvalues)) if len(e.eigenvalues) else float("nan")
-    info = dict(method="lanczos", converged=converged, tol=float(tol), matvecs=int(count[0]))
+    info = dict(method="lanczos", converged=converged, tol=float(tol), matvecs=int(count[0]), device=lin.device)
     if not np.isfinite(lam):  # ARPACK stopped without a single Ritz value: the dense solve, if it fits
         lam = _dense_smallest_eigenvalue(op, info)
     return (lam, info) if return_info else lam
