@@ -113,11 +113,10 @@ def get_obs_rep(adata, *, layer=None, use_raw=None):
     if use_raw:
         if adata.raw is None:
             raise ValueError("use_raw=True but adata.raw is not set")
-        missing = adata.var_names.difference(adata.raw.var_names)
-        if len(missing):
-            raise ValueError(f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})"
-                             + ("; use_raw=None selects on adata.raw when it is set (as scanpy's rank_genes_groups "
-                                "does): pass use_raw=False to use adata.X" if implicit else ""))
+        genes = _raw_positions(adata, implicit)
+        if adata.isbacked:  # anndata's backed adata.raw[:, names].X is the stored matrix whole, in its own gene order
+            X = in_memory(adata, lambda: adata.raw.X)
+            return X if genes is None else X[:, genes]
         return in_memory(adata, lambda: adata.raw[:, adata.var_names].X)
     return in_memory(adata, lambda: adata.X)
 
@@ -126,13 +125,15 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
     """:func:`get_obs_rep` for the selections ``runs`` (``(method, params)`` pairs) will make; a backed or lazily
     read matrix is read in sample chunks when every run can count it so.
 
-    A backed AnnData (``anndata.read_h5ad(path, backed="r")``, not a view) whose ``.X`` is read (no ``layer``,
-    no ``.raw``) becomes a Dask array of sample chunks of ``chunk_size`` rows (:func:`bioqpfs._io.lazy_rows`:
-    dense or CSR, each chunk read from the file when a task needs it, a changed or deleted file an error
-    naming the chunk) when dask is installed and every run has a Dask path
-    (:func:`bioqpfs._registry.dask_refusal`).  Otherwise X is read whole, as :func:`get_obs_rep` does, after
-    a check that its stored size fits the available memory (:func:`bioqpfs._validation.memory_guard`, whose
-    error names the fix).  A matrix that already is such a Dask array of file chunks (the CLI's lazily read
+    A backed AnnData (``anndata.read_h5ad(path, backed="r")``, not a view) whose ``.X`` or ``.raw.X`` is read
+    (``.raw`` is what ``use_raw=None`` reads when it is set, as in scanpy) becomes a Dask array of sample chunks
+    of ``chunk_size`` rows (:func:`bioqpfs._io.lazy_rows`: dense or CSR, each chunk read from the file when a
+    task needs it, a changed or deleted file an error naming the chunk; ``.raw``'s columns of
+    ``adata.var_names`` taken chunk by chunk) when dask is installed and every run has a Dask path
+    (:func:`bioqpfs._registry.dask_refusal`).  Otherwise the matrix is read whole, as :func:`get_obs_rep` does,
+    after a check that its stored size fits the available memory (:func:`bioqpfs._validation.memory_guard`,
+    whose error names the fix).  A backed file's layers are in memory already (anndata reads them when it
+    opens the file).  A matrix that already is such a Dask array of file chunks (the CLI's lazily read
     zarr store puts them in ``.X``, ``.layers`` and ``.raw``) is treated the same way: kept lazy, or read
     whole after the memory check.
 
@@ -147,7 +148,7 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
     whole = lambda: get_obs_rep(adata, layer=layer, use_raw=use_raw)  # noqa: E731
     raw = check_use_raw(adata, layer, use_raw)[0]
     check_has_x(adata, layer, raw)
-    if not adata.isbacked or adata.is_view or layer is not None or raw:
+    if not adata.isbacked or adata.is_view or layer is not None:  # a backed file's layers are read at its opening
         source = adata.layers[layer] if layer is not None and layer in adata.layers else (
             adata.raw.X if raw and adata.raw is not None else adata.X)
         X = whole()
@@ -159,22 +160,62 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
             return X, None
         _guard(stored, "a lazily read matrix", why)
         return compute(X), why
+    if raw:
+        if adata.raw is None:
+            raise ValueError("use_raw=True but adata.raw is not set")
+        genes = _raw_positions(adata, use_raw is None)
+    elem = "raw/X" if raw else "X"
     try:
         import dask.array  # noqa: F401
     except ImportError:
         X, why = None, "dask is not installed"
     else:
         try:
-            X = lazy_rows(adata.filename, "X", chunk_size=chunk_size, progress=progress)
+            X = lazy_rows(adata.filename, elem, chunk_size=chunk_size, progress=progress)
         except FileNotFoundError:  # removed or moved since it was opened: the open handle still reads it whole
             X, why = None, "the file is no longer at its path (removed or moved since it was opened)"
         else:
-            why = "X is stored by columns (CSC), which cannot be read by samples" if X is None else None
+            why = f"{elem} is stored by columns (CSC), which cannot be read by samples" if X is None else None
+            if X is not None and raw and genes is not None:
+                X = _columns_of_chunks(X, genes)
     why = why or _refusal(runs, X, dask_refusal)
     if why is None:
         return X, None
-    _guard(stored_bytes(adata.X), f"X of {adata.filename}", why)
+    _guard(stored_bytes(adata.raw.X if raw else adata.X), f"{elem} of {adata.filename}", why)
     return whole(), why
+
+
+def _raw_positions(adata, implicit):
+    """The columns of ``adata.raw`` that hold ``adata.var_names``, in their order (``None``: all of them, as
+    stored); the error of :func:`get_obs_rep` when some are missing."""
+    raw_names = adata.raw.var_names
+    if raw_names.equals(adata.var_names):
+        return None
+    missing = _raw_missing(adata, implicit)
+    if missing:
+        raise ValueError(missing)
+    return raw_names.get_indexer(adata.var_names)
+
+
+def _raw_missing(adata, implicit):
+    """The error text when genes of ``adata.var`` are not in ``adata.raw`` (``None`` when all are)."""
+    missing = adata.var_names.difference(adata.raw.var_names)
+    if not len(missing):
+        return None
+    return (f"{len(missing)} gene(s) of adata.var are not in adata.raw (e.g. {list(missing[:3])})"
+            + ("; use_raw=None selects on adata.raw when it is set (as scanpy's rank_genes_groups does): pass "
+               "use_raw=False to use adata.X" if implicit else ""))
+
+
+def _columns_of_chunks(X, genes):
+    """The columns ``genes`` of a Dask array of sample chunks (dense or scipy CSR chunks), chunk by chunk."""
+    import dask.array as da
+
+    genes = np.asarray(genes, dtype=np.int64)
+    out = da.map_blocks(lambda block: block[:, genes], X, chunks=(X.chunks[0], (genes.size,)), dtype=X.dtype,
+                        meta=X._meta)
+    out.bioqpfs_stored_bytes = X.bioqpfs_stored_bytes
+    return out
 
 
 def _refusal(runs, X, dask_refusal):

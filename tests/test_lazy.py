@@ -187,6 +187,100 @@ def test_a_method_without_a_dask_path_reads_x_whole_after_a_memory_check(h5ad, m
     backed.file.close()
 
 
+@pytest.fixture
+def h5ad_with_raw(rng, tmp_path):
+    """An .h5ad as scanpy leaves it: scaled dense X of 25 genes, and ``.raw`` with the CSR counts of 35 genes in
+    another order (X's genes among them); its in-memory AnnData."""
+    n_raw = M + 10
+    y = rng.integers(0, 4, N)
+    counts = rng.poisson(0.8, size=(N, n_raw)).astype(np.float32)
+    counts[:, :6] += y[:, None] * rng.integers(1, 3, 6)
+    raw_names = np.array([f"g{j}" for j in range(n_raw)])
+    kept = np.sort(rng.permutation(n_raw)[:M])[::-1]
+    obs = pd.DataFrame({"cell_type": pd.Categorical(np.array(list("abcd"))[y])}, index=[f"c{i}" for i in range(N)])
+    mem = ad.AnnData(rng.normal(size=(N, M)), obs=obs, var=pd.DataFrame(index=raw_names[kept]))
+    mem.raw = ad.AnnData(sp.csr_matrix(np.log1p(counts)), obs=obs, var=pd.DataFrame(index=raw_names))
+    path = tmp_path / "raw.h5ad"
+    mem.write_h5ad(path)
+    return path, mem
+
+
+@pytest.mark.parametrize("method,params,atol", [("qpfs", dict(discretization="mean_sd"), 1e-12),
+                                                (None, {}, 1e-8)], ids=["qpfs", "default recipe"])
+def test_a_backed_raw_is_read_in_chunks(h5ad_with_raw, spy, monkeypatch, method, params, atol):
+    """use_raw=None reads .raw when it is set (scanpy's rule): of a backed file, .raw.X is read in sample chunks
+    too, its columns of adata.var_names taken chunk by chunk -- it used to be read whole, with no memory check and
+    no log line -- and the in-memory AnnData's panel comes out."""
+    path, mem = h5ad_with_raw
+    elems = []
+    read_rows = _io._read_rows
+    monkeypatch.setattr(_io, "_read_rows", lambda filename, elem, *a, **k: elems.append(elem) or read_rows(
+        filename, elem, *a, **k))
+    key = method or "bioqpfs"
+    bioqpfs.tl.select_genes(mem, "cell_type", method=method, n_genes=6, **params)
+    backed = _backed(path)
+    bioqpfs.tl.select_genes(backed, "cell_type", method=method, n_genes=6, chunk_size=CHUNK, **params)
+    assert set(elems) == {"raw/X"} and spy and max(b - a for a, b in spy) <= CHUNK
+    np.testing.assert_allclose(backed.var[f"{key}_weight"], mem.var[f"{key}_weight"], rtol=0, atol=atol)
+    np.testing.assert_array_equal(backed.var[f"{key}_rank"], mem.var[f"{key}_rank"])
+    assert list(backed.uns[key]["selected"]) == list(mem.uns[key]["selected"])
+    backed.file.close()
+
+
+def test_a_backed_raw_read_whole_is_checked_against_the_memory_first(h5ad_with_raw, monkeypatch):
+    """Read whole (a method without a Dask path), a backed .raw gives the in-memory matrix: anndata's backed
+    ``raw[:, adata.var_names].X`` is the stored matrix whole, in its own gene order (35 genes for 25: an error;
+    the same genes in another order: a panel of the wrong names, silently)."""
+    from bioqpfs._anndata import get_obs_rep
+
+    path, mem = h5ad_with_raw
+    backed = _backed(path)
+    np.testing.assert_array_equal(get_obs_rep(backed).toarray(), get_obs_rep(mem).toarray())
+    bioqpfs.tl.select_genes(backed, "cell_type", method="ikm_qpfs", n_genes=5)  # no Dask path: read whole
+    bioqpfs.tl.select_genes(mem, "cell_type", method="ikm_qpfs", n_genes=5)
+    np.testing.assert_array_equal(backed.var["ikm_qpfs_rank"], mem.var["ikm_qpfs_rank"])
+    monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
+    with pytest.raises(MemoryError, match=r"reading raw/X of .*raw\.h5ad whole \(method 'ikm_qpfs' has no Dask path"):
+        bioqpfs.tl.select_genes(backed, "cell_type", method="ikm_qpfs", n_genes=5)
+    backed.file.close()
+    renamed = _with_gene_not_in_raw(path)
+    with pytest.raises(ValueError, match=r"1 gene\(s\) of adata.var are not in adata.raw.*use_raw=False"):
+        bioqpfs.tl.select_genes(renamed, "cell_type", method="qpfs", n_genes=2)
+    renamed.file.close()
+
+
+@pytest.mark.parametrize("method", ["ikm_qpfs", "qpfs"], ids=["read whole", "read in chunks"])
+def test_a_backed_raw_of_the_same_genes_in_another_order_names_the_right_genes(rng, tmp_path, method):
+    """The silent case of anndata's backed raw subsetting: the same genes in another order gave a panel of the
+    right size under the wrong names."""
+    y = rng.integers(0, 3, N)
+    counts = rng.poisson(0.8, size=(N, M)).astype(np.float64)
+    counts[:, 2] += 3 * (y == 1)
+    names = np.array([f"g{j}" for j in range(M)])
+    obs = pd.DataFrame({"cell_type": pd.Categorical(np.array(list("abc"))[y])}, index=[f"c{i}" for i in range(N)])
+    mem = ad.AnnData(rng.normal(size=(N, M)), obs=obs, var=pd.DataFrame(index=names[::-1]))
+    mem.raw = ad.AnnData(sp.csr_matrix(np.log1p(counts)), obs=obs, var=pd.DataFrame(index=names))
+    mem.write_h5ad(tmp_path / "same.h5ad")
+    backed = _backed(tmp_path / "same.h5ad")
+    for adata in (mem, backed):
+        bioqpfs.tl.select_genes(adata, "cell_type", method=method, n_genes=3)
+    assert list(backed.uns[method]["selected"]) == list(mem.uns[method]["selected"])
+    assert "g2" in list(mem.uns[method]["selected"])
+    backed.file.close()
+
+
+def _with_gene_not_in_raw(path):
+    import h5py
+
+    with h5py.File(path, "r+") as f:  # rename one gene of .var: it is then missing from .raw
+        index = f["var"].attrs["_index"]
+        names = f["var"][index][...].astype(str)
+        names[0] = "not_in_raw"
+        del f["var"][index]
+        f["var"].create_dataset(index, data=names.astype("O"), dtype=h5py.string_dtype())
+    return _backed(path)
+
+
 @pytest.mark.parametrize("bad", [0, -5, 2.5, "10"])
 def test_bad_chunk_size_is_refused_before_any_read(h5ad, spy, bad):
     path, mem = h5ad
