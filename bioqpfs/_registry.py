@@ -213,9 +213,10 @@ def dask_refusal(method, params, X):
     """Why ``method`` with ``params`` does not run chunk by chunk on the Dask array ``X``; ``None`` when it does.
 
     Used by the faces that read a backed or lazy AnnData (:func:`bioqpfs._anndata.obs_rep_for`) to decide
-    between reading X lazily in sample chunks and reading it whole.  ``discretization="auto"`` is resolved on
-    ``X`` (one pass: the fraction of zeros); whether the Dask codes implement the resolved rule is asked of
-    :func:`bioqpfs._kernels.discretize.codes` itself on a 2 x 1 Dask array, so the answer follows that module.
+    between reading X lazily in sample chunks and reading it whole, without a pass over ``X``.  Whether the Dask
+    codes implement the rule is asked of :func:`bioqpfs._kernels.discretize.codes` itself on a 2 x 1 Dask array,
+    so the answer follows that module; for ``discretization="auto"``, of both rules it can resolve to
+    (:data:`bioqpfs._kernels.discretize.AUTO_RULES`).
     """
     import dask.array as da
 
@@ -228,12 +229,14 @@ def dask_refusal(method, params, X):
     relevance = settings.get("relevance")
     if isinstance(relevance, str) and relevance not in ("mi", "hall", "mi_order", "auto"):
         return f"relevance={relevance!r} has no Dask path (relevance='mi', 'hall', and qpfs_cover's 'mi_order' have)"
-    rule = discretize.resolve_discretization(X, settings.get("discretization", "mean_sd"))
-    try:
-        discretize.codes(da.zeros((2, 1), chunks=(2, 1)), rule)
-    except ValueError as e:
-        auto = " ('auto' resolved to it on this X)" if settings.get("discretization") == "auto" else ""
-        return f"{str(e).split(';')[0]}{auto}"
+    setting = settings.get("discretization", "mean_sd")
+    # "auto" is never resolved here (that was a pass over X): the question is asked of every rule it can become
+    for rule in discretize.AUTO_RULES if isinstance(setting, str) and setting == "auto" else (setting,):
+        try:
+            discretize.codes(da.zeros((2, 1), chunks=(2, 1)), rule)
+        except ValueError as e:
+            auto = f" ('auto' can resolve to {rule!r})" if rule != setting else ""
+            return f"{str(e).split(';')[0]}{auto}"
     return None
 
 

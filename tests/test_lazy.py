@@ -101,6 +101,22 @@ def test_the_default_recipe_reads_a_backed_zero_inflated_x_in_chunks(h5ad, spy):
 
 
 @pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
+def test_the_default_recipe_passes_over_a_backed_x(h5ad, spy):
+    """The Dask-path check reads nothing ('auto' is asked of both rules it can become, not resolved on X), and the
+    zero fraction of 'auto' and the per-class bins' zero test come from the validation pass: 15 passes over the
+    file, not 18."""
+    path, _ = h5ad
+    X = _io.lazy_rows(path, "X", chunk_size=CHUNK)
+    assert _registry.dask_refusal("qpfs_cover", {"discretization": "auto"}, X) is None
+    assert "mdl" in _registry.dask_refusal("qpfs_cover", {"discretization": "mdl"}, X)
+    assert spy == []
+    backed = _backed(path)
+    bioqpfs.tl.select_genes(backed, "cell_type", n_genes=6, chunk_size=CHUNK)
+    assert sum(a == 0 for a, _ in spy) <= 15
+    backed.file.close()
+
+
+@pytest.mark.parametrize("h5ad", [True], ids=["csr"], indirect=True)
 @pytest.mark.parametrize("method", ["qpfs_cover", "mrmr_mid"])
 def test_batch_key_on_a_backed_anndata_is_read_in_chunks(h5ad, spy, method):
     """batch_key with a backed X: per-batch thresholds and counts chunk by chunk, the in-memory result."""

@@ -22,7 +22,7 @@ from numba import njit
 
 from .correlation import EXTREME_EXP, column_scales, csc_arrays, csc_float64, scaled_column_moments
 
-__all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "vector_codes",
+__all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "AUTO_RULES", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
            "MDL_MAX_LEVELS", "codes_from_edges", "zero_quantile_rule", "zero_quantile_edges", "linear_quantile_ranks",
            "numpy_lerp", "check_n_bins", "bin_presence", "bin_ranks"]
@@ -42,6 +42,10 @@ def _is_dask(X):
     from .counting_dask import is_dask_array
 
     return is_dask_array(X)
+
+
+#: the rules ``discretization="auto"`` resolves to (:func:`resolve_discretization`)
+AUTO_RULES = ("zero_quantile", "mean_sd")
 
 
 def resolve_discretization(X, discretization):

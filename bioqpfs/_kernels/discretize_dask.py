@@ -61,9 +61,9 @@ from numba import njit
 
 from . import discretize as _disc
 from .correlation import scaled_column_moments, scales_of_amax
-from .counting_dask import memoized, reduce_chunks, sample_chunked
+from .counting_dask import is_dask_array, memoized, reduce_chunks, sample_chunked
 
-__all__ = ["dask_codes", "dask_zero_fraction", "dask_mean_sd", "dask_scaled_moments", "dask_nonfinite_genes",
+__all__ = ["dask_codes", "dask_zero_fraction", "nonzero_counts", "dask_mean_sd", "dask_scaled_moments", "dask_nonfinite_genes",
            "dask_order_statistics", "dask_quantile_edges", "QUANTILE_BUDGET"]
 
 #: bytes of one pass's chunk result in the quantile search (histograms and collected values; see the module doc)
@@ -80,10 +80,10 @@ def _abs_max(x):
 
 
 def _chunk_moments(x):
-    """``(max |x|, n, mean, s, non-finite count)`` of one chunk, per gene (the mean of ``x / s``)."""
+    """``(max |x|, n, mean, s, non-finite count, non-zero count)`` of one chunk, per gene (the mean of ``x / s``)."""
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf: counted here, refused by the caller
         mean, _, s = scaled_column_moments(x)
-        return _abs_max(x), float(x.shape[0]), mean, s, _chunk_nonfinite(x)
+        return _abs_max(x), float(x.shape[0]), mean, s, _chunk_nonfinite(x), _chunk_nonzero(x)
 
 
 def _combine_moments(*parts):
@@ -92,20 +92,21 @@ def _combine_moments(*parts):
     s = scales_of_amax(amax)
     n, mean = 0.0, None
     with np.errstate(invalid="ignore", over="ignore"):
-        for _, n_b, mean_b, s_b, _ in parts:
+        for _, n_b, mean_b, s_b, _, _ in parts:
             mean_b = mean_b * (s_b / s)  # a power of two: exact
             if mean is None:
                 n, mean = n_b, mean_b
                 continue
             n += n_b
             mean = mean + (mean_b - mean) * (n_b / n)
-    return amax, n, mean, s, sum(p[4] for p in parts)
+    return amax, n, mean, s, sum(p[4] for p in parts), sum(p[5] for p in parts)
 
 
 def _first_pass(X):
-    """Pass 1 over a Dask X: ``(max |x|, n, mean, s, non-finite count)`` per gene, read once per call
-    (:func:`bioqpfs._kernels.counting_dask.memoized`): validation (:func:`dask_nonfinite_genes`), the
-    constant-gene test and the mean +- sd thresholds all start from it."""
+    """Pass 1 over a Dask X: ``(max |x|, n, mean, s, non-finite count, non-zero count)`` per gene, read once per
+    call (:func:`bioqpfs._kernels.counting_dask.memoized`): validation (:func:`dask_nonfinite_genes`), the
+    constant-gene test, the mean +- sd thresholds and ``discretization="auto"`` (:func:`dask_zero_fraction`) all
+    start from it."""
     return memoized("first pass", X, lambda: reduce_chunks(_chunk_moments, [X], combine=_combine_moments))
 
 
@@ -131,7 +132,7 @@ def dask_scaled_moments(X):
     with ``|mean| >> sd`` (relative error 9e-10 on a gene of mean 1e8 and sd 1, against 0 for two passes).
     """
     def compute():
-        _, _, mean, s, _ = _first_pass(X)
+        _, _, mean, s, _, _ = _first_pass(X)
         return mean, reduce_chunks(_chunk_centred_ss, [X], mean=mean, s=s), s
 
     return memoized("moments", X, compute)
@@ -144,15 +145,50 @@ def dask_mean_sd(X):
 
 
 def _chunk_nonzero(x):
+    """The number of non-zero values of each gene in one chunk (NaN counts; a stored zero does not), int64;
+    a CSR/CSC matrix is read in place (no copy of its index arrays)."""
     import scipy.sparse as sp
 
-    return np.array([x.count_nonzero() if sp.issparse(x) else np.count_nonzero(x)], dtype=np.int64)
+    if sp.issparse(x):
+        if x.format == "csc":
+            return _csc_nonzero(x.data, x.indptr)
+        x = x if x.format == "csr" else x.tocsr()
+        return _csr_nonzero(x.data, x.indices, x.shape[1])
+    return np.count_nonzero(np.asarray(x), axis=0).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _csr_nonzero(data, indices, m):
+    out = np.zeros(m, dtype=np.int64)
+    for k in range(data.size):
+        if data[k] != 0:
+            out[indices[k]] += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _csc_nonzero(data, indptr):
+    out = np.zeros(indptr.size - 1, dtype=np.int64)
+    for j in range(indptr.size - 1):
+        for k in range(indptr[j], indptr[j + 1]):
+            if data[k] != 0:
+                out[j] += 1
+    return out
+
+
+def nonzero_counts(X):
+    """The number of non-zero values of each gene (int64): of a Dask X from the first pass (:func:`_first_pass`,
+    memoized), of numpy or scipy.sparse directly."""
+    if is_dask_array(X):
+        return _first_pass(sample_chunked(X))[5]
+    return _chunk_nonzero(X)
 
 
 def dask_zero_fraction(X):
-    """The fraction of exact zeros in a Dask X (for ``discretization="auto"``)."""
+    """The fraction of exact zeros in a Dask X (for ``discretization="auto"``), from the first pass
+    (:func:`_first_pass`: no pass of its own when validation has read X, and none for a gene subset of it)."""
     n, m = X.shape
-    return 1.0 - int(reduce_chunks(_chunk_nonzero, [X])[0]) / (n * m) if n * m else 0.0
+    return 1.0 - int(nonzero_counts(X).sum()) / (n * m) if n * m else 0.0
 
 
 def _chunk_nonfinite(x):

@@ -52,6 +52,7 @@ from .._kernels import correlation as _corr
 from .._kernels import discretize as _disc
 from .._kernels import information as _info
 from .._kernels.counting_dask import class_sums, is_dask_array
+from .._kernels.discretize_dask import nonzero_counts
 from .._selection import rank_by_weight
 from .._validation import (
     check_base,
@@ -711,14 +712,18 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
     source = ClassLevelCounts(X, rule, fine_bins, y_codes, n_classes, batch)
     counts = source.counts()
     zero_rule = rule == "zero_quantile"
-    if zero_rule:  # each (class, batch)'s detected values per gene: one pass over X
+    if zero_rule and batch is None:  # whether a gene has a zero: its non-zero count (a Dask X's from the first pass)
+        has_zeros = (nonzero_counts(X) < X.shape[0])[None, :]
+    elif zero_rule:  # each (class, batch)'s detected values per gene: one pass over X
         detected = class_sums(_detected(X), y_codes * n_batches + source.strata, n_classes * n_batches)
-        detected = detected.reshape(n_classes, n_batches, -1)
+        has_zeros = detected.reshape(n_classes, n_batches, -1).sum(axis=0) < source.sizes.sum(axis=1)[:, None]
+    else:
+        has_zeros = np.zeros((n_batches, X.shape[1]), dtype=bool)
     F = np.zeros((n_classes, X.shape[1]))
     weights = np.ones(1) if batch is None else batch.weights
     for b, w_b in enumerate(weights):
         sizes = source.sizes[b]
-        has_zero = (detected[:, b].sum(axis=0) < sizes.sum()) if zero_rule else np.zeros(X.shape[1], dtype=bool)
+        has_zero = has_zeros[b]
         F += w_b * _per_class_bins(counts[:, b], sizes, has_zero, n_bins, class_weight)
     return F / np.log(base)
 
