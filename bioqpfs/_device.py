@@ -139,8 +139,9 @@ def array_module():
 
 
 def free_device_bytes():
-    """Free memory of the current CUDA device, in bytes."""
-    return int(array_module().cuda.runtime.memGetInfo()[0])
+    """Free memory of the current CUDA device in bytes, the blocks cached by cupy's memory pool included."""
+    xp = array_module()
+    return int(xp.cuda.runtime.memGetInfo()[0]) + int(xp.get_default_memory_pool().free_bytes())
 
 
 def matrix_on_gpu(A):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _device
 from .counting import MAX_WEIGHT_LEVELS, CountingBackend, class_runs
 
 __all__ = ["CupyCounting", "DEVICE_ONEHOT_BUDGET", "DEVICE_BLOCK_BUDGET"]
@@ -140,8 +141,7 @@ class CupyCounting(CountingBackend):
         xp = self.array_module()
         if xp is np:
             return None
-        free, _ = xp.cuda.runtime.memGetInfo()
-        return int(free) + int(xp.get_default_memory_pool().free_bytes())
+        return _device.free_device_bytes()
 
     def block_budget(self):
         """Bytes one block pair may use on the device: :data:`DEVICE_BLOCK_BUDGET`, at most a quarter of the free
