@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from ._device import is_cupy_array, is_cupy_sparse, to_host
 
 __all__ = ["check_matrix", "check_dask_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
-           "check_base", "describe_indices", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
+           "check_base", "describe_indices", "gene_positions", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
            "Options", "Interval",
            "check_number", "check_positive_int", "seed_of", "InvalidParameterError", "MemoryGuardError",
            "REMEDIES", "one_labels_warning"]
@@ -54,6 +54,47 @@ def describe_indices(idx, names=None, limit=5) -> str:
     shown = [str(names[i]) if names is not None else str(int(i)) for i in idx[:limit]]
     more = f" and {idx.size - limit} more" if idx.size > limit else ""
     return ", ".join(shown) + more
+
+
+def gene_positions(genes, names, m, what):
+    """Positions of the genes of a user's gene list among the ``m`` genes: the one lookup of ``preselected=``
+    (every method) and of ``evaluate``'s fixed panels.
+
+    ``genes``: integer positions, or gene names looked up in ``names`` (as strings, case-sensitive; mixed names
+    and positions are read as names).  ``what`` starts every message (``"preselected"``, a panel's label).
+    Refused with a message naming the genes: a position out of range, names without ``names``, a name not among
+    them, a name that occurs more than once among them (ambiguous: make the names unique or give positions), a
+    gene listed twice.  Returns int64 positions, in the given order.
+    """
+    items = list(genes)
+    if all(isinstance(g, (int, np.integer)) and not isinstance(g, (bool, np.bool_)) for g in items):
+        idx = np.asarray(items, dtype=np.int64)
+        bad = idx[(idx < 0) | (idx >= m)]
+        if bad.size:
+            raise ValueError(f"{what}: gene position(s) {describe_indices(bad)} out of range 0..{m - 1}")
+    else:
+        if names is None:
+            raise ValueError(f"{what}: gene names given but no feature_names to look them up in; pass "
+                             "feature_names= (or an AnnData), or integer positions")
+        wanted = [str(g) for g in items]
+        lookup = {}
+        for i, name in enumerate(names):
+            lookup.setdefault(str(name), []).append(i)
+        missing = [g for g in wanted if g not in lookup]
+        if missing:
+            raise ValueError(f"{what}: gene(s) not found among the genes: {', '.join(missing[:5])}"
+                             f"{' ...' if len(missing) > 5 else ''}; check the names (case-sensitive)")
+        ambiguous = sorted({g for g in wanted if len(lookup[g]) > 1})
+        if ambiguous:
+            raise ValueError(f"{what}: gene name(s) {', '.join(ambiguous[:5])}{' ...' if len(ambiguous) > 5 else ''} "
+                             "occur more than once among the gene names, so it is ambiguous which gene is meant; make "
+                             "the names unique (e.g. adata.var_names_make_unique()) or give integer positions")
+        idx = np.asarray([lookup[g][0] for g in wanted], dtype=np.int64)
+    uniq, counts = np.unique(idx, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"{what}: gene(s) {describe_indices(uniq[counts > 1], names)} listed more than once; a panel "
+                         "lists each gene once")
+    return idx
 
 
 def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samples=2):

@@ -35,7 +35,14 @@ from ._kernels.counting_dask import compute, is_dask_array
 from ._registry import batch_methods, select
 from ._registry import methods as _methods
 from ._selection import Selection
-from ._validation import check_labels, check_matrix, check_positive_int, describe_indices, sample_names_of, seed_of
+from ._validation import (
+    check_labels,
+    check_matrix,
+    check_positive_int,
+    gene_positions,
+    sample_names_of,
+    seed_of,
+)
 from .selectors._common import label_levels
 
 if TYPE_CHECKING:
@@ -165,37 +172,7 @@ def _gene_indices(genes, names, n_vars, label):
     genes = list(genes)
     if not genes:
         raise ValueError(f"{label}: the gene list is empty")
-    if all(isinstance(g, (Integral, np.integer)) and not isinstance(g, bool) for g in genes):
-        idx = np.asarray(genes, dtype=np.int64)
-        bad = idx[(idx < 0) | (idx >= n_vars)]
-        if bad.size:
-            raise ValueError(f"{label}: gene index {int(bad[0])} is out of range for {n_vars} genes")
-    else:
-        if names is None:
-            raise ValueError(f"{label}: gene names need feature_names= (or an AnnData)")
-        wanted = [str(g) for g in genes]
-        index = pd.Index(names)
-        if not index.is_unique:
-            repeated = set(index[index.duplicated()])
-            ambiguous = sorted({g for g in wanted if g in repeated})
-            if ambiguous:
-                raise ValueError(f"{label}: gene name(s) {', '.join(ambiguous[:5])} occur more than once among the "
-                                 "gene names, so it is ambiguous which gene is meant; make the names unique "
-                                 "(adata.var_names_make_unique()) or give integer positions")
-            index = index[~index.isin(list(repeated))]
-            positions = np.flatnonzero(~pd.Index(names).isin(list(repeated)))
-        else:
-            positions = np.arange(len(names))
-        pos = index.get_indexer(wanted)
-        if (pos < 0).any():
-            missing = [g for g, p in zip(wanted, pos) if p < 0]
-            raise ValueError(f"{label}: gene(s) not found: {', '.join(missing[:5])}")
-        idx = positions[pos].astype(np.int64)
-    uniq, counts = np.unique(idx, return_counts=True)
-    if (counts > 1).any():
-        raise ValueError(f"{label}: the gene list names gene(s) {describe_indices(uniq[counts > 1], names)} more than "
-                         "once; a panel lists each gene once")
-    return idx
+    return gene_positions(genes, names, n_vars, label)
 
 
 def _specs(selections, data, names, n_vars, cand, method_params):

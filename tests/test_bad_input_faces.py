@@ -394,7 +394,7 @@ def test_tl_mask_var_series_is_aligned_by_gene_names():
 
 def test_evaluate_fixed_panels_refuse_repeated_and_ambiguous_genes():
     a = _masked()
-    with pytest.raises(ValueError, match="panel: the gene list names gene.s. g0 more than once"):
+    with pytest.raises(ValueError, match="panel: gene.s. g0 listed more than once"):
         evaluate.error_curve(a, "cls", {"panel": ["g0", "g0", "g0"]}, n_genes=[1, 3], cv=3)
     with pytest.raises(ValueError, match="more than once"):
         evaluate.error_curve(a, "cls", {"panel": [4, 4]}, n_genes=[1, 2], cv=3)

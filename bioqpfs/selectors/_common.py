@@ -59,6 +59,7 @@ from .._validation import (
     check_labels,
     check_matrix,
     describe_indices,
+    gene_positions,
     memory_guard,
     output_guard,
     sample_names_of,
@@ -257,32 +258,7 @@ def resolve_preselected(preselected, m, feature_names=None, n_genes=None, consta
         raise TypeError(f"preselected must be a list of gene names or indices, got {preselected!r}") from None
     if not items:
         return np.zeros(0, dtype=np.int64)
-    if all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in items):
-        idx = np.asarray(items, dtype=np.int64)
-        bad = idx[(idx < 0) | (idx >= m)]
-        if bad.size:
-            raise ValueError(f"preselected gene index(es) {describe_indices(bad)} out of range 0..{m - 1}")
-    else:
-        if feature_names is None:
-            raise ValueError("preselected gene names given but no feature_names to look them up in; "
-                             "pass feature_names=... or integer indices")
-        lookup = {str(n): i for i, n in enumerate(feature_names)}
-        missing = [str(p) for p in items if str(p) not in lookup]
-        if missing:
-            raise ValueError(f"preselected gene(s) not found among the genes: {', '.join(missing[:5])}"
-                             f"{' ...' if len(missing) > 5 else ''}; check the names (case-sensitive)")
-        wanted = {str(p) for p in items}
-        names, counts = np.unique(np.asarray([str(n) for n in feature_names if str(n) in wanted]), return_counts=True)
-        ambiguous = names[counts > 1]
-        if ambiguous.size:
-            raise ValueError(
-                f"preselected gene name(s) {', '.join(ambiguous[:5])}{' ...' if ambiguous.size > 5 else ''} occur "
-                "more than once among the gene names, so it is ambiguous which gene is meant; make the names unique "
-                "(e.g. adata.var_names_make_unique()) or pass integer indices")
-        idx = np.asarray([lookup[str(p)] for p in items], dtype=np.int64)
-    uniq, counts = np.unique(idx, return_counts=True)
-    if (counts > 1).any():
-        raise ValueError(f"preselected lists gene(s) {describe_indices(uniq[counts > 1], feature_names)} more than once")
+    idx = gene_positions(items, feature_names, m, "preselected")
     if idx.size >= m:
         raise ValueError(f"all {m} genes are preselected; nothing is left to optimise")
     if n_genes is not None and n_genes < idx.size:
