@@ -105,8 +105,10 @@ def mark_gpu_input(on):
         _GPU_INPUT.reset(token)
 
 
-def counts_on_gpu(n_samples, n_genes):
-    """Whether a code matrix of this shape is counted on the GPU under the backend in force."""
+def _on_gpu(n_entries):
+    """Whether a step on an array of ``n_entries`` entries runs on the GPU under the backend in force: ``"gpu"``
+    always, ``"cpu"`` never, ``"auto"`` with a device from :data:`AUTO_GPU_CELLS` entries or for an input on the
+    GPU."""
     backend = current()
     if backend == "cpu":
         return False
@@ -115,20 +117,19 @@ def counts_on_gpu(n_samples, n_genes):
         return True
     if not gpu_status()[0]:
         return False
-    return _GPU_INPUT.get() or n_samples * n_genes >= AUTO_GPU_CELLS
+    return _GPU_INPUT.get() or n_entries >= AUTO_GPU_CELLS
+
+
+def counts_on_gpu(n_samples, n_genes):
+    """Whether a code matrix of this shape is counted on the GPU under the backend in force."""
+    return _on_gpu(n_samples * n_genes)
 
 
 def products_on_gpu(n_entries):
     """Whether the products with a dense matrix of ``n_entries`` entries (Q in the Lanczos runs of lambda_min,
     :meth:`bioqpfs._kernels.simplex_qp.QPMatrix.linear_operator`) run on the GPU under the backend in force: as
     :func:`counts_on_gpu`, with the matrix's entries in place of the code matrix's."""
-    backend = current()
-    if backend == "cpu":
-        return False
-    if backend == "gpu":
-        require_gpu()
-        return True
-    return gpu_status()[0] and (_GPU_INPUT.get() or n_entries >= AUTO_GPU_CELLS)
+    return _on_gpu(n_entries)
 
 
 def array_module():
