@@ -259,7 +259,7 @@ def test_a_backed_raw_read_whole_is_checked_against_the_memory_first(h5ad_with_r
     with pytest.raises(MemoryError, match=r"reading raw/X of .*raw\.h5ad whole \(method 'ikm_qpfs' has no Dask path"):
         bioqpfs.tl.select_genes(backed, "cell_type", method="ikm_qpfs", n_genes=5)
     backed.file.close()
-    renamed = _with_gene_not_in_raw(path)
+    renamed = _with_gene_not_in_raw(mem, path.with_name("renamed.h5ad"))
     with pytest.raises(ValueError, match=r"1 gene\(s\) of adata.var are not in adata.raw.*use_raw=False"):
         bioqpfs.tl.select_genes(renamed, "cell_type", method="qpfs", n_genes=2)
     renamed.file.close()
@@ -285,15 +285,11 @@ def test_a_backed_raw_of_the_same_genes_in_another_order_names_the_right_genes(r
     backed.file.close()
 
 
-def _with_gene_not_in_raw(path):
-    import h5py
-
-    with h5py.File(path, "r+") as f:  # rename one gene of .var: it is then missing from .raw
-        index = f["var"].attrs["_index"]
-        names = f["var"][index][...].astype(str)
-        names[0] = "not_in_raw"
-        del f["var"][index]
-        f["var"].create_dataset(index, data=names.astype("O"), dtype=h5py.string_dtype())
+def _with_gene_not_in_raw(mem, path):
+    """``mem`` with one gene of ``.var`` renamed (so it is missing from ``.raw``), written to ``path``, opened backed."""
+    renamed = mem.copy()
+    renamed.var_names = ["not_in_raw", *renamed.var_names[1:]]
+    renamed.write_h5ad(path)
     return _backed(path)
 
 
