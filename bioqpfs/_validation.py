@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from ._device import is_cupy_array, is_cupy_sparse, to_host
 
 __all__ = ["check_matrix", "check_dask_matrix", "check_labels", "check_n_genes", "check_random_state", "validate_random_state",
-           "check_base", "describe_indices", "gene_positions", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
+           "check_base", "describe_indices", "gene_list", "gene_positions", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
            "Options", "Interval",
            "check_number", "check_positive_int", "seed_of", "InvalidParameterError", "MemoryGuardError",
            "REMEDIES", "one_labels_warning"]
@@ -54,6 +54,26 @@ def describe_indices(idx, names=None, limit=5) -> str:
     shown = [str(names[i]) if names is not None else str(int(i)) for i in idx[:limit]]
     more = f" and {idx.size - limit} more" if idx.size > limit else ""
     return ", ".join(shown) + more
+
+
+def gene_list(value, what):
+    """A user's gene list as a Python list, in the given order: one name (str) or one integer position alone is a
+    list of one.  Refused with a ``TypeError``: ``bytes`` (iterating them gives their byte values, which would be
+    read as gene positions: decode them), an unordered collection (a set: the genes are ranked in the given
+    order), and anything that is not a sequence."""
+    if isinstance(value, (bytes, np.bytes_)):
+        raise TypeError(f"{what}: got bytes {value!r}, which are neither a gene name nor a list of them; decode them "
+                        f"({value.decode(errors='replace')!r}) or pass a list of str")
+    if isinstance(value, (str, np.str_)) or (isinstance(value, (int, np.integer))
+                                             and not isinstance(value, (bool, np.bool_))):
+        return [value]
+    if isinstance(value, (set, frozenset, dict)):
+        raise TypeError(f"{what}: a {type(value).__name__} has no order, and the genes are ranked in the given order; "
+                        "pass a list")
+    try:
+        return list(value)
+    except TypeError:
+        raise TypeError(f"{what} must be a list of gene names or integer positions, got {value!r}") from None
 
 
 def gene_positions(genes, names, m, what):

@@ -39,6 +39,7 @@ from ._validation import (
     check_labels,
     check_matrix,
     check_positive_int,
+    gene_list,
     gene_positions,
     sample_names_of,
     seed_of,
@@ -169,7 +170,7 @@ def _batches(data, batch, n_samples):
 
 
 def _gene_indices(genes, names, n_vars, label):
-    genes = list(genes)
+    genes = gene_list(genes, label)
     if not genes:
         raise ValueError(f"{label}: the gene list is empty")
     return gene_positions(genes, names, n_vars, label)

@@ -486,3 +486,28 @@ def test_cli_select_output_must_be_h5ad(files):
     r = run("select", "in.h5ad", "--groupby", "tissue", "--n-genes", "3", "-o", "panel.csv", "--quiet", cwd=d)
     assert r.returncode == 1 and "-o file 'panel.csv' must end in .h5ad" in last_line(r), r.stderr
     assert not (d / "panel.csv").exists()
+
+
+def test_a_gene_list_of_bytes_or_without_order_is_refused_on_every_face():
+    """``preselected=b"g3"`` was iterated into its byte values (103, 51) and forced those gene positions silently;
+    a set of names was ranked in an order that changed from run to run.  A single int now works on ``tl`` as in
+    ``select``."""
+    import bioqpfs
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 120))
+    y = np.repeat(["a", "b", "c"], 20)
+    names = [f"g{i}" for i in range(120)]
+    adata = ad.AnnData(X, obs=pd.DataFrame({"ct": y}, index=[f"c{i}" for i in range(60)]),
+                       var=pd.DataFrame(index=names))
+    for bad in (b"g3", np.bytes_(b"g3")):
+        with pytest.raises(TypeError, match=r"preselected: got bytes .*decode them \('g3'\)"):
+            bioqpfs.select(X, y, method="qpfs", n_genes=5, preselected=bad, feature_names=names)
+        with pytest.raises(TypeError, match=r"preselected: got bytes"):
+            bioqpfs.tl.select_genes(adata.copy(), "ct", method="qpfs", n_genes=5, preselected=bad)
+        with pytest.raises(TypeError, match=r"mine: got bytes"):
+            bioqpfs.evaluate.error_curve(adata, "ct", {"mine": bad}, n_genes=[1], cv=3)
+    with pytest.raises(TypeError, match="a set has no order"):
+        bioqpfs.select(X, y, method="qpfs", n_genes=5, preselected={"g3", "g7"}, feature_names=names)
+    out = bioqpfs.tl.select_genes(adata, "ct", method="qpfs", n_genes=5, preselected=3, copy=True)
+    assert out.var["qpfs_rank"].idxmin() == "g3"

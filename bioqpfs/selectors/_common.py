@@ -59,6 +59,7 @@ from .._validation import (
     check_labels,
     check_matrix,
     describe_indices,
+    gene_list,
     gene_positions,
     memory_guard,
     output_guard,
@@ -250,12 +251,7 @@ def resolve_preselected(preselected, m, feature_names=None, n_genes=None, consta
     """
     if preselected is None:
         return np.zeros(0, dtype=np.int64)
-    if isinstance(preselected, (str, int, np.integer)):
-        preselected = [preselected]
-    try:
-        items = list(preselected)
-    except TypeError:
-        raise TypeError(f"preselected must be a list of gene names or indices, got {preselected!r}") from None
+    items = gene_list(preselected, "preselected")
     if not items:
         return np.zeros(0, dtype=np.int64)
     idx = gene_positions(items, feature_names, m, "preselected")

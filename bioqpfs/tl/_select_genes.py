@@ -25,7 +25,7 @@ from .._io import to_storable
 from .._jit import announce_compilation
 from .._kernels.counting_dask import is_dask_array
 from .._registry import batch_methods, check_levels_supported, method_function, resolve_method, result_key, select
-from .._validation import InvalidParameterError, check_positive_int, describe_indices, one_labels_warning
+from .._validation import InvalidParameterError, check_positive_int, describe_indices, gene_list, one_labels_warning
 from ..selectors._common import check_levels
 
 if TYPE_CHECKING:
@@ -335,7 +335,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     if preselected is not None:
         if "preselected" not in accepted:
             raise TypeError(f"method {method!r} does not support preselected genes")
-        preselected = [preselected] if isinstance(preselected, str) else list(preselected)
+        preselected = gene_list(preselected, "preselected")
         params["preselected"] = preselected
     if "similarity" in accepted:
         params["similarity"] = similarity
