@@ -169,6 +169,34 @@ def test_sparse_form_counts_equal_the_gemm_and_the_naive_backend(rng, monkeypatc
                 np.testing.assert_allclose(got["sparse"], want, rtol=1e-6)  # float32 counts
 
 
+@pytest.mark.parametrize("weights", [None, "balanced"])
+@pytest.mark.parametrize("way", ["gemm", "sparse"])
+def test_joint_adds_into_a_running_sum(rng, monkeypatch, weights, way):
+    """``joint(..., out=S, add=True)`` (a Dask chain adding a chunk into its sum) gives ``S +`` the counts: the same
+    bits for integer counts, by GEMM or from the sparse form, pooled and per class (a class absent from the chunk
+    included); with class weights each run is added in float64, equal to rounding.  The sum is written in place."""
+    n, m, n_bins = 307, 26, 3
+    codes = _sparse_codes(rng, n, m, n_bins, 0.2)
+    y = rng.integers(0, 3, n)  # class 3 of the 4 has no sample here
+    w = None if weights is None else info.class_sample_weights(np.append(y, 3), "balanced")[:n]
+    _count_by(way, monkeypatch)
+    dt = np.float32 if w is None else np.float64
+    for per_class in (False, True):
+        for I, J in [(slice(0, m), slice(0, m)), (slice(2, 11), slice(5, 26))]:
+            backend = NumpyCounting(codes, n_bins=n_bins, groups=y, weights=w, count_dtype=dt)
+            counts = backend.joint(I, J, per_class=per_class)
+            running = rng.integers(0, 50, size=counts.shape).astype(dt)
+            want = running + counts
+            got = backend.joint(I, J, per_class=per_class, out=running, add=True)
+            assert got is running
+            if w is None:
+                np.testing.assert_array_equal(running, want)
+            else:
+                np.testing.assert_allclose(running, want, rtol=1e-14)
+    with pytest.raises(ValueError, match=r"add=True\) adds into an out of shape"):
+        backend.joint(slice(0, 3), slice(0, 3), per_class=False, out=np.zeros((1, 2, 2), dt), add=True)
+
+
 def test_sparse_form_keeps_the_most_frequent_level_out(rng):
     """The implicit level is each gene's most frequent one (lowest on ties), the kept entries are the others with
     their level renumbered around it, and dense codes build no sparse form."""

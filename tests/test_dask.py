@@ -678,6 +678,44 @@ def test_a_chain_reads_each_chunk_inside_its_link(monkeypatch):
     assert len([k for k in graph if str(k).startswith("_chunk_first_row-chunk")]) == 12
 
 
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "balanced"])
+def test_a_chain_counts_each_chunk_into_its_running_sum(monkeypatch, weighted):
+    """Memory of a count pass: after its first chunk, a chain's link counts the chunk straight into the chain's sum
+    (``joint(add=True)``), so a worker holds one count matrix per chain, not two (the sum and the chunk's own);
+    the counts are the in-memory backend's (exact; to float64 rounding with class weights)."""
+    from bioqpfs._kernels import counting_dask
+    from bioqpfs._kernels.counting_numpy import NumpyCounting
+
+    rng = np.random.default_rng(3)
+    n, m = 400, 12
+    y = rng.integers(0, 3, n)
+    codes = rng.integers(0, 3, size=(n, m)).astype(np.uint8)
+    w = info.class_sample_weights(y, "balanced") if weighted else None
+    dt = np.float64 if weighted else np.float32
+    monkeypatch.setattr(counting_dask, "parallel_slots", lambda: 2)
+    monkeypatch.setattr(counting_dask, "CHAIN_BYTES", 1)  # these small matrices are summed in chains too
+    adds, joint = [], NumpyCounting.joint
+
+    def spy(self, *args, add=False, **kwargs):
+        adds.append(add)
+        return joint(self, *args, add=add, **kwargs)
+
+    monkeypatch.setattr(NumpyCounting, "joint", spy)
+    D = counting_dask.DaskCounting(da.from_array(codes, chunks=(50, m)), n_bins=3, groups=y, weights=w,
+                                   count_dtype=dt)
+    every = slice(0, m)
+    for per_class in (False, True):
+        adds.clear()
+        got = D.joint(every, every, per_class=per_class)
+        assert sorted(adds) == [False] * 2 + [True] * 6  # 8 chunks in 2 chains: the first link of each counts apart
+        want = NumpyCounting(codes, n_bins=3, groups=y, weights=w, count_dtype=dt).joint(every, every,
+                                                                                         per_class=per_class)
+        if weighted:
+            np.testing.assert_allclose(got, want, rtol=1e-13)
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("batch_discretization", [None, "per_batch", "global"])
 def test_per_class_bins_of_the_default_recipe_on_dask_equal_in_memory(sparse, batch_discretization):

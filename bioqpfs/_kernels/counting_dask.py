@@ -270,7 +270,10 @@ def kept_codes(codes):
 
 
 def _add(*parts):
-    return sum(parts[1:], parts[0].copy())
+    total = parts[0].copy()
+    for part in parts[1:]:  # in place: ``sum`` made a new array per term (four count matrices at once for two)
+        total += part
+    return total
 
 
 class _ChunkTasks:
@@ -304,8 +307,11 @@ def _chunk_tasks(block, k, graph):
 
 def _fold(acc, func, combine, *blocks, **kwargs):
     """One link of a chain: ``combine(acc, func(*blocks, **kwargs))`` (``func``'s result alone for the first);
-    a :class:`_ChunkTasks` block is computed here, in the link."""
+    a :class:`_ChunkTasks` block is computed here, in the link.  A ``func`` that can add its result into the sum
+    so far (``func.adds_into``: it takes ``into=acc``) does so, without a result of its own."""
     blocks = [b.compute() if isinstance(b, _ChunkTasks) else b for b in blocks]
+    if acc is not None and combine is _add and getattr(func, "adds_into", False):
+        return func(*blocks, into=acc, **kwargs)
     part = func(*blocks, **kwargs)
     if acc is None:
         return part
@@ -480,12 +486,22 @@ def _chunk_margins(codes, *, groups, weights, n_bins, count_dtype, n_classes, de
 
 
 def _chunk_joint(codes, *codes_cols, groups, weights, genes_I, genes_J, n_bins, n_bins_cols, count_dtype,
-                 n_classes, device=False):
-    """One chunk's joint counts (per class when ``groups`` is given), padded to ``n_classes``."""
+                 n_classes, device=False, into=None):
+    """One chunk's joint counts (per class when ``groups`` is given), padded to ``n_classes``; with ``into`` (a
+    chain's sum so far, :func:`_fold`) added to it, on the CPU without a count matrix of the chunk's own."""
     rows = _chunk_backend(codes, groups, weights, n_bins, count_dtype, device)
     other = _chunk_backend(codes_cols[0], groups, weights, n_bins_cols, count_dtype, device) if codes_cols else None
-    counts = rows.joint(genes_I, genes_J, per_class=groups is not None, other=other)
-    return _padded(counts, n_classes)
+    per_class = groups is not None
+    if into is not None and isinstance(rows, NumpyCounting):
+        rows.joint(genes_I, genes_J, per_class=per_class, other=other, out=into[:rows.n_classes], add=True)
+        return into
+    counts = _padded(rows.joint(genes_I, genes_J, per_class=per_class, other=other), n_classes)
+    if into is not None:
+        counts += into
+    return counts
+
+
+_chunk_joint.adds_into = True
 
 
 class DaskCounting(CountingBackend):

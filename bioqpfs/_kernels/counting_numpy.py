@@ -54,6 +54,27 @@ MIN_SAVING = 0.1
 SPARSE_COST = {"update": 220.0, "row": 20000.0, "restore_2": 30.0, "restore_3": 650.0, "restore_level": 320.0}
 
 
+def _add_product(G, A, B):
+    """``G += A.T @ B`` in place, for exact counts (0/1 indicators, integer sums): one BLAS GEMM with ``beta = 1``
+    writing into ``G``, without the ``A.T @ B`` temporary numpy makes (a whole count block: 64 MB for 2,000 genes
+    in 3 bins, per sample chunk of a Dask pass) nor the extra pass that adds it.  The counts are integers below
+    2**24 (float32) or 2**53 (float64), so they are the same bits in any order of summation; weighted (non-integer)
+    counts must not come here.  numpy's ``+=`` when the operands are not laid out for it."""
+    from scipy.linalg import blas
+
+    dt = G.dtype
+    if (dt in (np.float32, np.float64) and A.dtype == dt and B.dtype == dt and G.flags.c_contiguous
+            and A.flags.c_contiguous and B.flags.c_contiguous and G.size):
+        # in Fortran terms: G.T (q x p) += B.T (q x rows) @ A (rows x p), every operand without a copy
+        gemm = blas.get_blas_funcs("gemm", dtype=dt)
+        out = gemm(1.0, B.T, A.T, beta=1.0, c=G.T, trans_b=True, overwrite_c=True)
+        if np.shares_memory(out, G):
+            return
+        G[...] = out.T  # a wrapper that copied c: its result is still G + A.T @ B
+        return
+    G += A.T @ B
+
+
 def _chunks(rows, chunk):
     """Consecutive slices of at most ``chunk`` samples of the slice ``rows``."""
     for s in range(rows.start, rows.stop, chunk):
@@ -212,7 +233,12 @@ class NumpyCounting(CountingBackend):
             np.equal(sub, a, out=out[:, a * g:(a + 1) * g], casting="unsafe")
         return out
 
-    def joint(self, genes_I, genes_J, *, per_class, other=None, out=None):
+    def joint(self, genes_I, genes_J, *, per_class, other=None, out=None, add=False):
+        """The counting contract's ``joint``; ``out``: a buffer to count into (any shape, used when large enough).
+        With ``add``, the counts are added to ``out`` instead, which must then have the result's shape and dtype
+        (a Dask chain's running sum, :func:`bioqpfs._kernels.counting_dask.reduce_chunks`: no count matrix of the
+        chunk's own besides it).  Exact counts add to the same bits as counting apart and adding; weighted counts
+        of few values add each run's ``value x counts`` to ``out`` in turn."""
         cols = self if other is None else other
         bI = genes_I.stop - genes_I.start if isinstance(genes_I, slice) else len(genes_I)
         bJ = genes_J.stop - genes_J.start if isinstance(genes_J, slice) else len(genes_J)
@@ -222,7 +248,12 @@ class NumpyCounting(CountingBackend):
         shape = (len(parts), bI * self.nb, bJ * cols.nb)
         size = int(np.prod(shape))
         dt = self.count_dtype
-        G = (np.empty(size, dt) if out is None or out.size < size or out.dtype != dt else out[:size]).reshape(shape)
+        if add:
+            if out is None or out.shape != shape or out.dtype != dt or not out.flags.c_contiguous:
+                raise ValueError(f"joint(add=True) adds into an out of shape {shape} and dtype {np.dtype(dt)}")
+            G = out
+        else:
+            G = (np.empty(size, dt) if out is None or out.size < size or out.dtype != dt else out[:size]).reshape(shape)
         chunk = max(1, ONEHOT_BUDGET // (4 * max(shape[1], shape[2])))
         same_block = cols is self and (genes_I is genes_J or isinstance(genes_I, slice) and
                                        isinstance(genes_J, slice) and genes_I == genes_J)
@@ -231,15 +262,24 @@ class NumpyCounting(CountingBackend):
         pair = None if sparse is None else sparse.pair(genes_I, genes_J)
         if levelled:
             runs = self.level_rows if per_class else [[run for part in self.level_rows for run in part]]
-            self._joint_by_level(G, runs, genes_I, genes_J, cols, same_block, chunk, sparse, pair)
+            self._joint_by_level(G, runs, genes_I, genes_J, cols, same_block, chunk, sparse, pair, add)
             return G
         for c, class_rows in enumerate(parts):
             if pair is not None and sparse.pays(pair, class_rows.stop - class_rows.start):
                 # the same samples as class_rows of src: the rows of by_class (all of them when pooled)
-                self._count_with_sparse(G[c], sparse, pair, self.class_rows[c] if per_class else self.all_rows,
-                                        genes_I, genes_J, class_rows, src, chunk)
+                sparse_rows = self.class_rows[c] if per_class else self.all_rows
+                if add and pair.whole:  # added in place (integers: exact in the count dtype)
+                    sparse.count(pair, sparse_rows, G[c], value=1.0, first=False)
+                elif add:
+                    counts = np.empty_like(G[c])
+                    self._count_with_sparse(counts, sparse, pair, sparse_rows, genes_I, genes_J, class_rows, src,
+                                            chunk)
+                    G[c] += counts
+                else:
+                    self._count_with_sparse(G[c], sparse, pair, sparse_rows, genes_I, genes_J, class_rows, src,
+                                            chunk)
                 continue
-            first = True
+            first = not add
             for rows in _chunks(class_rows, chunk):
                 A = self.onehot(genes_I, rows, src)
                 B = A if same_block else cols.onehot(genes_J, rows, src_cols)
@@ -248,9 +288,11 @@ class NumpyCounting(CountingBackend):
                 if first:
                     np.matmul(A.T, B, out=G[c])
                     first = False
-                else:
+                elif weights is None:
+                    _add_product(G[c], A, B)
+                else:  # float64 weighted counts: summed as numpy does (GEMM's beta = 1 would round differently)
                     G[c] += A.T @ B
-            if first:  # empty class
+            if first and not add:  # empty class
                 G[c] = 0.0
         return G
 
@@ -281,33 +323,35 @@ class NumpyCounting(CountingBackend):
         """The joint counts of the samples ``rows`` of ``src`` for two index arrays of genes, GEMMs over chunks."""
         counts = None
         for sub in _chunks(rows, chunk):
-            part = self.onehot(genes_I, sub, src, dtype).T @ self.onehot(genes_J, sub, src, dtype)
+            A, B = self.onehot(genes_I, sub, src, dtype), self.onehot(genes_J, sub, src, dtype)
             if counts is None:
-                counts = part
+                counts = A.T @ B
             else:
-                counts += part
+                _add_product(counts, A, B)
         return np.zeros((self.nb * genes_I.size, self.nb * genes_J.size), dtype) if counts is None else counts
 
-    def _joint_by_level(self, G, runs, genes_I, genes_J, cols, same_block, chunk, sparse=None, pair=None):
+    def _joint_by_level(self, G, runs, genes_I, genes_J, cols, same_block, chunk, sparse=None, pair=None, add=False):
         """Weighted counts of weights with few values: ``G[c] = sum_v v x`` the count of class c's samples of weight
         v, each an exact float32 GEMM of 0/1 indicators (float64 for a run of 2**24 samples or more), scaled and
         added in float64 -- 3.4x faster than the float64 GEMM of weighted indicators (20,000 cells, 1,000
         genes, 9 classes).  With ``sparse`` (:class:`SparseCodes`, ``pair`` its block pair) a run is counted from
-        it where that pays: the same exact counts, scaled and added the same way."""
+        it where that pays: the same exact counts, scaled and added the same way.  With ``add``, every run is added
+        to ``G`` as it stands."""
         acc = None
         for c, part in enumerate(runs):
-            if not part:
+            if not part and not add:
                 G[c] = 0.0
             for r, (rows, value) in enumerate(part):
+                first = r == 0 and not add
                 dt = np.float32 if rows.stop - rows.start < 2**24 else np.float64
                 if pair is not None and sparse.pays(pair, rows.stop - rows.start):
                     if pair.whole:
-                        sparse.count(pair, rows, G[c], value=value, first=r == 0)
+                        sparse.count(pair, rows, G[c], value=value, first=first)
                     else:
                         counts = np.empty(G[c].shape, dtype=dt)
                         self._count_with_sparse(counts, sparse, pair, rows, genes_I, genes_J, rows, self.by_class,
                                                 chunk)
-                        _add_scaled(G[c], counts, value, r == 0)
+                        _add_scaled(G[c], counts, value, first)
                     continue
                 counts = None
                 for sub in _chunks(rows, chunk):
@@ -318,8 +362,8 @@ class NumpyCounting(CountingBackend):
                             acc = np.empty((A.shape[1], B.shape[1]), dtype=dt)
                         counts = np.matmul(A.T, B, out=acc)
                     else:
-                        counts += A.T @ B
-                _add_scaled(G[c], counts, value, r == 0)  # in float64: value x counts rounded once
+                        _add_product(counts, A, B)
+                _add_scaled(G[c], counts, value, first)  # in float64: value x counts rounded once
 
 
 class _BlockPair(tuple):
