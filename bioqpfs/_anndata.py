@@ -117,6 +117,8 @@ def get_obs_rep(adata, *, layer=None, use_raw=None):
         if adata.isbacked:  # anndata's backed adata.raw[:, names].X is the stored matrix whole, in its own gene order
             X = in_memory(adata, lambda: adata.raw.X)
             return X if genes is None else X[:, genes]
+        if not adata.raw.var_names.is_unique:  # anndata's lookup by name refuses any repeated name of .raw
+            return in_memory(adata, lambda: adata.raw.X[:, np.arange(adata.raw.n_vars) if genes is None else genes])
         return in_memory(adata, lambda: adata.raw[:, adata.var_names].X)
     return in_memory(adata, lambda: adata.X)
 
@@ -194,7 +196,17 @@ def _raw_positions(adata, implicit):
     missing = _raw_missing(adata, implicit)
     if missing:
         raise ValueError(missing)
-    return raw_names.get_indexer(adata.var_names)
+    if raw_names.is_unique:
+        return raw_names.get_indexer(adata.var_names)
+    # a name twice in .raw is harmless unless adata.var holds it: then which column is meant is ambiguous
+    twice = raw_names.duplicated(keep=False)
+    ambiguous = adata.var_names.intersection(raw_names[twice])
+    if len(ambiguous):
+        raise ValueError(f"{len(ambiguous)} gene(s) of adata.var occur more than once in adata.raw (e.g. "
+                         f"{list(ambiguous[:3])}), so which column of .raw holds them is ambiguous; make the names of "
+                         ".raw unique (adata.raw = adata.raw.to_adata() after var_names_make_unique()), or pass "
+                         "use_raw=False to use adata.X")
+    return np.flatnonzero(~twice)[raw_names[~twice].get_indexer(adata.var_names)]
 
 
 def _raw_missing(adata, implicit):

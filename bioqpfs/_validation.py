@@ -82,16 +82,29 @@ def gene_positions(genes, names, m, what):
 
     ``genes``: integer positions, or gene names looked up in ``names`` (as strings, case-sensitive; mixed names
     and positions are read as names).  ``what`` starts every message (``"preselected"``, a panel's label).
-    Refused with a message naming the genes: a position out of range, names without ``names``, a name not among
-    them, a name that occurs more than once among them (ambiguous: make the names unique or give positions), a
-    gene listed twice.  Returns int64 positions, in the given order.
+    Refused with a message naming the genes: True/False values (a mask: pass its positions), floats (positions are
+    integers), a position out of range (checked on Python ints: 2**70 does not overflow), names without ``names``,
+    a name not among them (naming the integers of a mixed list), a name that occurs more than once among them
+    (ambiguous: make the names unique or give positions), a gene listed twice.  Returns int64 positions, in the
+    given order.
     """
     items = list(genes)
-    if all(isinstance(g, (int, np.integer)) and not isinstance(g, (bool, np.bool_)) for g in items):
-        idx = np.asarray(items, dtype=np.int64)
-        bad = idx[(idx < 0) | (idx >= m)]
-        if bad.size:
-            raise ValueError(f"{what}: gene position(s) {describe_indices(bad)} out of range 0..{m - 1}")
+    flags = [g for g in items if isinstance(g, (bool, np.bool_))]
+    if flags:
+        raise ValueError(f"{what}: got True/False values ({', '.join(map(str, flags[:5]))}"
+                         f"{' ...' if len(flags) > 5 else ''}), which are neither gene names nor positions; for a "
+                         "mask of genes pass its positions, np.flatnonzero(mask)")
+    numbers = [g for g in items if isinstance(g, (float, np.floating))]
+    if numbers:
+        raise ValueError(f"{what}: got the number(s) {', '.join(map(str, numbers[:5]))}"
+                         f"{' ...' if len(numbers) > 5 else ''}; gene positions are integers (e.g. "
+                         "np.asarray(genes, dtype=int)) and gene names are str")
+    if all(isinstance(g, (int, np.integer)) for g in items):
+        bad = [g for g in items if not 0 <= int(g) < m]  # Python ints: 2**70 or a uint64 compared without overflow
+        if bad:
+            raise ValueError(f"{what}: gene position(s) {', '.join(map(str, bad[:5]))}"
+                             f"{f' and {len(bad) - 5} more' if len(bad) > 5 else ''} out of range 0..{m - 1}")
+        idx = np.asarray([int(g) for g in items], dtype=np.int64)
     else:
         if names is None:
             raise ValueError(f"{what}: gene names given but no feature_names to look them up in; pass "
@@ -102,8 +115,12 @@ def gene_positions(genes, names, m, what):
             lookup.setdefault(str(name), []).append(i)
         missing = [g for g in wanted if g not in lookup]
         if missing:
+            mixed = [str(g) for g in items if isinstance(g, (int, np.integer)) and str(g) not in lookup]
             raise ValueError(f"{what}: gene(s) not found among the genes: {', '.join(missing[:5])}"
-                             f"{' ...' if len(missing) > 5 else ''}; check the names (case-sensitive)")
+                             f"{' ...' if len(missing) > 5 else ''}; check the names (case-sensitive)"
+                             + (f"; the list mixes names and integer positions ({', '.join(mixed[:5])}), and a "
+                                "mixed list is read as names: give the names only, or the positions only"
+                                if mixed else ""))
         ambiguous = sorted({g for g in wanted if len(lookup[g]) > 1})
         if ambiguous:
             raise ValueError(f"{what}: gene name(s) {', '.join(ambiguous[:5])}{' ...' if len(ambiguous) > 5 else ''} "

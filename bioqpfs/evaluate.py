@@ -176,6 +176,22 @@ def _gene_indices(genes, names, n_vars, label):
     return gene_positions(genes, names, n_vars, label)
 
 
+def _read_once(selections):
+    """``selections`` with every one-shot iterator in it (a generator of selections, or of a panel's genes) made a
+    list, so that it can be read more than once: error_curve reads it to plan the read of a lazy X, then again."""
+    from collections.abc import Iterator
+
+    def once(value):
+        return list(value) if isinstance(value, Iterator) else value
+
+    selections = once(selections)
+    if isinstance(selections, dict):
+        return {label: once(spec) for label, spec in selections.items()}
+    if isinstance(selections, list):
+        return [once(spec) for spec in selections]
+    return selections
+
+
 def _specs(selections, data, names, n_vars, cand, method_params):
     """Normalise ``selections`` to a list of (label, kind, payload).
 
@@ -208,6 +224,9 @@ def _specs(selections, data, names, n_vars, cand, method_params):
                 if data is not None and f"{name}_rank" in data.var.columns:
                     hint = (f"; to evaluate the panel stored by tl under {name!r}, pass "
                             f"bioqpfs.get.selection_df(adata, {name!r})")
+                elif names is not None and name in {str(g) for g in names}:
+                    hint = (f"; {name!r} is a gene: a fixed panel is one item of the selections, a list of genes, so "
+                            f"pass a list of panels ([[{name!r}, ...]] or {{'my panel': [{name!r}, ...]}})")
                 raise ValueError(f"unknown method {name!r}; registered: {', '.join(sorted(registered))}{hint}")
             if params is None:
                 by_name.add(name)
@@ -581,6 +600,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         check_positive_int(chunk_size, "chunk_size")
 
     with_batches = set(batch_methods()) if batch is not None and batch_selection else set()
+    selections = _read_once(selections)  # read twice below (the lazy-read plan, then the specs)
 
     def runs(names, n_vars, cand):  # the selections that will run on X (a backed X is read lazily if all can)
         methods = [p for _, kind, p in _specs(selections, data, names, n_vars, cand, method_params) if kind == "method"]

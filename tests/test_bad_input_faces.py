@@ -511,3 +511,56 @@ def test_a_gene_list_of_bytes_or_without_order_is_refused_on_every_face():
         bioqpfs.select(X, y, method="qpfs", n_genes=5, preselected={"g3", "g7"}, feature_names=names)
     out = bioqpfs.tl.select_genes(adata, "ct", method="qpfs", n_genes=5, preselected=3, copy=True)
     assert out.var["qpfs_rank"].idxmin() == "g3"
+
+
+def test_gene_lists_of_numbers_flags_huge_positions_or_mixed_kinds_get_a_message_that_says_what_to_pass():
+    """Floats were read as names ("not found: 3.0"), a boolean mask as names ("not found: False, False, ..."), a
+    position >= 2**63 ended in numpy's OverflowError, and a list mixing names and positions said only "not found:
+    7".  Every face (select, tl with and without mask_var, error_curve's panels) gets the one message."""
+    import bioqpfs
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 20))
+    y = np.repeat(["a", "b", "c"], 20)
+    names = [f"g{i}" for i in range(20)]
+    adata = ad.AnnData(X, obs=pd.DataFrame({"ct": y}, index=[f"c{i}" for i in range(60)]),
+                       var=pd.DataFrame(index=names))
+    cases = [([3.0, 7.0], r"got the number\(s\) 3.0, 7.0; gene positions are integers"),
+             (np.arange(20) == 3, r"got True/False values .*np.flatnonzero\(mask\)"),
+             ([2**70], r"gene position\(s\) 1180591620717411303424 out of range 0..19"),
+             (np.array([2**64 - 1], dtype=np.uint64), r"gene position\(s\) 18446744073709551615 out of range"),
+             (["g3", 7], r"gene\(s\) not found among the genes: 7; .*mixes names and integer positions \(7\)")]
+    for genes, message in cases:
+        for feature_names in (names, None):
+            if isinstance(genes, list) and "g3" in genes and feature_names is None:
+                continue
+            with pytest.raises(ValueError, match=r"preselected: " + message):
+                bioqpfs.select(X, y, method="qpfs", n_genes=5, preselected=genes, feature_names=feature_names)
+        with pytest.raises(ValueError, match=message):
+            bioqpfs.tl.select_genes(adata.copy(), "ct", method="qpfs", n_genes=5, preselected=genes)
+        with pytest.raises(ValueError, match=message):
+            bioqpfs.tl.select_genes(adata.copy(), "ct", method="qpfs", n_genes=5, preselected=genes,
+                                    mask_var=np.arange(20) % 2 == 1)
+        with pytest.raises(ValueError, match=r"mine: " + message):
+            evaluate.error_curve(adata, "ct", {"mine": genes}, n_genes=[1], cv=3)
+
+
+def test_one_panel_not_wrapped_in_a_list_is_named_as_genes():
+    """``error_curve(adata, "cls", ["g3", "g7"])`` reads the list as selections, so "g3" as a method name: the message
+    now says that "g3" is a gene and how to pass one panel."""
+    adata = _adata()
+    with pytest.raises(ValueError, match=r"unknown method 'g3'.*'g3' is a gene: a fixed panel is one item of the "
+                                         r"selections.*\[\['g3', \.\.\.\]\]"):
+        evaluate.error_curve(adata, "cls", ["g3", "g7"], n_genes=[1], cv=3)
+
+
+def test_error_curve_reads_generators_of_selections_and_genes_once():
+    """On an AnnData error_curve reads the selections twice (to plan the read of a lazy X, then to run them): a
+    generator was empty the second time ("no selection or method to evaluate", "the gene list is empty")."""
+    adata = _adata()
+    want = evaluate.error_curve(adata, "cls", [["g3", "g7"]], n_genes=[2], cv=3)
+    for selections in ((s for s in [["g3", "g7"]]), [(g for g in ["g3", "g7"])], {"panel0": iter(["g3", "g7"])}):
+        got = evaluate.error_curve(adata, "cls", selections, n_genes=[2], cv=3)
+        pd.testing.assert_frame_equal(got, want)
+    got = evaluate.error_curve(adata, "cls", (m for m in ["maxrel"]), n_genes=[2], cv=3)
+    assert list(got["method"]) == ["maxrel"]

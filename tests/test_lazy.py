@@ -285,6 +285,37 @@ def test_a_backed_raw_of_the_same_genes_in_another_order_names_the_right_genes(r
     backed.file.close()
 
 
+@pytest.mark.parametrize("method", ["ikm_qpfs", "qpfs"], ids=["read whole", "read in chunks"])
+def test_a_raw_with_a_repeated_gene_name_is_read_unless_the_name_is_one_of_var(rng, tmp_path, method):
+    """A name twice in ``.raw`` gave pandas' "Reindexing only valid with uniquely valued Index objects" (in memory
+    and backed), even when ``.var`` does not hold it: now such a ``.raw`` is read (the panel is the one of a
+    ``.raw`` without the extra column), and a repeated name that ``.var`` holds is refused by name."""
+    y = rng.integers(0, 3, N)
+    counts = rng.poisson(0.8, size=(N, M + 1)).astype(np.float64)
+    counts[:, 2] += 3 * (y == 1)
+    names = np.array([f"g{j}" for j in range(M)] + ["g0"])  # g0 twice in .raw
+    obs = pd.DataFrame({"cell_type": pd.Categorical(np.array(list("abc"))[y])}, index=[f"c{i}" for i in range(N)])
+    with pytest.warns(UserWarning, match="not unique"):  # anndata warns and keeps them
+        raw = ad.AnnData(sp.csr_matrix(np.log1p(counts)), obs=obs, var=pd.DataFrame(index=names))
+    var = names[1:M][::-1]  # not g0
+    mem = ad.AnnData(rng.normal(size=(N, var.size)), obs=obs, var=pd.DataFrame(index=var))
+    mem.raw = raw
+    mem.write_h5ad(tmp_path / "dup.h5ad")
+    plain = ad.AnnData(np.log1p(counts[:, 1:M][:, ::-1]), obs=obs, var=pd.DataFrame(index=var))
+    bioqpfs.tl.select_genes(plain, "cell_type", method=method, n_genes=3)
+    backed = _backed(tmp_path / "dup.h5ad")
+    for adata in (mem, backed):
+        bioqpfs.tl.select_genes(adata, "cell_type", method=method, n_genes=3)
+        assert list(adata.uns[method]["selected"]) == list(plain.uns[method]["selected"])
+        np.testing.assert_array_equal(adata.var[f"{method}_rank"], plain.var[f"{method}_rank"])
+    backed.file.close()
+    with_g0 = ad.AnnData(rng.normal(size=(N, 2)), obs=obs, var=pd.DataFrame(index=["g1", "g0"]))
+    with_g0.raw = raw
+    with pytest.raises(ValueError, match=r"1 gene\(s\) of adata.var occur more than once in adata.raw "
+                                         r"\(e.g. \['g0'\]\).*use_raw=False"):
+        bioqpfs.tl.select_genes(with_g0, "cell_type", method=method, n_genes=1)
+
+
 def _with_gene_not_in_raw(mem, path):
     """``mem`` with one gene of ``.var`` renamed (so it is missing from ``.raw``), written to ``path``, opened backed."""
     renamed = mem.copy()

@@ -25,7 +25,7 @@ from .._io import to_storable
 from .._jit import announce_compilation
 from .._kernels.counting_dask import is_dask_array
 from .._registry import batch_methods, check_levels_supported, method_function, resolve_method, result_key, select
-from .._validation import InvalidParameterError, check_positive_int, describe_indices, gene_list, one_labels_warning
+from .._validation import InvalidParameterError, check_positive_int, describe_indices, gene_list, gene_positions, one_labels_warning
 from ..selectors._common import check_levels
 
 if TYPE_CHECKING:
@@ -130,11 +130,7 @@ def _preselected_in_mask(adata, preselected, mask):
     names = adata.var_names
     if preselected and all(isinstance(g, (Integral, np.integer)) and not isinstance(g, (bool, np.bool_))
                            for g in preselected):
-        idx = np.asarray(preselected, dtype=np.int64)
-        bad = idx[(idx < 0) | (idx >= adata.n_vars)]
-        if bad.size:
-            raise ValueError(f"preselected gene index(es) {describe_indices(bad)} out of range 0..{adata.n_vars - 1} "
-                             "(positions in adata.var)")
+        idx = gene_positions(preselected, None, adata.n_vars, "preselected (positions in adata.var)")
         outside = idx[~mask[idx]]
         if outside.size:
             raise ValueError(f"preselected gene(s) {describe_indices(outside, names)} are left out by mask_var; add "
