@@ -714,6 +714,39 @@ def _close_backed(adata):
         adata.file.close()
 
 
+def _in_cli_words(text, parser, command):
+    """An error text of the Python API in the words of the command ``command``: each keyword of an option the
+    command has becomes its flag -- ``use_raw=False`` ``--use-raw no``, ``layer=`` ``--layer``,
+    ``discretization='mdl'`` ``--discretization 'mdl'``, ``lazy=False`` ``--no-lazy`` -- and a text that already
+    named both (``chunk_size= / --chunk-size``) names the flag once.  Keywords the command has no option for
+    (method parameters of the API only) are left as they are."""
+    import re
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices.get(command)
+    if sub is None:
+        return text
+    options = {}  # dest -> its options (--lazy and --no-lazy share one)
+    for a in sub._actions:
+        if a.option_strings and a.option_strings[-1].startswith("--") and a.dest != "help":
+            options.setdefault(a.dest, []).append(a)
+    use_raw = {v: k for k, v in _USE_RAW.items()}
+
+    def flag(match):
+        dest, value = match.group(1), match.group(2)
+        if dest not in options:
+            return match.group(0)
+        name = options[dest][0].option_strings[-1]
+        if dest == "use_raw" and value in ("True", "False", "None"):
+            return f"{name} {use_raw[None if value == 'None' else value == 'True']}"
+        if value in ("True", "False"):  # a switch: the option that sets that value, if there is one
+            switch = [a for a in options[dest] if a.nargs == 0 and a.const is (value == "True")]
+            return switch[0].option_strings[-1] if switch else match.group(0)
+        return name if not value else f"{name} {value}"  # a quoted value keeps its quotes: valid in a shell too
+
+    text = re.sub(r"(?<![\w.-])([a-z][a-z0-9_]*)=('[^'\s]*'|\"[^\"\s]*\"|[\w.+-]*)", flag, text)
+    return re.sub(r"(--[a-z][\w-]*) / \1\b", r"\1", text)
+
+
 def main(argv=None):
     """Run the ``bioqpfs`` command line (``argv`` default: ``sys.argv[1:]``); return the exit code."""
     parser = _parser()
@@ -741,6 +774,7 @@ def main(argv=None):
         from ._validation import MemoryGuardError
 
         text = e.message("cli") if isinstance(e, MemoryGuardError) else str(e)  # CLI flags, not Python keywords
+        text = _in_cli_words(text, parser, args.command)
         msg = text.strip().splitlines()[0] if text.strip() else type(e).__name__
         if isinstance(e, KeyError) and msg.startswith(("'", '"')):
             msg = msg.strip("'\"")

@@ -373,7 +373,7 @@ def test_tl_preselected_positions_count_in_var_and_genes_outside_mask_var_are_re
     for given in ([3], ["g3"], ["g13", "g3"]):
         with pytest.raises(ValueError, match=r"g3 are left out by mask_var"):
             tl.select_genes(a, "cls", method="qpfs", n_genes=3, preselected=given, mask_var="hv")
-    with pytest.raises(ValueError, match=r"out of range 0\.\.19 \(positions in adata.var\)"):
+    with pytest.raises(ValueError, match=r"preselected \(positions in adata.var\): gene position\(s\) 20 out of range 0\.\.19"):
         tl.select_genes(a, "cls", method="qpfs", n_genes=3, preselected=[20], mask_var="hv")
     tl.select_genes(a, "cls", method="qpfs", n_genes=3, preselected=[3])  # no mask: positions as before
     assert a.uns["qpfs"]["selected"][0] == "g3"

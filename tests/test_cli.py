@@ -52,7 +52,7 @@ def test_select_writes_h5ad_and_tsv(h5ad, tmp_path):
 def test_bad_inputs_exit_codes(h5ad, tmp_path):
     r = run("select", str(h5ad), "--groupby", "missing", "-o", str(tmp_path / "o.h5ad"))
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith(
-        "bioqpfs: error: groupby='missing' is not a column")
+        "bioqpfs: error: --groupby 'missing' is not a column")
     assert "Traceback" not in r.stderr
     r = run("select", str(h5ad), "--groupby", "cls", "-o", str(h5ad))
     assert r.returncode == 1 and "is the input file" in r.stderr
@@ -170,3 +170,27 @@ def test_select_n_genes_auto(h5ad, tmp_path):
     for bad in ("0", "-1", "five"):
         r = run("select", str(h5ad), "--groupby", "cls", "--n-genes", bad, "-o", str(tmp_path / "o.h5ad"))
         assert r.returncode == 2 and "expected a positive integer or 'auto'" in r.stderr, (bad, r.stderr)
+
+
+def test_errors_name_the_cli_flags_not_the_python_keywords(tmp_path):
+    """The CLI printed the API's words ("pass use_raw=False to use adata.X", "pass either layer= or use_raw=True"):
+    each keyword of an option the command has is now its flag; API-only keywords stay as they are."""
+    from bioqpfs import cli
+
+    rng = np.random.default_rng(1)
+    obs = pd.DataFrame({"cls": pd.Categorical(np.repeat(["a", "b"], 10))}, index=[f"c{i}" for i in range(20)])
+    a = ad.AnnData(rng.normal(size=(20, 4)).astype(np.float32), obs=obs,
+                   var=pd.DataFrame(index=["g0", "g1", "x1", "x2"]), layers={"L": rng.normal(size=(20, 4))})
+    a.raw = ad.AnnData(rng.normal(size=(20, 2)).astype(np.float32), obs=obs, var=pd.DataFrame(index=["g0", "g1"]))
+    a.write_h5ad(tmp_path / "in.h5ad")
+    base = ["select", str(tmp_path / "in.h5ad"), "--groupby", "cls", "--n-genes", "1", "-o", str(tmp_path / "o.h5ad")]
+    r = run(*base)
+    assert r.returncode == 1 and "pass --use-raw no to use adata.X" in r.stderr and "use_raw" not in r.stderr
+    r = run(*base, "--layer", "L", "--use-raw", "yes")
+    assert r.returncode == 1 and "pass either --layer or --use-raw yes, not both" in r.stderr
+    p = cli._parser()
+    text = ("lazy=False reads it whole, chunk_size= / --chunk-size, discretization='mdl', n_genes=5, "
+            "class_weight='balanced', copy=True, x.layer=1")
+    assert cli._in_cli_words(text, p, "select") == (
+        "--no-lazy reads it whole, --chunk-size, --discretization 'mdl', --n-genes 5, class_weight='balanced', "
+        "copy=True, x.layer=1")
