@@ -68,7 +68,8 @@ backend : {"auto", "cpu", "gpu"}, optional
 #: ``n_bins`` of the discretisations that take a bin count
 N_BINS_DOC = """
 n_bins : int
-    Bins for ``"quantile"`` and ``"zero_quantile"``.
+    Bins for ``"quantile"`` and ``"zero_quantile"`` (and ``"auto"`` when it resolves to ``"zero_quantile"``); given
+    with ``"mean_sd"``, ``"mdl"`` or ``None``, which set their own levels, it is unused and a warning says so.
 """
 
 #: the type line of ``random_state`` where it defaults to the seed 0 (the description follows it)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import warnings
 import weakref
 
 import numpy as np
@@ -701,6 +702,35 @@ class MemoryGuardError(MemoryError):
                 f"are available (bound by {self.limit}); {todo}")
 
 
+#: the discretizations whose number of levels does not come from ``n_bins``
+FIXED_LEVEL_RULES = ("mean_sd", "mdl", None, "none")
+
+
+def _warn_unused_n_bins(func_name, n_bins, discretization):
+    """A ``UserWarning`` when ``n_bins`` was given to a method whose discretization does not use it (``mean_sd``:
+    three levels; ``mdl``: as many as its cuts; ``None``: the given codes) -- it was silently ignored."""
+    if isinstance(discretization, str) or discretization is None:
+        if discretization in FIXED_LEVEL_RULES and n_bins != 3:
+            levels = {"mean_sd": "always three levels (QPFS section 2.5)", "mdl": "as many levels as its cuts"}.get(
+                discretization, "the levels of the given codes")
+            warnings.warn(f"{func_name}: n_bins={n_bins!r} is not used with discretization={discretization!r} "
+                          f"({levels}); n_bins sets the levels of discretization='quantile' or 'zero_quantile'",
+                          UserWarning, stacklevel=user_stacklevel())
+
+
+def user_stacklevel():
+    """The ``stacklevel`` of ``warnings.warn``, called from the function that calls this one, that points at the
+    first frame outside the bioqpfs package (and contextlib): the user's line, whichever face it came through."""
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    skipped = (package + os.sep, contextlib.__file__)  # contextlib: the faces' ``with`` wrappers
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def memory_guard(n_bytes, what, remedies, *, fraction=0.8):
     """Refuse an allocation that would not fit in available memory, before attempting it.
 
@@ -854,6 +884,9 @@ def parameter_constraints(**constraints):
                         raise TypeError(f"{func.__name__}: {name} must be True or False, got {value!r}")
                 elif rule is not None:
                     rule.check(func.__name__, name, value)
+            if "n_bins" in bound.arguments and "discretization" in sig.parameters:
+                rule = bound.arguments.get("discretization", sig.parameters["discretization"].default)
+                _warn_unused_n_bins(func.__name__, bound.arguments["n_bins"], rule)
             with pass_memo():  # a Dask X: passes shared by validation, moments and thresholds (one call)
                 return func(*args, **kwargs)
 

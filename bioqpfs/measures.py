@@ -119,12 +119,21 @@ def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins:
     names = sample_names_of(X)
     X = _matrix(X, discretization)
     y_codes = None if y is None else check_labels(y, X.shape[0], name="y", sample_names=names)[0]
-    return codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)[0]
+    return _user_codes("discretize", X, discretization, n_bins, y_codes)[0]
 
 
-def _table(X, discretization, n_bins, groups=None, y_codes=None):
+def _user_codes(what, X, discretization, n_bins, y_codes=None):
+    """:func:`codes_and_levels` for a public measure ``what``, warning when ``n_bins`` is given to a rule that sets
+    its own levels (``bioqpfs._validation._warn_unused_n_bins``)."""
+    from ._validation import _warn_unused_n_bins
+
+    _warn_unused_n_bins(what, n_bins, discretization)
+    return codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
+
+
+def _table(X, discretization, n_bins, groups=None, y_codes=None, what="mutual_information"):
     X = _matrix(X, discretization)
-    codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = _user_codes(what, X, discretization, n_bins, y_codes)
     return _info.CodeTable(codes, levels, groups=groups)
 
 
@@ -223,7 +232,7 @@ def entropy(Xd: MatrixLike, *, discretization: str | None = "mean_sd", n_bins: i
     """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits; ``backend`` as
     in :func:`mutual_information`)."""
     base = check_base(base)
-    return _info.entropies(_table(Xd, discretization, n_bins)) / np.log(base)
+    return _info.entropies(_table(Xd, discretization, n_bins, what="entropy")) / np.log(base)
 
 
 @honours_backend
@@ -245,7 +254,7 @@ def conditional_mutual_information(Xd: MatrixLike, y: ArrayLike, *, discretizati
     names = sample_names_of(Xd)
     X = _matrix(Xd, discretization)
     y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)
-    codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
+    codes, levels = _user_codes("conditional_mutual_information", X, discretization, n_bins, y_codes)
     table = _info.CodeTable(codes, levels, groups=y_codes, weights=_info.class_sample_weights(y_codes, class_weight))
     rows_arr = _check_rows(rows, table.n_genes)
     r = table.n_genes if rows is None else len(rows_arr)
@@ -311,7 +320,7 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
                      ["samples"])
         return np.maximum(_mst.mst_cpx(X, y_codes)[0], 0.0)
     if kind == "mi":
-        codes, levels = codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
+        codes, levels = _user_codes("relevance", X, discretization, n_bins, y_codes)
         table = _info.CodeTable(codes, levels, groups=y_codes, weights=weights)
         return _info.class_relevance(table) / np.log(base)
     if kind == "hall":

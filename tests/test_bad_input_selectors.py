@@ -195,3 +195,38 @@ def test_clustering_methods_validate_base(method, base):
     X[:, 0] += 2 * y
     with pytest.raises(ValueError, match="base must be"):
         bioqpfs.select(X, y, method=method, n_genes=2, base=base)
+
+
+def test_n_bins_given_with_a_discretization_that_ignores_it_warns_at_the_users_line():
+    """``n_bins=5`` with ``discretization="mean_sd"`` (three levels), ``"mdl"`` or ``None`` was silently ignored:
+    a warning now says so, pointing at the caller's line whichever face was used; with the quantile rules, or
+    n_bins=3, nothing is said."""
+    import warnings
+
+    import anndata as ad
+    import pandas as pd
+
+    import bioqpfs
+    from bioqpfs.selectors.qpfs import qpfs
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 20)
+    X = rng.normal(size=(60, 12))
+    X[:, :4] += 2.0 * (y[:, None] == np.arange(4) % 3)  # genes MDL can cut
+    adata = ad.AnnData(X, obs=pd.DataFrame({"c": pd.Categorical(y)}, index=[str(i) for i in range(60)]))
+    calls = [lambda **kw: bioqpfs.select(X, y, method="qpfs", n_genes=3, **kw),
+             lambda **kw: qpfs(X, y, **kw),
+             lambda **kw: bioqpfs.tl.select_genes(adata, "c", method="spec_cmi", n_genes=3, copy=True, **kw)]
+    for call in calls:
+        for disc, message in [(None, "discretization='mean_sd' \\(always three levels"),
+                              ("mdl", "discretization='mdl' \\(as many levels as its cuts\\)")]:
+            kw = dict(n_bins=5) if disc is None else dict(n_bins=5, discretization=disc)
+            with pytest.warns(UserWarning, match=r"n_bins=5 is not used with " + message) as record:
+                call(**kw)
+            assert any(w.filename == __file__ for w in record if "n_bins" in str(w.message))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*n_bins.*")
+            call(n_bins=5, discretization="quantile")
+            call(n_bins=3, discretization="mean_sd")
+    with pytest.warns(UserWarning, match=r"n_bins=4 is not used with discretization=None \(the levels of the given"):
+        bioqpfs.measures.mutual_information(np.round(X).astype(int) % 3, discretization=None, n_bins=4)
