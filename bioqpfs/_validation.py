@@ -706,7 +706,7 @@ class MemoryGuardError(MemoryError):
 FIXED_LEVEL_RULES = ("mean_sd", "mdl", None, "none")
 
 
-def _warn_unused_n_bins(func_name, n_bins, discretization):
+def warn_unused_n_bins(func_name, n_bins, discretization):
     """A ``UserWarning`` when ``n_bins`` was given to a method whose discretization does not use it (``mean_sd``:
     three levels; ``mdl``: as many as its cuts; ``None``: the given codes) -- it was silently ignored."""
     if isinstance(discretization, str) or discretization is None:
@@ -886,7 +886,7 @@ def parameter_constraints(**constraints):
                     rule.check(func.__name__, name, value)
             if "n_bins" in bound.arguments and "discretization" in sig.parameters:
                 rule = bound.arguments.get("discretization", sig.parameters["discretization"].default)
-                _warn_unused_n_bins(func.__name__, bound.arguments["n_bins"], rule)
+                warn_unused_n_bins(func.__name__, bound.arguments["n_bins"], rule)
             with pass_memo():  # a Dask X: passes shared by validation, moments and thresholds (one call)
                 return func(*args, **kwargs)
 

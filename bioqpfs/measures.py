@@ -124,10 +124,10 @@ def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins:
 
 def _user_codes(what, X, discretization, n_bins, y_codes=None):
     """:func:`codes_and_levels` for a public measure ``what``, warning when ``n_bins`` is given to a rule that sets
-    its own levels (``bioqpfs._validation._warn_unused_n_bins``)."""
-    from ._validation import _warn_unused_n_bins
+    its own levels (``bioqpfs._validation.warn_unused_n_bins``)."""
+    from ._validation import warn_unused_n_bins
 
-    _warn_unused_n_bins(what, n_bins, discretization)
+    warn_unused_n_bins(what, n_bins, discretization)
     return codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
 
 
