@@ -602,9 +602,11 @@ def test_big_chunk_results_are_summed_in_one_chain_per_worker_thread(result_byte
     """Worker memory stays flat in the number of chunks: whole count matrices (>= CHAIN_BYTES per chunk) are summed
     in one chain per worker thread (chunk k in chain k mod S, each link after the previous one, so no worker holds
     more than a running sum and one chunk's matrix), small results in a tree of SPLIT_EVERY; the sum is the same."""
+    from bioqpfs import _validation
     from bioqpfs._kernels import counting_dask
 
     monkeypatch.setattr(counting_dask, "parallel_slots", lambda: 3)
+    monkeypatch.setattr(_validation, "available_memory", lambda: (10**12, "test"))  # room for 3 chains of 1 GB
     X = da.arange(100, chunks=5).reshape(100, 1) * 1.0  # 20 chunks; a chunk's first value names it
     X = X.rechunk((5, 1))
     total, order = counting_dask.reduce_chunks(_chunk_first_row, [X], combine=_combine_recording,
@@ -614,6 +616,23 @@ def test_big_chunk_results_are_summed_in_one_chain_per_worker_thread(result_byte
         assert order == [5 * k for s in range(3) for k in range(s, 20, 3)]  # chains 0,3,6..; 1,4,7..; 2,5,8..
     else:
         assert order == [5 * k for k in range(20)]
+
+
+@pytest.mark.parametrize("available_gb,chains", [(1000, 3), (8.5, 2), (5, 1), (0.1, 1)])
+def test_the_chains_are_as_many_as_the_memory_holds(monkeypatch, available_gb, chains):
+    """With many worker threads and big count matrices the chains' sums alone could exhaust the memory (16 threads x
+    128 MB sums and as much working space each): as many chains as half the available memory holds at twice the
+    result each, at least one; the sum is the same."""
+    from bioqpfs import _validation
+    from bioqpfs._kernels import counting_dask
+
+    monkeypatch.setattr(counting_dask, "parallel_slots", lambda: 3)
+    monkeypatch.setattr(_validation, "available_memory", lambda: (available_gb * 10**9, "test"))
+    X = (da.arange(100, chunks=5).reshape(100, 1) * 1.0).rechunk((5, 1))
+    total, order = counting_dask.reduce_chunks(_chunk_first_row, [X], combine=_combine_recording,
+                                               result_bytes=10**9)
+    np.testing.assert_array_equal(total, np.full(3, 100.0))
+    assert order == [5 * k for s in range(chains) for k in range(s, 20, chains)]
 
 
 @pytest.mark.parametrize("key,where", [

@@ -31,8 +31,8 @@ from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
 __all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "STRIP_BYTES", "sample_chunked",
-           "reduce_chunks", "SPLIT_EVERY", "CHAIN_BYTES", "parallel_slots", "pass_memo", "with_pass_memo", "memoized",
-           "take_genes", "WorkerDiedError", "compute", "CODES_CACHE_BYTES", "kept_codes"]
+           "reduce_chunks", "SPLIT_EVERY", "CHAIN_BYTES", "parallel_slots", "chains_that_fit", "pass_memo",
+           "with_pass_memo", "memoized", "take_genes", "WorkerDiedError", "compute", "CODES_CACHE_BYTES", "kept_codes"]
 
 #: chunk results combined per task of the reduction tree (at most)
 SPLIT_EVERY = 8
@@ -321,19 +321,41 @@ def _fold(acc, func, combine, *blocks, **kwargs):
     return combine(acc, part)
 
 
-def parallel_slots():
-    """Tasks the Dask scheduler runs at once: the threads of the workers of the active ``distributed`` client,
-    else dask's ``num_workers`` setting or the number of CPUs (the local schedulers)."""
-    import os
-
+def _client_threads():
+    """The threads of the workers of the active ``distributed`` client; ``None`` without one (local schedulers)."""
     try:
         from distributed import get_client
 
         return max(1, sum(get_client().nthreads().values()))
     except (ImportError, ValueError):
-        import dask
+        return None
 
-        return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+def parallel_slots():
+    """Tasks the Dask scheduler runs at once: the threads of the workers of the active ``distributed`` client,
+    else dask's ``num_workers`` setting or the number of CPUs (the local schedulers)."""
+    import os
+
+    threads = _client_threads()
+    if threads is not None:
+        return threads
+    import dask
+
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+
+def chains_that_fit(result_bytes):
+    """How many chains of :func:`reduce_chunks` this process can hold: each holds its running sum and a chunk's
+    working counts of about the same size (2 x ``result_bytes``), in half the available memory
+    (:func:`bioqpfs._validation.available_memory`) -- with many threads and many genes (16 threads, 2,000 genes
+    weighted: 128 MB sums) the chains alone would otherwise take several GB.  At least one; no cap on a
+    ``distributed`` cluster (the chains run in the workers, whose memory is theirs, not this process's)."""
+    if result_bytes <= 0 or _client_threads() is not None:
+        return sys.maxsize
+    from .._validation import available_memory
+
+    avail = available_memory()[0]
+    return sys.maxsize if avail is None else max(1, int(avail // 2 // (2 * result_bytes)))
 
 
 def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, **kwargs):
@@ -346,10 +368,10 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
 
     Small chunk results (moments, margins) are combined in a tree, ``SPLIT_EVERY`` at a time, on the workers
     that hold them.  Results of ``result_bytes`` >= :data:`CHAIN_BYTES` (a count matrix: 64 MB per chunk for
-    2,000 genes in 3 bins) are summed in :func:`parallel_slots` chains instead, chunk ``k`` in chain
-    ``k mod S``: each link reads its chunk, counts it and adds the count to the chain's sum so far, so a link
-    starts only when the previous one is done, and a worker holds one chunk and two count matrices whatever
-    the number of chunks (a tree lets the scheduler count chunks ahead of the sums and hold their matrices: on
+    2,000 genes in 3 bins) are summed in S chains instead (:func:`parallel_slots`, fewer when their sums would not
+    fit the memory: :func:`chains_that_fit`), chunk ``k`` in chain ``k mod S``: each link reads its chunk and counts
+    it into the chain's sum so far (``func.adds_into``; else counts it apart and adds), so a link starts only when
+    the previous one is done, and a worker holds one chunk and a chain's sum whatever the number of chunks (a tree lets the scheduler count chunks ahead of the sums and hold their matrices: on
     200,000 x 2,000 sparse cells in 20 chunks, 2 workers, the count pass peaked at 730 / 969 MB per worker
     with a tree of 8, 699 / 584 MB with chains).  The chunk's own tasks (its file read included) run inside
     its link (:class:`_ChunkTasks`): as separate tasks the scheduler read chunks ahead of the chain and held them,
@@ -371,7 +393,7 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
     label = getattr(func, "__name__", "pass")
     if result_bytes >= CHAIN_BYTES and n_chunks > 1:
         fold = dask.delayed(_fold, pure=True)
-        slots = min(parallel_slots(), n_chunks)
+        slots = min(parallel_slots(), n_chunks, chains_that_fit(result_bytes))
         graphs = [dict(b.__dask_graph__()) for b in blocks]
         parts = []
         for first in range(slots):
