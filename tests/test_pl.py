@@ -245,3 +245,52 @@ def test_error_curve_marks_the_one_se_size():
         pl.error_curve(one, suggest=True, show=False)
     with pytest.raises(ValueError, match="suggest must be"):
         pl.error_curve(df, suggest="yes", show=False)
+
+
+def test_redundancy_of_the_default_recipe_is_the_q_the_selection_used():
+    """The default recipe records discretization="auto" and counts Q with every class weighted equally: the plot
+    re-decided "auto" on the panel's columns alone (dense marker genes: mean +- sd, while the selection used
+    zero_quantile) and drew the unweighted MI.  Now it draws the weighted MI of the rule used (reference: the
+    zero/quantile codes and the weighted entropies of tests/reference.py)."""
+    import anndata as ad
+    import reference as ref
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(["a", "b", "c"], [80, 30, 10])
+    n, m = y.size, 15
+    X = rng.poisson(1, size=(n, m)).astype(float)
+    X[rng.random((n, m)) < 0.7] = 0  # zero-inflated background genes
+    X[:, 12:] = rng.lognormal(1, 0.5, size=(n, 3))  # three dense marker genes
+    for k, c in enumerate("abc"):
+        X[y == c, 12 + k] += 3
+    adata = ad.AnnData(X, obs=pd.DataFrame({"cls": y}, index=[f"s{i}" for i in range(n)]),
+                       var=pd.DataFrame(index=[f"g{i}" for i in range(m)]))
+    bioqpfs.tl.select_genes(adata, "cls", n_genes=4)
+    params = adata.uns["bioqpfs"]["params"]
+    assert params["discretization"] == "auto" and params["discretization_used"] == "zero_quantile"
+    assert params["class_weight"] == "balanced"
+    Q, genes, _, _ = pl._redundancy.redundancy_matrix(adata, "bioqpfs")
+    codes = ref.zero_quantile_codes(X[:, adata.var_names.get_indexer(genes)], 3)
+    weights = 1.0 / pd.Series(y).map(pd.Series(y).value_counts()).to_numpy()  # every class weighs the same
+    want = np.array([[ref.weighted_mutual_info(codes[:, i], codes[:, j], weights) for j in range(len(genes))]
+                     for i in range(len(genes))])
+    np.testing.assert_allclose(Q, want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["dotplot", "heatmap"])
+def test_panel_leaves_the_callers_anndata_and_view_as_they_were(adata, kind):
+    """scanpy writes into what it plots: on a view it turned string .obs columns into categoricals, which made the
+    caller's view an actual AnnData (anndata's "initializing view as actual"); a heat map stored group colours in
+    .uns.  The view stays a view with its columns, and neither the view nor the AnnData gains .uns keys."""
+    import warnings
+
+    a = adata.copy()
+    a.obs["label"] = a.obs["class"].astype(str).to_numpy()  # a string column, as read from a CSV
+    view = a[a.obs_names[: a.n_obs // 2 * 2][::2]]
+    before = set(a.uns)
+    for target in (view, a):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", category=UserWarning)  # anndata's ImplicitModificationWarning
+            pl.panel(target, "qpfs", "label", kind=kind, show=False)
+        assert target.obs["label"].dtype == object and set(target.uns) == before
+    assert view.is_view

@@ -45,8 +45,8 @@ def panel(adata: AnnData, key: str = "qpfs", groupby: str | None = None, *,
     -------
     dict of Axes or None
         What scanpy returns with ``show=False`` (e.g. ``"mainplot_ax"`` for a dot plot,
-        ``"heatmap_ax"`` for a heat map).  ``adata.obs`` is left as it was (scanpy itself would
-        turn string columns into categoricals).
+        ``"heatmap_ax"`` for a heat map).  ``adata`` is left as it was, a view included (scanpy itself
+        would turn string ``.obs`` columns into categoricals and store group colours in ``.uns``).
     """
     import scanpy as sc
 
@@ -71,16 +71,18 @@ def panel(adata: AnnData, key: str = "qpfs", groupby: str | None = None, *,
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
     if adata.is_view:
-        axes = func(adata, genes, groupby=groupby, show=False, **kwargs)
+        # scanpy writes into what it plots (string .obs columns made categoricals, group colours in .uns), which
+        # would make the caller's view an actual AnnData: it plots a copy of the view (the view's cells only)
+        axes = func(adata.copy(), genes, groupby=groupby, show=False, **kwargs)
     else:
-        # scanpy turns string .obs columns into categoricals in place: let it work on a copy of .obs
-        # (only the DataFrame is copied, not the expression) and give the caller's frame back unchanged
-        obs = adata.obs
-        adata.obs = obs.copy()
+        # let scanpy work on copies of .obs and .uns (only the frame and the dict are copied, not the
+        # expression) and give the caller's back unchanged
+        obs, uns = adata.obs, adata.uns
+        adata.obs, adata.uns = obs.copy(), dict(uns)
         try:
             axes = func(adata, genes, groupby=groupby, show=False, **kwargs)
         finally:
-            adata.obs = obs
+            adata.obs, adata.uns = obs, uns
     if kwargs.get("return_fig"):   # scanpy's plot object (DotPlot, MatrixPlot) or Figure: the caller draws/saves it
         if save:
             raise ValueError("save= with return_fig=True: save the returned object instead (its .savefig(path))")

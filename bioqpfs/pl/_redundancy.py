@@ -25,6 +25,8 @@ def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=No
     """
     from .. import measures
     from .._anndata import get_obs_rep
+    from .._kernels import information as _info
+    from ..selectors import _common
 
     if not adata.var_names.is_unique:
         dup = adata.var_names[adata.var_names.duplicated()].unique()
@@ -43,16 +45,55 @@ def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=No
     X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
     idx = adata.var_names.get_indexer(genes)
     Xp = X[:, idx]
+    if hasattr(Xp, "compute"):  # a Dask X: the panel's columns are small
+        Xp = Xp.compute()
     Xp = Xp.toarray() if hasattr(Xp, "toarray") else np.asarray(Xp)
+    y_codes, batch = _labels_and_batches(adata, params)
     if measure == "mi":
-        disc = params.get("discretization", "mean_sd")     # recorded None: X holds codes
+        # the rule the selection used: "auto" decided on the panel's columns alone could come out another way
+        disc = params.get("discretization_used", params.get("discretization", "mean_sd"))  # None: X holds codes
+        if disc == "auto":  # a record from before discretization_used: decided on the whole matrix, as then
+            disc = measures.resolve_discretization(X, "auto")
         base = float(params.get("base", 2))
-        Q = measures.mutual_information(Xp, discretization=disc, n_bins=int(params.get("n_bins", 3)), base=base)
+        class_weight = params.get("class_weight") if y_codes is not None else None
+        table = _common.info_table(Xp, y_codes, discretization=disc, n_bins=int(params.get("n_bins", 3)),
+                                   class_weight=class_weight, batch=batch)
+        Q = _info.pairwise_information(table, None, "mi", base=base, dtype=np.float64)
         unit = "MI (bits)" if base == 2 else f"MI (log base {base:g})"
     else:
-        Q = measures.correlation(Xp)
+        Q = measures.correlation(Xp if batch is None else _common.within_batch_standardized(Xp, batch))
         unit = "|Pearson r|"
     return np.asarray(Q, dtype=float), genes, measure, unit
+
+
+def _labels_and_batches(adata, params):
+    """The class codes (finest level) and :class:`bioqpfs.selectors._common.Batches` the selection counted with,
+    from the ``.obs`` columns recorded in ``params`` (``None`` for what was not used): Q of the default recipe is
+    weighted by class (``class_weight="balanced"``) and, with ``batch_key``, summed within batches.  A recorded
+    column that is gone from ``.obs`` is left out with a warning (the drawn Q is then not the selection's)."""
+    import warnings
+
+    from .._validation import check_labels, user_stacklevel
+
+    def column(name, what):
+        if name in adata.obs.columns:
+            return adata.obs[name]
+        warnings.warn(f"the selection's {what} column {name!r} is no longer in adata.obs, so the redundancy is drawn "
+                      f"without it (not the Q the selection used)", UserWarning, stacklevel=user_stacklevel())
+        return None
+
+    groupby = params.get("groupby")
+    if groupby is not None and not isinstance(groupby, str):  # hierarchical labels: Q's weights use the finest
+        groupby = str(list(groupby)[-1])
+    labels = column(groupby, "groupby") if groupby is not None and (
+        params.get("class_weight") is not None or params.get("discretization_used") == "mdl") else None
+    y_codes = None if labels is None else check_labels(labels, adata.n_obs, name=f"adata.obs[{groupby!r}]")[0]
+    batch_key = params.get("batch_key")
+    values = column(batch_key, "batch_key") if batch_key is not None else None
+    batch = None if values is None else _common.check_batch(
+        values.to_numpy(), np.empty((adata.n_obs, 0)), batch_weights=params.get("batch_weights", "size"),
+        batch_discretization=params.get("batch_discretization", "per_batch"))
+    return y_codes, batch
 
 
 def redundancy(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
