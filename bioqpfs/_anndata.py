@@ -364,6 +364,29 @@ def is_record(value):
 _LEGACY_COLUMNS = ("weight", "rank", "selected", "greedy_score", "cluster", "representative", "cluster_level")
 
 
+def selection_key(adata, key):
+    """The key of a stored selection to read: ``key`` itself when given; else (``None``) the key of
+    :func:`bioqpfs.tl.select_genes`'s default, ``"bioqpfs"``, when a selection is stored under it, else the one
+    selection stored, else an error naming the stored keys to choose from."""
+    if key is not None:
+        if not isinstance(key, str):
+            raise TypeError(f"key must be the str a selection is stored under (key_added=), got {key!r}")
+        return key
+    keys = stored_keys(adata)
+    if "bioqpfs" in keys:
+        return "bioqpfs"
+    if len(keys) == 1:
+        return keys[0]
+    if not keys:
+        raise KeyError("no selection is stored in this AnnData; run bioqpfs.tl.select_genes(adata, groupby) first")
+    raise KeyError(f"several selections are stored ({', '.join(map(repr, keys))}); pass key= to choose one")
+
+
+def stored_keys(adata):
+    """The ``.uns`` keys of the selections stored by :func:`bioqpfs.tl.select_genes` (:func:`is_record`)."""
+    return [str(k) for k, v in adata.uns.items() if is_record(v)]
+
+
 def key_columns(adata, key):
     """The ``.var`` columns an earlier bioqpfs run wrote under ``key`` (present ones, in ``.var`` order).
 

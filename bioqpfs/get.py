@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._anndata import key_columns
+from ._anndata import key_columns, selection_key, stored_keys
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -14,27 +14,59 @@ if TYPE_CHECKING:
 __all__ = ["selection_df"]
 
 
-def selection_df(adata: AnnData, key: str = "qpfs", *, ranked_only: bool = True) -> pd.DataFrame:
+def selection_df(adata: AnnData, key: str | None = None, *, ranked_only: bool = True) -> pd.DataFrame:
     """Tidy DataFrame of a stored selection: gene, rank, weight, selected (+ method-specific columns).
 
     Rows are in rank order; genes without a rank are dropped unless ``ranked_only=False``.
     The columns are the ``.var`` columns bioqpfs wrote under ``key`` (``.uns[key]["var_columns"]``)
-    with the ``<key>_`` prefix removed; other ``<key>_*`` columns of the user are left out.
+    with the ``<key>_`` prefix removed; other ``<key>_*`` columns of the user are left out.  ``key``: default
+    the key :func:`bioqpfs.tl.select_genes` stores under by default (``"bioqpfs"``) when present, else the one
+    stored selection.  Rank, weight and selected are read as numbers and booleans, also from a ``.var`` whose
+    columns became strings (a CSV round trip), so that the rows are in rank order, not in text order.
     """
+    key = selection_key(adata, key)
     prefix = f"{key}_"
     needed = [f"{key}_rank", f"{key}_weight", f"{key}_selected"]
     missing = [c for c in needed if c not in adata.var.columns]
     if missing:
+        others = [k for k in stored_keys(adata) if k != key]
         raise KeyError(f"no selection stored under key {key!r} (missing .var columns {missing}); "
-                       "run bioqpfs.tl.select_genes(..., key_added=key) first")
+                       + (f"selections are stored under {', '.join(map(repr, others))}: pass key=, or "
+                          if others else "") + "run bioqpfs.tl.select_genes(..., key_added=key) first")
     # the columns bioqpfs wrote under key (never a user's <key>_* column, nor a longer key's "a_b_*");
     # without a .uns record, the three standard ones
     cols = key_columns(adata, key) or needed
     df = adata.var[cols].copy()
     df.columns = [c[len(prefix):] for c in cols]
     df.insert(0, "gene", adata.var_names.to_numpy())
+    for name, kind in (("rank", "number"), ("weight", "number"), ("selected", "bool")):
+        df[name] = _typed(df[name], kind, f"{key}_{name}")
     if ranked_only:
-        df = df[np.isfinite(df["rank"].to_numpy(dtype=float))]
+        df = df[np.isfinite(df["rank"].to_numpy())]
     df = df.sort_values("rank", kind="stable", na_position="last").reset_index(drop=True)
     first = ["gene", "rank", "weight", "selected"]
     return df[first + [c for c in df.columns if c not in first]]
+
+
+def _typed(column, kind, name):
+    """A stored column as float64 numbers (``kind="number"``) or booleans (``"bool"``): as written by tl, or as
+    strings after a round trip through text ("3", "3.0", "nan"; "True"/"False"); anything else is refused by
+    name (sorting text would put rank 10 before rank 2)."""
+    import pandas as pd
+
+    if kind == "bool":
+        if column.dtype == bool:
+            return column
+        text = column.astype(str).str.strip().str.lower()
+        flags = text.map({"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False})
+        if flags.isna().any():
+            bad = column[flags.isna()].iloc[0]
+            raise ValueError(f".var[{name!r}] holds {bad!r}, not True/False; it was not written by bioqpfs.tl "
+                             "(or was changed since): run tl.select_genes again")
+        return flags.astype(bool)
+    numbers = pd.to_numeric(column, errors="coerce").astype(np.float64)
+    bad = numbers.isna() & ~column.astype(str).str.strip().str.lower().isin(["nan", "none", "", "<na>"])
+    if bad.any():
+        raise ValueError(f".var[{name!r}] holds {column[bad].iloc[0]!r}, not a number; it was not written by "
+                         "bioqpfs.tl (or was changed since): run tl.select_genes again")
+    return numbers

@@ -294,3 +294,62 @@ def test_panel_leaves_the_callers_anndata_and_view_as_they_were(adata, kind):
             pl.panel(target, "qpfs", "label", kind=kind, show=False)
         assert target.obs["label"].dtype == object and set(target.uns) == before
     assert view.is_view
+
+
+def test_redundancy_with_batches_is_the_within_batch_q_the_selection_used():
+    """With batch_key the selection's Q is sum_b w_b I_b, each batch discretised on its own (batch_discretization
+    "per_batch") and the classes weighted equally: the plot drew the pooled MI.  Reference: per-batch zero/quantile
+    codes and weighted entropies (tests/reference.py), batches weighted by their size."""
+    import anndata as ad
+    import reference as ref
+
+    rng = np.random.default_rng(1)
+    y = np.repeat(["a", "b", "c"], [70, 40, 20])
+    batch = rng.choice(["x", "y"], size=y.size)
+    n, m = y.size, 12
+    X = rng.poisson(1.5, size=(n, m)).astype(float) * (rng.random((n, m)) < 0.5)
+    X[batch == "y"] *= 3.0  # a batch effect
+    for k, c in enumerate("abc"):
+        X[y == c, k] += 4 * (X[y == c, k] > 0) + 1
+    adata = ad.AnnData(X, obs=pd.DataFrame({"cls": y, "b": batch}, index=[f"s{i}" for i in range(n)]),
+                       var=pd.DataFrame(index=[f"g{i}" for i in range(m)]))
+    bioqpfs.tl.select_genes(adata, "cls", n_genes=4, batch_key="b")
+    assert adata.uns["bioqpfs"]["params"]["batch_discretization"] == "per_batch"
+    Q, genes, _, _ = pl._redundancy.redundancy_matrix(adata, "bioqpfs")
+    idx = adata.var_names.get_indexer(genes)
+    weights = 1.0 / pd.Series(y).map(pd.Series(y).value_counts()).to_numpy()
+    want = np.zeros((len(genes), len(genes)))
+    for b in ("x", "y"):
+        rows = np.flatnonzero(batch == b)
+        codes = ref.zero_quantile_codes(X[np.ix_(rows, idx)], 3)
+        want += rows.size / n * np.array([[ref.weighted_mutual_info(codes[:, i], codes[:, j], weights[rows])
+                                           for j in range(len(genes))] for i in range(len(genes))])
+    np.testing.assert_allclose(Q, want, rtol=1e-9, atol=1e-12)
+
+
+def test_get_and_pl_read_the_selection_tl_stored_by_default_and_ranks_as_numbers(adata):
+    """get/pl defaulted to key="qpfs" while tl.select_genes(adata, groupby) stores under "bioqpfs": the first call
+    of the README was followed by a KeyError.  Now key=None reads "bioqpfs", else the one stored selection, else
+    names the keys.  A .var whose columns became strings (a CSV round trip) was sorted as text (rank 10 before 2)."""
+    from bioqpfs import get
+
+    a = adata.copy()
+    with pytest.raises(KeyError, match=r"several selections are stored \('qpfs', 'qc'\); pass key="):
+        get.selection_df(a)
+    bioqpfs.tl.select_genes(a, "class", n_genes=5)
+    assert get.selection_df(a).equals(get.selection_df(a, "bioqpfs"))
+    assert pl.weights(a, show=False).get_ylabel() == "bioqpfs weight"
+    one = adata.copy()
+    del one.uns["qc"]
+    assert get.selection_df(one).equals(get.selection_df(one, "qpfs"))
+    with pytest.raises(KeyError, match=r"no selection stored under key 'other'.*stored under 'qpfs', 'qc'"):
+        get.selection_df(adata, "other")
+    text = adata.copy()
+    text.var = text.var.astype(str)
+    got = get.selection_df(text, "qpfs")
+    want = get.selection_df(adata, "qpfs")
+    assert list(got["gene"]) == list(want["gene"]) and got["selected"].dtype == bool
+    np.testing.assert_array_equal(got["rank"], want["rank"])
+    text.var.loc[text.var_names[0], "qpfs_rank"] = "first"
+    with pytest.raises(ValueError, match=r"\.var\['qpfs_rank'\] holds 'first', not a number"):
+        get.selection_df(text, "qpfs")

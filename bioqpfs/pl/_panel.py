@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._anndata import check_use_raw
+from .._anndata import check_use_raw, selection_key
 from ._utils import finish, panel_genes
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 _KINDS = ("dotplot", "heatmap", "matrixplot")
 
 
-def panel(adata: AnnData, key: str = "qpfs", groupby: str | None = None, *,
+def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
           kind: Literal["dotplot", "heatmap", "matrixplot"] = "dotplot", n_genes: int | None = None,
           show: bool | None = None, save: PathLike | None = None, **kwargs) -> dict[str, Axes] | None:
     """The panel's expression by group, through scanpy's dot plot / heat map / matrix plot.
@@ -26,7 +26,9 @@ def panel(adata: AnnData, key: str = "qpfs", groupby: str | None = None, *,
     ----------
     adata : AnnData
         With a selection stored by :func:`bioqpfs.tl.select_genes` under ``key``.
-    key : str
+    key : str, optional
+        The selection's key (``key_added``); default ``"bioqpfs"`` (:func:`bioqpfs.tl.select_genes`'s default) when
+        stored, else the one stored selection.
     groupby : str, optional
         ``.obs`` column to group cells by; default the column the selection used
         (``.uns[key]["params"]["groupby"]``; its finest level for hierarchical labels).
@@ -48,6 +50,7 @@ def panel(adata: AnnData, key: str = "qpfs", groupby: str | None = None, *,
         ``"heatmap_ax"`` for a heat map).  ``adata`` is left as it was, a view included (scanpy itself
         would turn string ``.obs`` columns into categoricals and store group colours in ``.uns``).
     """
+    key = selection_key(adata, key)
     import scanpy as sc
 
     if kind not in _KINDS:

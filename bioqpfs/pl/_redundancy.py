@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._anndata import selection_key
 from ._utils import finish, new_axes, panel_genes, stored
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from .._typing import PathLike
 
 
-def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=None, use_raw=None):
+def redundancy_matrix(adata, key=None, *, n_genes=None, measure=None, layer=None, use_raw=None):
     """(Q among the panel's genes in rank order, gene names, measure used, unit).
 
     The expression matrix, the discretisation and the log base are those recorded in
@@ -23,6 +24,7 @@ def redundancy_matrix(adata, key="qpfs", *, n_genes=None, measure=None, layer=No
     ``measure="mi"``: mutual information of the discretised genes, diagonal H(X_i) (QPFS's Q);
     ``"correlation"``: |Pearson correlation| (QPFS eq. 3), diagonal 1.
     """
+    key = selection_key(adata, key)
     from .. import measures
     from .._anndata import get_obs_rep
     from .._kernels import information as _info
@@ -74,6 +76,7 @@ def _labels_and_batches(adata, params):
     import warnings
 
     from .._validation import check_labels, user_stacklevel
+    from ..selectors import _common
 
     def column(name, what):
         if name in adata.obs.columns:
@@ -96,7 +99,7 @@ def _labels_and_batches(adata, params):
     return y_codes, batch
 
 
-def redundancy(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
+def redundancy(adata: AnnData, key: str | None = None, *, n_genes: int | None = None,
                measure: Literal["mi", "correlation"] | None = None, diagonal: bool = False,
                annotate: bool | None = None, layer: str | None = None, use_raw: bool | None = None,
                cmap: str = "viridis", ax: Axes | None = None, show: bool | None = None,
@@ -107,7 +110,9 @@ def redundancy(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
     ----------
     adata : AnnData
         With a selection stored by :func:`bioqpfs.tl.select_genes` under ``key``.
-    key : str
+    key : str, optional
+        The selection's key (``key_added``); default ``"bioqpfs"`` (:func:`bioqpfs.tl.select_genes`'s default) when
+        stored, else the one stored selection.
     n_genes : int, optional
         The top ``n_genes`` ranks; default the stored panel (``_selected``).
     measure : {"mi", "correlation"}, optional
@@ -128,6 +133,7 @@ def redundancy(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
     Axes or None
         One image (``ax.images[0]``) of the n x n matrix, gene names as tick labels, a colour bar.
     """
+    key = selection_key(adata, key)
     Q, genes, measure, unit = redundancy_matrix(adata, key, n_genes=n_genes, measure=measure, layer=layer,
                                                 use_raw=use_raw)
     n = len(genes)

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._anndata import selection_key
 from .._validation import check_positive_int
 from ._utils import finish, new_axes, stored
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from .._typing import PathLike
 
 
-def weights(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
+def weights(adata: AnnData, key: str | None = None, *, n_genes: int | None = None,
             n_ranks: int | Literal["auto", "all"] = "auto", label_top: int = 0, yscale: str = "linear",
             ax: Axes | None = None, show: bool | None = None, save: PathLike | None = None,
             figsize: tuple[float, float] = (5, 3.5)) -> Axes | None:
@@ -27,8 +28,9 @@ def weights(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
     adata : AnnData
         With ``.var[f"{key}_weight"]``, ``f"{key}_rank"``, ``f"{key}_selected"`` from
         :func:`bioqpfs.tl.select_genes`.
-    key : str
-        The selection's key (``key_added``; default the method name).
+    key : str, optional
+        The selection's key (``key_added``); default ``"bioqpfs"`` (:func:`bioqpfs.tl.select_genes`'s default) when
+        stored, else the one stored selection.
     n_genes : int, optional
         Where to draw the cut (>= 1); default the number of stored ``_selected`` genes.
     n_ranks : int, "auto" or "all"
@@ -49,6 +51,7 @@ def weights(adata: AnnData, key: str = "qpfs", *, n_genes: int | None = None,
         One line (weight by rank, ``x = 1..n_ranks``), the panel drawn as markers, a vertical cut
         line between rank ``n_genes`` and ``n_genes + 1``.
     """
+    key = selection_key(adata, key)
     n_genes = None if n_genes is None else check_positive_int(n_genes, "n_genes")
     if isinstance(n_ranks, str) and n_ranks not in ("auto", "all"):
         raise ValueError(f"n_ranks must be an integer >= 1, 'auto' or 'all', got {n_ranks!r}")

@@ -25,7 +25,14 @@ from .._io import to_storable
 from .._jit import announce_compilation
 from .._kernels.counting_dask import is_dask_array
 from .._registry import batch_methods, check_levels_supported, method_function, resolve_method, result_key, select
-from .._validation import InvalidParameterError, check_positive_int, describe_indices, gene_list, gene_positions, one_labels_warning
+from .._validation import (
+    InvalidParameterError,
+    check_positive_int,
+    describe_indices,
+    gene_list,
+    gene_positions,
+    one_labels_warning,
+)
 from ..selectors._common import check_levels
 
 if TYPE_CHECKING:
