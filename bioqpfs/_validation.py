@@ -387,6 +387,8 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
             arr = np.ravel(arr) if arr.ndim == 2 and 1 in arr.shape else arr
         if arr.ndim != 1:
             raise ValueError(f"{name} must be 1-D, got shape {np.shape(y)}")
+        if arr.dtype == object:
+            _check_no_bools_among_numbers(arr, name)
         cat = pd.Categorical(arr)
     if len(cat) != n_samples:
         raise ValueError(f"{name} has {len(cat)} entries but the data have {n_samples} samples")
@@ -411,13 +413,29 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     return codes, classes
 
 
+def _check_no_bools_among_numbers(arr, name):
+    """Refuse labels mixing True/False with numbers: ``True == 1`` and ``False == 0`` in Python, so grouping would
+    silently make one class of True and 1 (``[True, 1, 0]``: two classes, not three)."""
+    is_bool = np.fromiter((isinstance(v, (bool, np.bool_)) for v in arr), dtype=bool, count=arr.size)
+    if not is_bool.any() or is_bool.all():
+        return
+    numbers = [v for v, b in zip(arr, is_bool) if not b and isinstance(v, (int, float, np.integer, np.floating))]
+    if numbers:
+        raise ValueError(f"{name} mixes True/False with numbers (e.g. {arr[is_bool][0]!r} and {numbers[0]!r}); True "
+                         "equals 1 and False equals 0, so they would be merged into one class: give labels of one "
+                         "kind (e.g. strings)")
+
+
 def _class_key(value):
-    """What a class label means: numbers and numeric strings by their value, other strings without outer spaces."""
+    """What a class label means: numbers and numeric strings by their value, booleans and the strings "True" /
+    "False" (what a boolean becomes in a file) as booleans, other strings without outer spaces."""
     if isinstance(value, (bool, np.bool_)):
         return ("bool", bool(value))
     if isinstance(value, (int, float, np.integer, np.floating)):
         return ("number", float(value))
     text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return ("bool", text.lower() == "true")
     try:
         return ("number", float(text))
     except ValueError:

@@ -263,7 +263,8 @@ def test_panel_does_not_depend_on_the_scale_of_the_genes(method, params):
 # item 3: one class written in two ways is refused, naming the values, on every face
 # ---------------------------------------------------------------------------------------------------
 COLLIDING = [([1, "1", 2, "2"], "1 and '1'"), (["1", "1.0", "2", "2"], "'1' and '1.0'"),
-             (["B", "B ", "T", "T"], "'B' and 'B '"), ([1.0, "1", 0, 0], "1.0 and '1'")]
+             (["B", "B ", "T", "T"], "'B' and 'B '"), ([1.0, "1", 0, 0], "1.0 and '1'"),
+             ([True, "True", False, False], "True and 'True'")]  # a boolean column partly read from text
 
 
 @pytest.mark.parametrize("labels,shown", COLLIDING)
@@ -278,6 +279,15 @@ def test_colliding_labels_are_refused_naming_the_values(labels, shown):
         bioqpfs.select(X, pd.Series(y), method="maxrel", n_genes=2)
     with pytest.raises(ValueError, match="the same class is written in different ways"):
         measures.relevance(X, list(y))
+
+
+def test_labels_mixing_booleans_and_numbers_are_refused():
+    """``[True, 1, 0]`` (three groups) became two classes silently: True == 1 in Python, so pandas grouped them."""
+    X, _ = _informative()
+    y = np.array([True, 1, 0, 0] * (X.shape[0] // 4), dtype=object)
+    for labels in (y, pd.Series(y), list(y)):
+        with pytest.raises(ValueError, match=r"mixes True/False with numbers \(e.g. True and 1\); True equals 1"):
+            bioqpfs.select(X, labels, method="maxrel", n_genes=2)
 
 
 def test_labels_that_merely_look_alike_are_accepted():
