@@ -224,8 +224,9 @@ def _frame_values(X):
 
 
 def _canonical_chunk(x):
-    """A CSR chunk in canonical format (sorted indices, no duplicates): itself if it is, else a summed copy."""
-    if x.has_canonical_format:
+    """A CSR chunk in canonical format (sorted indices, no duplicates): itself if it is, else a summed copy; a dense
+    block (an array whose meta is CSR may mix them: every chunk kernel takes both) as it is."""
+    if not sp.issparse(x) or x.has_canonical_format:
         return x
     x = x.copy()
     x.sum_duplicates()
