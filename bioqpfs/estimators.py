@@ -90,8 +90,9 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
     Notes
     -----
     The task is classification: ``y`` holds class labels (strings or integers).  ``y`` is first
-    checked by bioqpfs's label validation (missing labels are an error naming the samples), then by
-    :func:`sklearn.utils.multiclass.check_classification_targets`.
+    checked by bioqpfs's label validation (missing labels are an error naming the samples; integers mixed with
+    strings are classes, as in :func:`bioqpfs.select`), then X by scikit-learn's ``validate_data`` and by
+    bioqpfs's check of NaN/Inf (naming the genes), and repeated DataFrame column names are refused by name.
     """
 
     _parameter_constraints: dict = {
@@ -183,12 +184,26 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             check_levels_supported(self.method, y)
             levels = np.asarray(y, dtype=object)
             y = levels[:, -1]
-        # at least 2 features: choosing among one gene is no selection (and some methods refuse it)
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32),
-                             ensure_min_features=2)
-        check_labels(y, X.shape[0], name="y", min_classes=1)   # names missing labels (sklearn: "unknown" type)
-        check_classification_targets(y)
-        classes = np.unique(y)
+        _check_unique_columns(X)
+        n_samples = _n_rows(X)
+        codes = None
+        if y is not None and n_samples is not None:
+            # bioqpfs's label check first: it names missing labels, refuses continuous values and takes what select
+            # takes (integers mixed with strings, an "unknown" target type to scikit-learn); scikit-learn then
+            # checks the class codes, in y's shape (a column vector still gets its DataConversionWarning)
+            codes, classes = check_labels(y, n_samples, name="y", min_classes=1)
+            if np.ndim(y) == 2:
+                codes = codes.reshape(np.shape(y))
+                y = np.asarray(y, dtype=object).ravel()
+        # at least 2 features: choosing among one gene is no selection (and some methods refuse it); NaN/Inf are
+        # left to bioqpfs's check, which names the genes (scikit-learn's message suggests another estimator)
+        X, checked = validate_data(self, X, y if codes is None else codes, accept_sparse=("csr", "csc"),
+                                   dtype=(np.float64, np.float32), ensure_min_features=2, ensure_all_finite=False)
+        _check_finite(X, getattr(self, "feature_names_in_", None))
+        if codes is None:  # X without a length before validate_data (which made it an array)
+            y = checked
+            codes, classes = check_labels(y, X.shape[0], name="y", min_classes=1)
+        check_classification_targets(np.ravel(codes))
         if classes.size < 2:
             raise ValueError(f"y has only one class ({classes[0]!r}); feature selection needs at least 2 classes")
         k = self._n_select(X.shape[1])
@@ -413,3 +428,36 @@ class BaselineSelector(BioQPFSSelector):
 def registered_families():
     """Which estimator class serves each registered method: the family named by its ``register(...)`` line."""
     return {name: globals()[FAMILIES[family(name)]] for name in methods()}
+
+
+def _n_rows(X):
+    """The samples of ``X`` (an array, a sparse matrix, a DataFrame or a nested list); ``None`` when it has no length
+    (left to scikit-learn's ``validate_data`` to refuse)."""
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) >= 1:
+        return int(shape[0])
+    try:
+        return len(X)
+    except TypeError:
+        return None
+
+
+def _check_unique_columns(X):
+    """A DataFrame with a column name twice is refused naming them (scikit-learn's feature-name check fails deep in
+    narwhals: "DuplicateError")."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(columns, "duplicated"):
+        return
+    repeated = list(dict.fromkeys(columns[columns.duplicated()]))
+    if repeated:
+        raise ValueError(f"X has repeated column names ({', '.join(map(repr, repeated[:5]))}"
+                         f"{' ...' if len(repeated) > 5 else ''}); each gene needs its own name: make them unique "
+                         "(e.g. X.columns = anndata.utils.make_index_unique(X.columns)) or drop the duplicates")
+
+
+def _check_finite(X, names):
+    """NaN/Inf in X refused naming the genes (bioqpfs's message), as :func:`bioqpfs.select` does."""
+    from ._validation import check_matrix
+
+    check_matrix(X, feature_names=None if names is None else list(names), min_samples=1)
+

@@ -188,3 +188,28 @@ def test_family_is_named_by_register_not_guessed_from_the_name(monkeypatch):
         _registry.register("bar", "bioqpfs.selectors.baselines", "maxrel", "test")
     with pytest.raises(ValueError, match="family must be one of"):
         _registry.register("bar", "bioqpfs.selectors.baselines", "maxrel", "test", family="qpfs_like")
+
+
+def test_fit_checks_labels_and_x_as_select_does():
+    """fit ran scikit-learn's checks first: a missing label was "Input contains NaN" (no sample named; pd.NA a deep
+    pandas TypeError), integers mixed with strings (classes to select and tl) "Unknown label type", NaN in X
+    sklearn's advice to use another estimator (no gene named), a repeated column name narwhals' DuplicateError."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 8))
+    y = np.repeat(["a", "b", "c"], 20)
+    X[:20, 2] += 3
+    X[20:40, 5] += 3
+    for missing in (np.r_[np.nan, np.repeat([0.0, 1, 2], 20)[1:]], np.array([np.nan, *y[1:]], dtype=object),
+                    pd.array([pd.NA, *y[1:]], dtype="string")):
+        with pytest.raises(ValueError, match=r"y has 1 missing value\(s\) \(at samples 0\)"):
+            QPFSSelector(3).fit(X, missing)
+    mixed = np.array([1] * 20 + ["b"] * 20 + ["c"] * 20, dtype=object)
+    np.testing.assert_array_equal(QPFSSelector(3).fit(X, mixed).get_support(indices=True),
+                                  np.sort(bioqpfs.select(X, mixed, method="qpfs", n_genes=3).selected))
+    frame = pd.DataFrame(X, columns=list("ABCDEFGH"))
+    frame.iloc[4, 3] = np.nan
+    with pytest.raises(ValueError, match=r"X contains NaN or infinite values in 1 gene\(s\): D"):
+        QPFSSelector(3).fit(frame, y)
+    frame = pd.DataFrame(X, columns=["CD3E", "B", "CD3E", "D", "E", "F", "G", "H"])
+    with pytest.raises(ValueError, match=r"X has repeated column names \('CD3E'\)"):
+        QPFSSelector(3).fit(frame, y)
