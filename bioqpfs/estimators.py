@@ -145,6 +145,8 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         k = self.n_features_to_select
         if k is None:
             return max(1, n_features // 2)
+        if isinstance(k, (bool, np.bool_)):  # an Integral to scikit-learn's validation: True selected one gene
+            raise ValueError(f"n_features_to_select must be a positive integer or a fraction in (0, 1], got {k!r}")
         if isinstance(k, Integral):
             if k > n_features:
                 warnings.warn(f"n_features_to_select={k} is greater than the {n_features} features of X; "

@@ -206,10 +206,12 @@ def test_fit_checks_labels_and_x_as_select_does():
     mixed = np.array([1] * 20 + ["b"] * 20 + ["c"] * 20, dtype=object)
     np.testing.assert_array_equal(QPFSSelector(3).fit(X, mixed).get_support(indices=True),
                                   np.sort(bioqpfs.select(X, mixed, method="qpfs", n_genes=3).selected))
-    frame = pd.DataFrame(X, columns=list("ABCDEFGH"))
+    frame = pd.DataFrame(X.copy(), columns=list("ABCDEFGH"))
     frame.iloc[4, 3] = np.nan
     with pytest.raises(ValueError, match=r"X contains NaN or infinite values in 1 gene\(s\): D"):
         QPFSSelector(3).fit(frame, y)
     frame = pd.DataFrame(X, columns=["CD3E", "B", "CD3E", "D", "E", "F", "G", "H"])
     with pytest.raises(ValueError, match=r"X has repeated column names \('CD3E'\)"):
         QPFSSelector(3).fit(frame, y)
+    with pytest.raises(ValueError, match=r"n_features_to_select must be a positive integer .*got True"):
+        QPFSSelector(True).fit(X, y)  # scikit-learn's Interval(Integral) lets a bool through: it selected one gene

@@ -353,3 +353,12 @@ def test_get_and_pl_read_the_selection_tl_stored_by_default_and_ranks_as_numbers
     text.var.loc[text.var_names[0], "qpfs_rank"] = "first"
     with pytest.raises(ValueError, match=r"\.var\['qpfs_rank'\] holds 'first', not a number"):
         get.selection_df(text, "qpfs")
+
+
+def test_weights_refuse_a_cut_beyond_the_ranked_genes(adata):
+    """pl.weights(n_genes=50) with fewer genes ranked drew the cut at 50.5 and a legend "panel (12 genes)" silently;
+    pl.redundancy and pl.panel refused it already, in the same words."""
+    ranked = len(_ranked(adata, "qpfs"))
+    with pytest.raises(ValueError, match=rf"n_genes={ranked + 1} but only {ranked} genes are ranked under 'qpfs'"):
+        pl.weights(adata, "qpfs", n_genes=ranked + 1, show=False)
+    pl.weights(adata, "qpfs", n_genes=ranked, show=False)

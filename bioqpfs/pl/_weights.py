@@ -64,6 +64,8 @@ def weights(adata: AnnData, key: str | None = None, *, n_genes: int | None = Non
     if yscale not in get_scale_names():
         raise ValueError(f"yscale={yscale!r}; choose one of {', '.join(get_scale_names())}")
     n_ranked, n_nonzero = len(df), int(np.count_nonzero(df["weight"].to_numpy(dtype=float)))
+    if n_genes is not None and n_genes > len(df):  # a cut beyond the ranked genes would mark no panel
+        raise ValueError(f"n_genes={n_genes} but only {len(df)} genes are ranked under {key!r}")
     cut = int(df["selected"].astype(bool).sum()) if n_genes is None else n_genes
     if n_ranks == "auto":
         n_ranks = auto_ranks(df["weight"].to_numpy(dtype=float), cut)
