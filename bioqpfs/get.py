@@ -64,6 +64,8 @@ def _typed(column, kind, name):
             raise ValueError(f".var[{name!r}] holds {bad!r}, not True/False; it was not written by bioqpfs.tl "
                              "(or was changed since): run tl.select_genes again")
         return flags.astype(bool)
+    if column.dtype.kind in "fiub":  # as tl wrote it
+        return column.astype(np.float64)
     numbers = pd.to_numeric(column, errors="coerce").astype(np.float64)
     bad = numbers.isna() & ~column.astype(str).str.strip().str.lower().isin(["nan", "none", "", "<na>"])
     if bad.any():

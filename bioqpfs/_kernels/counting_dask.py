@@ -371,9 +371,10 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
     2,000 genes in 3 bins) are summed in S chains instead (:func:`parallel_slots`, fewer when their sums would not
     fit the memory: :func:`chains_that_fit`), chunk ``k`` in chain ``k mod S``: each link reads its chunk and counts
     it into the chain's sum so far (``func.adds_into``; else counts it apart and adds), so a link starts only when
-    the previous one is done, and a worker holds one chunk and a chain's sum whatever the number of chunks (a tree lets the scheduler count chunks ahead of the sums and hold their matrices: on
-    200,000 x 2,000 sparse cells in 20 chunks, 2 workers, the count pass peaked at 730 / 969 MB per worker
-    with a tree of 8, 699 / 584 MB with chains).  The chunk's own tasks (its file read included) run inside
+    the previous one is done, and a worker holds one chunk and a chain's sum whatever the number of chunks (a tree
+    lets the scheduler count chunks ahead of the sums and hold their matrices: on 200,000 x 2,000 sparse cells in
+    20 chunks, 2 workers, the count pass peaked at 730 / 969 MB per worker with a tree of 8, 699 / 584 MB with
+    chains).  The chunk's own tasks (its file read included) run inside
     its link (:class:`_ChunkTasks`): as separate tasks the scheduler read chunks ahead of the chain and held them,
     so memory still grew with the number of chunks.  The chains' sums are then combined.
     """
