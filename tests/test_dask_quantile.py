@@ -296,3 +296,31 @@ def test_the_targets_of_a_bracket_share_one_histogram(rng, monkeypatch):
     edges, _, passes = dask_quantile_edges(dask_of(X, (150, 150, 100), True), 255, nonzero_only=False)
     assert sent[0] == X.shape[1] and passes <= 4, (sent, passes)
     np.testing.assert_array_equal(edges, np.quantile(X, np.arange(1, 255) / 255, axis=0))
+
+
+def test_a_refinement_chain_counts_each_chunk_into_its_running_histograms(rng, monkeypatch):
+    """Memory of the exact quantile search: a chain link (large histograms: chained, as count matrices) counts its
+    chunk into the chain's histograms and appends its collected values, with no histograms of its own; the order
+    statistics are still a sort's."""
+    from bioqpfs._kernels import counting_dask, discretize_dask
+
+    monkeypatch.setattr(counting_dask, "CHAIN_BYTES", 1)  # every pass in chains
+    monkeypatch.setattr(counting_dask, "parallel_slots", lambda: 2)
+    into_flags, refine = [], discretize_dask._chunk_refine
+
+    def spy(*args, into=None, **kwargs):
+        into_flags.append(into is not None)
+        return refine(*args, into=into, **kwargs)
+
+    spy.adds_into = True
+    monkeypatch.setattr(discretize_dask, "_chunk_refine", spy)
+    n, m = 160, 5
+    X = np.round(rng.normal(size=(n, m)), 2) * (rng.random((n, m)) < 0.7)
+    D = da.from_array(X, chunks=(20, m))  # 8 chunks: 2 chains of 4
+    cols = [np.sort(X[:, g]) for g in range(m)]
+    gene = np.repeat(np.arange(m), n)
+    rank = np.tile(np.arange(n), m)
+    values, passes = dask_order_statistics(D, gene, rank, nonzero_only=False, hist_bins=4, collect_max=3)
+    np.testing.assert_array_equal(values, np.concatenate(cols))
+    refinements = passes - 1  # after the range pass
+    assert len(into_flags) == 8 * refinements and sum(into_flags) == 6 * refinements  # each chain's first link apart

@@ -307,10 +307,11 @@ def _chunk_tasks(block, k, graph):
 
 def _fold(acc, func, combine, *blocks, **kwargs):
     """One link of a chain: ``combine(acc, func(*blocks, **kwargs))`` (``func``'s result alone for the first);
-    a :class:`_ChunkTasks` block is computed here, in the link.  A ``func`` that can add its result into the sum
-    so far (``func.adds_into``: it takes ``into=acc``) does so, without a result of its own."""
+    a :class:`_ChunkTasks` block is computed here, in the link.  A ``func`` that can combine its result into the
+    result so far itself (``func.adds_into``: ``func(..., into=acc)`` is ``combine(acc, func(...))``, computed in
+    place) does so, without a result of its own."""
     blocks = [b.compute() if isinstance(b, _ChunkTasks) else b for b in blocks]
-    if acc is not None and combine is _add and getattr(func, "adds_into", False):
+    if acc is not None and getattr(func, "adds_into", False):
         return func(*blocks, into=acc, **kwargs)
     part = func(*blocks, **kwargs)
     if acc is None:

@@ -321,13 +321,16 @@ def _refine_entries(genes, keys, weights, first, lo, hi, shift, collect, hslot, 
     return c
 
 
-def _chunk_refine(x, targets, *, with_zeros, H, groups=None, n_groups=1):
+def _chunk_refine(x, targets, *, with_zeros, H, groups=None, n_groups=1, into=None):
     """One chunk's share of a refinement pass over the brackets ``targets = (gene, lo, hi, shift, collect)``
     (ordered by gene, then ``lo``; a gene's brackets disjoint): bracket t (gene ``gene[t]``, keys
     ``[lo[t], hi[t]]``) gets, if a histogram bracket (``~collect[t]``), the count, smallest and largest key of each
     of its ``H`` bins ``(key - lo) >> shift``; if collected, every (bracket, key, multiplicity) in it.  The
     chunk's zeros count as one entry per gene (key of 0.0, multiplicity the number of zeros) when
-    ``with_zeros``.  With ``groups``, genes are (group, gene) pairs (:func:`_chunk_entries`)."""
+    ``with_zeros``.  With ``groups``, genes are (group, gene) pairs (:func:`_chunk_entries`).  With ``into`` (a
+    chain's result so far, :func:`bioqpfs._kernels.counting_dask.reduce_chunks`) the chunk's histograms are counted
+    into its arrays and its collected entries appended: :func:`_combine_refine` of the two, with no histograms of
+    the chunk's own (integer counts, minima and maxima: the same in any order)."""
     gene, lo, hi, shift, collect = targets
     genes, keys, n_zero = _chunk_entries(x, groups, n_groups)
     weights = np.ones(genes.size, dtype=np.int64)
@@ -339,16 +342,24 @@ def _chunk_refine(x, targets, *, with_zeros, H, groups=None, n_groups=1):
     first = np.searchsorted(gene, np.arange(x.shape[1] * n_groups + 1))
     hslot = np.cumsum(~collect) - 1  # a histogram bracket's row
     n_hist = int((~collect).sum())
-    counts = np.zeros(n_hist * H, dtype=np.int64)
-    mins, maxs = np.full(n_hist * H, _UMAX), np.zeros(n_hist * H, dtype=np.uint64)
+    if into is None:
+        counts = np.zeros(n_hist * H, dtype=np.int64)
+        mins, maxs = np.full(n_hist * H, _UMAX), np.zeros(n_hist * H, dtype=np.uint64)
+    else:  # the running result's arrays, updated in place (C-contiguous: ravel is a view)
+        counts, mins, maxs = (a.ravel() for a in into[:3])
     args = (genes, keys, weights, first, lo, hi, shift, collect, hslot, H, counts, mins, maxs)
     out = [np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64)]
     n_out = _refine_entries(*args, *out, False)
     out = [np.empty(n_out, np.int64), np.empty(n_out, np.uint64), np.empty(n_out, np.int64)]
     if n_out:
         _refine_entries(*args, *out, True)
+    if into is not None:
+        return into[0], into[1], into[2], tuple(np.concatenate([had, new]) for had, new in zip(into[3], out))
     shape = (n_hist, H)
     return counts.reshape(shape), mins.reshape(shape), maxs.reshape(shape), tuple(out)
+
+
+_chunk_refine.adds_into = True
 
 
 def _combine_refine(*parts):
