@@ -488,18 +488,23 @@ def test_cli_select_output_must_be_h5ad(files):
     assert not (d / "panel.csv").exists()
 
 
+def _gene_list_data(m):
+    """60 samples of 3 classes x ``m`` genes g0.. as (X, y, names, AnnData with .obs["ct"])."""
+    X = np.random.default_rng(0).normal(size=(60, m))
+    y = np.repeat(["a", "b", "c"], 20)
+    names = [f"g{i}" for i in range(m)]
+    adata = ad.AnnData(X, obs=pd.DataFrame({"ct": y}, index=[f"c{i}" for i in range(60)]),
+                       var=pd.DataFrame(index=names))
+    return X, y, names, adata
+
+
 def test_a_gene_list_of_bytes_or_without_order_is_refused_on_every_face():
     """``preselected=b"g3"`` was iterated into its byte values (103, 51) and forced those gene positions silently;
     a set of names was ranked in an order that changed from run to run.  A single int now works on ``tl`` as in
     ``select``."""
     import bioqpfs
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, 120))
-    y = np.repeat(["a", "b", "c"], 20)
-    names = [f"g{i}" for i in range(120)]
-    adata = ad.AnnData(X, obs=pd.DataFrame({"ct": y}, index=[f"c{i}" for i in range(60)]),
-                       var=pd.DataFrame(index=names))
+    X, y, names, adata = _gene_list_data(120)
     for bad in (b"g3", np.bytes_(b"g3")):
         with pytest.raises(TypeError, match=r"preselected: got bytes .*decode them \('g3'\)"):
             bioqpfs.select(X, y, method="qpfs", n_genes=5, preselected=bad, feature_names=names)
@@ -519,12 +524,7 @@ def test_gene_lists_of_numbers_flags_huge_positions_or_mixed_kinds_get_a_message
     7".  Every face (select, tl with and without mask_var, error_curve's panels) gets the one message."""
     import bioqpfs
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, 20))
-    y = np.repeat(["a", "b", "c"], 20)
-    names = [f"g{i}" for i in range(20)]
-    adata = ad.AnnData(X, obs=pd.DataFrame({"ct": y}, index=[f"c{i}" for i in range(60)]),
-                       var=pd.DataFrame(index=names))
+    X, y, names, adata = _gene_list_data(20)
     cases = [([3.0, 7.0], r"got the number\(s\) 3.0, 7.0; gene positions are integers"),
              (np.arange(20) == 3, r"got True/False values .*np.flatnonzero\(mask\)"),
              ([2**70], r"gene position\(s\) 1180591620717411303424 out of range 0..19"),
