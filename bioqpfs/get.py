@@ -49,25 +49,29 @@ def selection_df(adata: AnnData, key: str | None = None, *, ranked_only: bool = 
 
 
 def _typed(column, kind, name):
-    """A stored column as float64 numbers (``kind="number"``) or booleans (``"bool"``): as written by tl, or as
-    strings after a round trip through text ("3", "3.0", "nan"; "True"/"False"); anything else is refused by
-    name (sorting text would put rank 10 before rank 2)."""
+    """A stored column as float64 numbers (``kind="number"``) or booleans (``"bool"``): as written by tl (NaN: no
+    rank), or as strings after a round trip through text ("3", "3.0", "nan"; "True"/"False"); anything else is
+    refused by name (sorting text would put rank 10 before rank 2)."""
     import pandas as pd
 
+    missing = column.isna().to_numpy()
     if kind == "bool":
         if column.dtype == bool:
             return column
-        text = column.astype(str).str.strip().str.lower()
+        text = column.map(lambda v: str(v).strip().lower())
         flags = text.map({"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False})
-        if flags.isna().any():
-            bad = column[flags.isna()].iloc[0]
-            raise ValueError(f".var[{name!r}] holds {bad!r}, not True/False; it was not written by bioqpfs.tl "
-                             "(or was changed since): run tl.select_genes again")
+        bad = flags.isna().to_numpy()
+        if bad.any():
+            raise ValueError(f".var[{name!r}] holds {column[bad].iloc[0]!r}, not True/False; it was not written by "
+                             "bioqpfs.tl (or was changed since): run tl.select_genes again")
         return flags.astype(bool)
-    if column.dtype.kind in "fiub":  # as tl wrote it
+    if isinstance(column.dtype, np.dtype) and column.dtype.kind in "fiub":  # as tl wrote it
         return column.astype(np.float64)
-    numbers = pd.to_numeric(column, errors="coerce").astype(np.float64)
-    bad = numbers.isna() & ~column.astype(str).str.strip().str.lower().isin(["nan", "none", "", "<na>"])
+    numbers = pd.to_numeric(column, errors="coerce")
+    numbers = pd.Series(np.asarray(numbers.to_numpy(dtype=np.float64, na_value=np.nan)), index=column.index,
+                        name=column.name)
+    text = column.map(lambda v: str(v).strip().lower())
+    bad = numbers.isna().to_numpy() & ~missing & ~text.isin(["nan", "none", "", "<na>"]).to_numpy()
     if bad.any():
         raise ValueError(f".var[{name!r}] holds {column[bad].iloc[0]!r}, not a number; it was not written by "
                          "bioqpfs.tl (or was changed since): run tl.select_genes again")
