@@ -591,8 +591,10 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     random_state = seed_of(random_state)
     repeats = check_positive_int(repeats, "repeats")
     _device.check_backend(backend)
-    if refit_selection not in (None, True, False):
+    if refit_selection is not None and not isinstance(refit_selection, (bool, np.bool_)):
+        # 0 and 1 equal False and True but were read by identity below (0 refit every fold, silently)
         raise ValueError(f"refit_selection must be None, True or False, got {refit_selection!r}")
+    refit_selection = None if refit_selection is None else bool(refit_selection)  # np.False_ is False
     if batch_selection not in (True, False):
         raise ValueError(f"batch_selection must be True or False, got {batch_selection!r}")
     score_name, scorer = resolve_scoring(scoring)

@@ -79,6 +79,13 @@ def test_selection_bias_is_avoided_by_refitting():
     assert not biased.refit.iloc[0] and df.refit.iloc[0]
     assert df.mean_error.iloc[0] > 0.35                  # near chance (0.5)
     assert biased.mean_error.iloc[0] < df.mean_error.iloc[0] - 0.2
+    # numpy's False is False (it refit every fold and reported refit=True); 0 and 1 are refused, not read as bools
+    numpy_false = evaluate.error_curve(X, y, {"once": spec}, n_genes=10, cv=5, random_state=0,
+                                       refit_selection=np.False_)
+    timing = [c for c in biased.columns if c.startswith("seconds")]
+    pd.testing.assert_frame_equal(numpy_false.drop(columns=timing), biased.drop(columns=timing))
+    with pytest.raises(ValueError, match="refit_selection must be None, True or False, got 0"):
+        evaluate.error_curve(X, y, {"once": spec}, n_genes=10, cv=5, refit_selection=0)
 
 
 def test_anndata_inputs_stored_and_precomputed(srbct_small):
