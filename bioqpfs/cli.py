@@ -96,7 +96,13 @@ def _parser():
                    help="with hierarchical --groupby: one weight per level, coarse to fine (normalised to sum 1; "
                         "default equal), given to every method that takes hierarchical labels")
     e.add_argument("--repeats", type=int, default=1, help="repetitions of k-fold CV (default: 1)")
-    e.add_argument("-o", "--output", required=True, help="output TSV of mean/sd error per method and panel size")
+    e.add_argument("--classifier", default="linear_svm", choices=["linear_svm", "liblinear", "knn3", "logreg"],
+                   help="classifier fit on each panel: the papers' linear SVM (default), LIBLINEAR's, 3-nearest "
+                        "neighbours, or standardised logistic regression (needed by probability scores such as "
+                        "roc_auc_ovr and neg_log_loss)")
+    e.add_argument("-o", "--output", required=True,
+                   help="output table of mean/sd scores per method and panel size: tab-separated (.tsv, .txt), or "
+                        "comma-separated (.csv); .gz compresses")
     e.add_argument("--plot", default=None, help="also save the error-curve plot (.png/.pdf/.svg)")
 
     d = sub.add_parser("datasets", help="list the bundled datasets, or write one as .h5ad")
@@ -563,7 +569,9 @@ def _cmd_evaluate(args):
     from ._io import atomic_path
 
     sc.settings.verbosity = 0 if args.quiet else 2
-    _check_paths(args, [("-o", args.output, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
+    special = os.path.exists(args.output) and not os.path.isfile(args.output)  # /dev/stdout, a FIFO: any name
+    _check_paths(args, [("-o", args.output, None if special else _TABLE_SUFFIXES),
+                        ("--plot", args.plot, _PLOT_SUFFIXES)])
     evaluate.resolve_scoring(args.scoring)    # an unknown scorer name fails before any computation
     adata = _load_input(args)
     try:
@@ -586,13 +594,14 @@ def _cmd_evaluate(args):
             method_params = {m: {"groupby_weights": args.groupby_weights} for m in takers}
         with _progress.enabled(not args.quiet):
             df = evaluate.error_curve(adata, args.groupby, method_names, n_genes=args.n_genes, cv=args.cv,
-                                      repeats=args.repeats, scoring=args.scoring, layer=args.layer,
+                                      repeats=args.repeats, scoring=args.scoring, classifier=args.classifier,
+                                      layer=args.layer,
                                       use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                                       random_state=args.random_state, progress=not args.quiet,
                                       chunk_size=args.chunk_size, batch=args.batch_key, method_params=method_params,
                                       backend=args.backend)
         with atomic_path(args.output) as tmp:
-            df.to_csv(tmp, sep="\t", index=False)
+            df.to_csv(tmp, sep="," if args.output.lower().endswith((".csv", ".csv.gz")) else "\t", index=False)
         if args.plot:
             from . import pl
 
@@ -660,6 +669,9 @@ def _cmd_datasets(args):
     from ._io import atomic_path
 
     if args.name is None:
+        if args.output:
+            raise ValueError(f"-o {args.output!r} writes a dataset: name it, e.g. bioqpfs datasets "
+                             f"{next(iter(datasets.available()))} -o {args.output}")
         for name, desc in datasets.available().items():
             print(f"{name}\t{desc}")
         return EXIT_OK
@@ -738,6 +750,16 @@ def _in_cli_words(text, parser, command):
         name = options[dest][0].option_strings[-1]
         if dest == "use_raw" and value in ("True", "False", "None"):
             return f"{name} {use_raw[None if value == 'None' else value == 'True']}"
+        if value == "None":  # the default: the option's own word for it (--cv auto), else leaving the option out
+            for a in options[dest]:
+                try:
+                    if callable(a.type) and a.type("auto") is None:
+                        return f"{name} auto"
+                except (argparse.ArgumentTypeError, TypeError, ValueError):
+                    pass
+            if all(a.default is None for a in options[dest]):
+                return f"no {name}"
+            return match.group(0)
         if value in ("True", "False"):  # a switch: the option that sets that value, if there is one
             switch = [a for a in options[dest] if a.nargs == 0 and a.const is (value == "True")]
             return switch[0].option_strings[-1] if switch else match.group(0)

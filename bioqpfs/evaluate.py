@@ -72,7 +72,7 @@ def make_classifier(classifier: str | BaseEstimator = "linear_svm") -> BaseEstim
     often fit.  The classifier always sees the panel's columns as a dense array (see :func:`error_curve`),
     so scaling pipelines work on sparse data too.
     """
-    from sklearn.base import clone, is_classifier
+    from sklearn.base import clone, is_classifier, is_regressor
 
     if isinstance(classifier, str):
         from sklearn.linear_model import LogisticRegression
@@ -91,6 +91,9 @@ def make_classifier(classifier: str | BaseEstimator = "linear_svm") -> BaseEstim
         return table[classifier]()
     if not (is_classifier(classifier) or hasattr(classifier, "fit") and hasattr(classifier, "predict")):
         raise TypeError(f"classifier must be a name or a scikit-learn classifier, got {type(classifier).__name__}")
+    if is_regressor(classifier):  # it would predict numbers, scored as (almost always wrong) class labels
+        raise TypeError(f"classifier {type(classifier).__name__} is a regressor; pass a classifier, e.g. "
+                        "'logreg' or sklearn.linear_model.LogisticRegression()")
     return clone(classifier)
 
 
@@ -192,6 +195,10 @@ def _read_once(selections):
     return selections
 
 
+#: the arguments of :func:`bioqpfs.select` that error_curve sets for every selection (a method parameter cannot)
+RESERVED_PARAMS = frozenset({"n_genes", "random_state", "feature_names", "method"})
+
+
 def _specs(selections, data, names, n_vars, cand, method_params):
     """Normalise ``selections`` to a list of (label, kind, payload).
 
@@ -231,6 +238,11 @@ def _specs(selections, data, names, n_vars, cand, method_params):
             if params is None:
                 by_name.add(name)
             params = dict(method_params.get(name, {}) if params is None else params)
+            reserved = sorted(set(params) & RESERVED_PARAMS)
+            if reserved:
+                raise ValueError(f"the parameters of {label or name!r} set {', '.join(reserved)}, which error_curve "
+                                 "sets itself (each fold's selection ranks max(n_genes) genes, seeded from "
+                                 "random_state); pass n_genes= and random_state= to error_curve")
             out.append((label or name, "method", (name, params)))
             continue
         if isinstance(spec, Selection):
@@ -304,7 +316,12 @@ CV_NAMES = ("loo", "leave_one_batch_out")
 
 
 def _splits(cv, y, repeats, random_state, batch=None):
-    """[(repeat, fold, train, test)] for the requested scheme (``batch``: the groups of ``"leave_one_batch_out"``)."""
+    """[(repeat, fold, train, test)] for the requested scheme.
+
+    ``batch``: the groups of ``"leave_one_batch_out"`` and of a scikit-learn group splitter (``GroupKFold``,
+    ``StratifiedGroupKFold``, ...; other splitters ignore them).  A repeated splitter (``RepeatedStratifiedKFold``)
+    numbers its folds by repeat, as ``repeats=`` does.
+    """
     from sklearn.model_selection import LeaveOneGroupOut, LeaveOneOut, StratifiedKFold
 
     groups = None
@@ -334,16 +351,71 @@ def _splits(cv, y, repeats, random_state, batch=None):
         schemes = [StratifiedKFold(n_splits=cv, shuffle=True, random_state=int(random_state) + r)
                    for r in range(repeats)]
     elif hasattr(cv, "split"):
-        schemes = [cv]
+        schemes, groups = [cv], batch
     else:
         raise ValueError(f"cv must be None (automatic), an int (k-fold), one of {CV_NAMES} or a scikit-learn "
                          f"splitter, got {cv!r}")
     out = []
     Xdummy = np.zeros((y.size, 1))
     for r, scheme in enumerate(schemes):
-        for f, (train, test) in enumerate(scheme.split(Xdummy, y, groups)):
-            out.append((r, f, np.asarray(train), np.asarray(test)))
+        try:
+            folds = list(scheme.split(Xdummy, y, groups))
+        except ValueError as e:
+            if scheme is not cv:
+                raise
+            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if groups is None and "groups" in text:
+                raise ValueError(f"cv={type(cv).__name__} splits the samples by group: pass the groups as batch= (an "
+                                 ".obs column name or one group per sample)") from e
+            classes, counts = np.unique(y, return_counts=True)
+            raise ValueError(f"cv={cv!r} cannot split these samples ({text.rstrip('.')}); the smallest class, "
+                             f"{str(classes[np.argmin(counts)])!r}, has {counts.min()} sample(s): use fewer folds, or "
+                             "cv=None (chosen from the class sizes)") from e
+        n_repeats = getattr(scheme, "n_repeats", 1)
+        per = len(folds) // n_repeats if (isinstance(n_repeats, Integral) and n_repeats >= 1 and folds
+                                          and len(folds) % n_repeats == 0) else max(len(folds), 1)
+        for i, (train, test) in enumerate(folds):
+            out.append((r + i // per, i % per, np.asarray(train), np.asarray(test)))
+    if not out:
+        raise ValueError(f"cv={cv!r} gave no fold to test on")
     return out
+
+
+def _check_folds(splits, y):
+    """Refuse a fold whose training part holds a single class (nothing can be fit); warn when test parts hold classes
+    that their training parts lack: a classifier cannot predict a class it never saw, so those samples count as
+    errors whatever the panel (a splitter that does not stratify, on labels sorted by class; leave-one-batch-out with
+    a class found in one batch only; leave-one-out with a class of one sample)."""
+    import warnings
+
+    from ._validation import user_stacklevel
+
+    unseen = []
+    for r, f, train, test in splits:
+        seen = np.unique(y[train])
+        where = f"fold {f}" + (f" of repeat {r}" if r else "")
+        if seen.size < 2:
+            what = f"holds a single class, {str(seen[0])!r}" if seen.size else "is empty"
+            raise ValueError(f"{where}: the training part {what}, so no selection or classifier can be fit; use a "
+                             "stratified cv (cv=None or an int k-fold), or groups/batches that each hold several "
+                             "classes")
+        missing = np.setdiff1d(np.unique(y[test]), seen)
+        if missing.size:
+            unseen.append((where, missing, int(np.isin(y[test], missing).sum())))
+    classes, counts = np.unique(y, return_counts=True)
+    singletons = set(classes[counts == 1].tolist())
+    if unseen and all(set(missing.tolist()) <= singletons for _, missing, _ in unseen):
+        named = sorted({str(c) for _, missing, _ in unseen for c in missing})
+        warnings.warn(f"class(es) {', '.join(map(repr, named[:5]))}{' ...' if len(named) > 5 else ''} have a single "
+                      "sample: the fold that tests it has none of its class to train on, so it counts as an error "
+                      "whatever the panel; drop or merge such classes", UserWarning, stacklevel=user_stacklevel())
+    elif unseen:
+        where, missing, n = unseen[0]
+        warnings.warn(f"in {len(unseen)} of {len(splits)} folds the test part holds classes that the training part "
+                      f"lacks (e.g. {where}: {', '.join(repr(str(c)) for c in missing[:5])}, {n} test sample(s)); "
+                      "a classifier cannot predict a class it never saw, so those samples count as errors whatever "
+                      "the panel; use a stratified cv (cv=None or an int k-fold)", UserWarning,
+                      stacklevel=user_stacklevel())
 
 
 #: metrics computed for every fold from the predictions, beside the chosen ``scoring``
@@ -406,9 +478,12 @@ def resolve_scoring(scoring):
                     f"got {type(scoring).__name__}")
 
 
-def _check_scorer(scorer, score_name, clf, clf_name, panel, y):
+def _check_scorer(scorer, score_name, clf, clf_name, panel, y, splits):
     """Score ``clf`` once on a small panel of every class's first samples, before any selection runs, so that a
-    scorer that cannot score this classifier or these labels fails at once with what to do instead."""
+    scorer that cannot score this classifier or these labels fails at once with what to do instead; then score it on
+    the test fold of ``splits`` that holds the fewest classes: a score that needs every class in ``y_true`` (ROC AUC,
+    log loss) is undefined on a fold of one sample (leave-one-out) and would otherwise fail, or be NaN, only after
+    the whole cross-validation."""
     import warnings
 
     from sklearn.base import clone
@@ -430,7 +505,7 @@ def _check_scorer(scorer, score_name, clf, clf_name, panel, y):
         n_classes = np.unique(y).size
         if "predict_proba" in text or "decision_function" in text:
             hint = (f"the classifier {clf_name!r} gives no class probabilities; use classifier='logreg' "
-                    "(CLI: --classifier logreg) or a score of the predictions (e.g. 'balanced_accuracy')")
+                    "or a score of the predictions (e.g. 'balanced_accuracy')")
         elif n_classes > 2 and ("average" in text or "multi_class" in text or "binary" in text
                                 or "multiclass" in text):
             hint = (f"the labels have {n_classes} classes; use a multiclass score, e.g. 'f1_macro', "
@@ -441,6 +516,34 @@ def _check_scorer(scorer, score_name, clf, clf_name, panel, y):
             hint = "use a classification score, e.g. 'balanced_accuracy' or 'f1_macro'"
         raise ValueError(f"scoring={score_name!r} cannot score the classifier {clf_name!r} on these labels "
                          f"({text.splitlines()[0]}); {hint}") from e
+    n_classes = np.unique(y).size
+    r, f, _, test = min(splits, key=lambda s: (np.unique(y[s[3]]).size, s[3].size))
+    held = np.unique(y[test]).size
+    if held == n_classes:
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = float(scorer(fitted, panel(test), y[test]))
+        text = None if np.isfinite(value) else "it is NaN there"
+    except Exception as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if text is not None:
+        where = f"fold {f}" + (f" of repeat {r}" if r else "")
+        raise ValueError(f"scoring={score_name!r} is undefined on a test fold that holds {held} of the {n_classes} "
+                         f"classes ({where}: {test.size} sample(s); {text}); it needs every class in each test fold: "
+                         "use k-fold CV (an int, or cv=None), or a score of the predictions (e.g. "
+                         "'balanced_accuracy')")
+
+
+def _score(scorer, score_name, clf, X_test, y_test, label, k, repeat, fold):
+    """``scorer(clf, X_test, y_test)`` as a float; a failure names the fold, the selection and the panel size."""
+    try:
+        return float(scorer(clf, X_test, y_test))
+    except Exception as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        where = f"fold {fold}" + (f" of repeat {repeat}" if repeat else "")
+        raise ValueError(f"scoring={score_name!r} failed on {where} for {label!r} at n_genes={k}: {text}") from e
 
 
 def _dense(block):
@@ -495,7 +598,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     classifier : str or sklearn classifier
         ``"linear_svm"`` (default; SVC, linear kernel, C=1 as in the papers), ``"liblinear"``,
         ``"knn3"``, ``"logreg"`` (StandardScaler + LogisticRegression, C=1), or any classifier or
-        pipeline instance (cloned for every fit).  It is fitted on the panel's columns as a dense
+        pipeline instance (cloned for every fit; a regressor is refused).  It is fitted on the panel's columns as a dense
         array, so a pipeline that centres (``StandardScaler()``) works on sparse data too: the panel
         is small, and densifying k columns costs k x n_samples values.
     cv : None, int, "loo", "leave_one_batch_out" or sklearn splitter
@@ -506,7 +609,12 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         ``"loo"``: leave-one-out (the papers' choice below ~100 samples; ``repeats`` is ignored since
         the folds are always the same); ``"leave_one_batch_out"``: one fold per batch of ``batch``,
         testing on that batch and selecting and training on the others (how a panel carries over to an
-        unseen donor or study; ``repeats`` is ignored); a splitter object is used as given (once).
+        unseen donor or study; ``repeats`` is ignored); a splitter object is used as given (once): a
+        group splitter (``GroupKFold``, ``StratifiedGroupKFold`` ...) gets ``batch`` as its groups, and a
+        repeated one (``RepeatedStratifiedKFold``) numbers its folds by repeat (the ``repeat`` column
+        and the ``repeats`` count).  A fold whose training part holds a single class is refused; test
+        samples of a class that their training part lacks (a splitter that does not stratify, a class
+        found in one batch only) get a warning: no classifier can predict them.
     repeats : int
         Repetitions of k-fold CV with different shuffles (QPFS section 3.1 used 10 x 10-fold).
     scoring : None, str or callable
@@ -520,7 +628,9 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         ``mean_balanced_accuracy``, ``mean_f1_macro`` ...): panel users weigh rare cell types
         equally, which balanced accuracy does and the error rate does not.  All scores are per test
         fold, then averaged; with leave-one-out a fold has one sample, so its balanced accuracy and
-        macro-F1 are just its accuracy -- use k-fold for those.
+        macro-F1 are just its accuracy -- use k-fold for those.  A score that needs every class in a
+        test fold (``"roc_auc"``, ``"neg_log_loss"``) is refused before the CV runs when a test fold
+        lacks a class (leave-one-out, for one).
     refit_selection : bool or None
         ``None`` (default): methods given by name are refit on the training samples of every fold,
         so selection never sees the test samples (no selection bias); fixed rankings are used as
@@ -533,14 +643,16 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         with ``batch_selection=True``, every refit method that has batch-aware statistics
         (:func:`bioqpfs.batch_methods`) gets the training samples' batches (``batch=``, see
         :func:`bioqpfs.qpfs`); the other methods and fixed rankings run without them.  The summary then
-        has a ``batch_aware`` column saying which rows used them.
+        has a ``batch_aware`` column saying which rows used them.  They are also the groups of a
+        group splitter given as ``cv`` (with ``batch_selection=False`` they serve the folds only).
     batch_selection : bool
         Pass the batches to the selections (default ``True``); ``False`` uses them for the folds only, to
         measure what the batch-aware statistics add on the same folds.
     method_params : dict, optional
         ``{method name: {param: value}}`` for methods given by plain name; a key that names no
         such method is an error (it would be ignored).  Batches go in ``batch=``, not here (the folds
-        need them subset).
+        need them subset); ``n_genes``, ``random_state``, ``feature_names`` and ``method`` are set by
+        error_curve itself and refused here.
     layer, use_raw, mask_var
         As in :func:`bioqpfs.tl.select_genes` (``mask_var`` may be a boolean array for arrays).
     feature_names : sequence of str, optional
@@ -633,9 +745,10 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         cv, why = _auto_cv(y)
         logg.info(f"evaluate: cv=None -> {why}")
     splits = _splits(cv, y, repeats, random_state, batch)
+    _check_folds(splits, y)
     if scorer is not None:
         _check_scorer(scorer, score_name, base_clf, clf_name, lambda rows: _dense(X[rows][:, cand[:min(2, cand.size)]]),
-                      y)
+                      y, splits)
     Xc = X[:, cand]
     cand_names = None if names is None else names[cand]
     seed0 = 0 if random_state is None else int(random_state)
@@ -673,7 +786,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                     clf = clone(base_clf).fit(Ptr, y[train])
                     scores = _prediction_metrics(y[test], clf.predict(Pte))
                     if scorer is not None:
-                        scores[score_name] = float(scorer(clf, Pte, y[test]))
+                        scores[score_name] = _score(scorer, score_name, clf, Pte, y[test], lab, k, r, f)
                     rows.append(dict(method=lab, n_genes=k, repeat=r, fold=f, **scores, n_test=test.size))
             pbar.update(1)
     metrics = list(DEFAULT_METRICS) + ([score_name] if scorer is not None else [])
@@ -691,7 +804,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     payloads = {lab: payload for lab, _, payload in specs}
     summary["refit"] = [kinds[m] == "method" and refit for m in summary["method"]]
     summary["cv"] = str(cv).lower() if isinstance(cv, (str, Integral)) else type(cv).__name__
-    summary["repeats"] = 1 if isinstance(cv, str) or hasattr(cv, "split") else int(repeats)
+    summary["repeats"] = len({r for r, _, _, _ in splits})
     summary["classifier"] = clf_name
     summary["seconds_select"] = [np.mean(fold_seconds[m]) if fold_seconds[m] else seconds[m]
                                  for m in summary["method"]]
@@ -756,7 +869,11 @@ def suggest_n_genes(table: pd.DataFrame, *, score: str | None = None) -> int | p
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"table must be the DataFrame of bioqpfs.evaluate.error_curve, got {type(table).__name__}")
     if score is None:
-        score = str(table["scoring"].iloc[0]) if "scoring" in table.columns and len(table) else "error"
+        scored = list(dict.fromkeys(map(str, table["scoring"]))) if "scoring" in table.columns else []
+        if len(scored) > 1:
+            raise ValueError(f"the table's rows were scored by {', '.join(map(repr, scored))} (its 'scoring' column); "
+                             "the rule needs one score: pass score=, e.g. score='error'")
+        score = scored[0] if scored else "error"
     mean_col, se_col, sd_col = f"mean_{score}", f"se_{score}", f"sd_{score}"
     need = {"method", "n_genes", mean_col}
     if not need <= set(table.columns) or not ({se_col} <= set(table.columns) or {sd_col, "n_folds"} <= set(table.columns)):
@@ -766,6 +883,14 @@ def suggest_n_genes(table: pd.DataFrame, *, score: str | None = None) -> int | p
                          + (f"; scores in this table: {', '.join(have)}" if have else ""))
     if table.empty:
         raise ValueError("table has no rows: no panel size to choose from")
+    sizes = pd.to_numeric(table["n_genes"], errors="coerce").to_numpy(dtype=float)
+    bad = ~(np.isfinite(sizes) & (sizes >= 1) & (sizes == np.round(sizes)))
+    if bad.any():
+        row = table[bad].iloc[0]
+        value = row["n_genes"].item() if isinstance(row["n_genes"], np.generic) else row["n_genes"]
+        raise ValueError(f"n_genes must be a positive whole number in every row, got {value!r} for method "
+                         f"{row['method']!r}; pass the table error_curve returned")
+    table = table.assign(n_genes=sizes.astype(np.int64))  # a copy: sizes stored as text sort as numbers
     dup = table.duplicated(["method", "n_genes"])
     if dup.any():
         row = table[dup].iloc[0]

@@ -465,3 +465,19 @@ def test_tl_n_genes_auto_with_batch_key_uses_the_batches_in_the_folds(monkeypatc
     record = adata.uns["mrmr_mid"]
     assert record["params"]["batch_key"] == "donor" and record["n_genes_auto"]["n_genes"] in record["n_genes_auto"]["grid"]
     assert record["n_genes_auto"]["curve"]["batch_aware"].all()
+
+
+@pytest.mark.parametrize("method, options", [(m, {}) for m in batch_methods()]
+                         + [("qpfs", {"similarity": "correlation"}), ("maxrel", {"discretization": "quantile"})])
+def test_a_batch_confounded_with_the_labels_is_named(method, options):
+    """Each donor a case or a control: within-batch measures have no class contrast left.  The old message blamed
+    the genes ("no gene carries information"); the batch is named now, for every method that takes batches."""
+    X, y, _ = _batched()
+    donor = np.array([f"d{2 * c + i % 2}" for i, c in enumerate(y)])  # 6 donors, each of a single class
+    assert all(np.unique(y[donor == d]).size == 1 for d in np.unique(donor))
+    with pytest.raises(ValueError, match="every batch holds samples of a single class \\(batches 'd0', 'd1', 'd2', "
+                                         "\\.\\.\\.\\): the batch is confounded with the labels"):
+        bioqpfs.select(X, y, method=method, n_genes=3, batch=donor, **options)
+    crossed = donor.copy()
+    crossed[[0, 1]] = crossed[[1, 0]]                                # d0 and d1 now hold two classes: accepted
+    bioqpfs.select(X, y, method=method, n_genes=3, batch=crossed, **options)

@@ -194,3 +194,31 @@ def test_errors_name_the_cli_flags_not_the_python_keywords(tmp_path):
     assert cli._in_cli_words(text, p, "select") == (
         "--no-lazy reads it whole, --chunk-size, --discretization 'mdl', --n-genes 5, class_weight='balanced', "
         "copy=True, x.layer=1")
+
+
+def test_evaluate_classifier_output_suffix_and_cli_words(h5ad, tmp_path):
+    """--classifier (the error hints named it before it existed), the table's format from -o's suffix, and the
+    hints' keywords in CLI words: 'cv=None' is '--cv auto', 'batch_key=None' is leaving --batch-key out."""
+    base = ["evaluate", str(h5ad), "--groupby", "cls", "--methods", "maxrel", "--n-genes", "1,2", "--cv", "3",
+            "--quiet"]
+    r = run(*base, "--classifier", "logreg", "--scoring", "neg_log_loss", "-o", str(tmp_path / "t.csv"))
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(tmp_path / "t.csv")                                # comma-separated, from the suffix
+    assert df["classifier"].tolist() == ["logreg"] * 2 and np.isfinite(df["mean_neg_log_loss"]).all()
+    r = run(*base, "--scoring", "neg_log_loss", "-o", str(tmp_path / "t.tsv"))
+    assert r.returncode == 1 and "gives no class probabilities; use --classifier 'logreg' or a score" in r.stderr
+    r = run(*base, "-o", str(tmp_path / "t.h5ad"))
+    assert r.returncode == 1 and "-o file" in r.stderr and "must end in one of .csv, .tsv" in r.stderr
+    assert not (tmp_path / "t.h5ad").exists()
+    r = run("evaluate", str(h5ad), "--groupby", "cls", "--methods", "maxrel", "--n-genes", "1,2", "--cv", "30",
+            "-o", str(tmp_path / "t.tsv"))
+    assert r.returncode == 1 and "--cv auto (chosen from the class sizes)" in r.stderr and "None" not in r.stderr
+    from bioqpfs import cli
+
+    text = cli._in_cli_words("drop the batch (batch=None / batch_key=None)", cli._parser(), "evaluate")
+    assert text == "drop the batch (batch=None / no --batch-key)"
+
+
+def test_datasets_output_needs_a_name(tmp_path):
+    r = run("datasets", "-o", str(tmp_path / "x.h5ad"))
+    assert r.returncode == 1 and "writes a dataset: name it, e.g. bioqpfs datasets" in r.stderr

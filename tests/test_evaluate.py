@@ -345,6 +345,12 @@ def test_suggest_n_genes_matches_plain_loop_on_error_curve(srbct_small):
     (lambda t: t.iloc[:1], "single panel size"),
     (lambda t: t.iloc[:0], "no rows"),
     (lambda t: pd.concat([t, t.iloc[:1]]), "several rows for method 'qpfs' at n_genes=5"),
+    (lambda t: t.assign(n_genes=[5.9, 10, 20]), "positive whole number in every row, got 5.9"),
+    (lambda t: t.assign(n_genes=[np.nan, 10, 20]), "positive whole number in every row, got nan"),
+    (lambda t: t.assign(n_genes=["5", "ten", "20"]), "got 'ten'"),
+    (lambda t: t.assign(n_genes=[0, 10, 20]), "got 0"),
+    (lambda t: t.assign(n_genes=["5", 5, 20]), "several rows for method 'qpfs' at n_genes=5"),
+    (lambda t: t.assign(scoring=["error", "balanced_accuracy", "error"]), "scored by 'error', 'balanced_accuracy'"),
 ])
 def test_suggest_n_genes_bad_tables(change, match):
     t = _table([5, 10, 20], [0.3, 0.12, 0.1], [0.01, 0.01, 0.03])
@@ -352,3 +358,106 @@ def test_suggest_n_genes_bad_tables(change, match):
         evaluate.suggest_n_genes(change(t))
     with pytest.raises(TypeError, match="DataFrame"):
         evaluate.suggest_n_genes(t.to_dict())
+
+
+def test_suggest_n_genes_reads_sizes_stored_as_text():
+    """A table read back from a CSV of strings: sizes sort as numbers ('10' < '5' as text would pick 10)."""
+    t = _table([5, 10, 20], [0.1, 0.1, 0.3], [0.01, 0.01, 0.01])
+    assert evaluate.suggest_n_genes(t) == 5
+    assert evaluate.suggest_n_genes(t.assign(n_genes=["5", "10", "20"])) == 5
+    assert evaluate.suggest_n_genes(t.assign(n_genes=["20", "10", "5"], mean_error=[0.3, 0.1, 0.1])) == 5
+
+
+# --------------------------------------------------------------------------------------------
+# folds and scores a panel cannot be judged by: refused before the CV, or warned about
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def three_classes():
+    rng = np.random.default_rng(0)
+    y = np.repeat(["a", "b", "c"], 20)
+    X = rng.normal(size=(60, 12))
+    X[:, 0] += 3 * (y == "a")
+    X[:, 1] += 3 * (y == "b")
+    return X, y
+
+
+def test_a_class_missing_from_the_training_part_is_warned_about(three_classes):
+    from sklearn.model_selection import KFold
+
+    X, y = three_classes
+    with pytest.warns(UserWarning, match=r"in 3 of 3 folds the test part holds classes that the training part lacks "
+                                         r"\(e\.g\. fold 0: 'a', 20 test sample"):
+        df = evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=KFold(3))
+    assert df.mean_error.iloc[0] == 1.0          # what the warning is about: no test sample can be right
+    import warnings
+
+    with warnings.catch_warnings():              # a stratified splitter: no warning
+        warnings.simplefilter("error")
+        evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=StratifiedKFold(3))
+    # leave-one-batch-out with the batch confounded with the class: training parts of one class are refused
+    with pytest.raises(ValueError, match="fold 0: the training part holds a single class, 'c'"):
+        evaluate.error_curve(X[20:], y[20:], {"p": [0, 1]}, n_genes=2, cv="leave_one_batch_out", batch=y[20:])
+
+
+def test_a_single_sample_class_under_leave_one_out_is_named():
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(21, 4)), np.array(["a"] * 10 + ["b"] * 10 + ["c"])
+    with pytest.warns(UserWarning, match="class\\(es\\) 'c' have a single sample"):
+        evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, classifier="knn3")
+
+
+@pytest.mark.parametrize("scoring, n, classifier", [("roc_auc", 2, "linear_svm"), ("roc_auc_ovr", 3, "logreg"),
+                                                    ("neg_log_loss", 3, "logreg")])
+def test_a_score_undefined_on_a_test_fold_is_refused_before_the_cv(three_classes, scoring, n, classifier,
+                                                                   monkeypatch):
+    X, y = three_classes
+    keep = np.isin(y, ["a", "b", "c"][:n])
+    calls = []
+    monkeypatch.setattr(evaluate, "select", lambda *a, **k: calls.append(1))
+    with pytest.raises(ValueError, match=f"scoring='{scoring}' is undefined on a test fold that holds 1 of the {n} "
+                                         "classes \\(fold 0: 1 sample"):
+        evaluate.error_curve(X[keep], y[keep], ["maxrel"], n_genes=2, cv="loo", scoring=scoring,
+                             classifier=classifier)
+    assert not calls                              # refused before any selection ran
+    # k-fold: every test fold holds every class, the score is defined
+    df = evaluate.error_curve(X[keep], y[keep], {"p": [0, 1]}, n_genes=2, cv=4, scoring=scoring,
+                              classifier=classifier)
+    assert np.isfinite(df[f"mean_{scoring}"]).all()
+
+
+def test_splitters_get_groups_repeats_and_clear_errors(three_classes):
+    from sklearn.model_selection import GroupKFold, RepeatedStratifiedKFold
+
+    X, y = three_classes
+    donor = np.tile(["d1", "d2", "d3", "d4"], 15)
+    with pytest.raises(ValueError, match="cv=GroupKFold splits the samples by group: pass the groups as batch="):
+        evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=GroupKFold(4))
+    df, folds = evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=GroupKFold(4), batch=donor,
+                                     return_folds=True)
+    assert df.n_folds.iloc[0] == 4
+    for f in range(4):                            # each test fold is one donor: the groups reached the splitter
+        test = next(te for i, (_, te) in enumerate(GroupKFold(4).split(X, y, donor)) if i == f)
+        assert np.unique(donor[test]).size == 1 and folds.n_test.iloc[f] == test.size
+    with pytest.raises(ValueError, match=r"cv=StratifiedKFold\(n_splits=30.*cannot split these samples \(n_splits=30 "
+                                         r"cannot be greater.*the smallest class, 'a', has 20 sample"):
+        evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=StratifiedKFold(30))
+    cv = RepeatedStratifiedKFold(n_splits=3, n_repeats=2, random_state=0)
+    df, folds = evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=cv, return_folds=True)
+    assert df.repeats.iloc[0] == 2 and df.n_folds.iloc[0] == 6
+    assert folds[["repeat", "fold"]].to_numpy().tolist() == [[r, f] for r in range(2) for f in range(3)]
+    ref = [1 - SVC(kernel="linear", C=1.0).fit(X[tr][:, :2], y[tr]).score(X[te][:, :2], y[te])
+           for tr, te in cv.split(X, y)]
+    assert folds.error.to_numpy() == pytest.approx(ref, abs=1e-12)
+
+
+def test_reserved_method_params_and_regressors_are_refused(three_classes):
+    from sklearn.linear_model import LinearRegression
+
+    X, y = three_classes
+    for key in ("n_genes", "random_state"):
+        with pytest.raises(ValueError, match=f"the parameters of 'maxrel' set {key}, which error_curve sets itself"):
+            evaluate.error_curve(X, y, ["maxrel"], n_genes=2, method_params={"maxrel": {key: 3}})
+        with pytest.raises(ValueError, match=f"the parameters of 'mine' set {key}"):
+            evaluate.error_curve(X, y, {"mine": ("maxrel", {key: 3})}, n_genes=2)
+    with pytest.raises(TypeError, match="classifier LinearRegression is a regressor"):
+        evaluate.error_curve(X, y == "a", {"p": [0, 1]}, n_genes=2, classifier=LinearRegression())

@@ -418,6 +418,11 @@ def test_auto_n_genes_caps_the_grid_and_respects_preselected(rng):
     with pytest.raises(ValueError, match="single size 5: nothing to choose"):
         bioqpfs.tl.select_genes(few, "group", method="qpfs", n_genes="auto")
     assert "qpfs" not in few.uns
+    # unseeded: the folds are shuffled, so the size could not be reproduced; the message names n_genes='auto'
+    with pytest.raises(ValueError, match="n_genes='auto' chooses the panel size by k-fold cross-validation, whose "
+                                         "shuffled folds need a seed: pass random_state="):
+        bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes="auto", random_state=None, key_added="none")
+    assert "none" not in a.uns
 
 
 @pytest.mark.parametrize("bad, match", [("Auto", r"positive integer or 'auto' \(lower case\)"),

@@ -356,6 +356,28 @@ def check_batch(batch, X, *, batch_weights="size", batch_discretization="per_bat
     return out
 
 
+def check_batch_crosses_classes(batch, y_codes):
+    """Refuse batches that are confounded with the labels: every batch holds a single class.
+
+    Batch-aware measures compare the classes *within* each batch (``sum_b w_b I_b``, within-batch
+    standardisation), so when no batch holds two classes there is nothing left to compare and every
+    relevance would be 0 -- the user would get "no gene carries information" with no hint that the batch
+    is the cause.  A typical case: ``batch_key`` names the donor in a case/control study, each donor
+    being a case or a control.  ``batch`` is a :class:`Batches` (or ``None``: nothing to check).
+    """
+    if batch is None:
+        return
+    y_codes = np.asarray(y_codes)
+    pairs = np.unique(np.column_stack([batch.codes, y_codes]), axis=0)
+    if np.bincount(pairs[:, 0], minlength=len(batch.names)).max() < 2:
+        shown = ", ".join(f"{batch.names[b]!r}" for b in range(min(3, len(batch.names))))
+        raise ValueError(f"every batch holds samples of a single class (batches {shown}"
+                         f"{', ...' if len(batch.names) > 3 else ''}): the batch is confounded with the labels, and "
+                         "batch-aware measures compare the classes within each batch, so nothing is left to compare; "
+                         "drop the batch (batch=None / batch_key=None), or give a batch that crosses the classes "
+                         "(e.g. the sequencing run rather than the donor)")
+
+
 def discretized(X, discretization, n_bins, y_codes, batch=None):
     """``(codes, n_levels)`` of X (:func:`bioqpfs._kernels.discretize.codes`); with ``batch`` (per-batch
     discretisation) the same rule applied to each batch's samples separately, so that thresholds follow the

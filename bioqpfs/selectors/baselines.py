@@ -64,6 +64,7 @@ from ._common import (
     BATCH_DISCRETIZATIONS,
     BATCH_WEIGHTS,
     check_batch,
+    check_batch_crosses_classes,
     check_levels,
     forced_first,
     info_table,
@@ -121,6 +122,7 @@ def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None,
     if hierarchical:
         y, levels = check_levels(y, X, groupby_weights)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
+    check_batch_crosses_classes(strata, y_codes)
     warn_constant(constant, feature_names)
     by_class = info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
                           grouped=True, batch=strata)

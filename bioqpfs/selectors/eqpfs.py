@@ -27,6 +27,7 @@ from ._common import (
     BATCH_DISCRETIZATIONS,
     BATCH_WEIGHTS,
     check_batch,
+    check_batch_crosses_classes,
     check_levels,
     discretized,
     information_relevance,
@@ -122,6 +123,7 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     y, hierarchy = check_levels(y, X, groupby_weights)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
+    check_batch_crosses_classes(strata, y_codes)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
     P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)

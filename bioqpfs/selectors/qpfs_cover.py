@@ -51,6 +51,7 @@ from ._common import (
     EQUAL_FREQUENCY_RULES,
     RELEVANCE_BINS,
     check_batch,
+    check_batch_crosses_classes,
     forced_first,
     higher_in_class,
     one_vs_rest_relevance,
@@ -223,6 +224,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     t0 = time.perf_counter()
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
+    check_batch_crosses_classes(strata, y_codes)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
     P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)

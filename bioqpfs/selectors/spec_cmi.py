@@ -71,6 +71,7 @@ from ._common import (
     BATCH_DISCRETIZATIONS,
     BATCH_WEIGHTS,
     check_batch,
+    check_batch_crosses_classes,
     forced_first,
     info_table,
     prepare,
@@ -335,6 +336,7 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
     t0 = time.perf_counter()
     validate_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes, P_all, P = _prepare(X, y, n_genes, feature_names, preselected)
+    check_batch_crosses_classes(strata, y_codes)
     m = keep.size
     if dtype is None:
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64

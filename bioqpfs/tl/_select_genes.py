@@ -169,6 +169,9 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
     finest = labels.iloc[:, -1] if isinstance(labels, pd.DataFrame) else labels  # folds stratify by the finest level
     smallest = int(pd.Series(np.asarray(finest, dtype=object)).value_counts().min())
     cv = AUTO_FOLDS if smallest >= AUTO_FOLDS else None   # None: error_curve's choice from the class sizes
+    if random_state is None and smallest >= 2:   # k-fold: its folds are shuffled
+        raise ValueError("n_genes='auto' chooses the panel size by k-fold cross-validation, whose shuffled folds need "
+                         "a seed: pass random_state= an integer (or an integer n_genes)")
     curve = evaluate.error_curve(adata, groupby, [(method, dict(params))], n_genes=sizes, cv=cv,
                                  random_state=random_state, layer=layer, use_raw=use_raw, mask_var=mask_var,
                                  progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, batch=batch_key,
