@@ -211,14 +211,16 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
 
 def _frame_values(X):
     """``X.to_numpy()`` of a pandas object; nullable numeric columns (``Float64``, ``Int64``, ``boolean``: what
-    ``convert_dtypes()`` and ``dtype_backend="numpy_nullable"`` give) as float64 with NA as NaN, which the
-    NaN check then names, instead of an object array."""
+    ``convert_dtypes()`` and ``dtype_backend="numpy_nullable"`` give) and columns of mixed numeric dtypes (float and
+    bool) as float64 with NA as NaN, which the NaN check then names, instead of an object array."""
     import pandas as pd
 
     dtypes = list(X.dtypes) if isinstance(X, pd.DataFrame) else [getattr(X, "dtype", None)]
-    if any(isinstance(d, pd.api.extensions.ExtensionDtype) and not isinstance(d, pd.CategoricalDtype)
-           and (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d)) for d in dtypes) \
-            and all(pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d) for d in dtypes):
+    numeric = all(not isinstance(d, pd.CategoricalDtype) and (pd.api.types.is_numeric_dtype(d)
+                                                                or pd.api.types.is_bool_dtype(d)) for d in dtypes)
+    nullable = any(isinstance(d, pd.api.extensions.ExtensionDtype) for d in dtypes)
+    mixed = len({str(d) for d in dtypes}) > 1   # e.g. float and bool columns: to_numpy() would give objects
+    if numeric and (nullable or mixed):
         return X.to_numpy(dtype=np.float64, na_value=np.nan)
     return X.to_numpy()
 

@@ -118,6 +118,14 @@ def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins:
         discretization = method
     names = sample_names_of(X)
     X = _matrix(X, discretization)
+    if y is not None and discretization != "mdl":   # checked (two classes...) only where it is used
+        import warnings
+
+        from ._validation import user_stacklevel
+
+        warnings.warn(f"y is not used by discretization={discretization!r}: only 'mdl' cuts by the labels",
+                      UserWarning, stacklevel=user_stacklevel())
+        y = None
     y_codes = None if y is None else check_labels(y, X.shape[0], name="y", sample_names=names)[0]
     return _user_codes("discretize", X, discretization, n_bins, y_codes)[0]
 
@@ -128,6 +136,12 @@ def _user_codes(what, X, discretization, n_bins, y_codes=None):
     from ._validation import warn_unused_n_bins
 
     warn_unused_n_bins(what, n_bins, discretization)
+    if discretization == "mdl" and y_codes is None:
+        if what == "discretize":
+            raise ValueError("discretization='mdl' is supervised: pass the class labels as y=")
+        raise ValueError(f"{what}: discretization='mdl' is supervised (its cuts follow class labels), and {what} "
+                         "takes none; code the genes first, codes = bioqpfs.measures.discretize(X, 'mdl', y=labels), "
+                         "then pass the codes with discretization=None")
     return codes_and_levels(X, discretization, n_bins=n_bins, y_codes=y_codes)
 
 
@@ -196,15 +210,26 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
         r = table.n_genes if rows is None else len(rows_arr)
         output_guard(r, table.n_genes, dtype, "mutual information")
         return _info.pairwise_information(table, None, "mi", rows=rows_arr, base=base, dtype=dtype)
-    Y = np.asarray(Yd)
-    if Y.ndim == 1:
-        Y = Y[:, None]
-    if Y.shape[0] != table.n_samples:
-        raise ValueError(f"Yd has {Y.shape[0]} rows but Xd has {table.n_samples} samples")
-    ycodes = np.empty(Y.shape, dtype=np.intp)  # any number of levels (uint8 codes would wrap past 255)
-    ylev = np.empty(Y.shape[1], dtype=np.int64)
-    for j in range(Y.shape[1]):
-        codes_j, _ = check_labels(Y[:, j], Y.shape[0], name=f"Yd column {j}", min_classes=1, check_continuous=False)
+    import pandas as pd
+
+    if isinstance(Yd, pd.Series):   # a Series (or a DataFrame's columns) is matched to Xd's samples by name
+        columns = [Yd]
+    elif isinstance(Yd, pd.DataFrame):
+        columns = [Yd.iloc[:, j] for j in range(Yd.shape[1])]
+    else:
+        Y = np.asarray(Yd)
+        if Y.ndim not in (1, 2):
+            raise ValueError(f"Yd must be 1-D (one variable) or 2-D (samples x variables), got shape {Y.shape}")
+        Y = Y[:, None] if Y.ndim == 1 else Y
+        if Y.shape[0] != table.n_samples:
+            raise ValueError(f"Yd has {Y.shape[0]} rows but Xd has {table.n_samples} samples")
+        columns = [Y[:, j] for j in range(Y.shape[1])]
+    names = sample_names_of(Xd)
+    ycodes = np.empty((table.n_samples, len(columns)), dtype=np.intp)  # any number of levels (uint8 would wrap)
+    ylev = np.empty(len(columns), dtype=np.int64)
+    for j, column in enumerate(columns):
+        codes_j, _ = check_labels(column, table.n_samples, name=f"Yd column {j}", min_classes=1,
+                                  sample_names=names, check_continuous=False)
         ycodes[:, j] = codes_j
         ylev[j] = codes_j.max() + 1
     ytable = _info.CodeTable(ycodes, ylev)
@@ -215,6 +240,8 @@ def _check_rows(rows, m):
     if rows is None:
         return None
     arr = np.asarray(rows)
+    if arr.ndim == 1 and arr.size == 0:   # [] is float64 to numpy: no row asked for
+        arr = arr.astype(np.int64)
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
         got = f"{rows!r}; for a single row write rows=[{rows!r}]" if arr.ndim == 0 else \
             f"an array of shape {arr.shape} and dtype {arr.dtype}"

@@ -3,6 +3,7 @@ import pytest
 import reference as ref
 import scipy.sparse as sp
 
+import bioqpfs
 from bioqpfs import measures
 from bioqpfs._kernels import counting_numpy
 from bioqpfs._kernels import information as info
@@ -278,3 +279,64 @@ def test_pool_works_in_forked_child(rng, monkeypatch):
     with mp.get_context("fork").Pool(1) as pool:
         got = pool.apply_async(_child_mi, (X,)).get(timeout=60)
     np.testing.assert_array_equal(got, expect)
+
+
+# --------------------------------------------------------------------------------------------
+# inputs a user passes to the measures (hunt of stop 47): each was a silent wrong answer or a misleading message
+# --------------------------------------------------------------------------------------------
+def test_mutual_information_matches_a_labels_series_by_sample_name():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(["a", "b"], 30)
+    X = pd.DataFrame(rng.normal(size=(60, 3)), index=[f"s{i}" for i in range(60)], columns=["g0", "g1", "g2"])
+    X["g0"] += 3 * (y == "a")
+    shuffled = pd.Series(y, index=X.index).sample(frac=1, random_state=1)
+    aligned = measures.mutual_information(X, y)[:, 0]
+    np.testing.assert_allclose(measures.mutual_information(X, shuffled)[:, 0], aligned)   # was by position: 0.008
+    np.testing.assert_allclose(measures.mutual_information(X, shuffled.to_frame("cls"))[:, 0], aligned)
+    np.testing.assert_allclose(aligned, measures.relevance(X, shuffled))
+    with pytest.raises(ValueError, match="the index of Yd column 0 does not match the sample names"):
+        measures.mutual_information(X, pd.Series(y, index=[f"other{i}" for i in range(60)]))
+    with pytest.raises(ValueError, match=r"Yd must be 1-D \(one variable\) or 2-D .* got shape \(60, 2, 2\)"):
+        measures.mutual_information(X, np.zeros((60, 2, 2), dtype=int))
+
+
+def test_measure_arguments_get_messages_about_themselves():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.repeat([0, 1], 20)
+    assert measures.mutual_information(X, rows=[]).shape == (0, 3)      # was "an array of dtype float64"
+    for func in (measures.mutual_information, measures.entropy):          # they take no labels
+        with pytest.raises(ValueError, match=f"{func.__name__}: discretization='mdl' is supervised .*"
+                                             f"discretize\\(X, 'mdl', y=labels\\)"):
+            func(X, discretization="mdl")
+    with pytest.raises(ValueError, match="pass the class labels as y="):
+        measures.discretize(X, "mdl")
+    # y is used by 'mdl' only: a single-class y was checked (and refused) for mean +- sd, which ignores it
+    with pytest.warns(UserWarning, match="y is not used by discretization='mean_sd'"):
+        codes = measures.discretize(X, "mean_sd", y=np.zeros(40))
+    np.testing.assert_array_equal(codes, measures.discretize(X, "mean_sd"))
+    assert measures.discretize(X, "mdl", y=y).shape == (40, 3)
+
+
+def test_a_frame_of_float_and_bool_columns_is_numeric():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"g0": rng.normal(size=40), "g1": rng.normal(size=40) > 0})
+    np.testing.assert_allclose(measures.entropy(frame), measures.entropy(frame.astype(float)))   # was "dtype object"
+    assert bioqpfs.select(frame.assign(g2=rng.normal(size=40)), np.repeat([0, 1], 20), method="maxrel",
+                          n_genes=2).n_features == 3
+
+
+def test_integer_levels_past_the_int64_range_are_kept_apart():
+    """discretization=None: the span of a gene's levels was taken in int64, which wrapped (levels merged,
+    silently) or gave numpy errors; uint64 values >= 2**63 wrapped to negative."""
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    X = np.array([[lo, 0], [lo + 3, 3], [hi, 1], [lo, 2]], dtype=np.int64)
+    np.testing.assert_array_equal(measures.discretize(X, None), [[0, 0], [1, 3], [2, 1], [0, 2]])
+    np.testing.assert_allclose(measures.entropy(X, discretization=None), [1.5, 2.0])
+    U = np.array([[0, 0], [2 ** 63, 1], [0, 2], [2 ** 63 + 5, 0]], dtype=np.uint64)
+    np.testing.assert_array_equal(measures.discretize(U, None)[:, 0], [0, 1, 0, 2])
+    np.testing.assert_allclose(measures.entropy(U, discretization=None), [1.5, 1.5])

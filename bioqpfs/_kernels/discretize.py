@@ -150,7 +150,8 @@ def compact_codes(X, *, feature_names=None):
     codes = np.empty((n, m), dtype=np.uint8)
     n_levels = np.empty(m, dtype=np.int64)
     for start, stop in _column_blocks(X):
-        block = X[:, start:stop].astype(np.int64) if integer else _dense_columns(X, start, stop)
+        # integers: their own dtype (uint64 past 2**63 would wrap in int64); the span is taken in float64 below
+        block = X[:, start:stop] if integer else _dense_columns(X, start, stop)
         bad = np.zeros(0, np.int64) if integer else np.flatnonzero((block != np.round(block)).any(axis=0))
         if bad.size:
             from .._validation import describe_indices
@@ -161,7 +162,7 @@ def compact_codes(X, *, feature_names=None):
                 "hold non-integer values; pass discretization='mean_sd' (or 'quantile'/'mdl') to discretise them"
             )
         lo = block.min(axis=0)
-        span = block.max(axis=0) - lo
+        span = block.max(axis=0).astype(np.float64) - lo.astype(np.float64)   # int64 would overflow past 2**63
         if span.size and span.max() < 4096:
             # presence table of each offset value per gene -> rank of each value among the present ones
             offs = (block - lo).astype(np.int64)
