@@ -34,6 +34,9 @@
 #' @param labels The classes the panel must separate: the name of a
 #'   `colData(x)` (`pData(x)`) column, or a vector or factor with one label per
 #'   sample (the only choice for a matrix).  Missing labels are an error.
+#'   A factor's level order is the class order (as a pandas Categorical's in
+#'   Python); numbers that look continuous are refused (bin them with
+#'   `cut()`); a vector named by the sample names is matched by name.
 #'   Hierarchical labels: several column names, coarse to fine (e.g.
 #'   `c("lineage", "cell_type")`), or a data frame with one column per level;
 #'   the levels must be nested.  The class relevance is then summed over the
@@ -101,7 +104,11 @@
 #'   compared) and `curve` (a named list of equal-length columns, one row per
 #'   size: `n_genes`, `mean_error`, `sd_error`, `se_error`, ...;
 #'   `as.data.frame()` gives the table), as Python's `tl.select_genes` stores
-#'   them in `.uns`.
+#'   them in `.uns`.  The record's `var_columns` lists the columns written: a
+#'   re-run under the same key replaces them (and only them).  A rowData
+#'   column or metadata entry that bioqpfs did not write is never
+#'   overwritten: the call fails and asks for another `keyAdded`.  Python's
+#'   warnings arrive as R warnings.
 #' * ExpressionSet: the same columns in `fData(x)`, the record in
 #'   `notes(x)[[key]]`.
 #' * matrix (any matrix-like object): an [S4Vectors::DataFrame] with those
@@ -144,7 +151,7 @@ setGeneric("selectGenes", function(x, labels, ...) {
 ## sparse Matrix, DelayedMatrix, data.frame) + one label per sample -> result columns and record.
 .selectGenesWorker <- function(mat, labels, method, nGenes, keyAdded, randomState, params, what,
                                groupby = "labels", assay = NULL, subset.row = NULL, block = NULL,
-                               blockName = "block") {
+                               blockName = "block", existingColumns = NULL, existingMeta = NULL) {
     if (is.data.frame(mat)) mat <- as.matrix(mat)
     if (length(dim(mat)) != 2L) {
         stop("bioqpfs: the ", what, " must be a genes x samples matrix (matrix, dgCMatrix, DelayedMatrix, ",
@@ -162,13 +169,35 @@ setGeneric("selectGenes", function(x, labels, ...) {
              "(see bioqpfsMethods())", call. = FALSE)
     }
     if (!identical(nGenes, "auto") && (!is.numeric(nGenes) || length(nGenes) != 1L || is.na(nGenes) ||
-                                        nGenes < 1 || nGenes != round(nGenes))) {
+                                        !is.finite(nGenes) || nGenes < 1 || nGenes != round(nGenes) ||
+                                        nGenes > .Machine$integer.max)) {
         stop("bioqpfs: 'nGenes' must be one positive whole number or \"auto\", not ", deparse(nGenes),
              call. = FALSE)
+    }
+    if (!is.null(randomState) && (!is.numeric(randomState) || length(randomState) != 1L || is.na(randomState) ||
+                                  !is.finite(randomState) || randomState < 0 || randomState != round(randomState) ||
+                                  randomState > .Machine$integer.max)) {
+        stop("bioqpfs: 'randomState' must be NULL or one whole number in 0..", .Machine$integer.max, ", not ",
+             deparse(randomState), call. = FALSE)
+    }
+    if (nrow(mat) == 0L || ncol(mat) == 0L) {
+        stop("bioqpfs: the ", what, " has ", nrow(mat), " gene(s) and ", ncol(mat), " sample(s); ",
+             "it needs genes (rows) and samples (columns)", call. = FALSE)
     }
     if (length(params) && (is.null(names(params)) || any(!nzchar(names(params))))) {
         stop("bioqpfs: extra arguments must be named method parameters, e.g. similarity = \"correlation\"",
              call. = FALSE)
+    }
+    for (nm in names(params)) {   # reticulate would turn NA into True (logical) or a large negative integer
+        v <- params[[nm]]
+        if (is.atomic(v) && length(v) && anyNA(v)) {
+            stop("bioqpfs: the method parameter '", nm, "' is NA; give it a value, or leave it out for its default",
+                 call. = FALSE)
+        }
+    }
+    if (!is.null(rownames(mat)) && anyNA(rownames(mat))) {
+        stop("bioqpfs: the ", what, " has NA row names (gene ", paste(utils::head(which(is.na(rownames(mat))), 5),
+             collapse = ", "), "); name every gene, e.g. rownames(x) <- make.unique(...)", call. = FALSE)
     }
     labels <- .checkLabels(labels, colnames(mat), ncol(mat))
     if (!is.null(block)) block <- .checkLabels(block, colnames(mat), ncol(mat), what = "block")
@@ -176,23 +205,37 @@ setGeneric("selectGenes", function(x, labels, ...) {
     if (is.null(genes)) genes <- as.character(seq_len(nrow(mat)))
     if (!is.null(params$preselected)) params$preselected <- .preselectedNames(params$preselected, genes)
     keep <- .subsetRows(subset.row, genes)
+    if (!is.null(keep) && !is.null(params$preselected)) {
+        outside <- setdiff(unlist(params$preselected), genes[keep])
+        outside <- intersect(outside, genes)   # names that are no gene at all get the engine's message
+        if (length(outside)) {
+            stop("bioqpfs: preselected gene(s) ", paste(utils::head(outside, 5), collapse = ", "),
+                 if (length(outside) > 5) ", ...", " are left out by subset.row; add them to subset.row (the panel ",
+                 "is chosen among its genes) or drop them from preselected", call. = FALSE)
+        }
+    }
     if (!is.null(keep)) mat <- mat[keep, , drop = FALSE]
     engine <- .engine()
     res <- tryCatch({
         data <- .sendMatrix(engine, mat)
         engine$`_reticulate_select`(data, ncol(mat), nrow(mat), as.character(genes[if (is.null(keep)) TRUE else keep]),
-                                    if (is.list(labels)) unname(lapply(labels, as.list)) else labels,
+                                    if (is.list(labels)) unname(lapply(labels, as.list)) else as.vector(labels),
                                     method = method,
                                     n_genes = if (identical(nGenes, "auto")) nGenes else as.integer(nGenes),
                                     key_added = if (is.null(keyAdded)) NULL else as.character(keyAdded),
                                     random_state = if (is.null(randomState)) NULL else as.integer(randomState),
                                     params = params, groupby = groupby, assay = assay,
-                                    block = if (is.null(block)) NULL else as.list(block), block_key = blockName)
+                                    block = if (is.null(block)) NULL else as.list(as.vector(block)),
+                                    block_key = blockName, label_levels = .levelsOf(labels),
+                                    numeric_labels = if (is.list(labels)) NULL else attr(labels, "bioqpfsNumeric"),
+                                    existing_columns = if (length(existingColumns)) as.list(existingColumns),
+                                    existing_results = .existingResults(existingMeta))
     }, error = function(e) {
         engine$`_reticulate_discard`()
         stop("bioqpfs: ", sub("^.*?(Error|Exception): ", "", conditionMessage(e)), call. = FALSE)
     })
     .bioqpfsState$lastTransfer <- res$transfer
+    for (w in unlist(res$warnings)) warning("bioqpfs: ", w, call. = FALSE)   # the engine's warnings, as R's
     columns <- lapply(stats::setNames(nm = names(res$columns)), function(nm) {
         v <- unlist(res$columns[[nm]])
         v <- switch(res$kinds[[nm]], double = as.double(v), integer = as.integer(v), logical = as.logical(v),
@@ -202,7 +245,36 @@ setGeneric("selectGenes", function(x, labels, ...) {
         full[keep] <- v
         full
     })
-    list(columns = columns, record = .simplifyRecord(res$record), key = res$key, genes = genes)
+    list(columns = columns, record = .simplifyRecord(res$record), key = res$key, genes = genes,
+         dropped = as.character(unlist(res$dropped)))
+}
+
+## The levels of factor labels, in their order (the class order, as for a pandas Categorical in Python): one
+## entry per level of hierarchical labels, NULL for labels that were not a factor.
+.levelsOf <- function(labels) {
+    one <- function(l) { lev <- attr(l, "bioqpfsLevels"); if (is.null(lev)) NULL else as.list(lev) }
+    if (is.list(labels)) unname(lapply(labels, one)) else one(labels)
+}
+
+## What metadata(x) (notes) holds, for the engine's checks (bioqpfs.r._select.take_existing): for each named
+## entry, "foreign" or the rowData columns a bioqpfs result wrote (var_columns; none for older results).
+.existingResults <- function(meta) {
+    nms <- names(meta)
+    if (!length(meta) || is.null(nms)) return(NULL)
+    meta <- meta[nzchar(nms) & !duplicated(nms)]
+    if (!length(meta)) return(NULL)
+    lapply(meta, function(old) {
+        if (is.list(old) && all(c("params", "diagnostics", "selected") %in% names(old))) {
+            as.list(as.character(unlist(old$var_columns)))
+        } else "foreign"
+    })
+}
+
+## rowData / fData with the columns of an earlier run under the same key dropped, then the new ones written.
+.writeColumns <- function(df, res) {
+    df <- df[, setdiff(colnames(df), res$dropped), drop = FALSE]
+    for (nm in names(res$columns)) df[[nm]] <- res$columns[[nm]]
+    df
 }
 
 ## subset.row (scran's name): NULL, or a logical / integer / character selection of rows -> sorted indices.
@@ -295,13 +367,19 @@ setGeneric("selectGenes", function(x, labels, ...) {
         return(lapply(stats::setNames(as.list(as.data.frame(labels)), colnames(labels)), .checkLabels,
                       samples = samples, n = n, what = what))
     }
-    if (is.factor(labels)) labels <- as.character(labels)
+    levs <- if (is.factor(labels)) levels(labels) else NULL
+    if (is.factor(labels)) labels <- stats::setNames(as.character(labels), names(labels))
     if (!is.atomic(labels) || is.null(labels)) {
         stop("bioqpfs: '", what, "' must be a column name or an atomic vector/factor with one label per sample",
              call. = FALSE)
     }
     if (length(labels) != n) {
         stop("bioqpfs: '", what, "' has ", length(labels), " value(s) but there are ", n, " samples", call. = FALSE)
+    }
+    nms <- names(labels)   # named by the sample names in another order: matched by name, as a pandas Series is
+    if (!is.null(nms) && !is.null(samples) && !identical(nms, samples) && !anyDuplicated(nms) &&
+        !anyDuplicated(samples) && setequal(nms, samples)) {
+        labels <- labels[samples]
     }
     bad <- which(is.na(labels))
     if (length(bad)) {
@@ -310,7 +388,10 @@ setGeneric("selectGenes", function(x, labels, ...) {
              paste(utils::head(who, 5), collapse = ", "), if (length(bad) > 5) ", ...", "); ",
              "remove those samples (e.g. x[, !is.na(", what, ")]) or give them a value", call. = FALSE)
     }
-    as.character(labels)
+    out <- unname(as.character(labels))
+    attr(out, "bioqpfsLevels") <- levs
+    if (is.numeric(labels)) attr(out, "bioqpfsNumeric") <- unname(as.double(labels))   # the engine's checks
+    out
 }
 
 ## Whether 'labels' names colData/pData columns: one name, or (labels only: several = TRUE) several names,
@@ -394,10 +475,9 @@ setMethod("selectGenes", "SummarizedExperiment", function(x, labels, method = NU
     block <- .resolveLabels(block, colData(x), "colData(x)", ncol(x), "block")
     res <- .selectGenesWorker(assay(x, assay.type, withDimnames = TRUE), labels, method, nGenes, keyAdded,
                               randomState, list(...), paste0("assay '", name, "'"), groupby = groupby,
-                              assay = name, subset.row = subset.row, block = block, blockName = blockName)
-    rd <- rowData(x)
-    for (nm in names(res$columns)) rd[[nm]] <- res$columns[[nm]]
-    rowData(x) <- rd
+                              assay = name, subset.row = subset.row, block = block, blockName = blockName,
+                              existingColumns = colnames(rowData(x)), existingMeta = metadata(x))
+    rowData(x) <- .writeColumns(rowData(x), res)
     metadata(x)[[res$key]] <- res$record
     x
 })
@@ -423,10 +503,9 @@ setMethod("selectGenes", "ExpressionSet", function(x, labels, method = NULL, nGe
     block <- .resolveLabels(block, pData(x), "pData(x)", ncol(x), "block")
     res <- .selectGenesWorker(assayDataElement(x, name), labels, method, nGenes, keyAdded, randomState,
                               list(...), paste0("assayData element '", name, "'"), groupby = groupby,
-                              assay = name, subset.row = subset.row, block = block, blockName = blockName)
-    fd <- fData(x)
-    for (nm in names(res$columns)) fd[[nm]] <- res$columns[[nm]]
-    fData(x) <- fd
+                              assay = name, subset.row = subset.row, block = block, blockName = blockName,
+                              existingColumns = colnames(fData(x)), existingMeta = notes(x))
+    fData(x) <- .writeColumns(fData(x), res)
     n <- notes(x)
     n[[res$key]] <- res$record
     notes(x) <- n

@@ -515,3 +515,64 @@ def test_select_genes_block_is_the_batch_as_a_column_or_a_vector():
         br.select_genes(se, "type", block="plate")
     with pytest.raises(ValueError, match="block has 35 values but the object has 36 samples"):
         br.select_genes(se, "type", block=list(batch[:-1]))
+
+
+def _toy_se(X, y, extra=""):
+    return R("function(m, y) SummarizedExperiment(assays = list(logcounts = t(m), counts = round(exp(t(m)))), "
+             f"colData = DataFrame(type = y, row.names = paste0('s', seq_along(y)){extra}))")(
+        ro.r.matrix(ro.FloatVector(X.ravel()), nrow=X.shape[0], byrow=True), ro.StrVector(list(y)))
+
+
+def _panel(out, key, getter="rowData(x)"):
+    ranks = np.array(rvalue(f"{getter}${key}_rank", out))
+    return list(np.argsort(np.where(ranks == ro.NA_Integer, 10**6, ranks), kind="stable"))
+
+
+def test_select_genes_matches_a_labels_series_by_sample_name():
+    """A pandas Series of labels in another sample order (stop 47 hunt): bioqpfs.select matches it by name; the
+    rpy2 route took it by position, silently scrambling the classes."""
+    X, y = toy_expression()
+    se = _toy_se(X, y)
+    names = [f"s{i + 1}" for i in range(y.size)]
+    shuffled = pd.Series(y, index=names).sample(frac=1, random_state=1)
+    ref = bioqpfs.select(X, y, method="qpfs", n_genes=5)
+    out = br.select_genes(se, shuffled, method="qpfs", n_genes=5)
+    assert _panel(out, "qpfs")[:5] == list(ref.selected)
+    with pytest.raises(ValueError, match="the index of labels does not match the sample names"):
+        br.select_genes(se, pd.Series(y, index=[f"x{i}" for i in range(y.size)]), method="qpfs", n_genes=5)
+
+
+def test_select_genes_reads_logcounts_of_a_singlecellexperiment_as_the_r_package():
+    X, y = toy_expression()
+    sce = R("function(se) as(se, 'SingleCellExperiment')")(_toy_se(X, y))    # counts is not the first assay...
+    sce = R("function(x) { SummarizedExperiment::assays(x) <- rev(SummarizedExperiment::assays(x)); x }")(sce)
+    assert rvalue("assayNames(x)", sce) == ["counts", "logcounts"]          # ...now it is
+    out = br.select_genes(sce, "type", method="qpfs", n_genes=5)
+    assert rvalue("metadata(x)$qpfs$params$assay", out) == ["logcounts"]
+    assert _panel(out, "qpfs")[:5] == list(bioqpfs.select(X, y, method="qpfs", n_genes=5).selected)
+
+
+def test_select_genes_never_overwrites_a_users_column_and_replaces_its_own():
+    X, y = toy_expression()
+    se = _toy_se(X, y)
+    first = br.select_genes(se, "type", n_genes=5, key_added="k")           # the default recipe writes k_class
+    assert "k_class" in rvalue("colnames(rowData(x))", first)
+    again = br.select_genes(first, "type", method="qpfs", n_genes=5, key_added="k")
+    assert rvalue("colnames(rowData(x))", again) == ["k_weight", "k_rank", "k_selected"]   # no stale k_class
+    assert rvalue("metadata(x)$k$var_columns", again) == ["k_weight", "k_rank", "k_selected"]
+    mine = R("function(x) { SummarizedExperiment::rowData(x)$qpfs_selected <- 'validated'; x }")(se)
+    with pytest.raises(ValueError, match="rowData\\(x\\) has column\\(s\\) qpfs_selected that were not written"):
+        br.select_genes(mine, "type", method="qpfs", n_genes=5)
+    noted = R("function(x) { S4Vectors::metadata(x)$qpfs <- list(note = 'curated'); x }")(se)
+    with pytest.raises(ValueError, match="metadata\\(x\\)\\['qpfs'\\] exists and was not written by bioqpfs"):
+        br.select_genes(noted, "type", method="qpfs", n_genes=5)
+
+
+def test_select_genes_block_vector_beside_a_labels_column_named_block():
+    X, y = toy_expression()
+    se = _toy_se(X, y, extra=", block = y")                                  # the classes, in a column 'block'
+    batches = list(np.tile(["b1", "b2"], y.size // 2))
+    out = br.select_genes(se, "block", method="mrmr_mid", n_genes=4, block=batches)
+    ref = bioqpfs.select(X, y, method="mrmr_mid", n_genes=4, batch=np.array(batches))
+    assert _panel(out, "mrmr_mid")[:4] == list(ref.selected)
+    assert rvalue("metadata(x)$mrmr_mid$params$batch_key", out) == ["block_1"]

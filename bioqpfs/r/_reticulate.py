@@ -9,12 +9,13 @@ only ``R/selectGenes.R`` calls them (as ``engine$`_reticulate_select`(...)`` on 
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 import pandas as pd
 
 from .._registry import resolve_method, result_key
-from ._select import record_assay, result_columns
+from ._select import record_assay, result_columns, take_existing
 
 
 def _plain(v):
@@ -28,6 +29,19 @@ def _plain(v):
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+#: Python words of the engine's messages -> the R package's (selectGenes()'s arguments, the object's slots)
+_R_WORDS = (("adata.uns[", "metadata(x)["), ("adata.var has", "rowData(x) has"), ("key_added", "keyAdded"),
+            ("n_genes=", "nGenes = "), ("random_state=", "randomState = "), ("batch_key", "block"))
+
+
+def _in_r_words(text, arguments=True):
+    """An engine message in the words of R's ``selectGenes()`` (``arguments=False``: only the object's slots, for
+    :func:`bioqpfs.r.select_genes`, whose arguments are Python's)."""
+    for python, r in _R_WORDS[:2] if not arguments else _R_WORDS:
+        text = text.replace(python, r)
+    return text
 
 
 def _coerce_params(method, params):
@@ -106,7 +120,8 @@ def _take_incoming(token):
 
 
 def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, n_genes=50, key_added=None,
-                       random_state=0, params=None, groupby="labels", assay=None, block=None, block_key=None):
+                       random_state=0, params=None, groupby="labels", assay=None, block=None, block_key=None,
+                       label_levels=None, numeric_labels=None, existing_columns=None, existing_results=None):
     """Entry point of the R package: select genes on a matrix sent from R without NumPy crossing reticulate.
 
     ``data`` is either raw float64 bytes of the whole matrix (R column-major genes x samples), or the
@@ -116,7 +131,14 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
     samples x genes matrix AnnData wants.  ``groupby`` is the colData column the labels came from (or
     ``"labels"`` for a vector) and ``assay`` the assay used; both are recorded in the parameters.  Hierarchical
     labels (R's ``labels = c("lineage", "cell_type")`` or a data frame of levels): ``groupby`` is the list of
-    level names, coarse to fine, and ``labels`` one list of labels per level.
+    level names, coarse to fine, and ``labels`` one list of labels per level.  ``label_levels``: the levels of
+    an R factor, in its order (one list per level of hierarchical labels, ``None`` for a level that was not a
+    factor): the class order, as a pandas Categorical's categories give it in Python.  ``numeric_labels``: the
+    labels as R numbers, when they were (checked as Python checks labels: continuous values are refused).
+    ``existing_columns``, ``existing_results``: the object's rowData columns and what its metadata holds (name ->
+    ``"foreign"``, or a bioqpfs result's ``var_columns``; :func:`bioqpfs.r._select.take_existing`), so that a user's column or entry is not
+    overwritten and an earlier run's columns are dropped (``dropped`` in the answer).  Python warnings come
+    back as ``warnings`` (messages), which R raises as R warnings.
     ``method=None`` (R's ``method = NULL``) is the default recipe and ``n_genes="auto"`` the one-SE size of a
     cross-validated error curve, both as in :func:`bioqpfs.tl.select_genes`.  ``block`` (R's ``block =``, scran's
     name): the batch of every sample, stored as ``obs[block_key]`` (the colData column it came from, else
@@ -152,25 +174,56 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
         groupby = str(groupby) if groupby else "labels"
         levels = [[labels] if isinstance(labels, (str, int, float)) else list(labels)]
     names = groupby if isinstance(groupby, list) else [groupby]
+    if numeric_labels is not None:   # R numbers: Python's check (continuous values are refused: bin them first)
+        from .._validation import check_labels
+
+        values = [numeric_labels] if isinstance(numeric_labels, (int, float)) else list(numeric_labels)
+        try:
+            check_labels(np.asarray(values, dtype=float), n_samples,
+                         name="labels" if names[-1] == "labels" else f"labels ({names[-1]})")
+        except ValueError as e:   # in R's words
+            raise ValueError(str(e).replace("pandas.cut", "R's cut()").replace("a categorical column", "a factor")
+                             ) from None
+    orders = [None] * len(names) if label_levels is None else (
+        [label_levels] if len(names) == 1 else list(label_levels))
+
+    def categorical(values, order):   # an R factor keeps its level order (it is the class order in Python too)
+        values = [str(v) for v in values]
+        if order is None:
+            return pd.Categorical(values)
+        order = [order] if isinstance(order, str) else [str(v) for v in order]
+        return pd.Categorical(values, categories=list(dict.fromkeys(order)))
+
     adata = ad.AnnData(X=X, var=pd.DataFrame(index=pd.Index([str(g) for g in genes])),
-                       obs=pd.DataFrame({g: pd.Categorical([str(v) for v in lab]) for g, lab in zip(names, levels)},
+                       obs=pd.DataFrame({g: categorical(lab, o) for g, lab, o in zip(names, levels, orders)},
                                         index=pd.Index([str(i) for i in range(n_samples)])))
     batch_key = None
     if block is not None:
-        batch_key = str(block_key) if block_key else "block"
-        if batch_key in names:
-            raise ValueError(f"block and labels are the same column {batch_key!r}: the batches must differ from "
-                             "the classes")
         block = [block] if isinstance(block, (str, int, float)) else list(block)
         if len(block) != n_samples:
             raise ValueError(f"block has {len(block)} value(s) but there are {n_samples} samples")
-        adata.obs[batch_key] = pd.Categorical([str(v) for v in block])
+        block = pd.Categorical([str(v) for v in block])
+        batch_key, k = str(block_key) if block_key else "block", 1
+        while batch_key in names:   # a labels column of that name: the same values are the same column
+            if list(adata.obs[batch_key].astype(str)) == list(block.astype(str)):
+                raise ValueError(f"block and labels are the same column {batch_key!r}: the batches must differ "
+                                 "from the classes")
+            batch_key, k = f"{block_key or 'block'}_{k}", k + 1
+        adata.obs[batch_key] = block
     key = result_key(method, key_added)
+    existing = existing_results.get(key) if isinstance(existing_results, dict) else None
+    dropped = take_existing(adata, key, existing_columns, existing)
     params = _coerce_params(resolve_method(method, {})[0], dict(params or {}))
     if isinstance(n_genes, float) and n_genes.is_integer():   # R numbers arrive as floats; "auto" stays a str
         n_genes = int(n_genes)
-    tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, batch_key=batch_key,
-                    random_state=None if random_state is None else int(random_state), **params)
+    with warnings.catch_warnings(record=True) as caught:   # raised on the R side, as R warnings
+        warnings.simplefilter("default")
+        try:
+            tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, batch_key=batch_key,
+                            random_state=None if random_state is None else int(random_state), **params)
+        except (ValueError, TypeError, KeyError) as e:
+            raise type(e)(_in_r_words(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))) from e
+    messages = list(dict.fromkeys(str(w.message) for w in caught))
     record_assay(adata, key, assay)
     columns, kinds = {}, {}
     for c in result_columns(adata, key):
@@ -179,8 +232,8 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
             "double" if a.dtype.kind in "iuf" else "character")
         columns[c] = [bool(x) for x in a] if kinds[c] == "logical" else (
             [float(x) for x in a] if kinds[c] in ("double", "integer") else ["" if x is None else str(x) for x in a])
-    # the R record keeps its documented fields; "var_columns" only serves tl re-runs on the AnnData
-    record = {k: v for k, v in adata.uns[key].items() if k != "var_columns"}
-    return {"key": key, "columns": columns, "kinds": kinds, "record": _plain(record), "transfer": transfer}
+    # the record keeps "var_columns": a re-run under this key drops those columns (and only those) first
+    return {"key": key, "columns": columns, "kinds": kinds, "record": _plain(dict(adata.uns[key])),
+            "transfer": transfer, "dropped": list(dropped), "warnings": messages}
 
 

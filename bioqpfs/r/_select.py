@@ -5,6 +5,7 @@ The result goes to rowData (fData) columns named as the ``.var`` columns and to 
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .._registry import result_key
@@ -52,12 +53,22 @@ def _labels_to_obs(adata, labels, where, what="labels"):
                 raise TypeError(f"{what} must be a colData column name or an atomic R vector/factor")
     except ImportError:  # pragma: no cover
         pass
-    values = labels.to_numpy() if isinstance(labels, pd.Series) else labels
+    if isinstance(labels, pd.Series):   # matched to the samples by name, as bioqpfs.select does (a default
+        from .._validation import _align_series  # RangeIndex is positional)
+
+        if len(labels) == adata.n_obs or not isinstance(labels.index, pd.RangeIndex):
+            labels = _align_series(labels, pd.Index(adata.obs_names), what)
+        values = labels.array if isinstance(labels.dtype, pd.CategoricalDtype) else labels.to_numpy()
+    else:
+        values = labels
     if len(values) != adata.n_obs:
         raise ValueError(f"{what} has {len(values)} values but the object has {adata.n_obs} samples")
     values = pd.Series(values, index=adata.obs_names)
-    adata.obs[what] = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.array
-    return what
+    column, k = what, 1   # a colData column of that name (e.g. "block" holding the classes) is left as it is
+    while column in adata.obs.columns:
+        column, k = f"{what}_{k}", k + 1
+    adata.obs[column] = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.array
+    return column
 
 
 def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added=None, random_state=0,
@@ -82,7 +93,8 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
         As in :func:`bioqpfs.tl.select_genes`: the method's parameters, and its ``backend`` (``"auto"`` /
         ``"cpu"`` / ``"gpu"``: where the counts are made), ``n_jobs``, ``progress``.
     assay : str, optional
-        The assay to select from (default the first; ``exprs`` for an ExpressionSet).
+        The assay to select from (default ``logcounts`` for a SingleCellExperiment, as the R package's
+        ``assay.type``; the first for a SummarizedExperiment; ``exprs`` for an ExpressionSet).
     block : str or sequence or R vector, optional
         The batch (donor, study, plate) of every sample, as a colData (pData) column name or one value per
         sample: batch-aware statistics, :func:`bioqpfs.tl.select_genes`'s ``batch_key`` (scran's and the R
@@ -101,6 +113,8 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
     from ..tl import select_genes as tl_select_genes
 
     cls = r_class(robj)
+    if assay is None and cls == "SingleCellExperiment":   # as the R package: scran's log-normalised assay
+        assay = "logcounts"
     adata = r_to_anndata(robj, assay=assay, only_x=True)
     where = "the pData of the ExpressionSet" if cls == "ExpressionSet" else (
         "colData(x)" if cls != "matrix" else "a matrix (pass a vector of labels)")
@@ -110,17 +124,57 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
             raise TypeError("pass the batches once: block= (the R name) or batch_key=, not both")
         params["batch_key"] = _labels_to_obs(adata, block, where, what="block")
     key = result_key(method, key_added)
-    tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, random_state=random_state,
-                    **params)
+    ro, default_converter, _, localconverter = rpy2_modules()
+    with localconverter(default_converter):
+        existing = call("existing_result", robj, ro.StrVector([cls]), ro.StrVector([key]))
+        columns = [str(c) for c in existing.rx2("columns")]
+        kind = str(existing.rx2("kind")[0])
+        record = None if kind == "none" else "foreign" if kind == "foreign" else [
+            str(c) for c in existing.rx2("var_columns")]
+    dropped = take_existing(adata, key, columns, record)
+    try:
+        tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, random_state=random_state,
+                        **params)
+    except (ValueError, TypeError, KeyError) as e:   # the R object's slots, not adata's
+        from ._reticulate import _in_r_words
+
+        text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        if _in_r_words(text, arguments=False) == text:
+            raise
+        raise type(e)(_in_r_words(text, arguments=False)) from e
     if cls != "matrix":
         record_assay(adata, key, adata.uns["bioqpfs_r"]["assay"])
-    ro, default_converter, _, localconverter = rpy2_modules()
     # ranks go back as R integers (NA for genes the method did not rank), as the reticulate route gives them
     cols = {c: array_to_r(pd.array(adata.var[c].to_numpy(), dtype="Int64") if c == f"{key}_rank" else adata.var[c])
             for c in result_columns(adata, key)}
     record = value_to_r(adata.uns[key])
     with localconverter(default_converter):
-        return call("write_result", robj, ro.StrVector([cls]), ro.ListVector(cols), ro.StrVector([key]), record)
+        return call("write_result", robj, ro.StrVector([cls]), ro.ListVector(cols), ro.StrVector([key]), record,
+                    ro.StrVector(dropped))
+
+
+def take_existing(adata, key, columns, record):
+    """Give ``adata`` (the engine's copy of an R object) the object's result columns and its record under ``key``,
+    so that :func:`bioqpfs.tl.select_genes`'s checks run as on an AnnData: a user's rowData column or metadata
+    entry that the result would overwrite is refused, and an earlier run's columns under ``key`` are dropped.
+
+    ``columns``: the rowData (fData) column names; ``record``: ``None`` (no metadata entry under ``key``),
+    ``"foreign"`` (an entry that is not a bioqpfs result), or the earlier result's ``var_columns`` (a list; an
+    empty one for a result of a version that did not record them).  Returns the columns the R side drops.
+    """
+    from .._anndata import key_columns
+
+    for c in [] if columns is None else ([columns] if isinstance(columns, str) else list(columns)):
+        if str(c) not in adata.var.columns:
+            adata.var[str(c)] = np.nan   # a placeholder: only its name is checked
+    if record is not None:
+        if isinstance(record, str) and record == "foreign":
+            adata.uns[key] = {"foreign": True}
+        else:
+            owned = [record] if isinstance(record, str) else list(record)
+            adata.uns[key] = {"params": {"method": ""}, "diagnostics": {}, "selected": [],
+                              **({"var_columns": [str(c) for c in owned]} if owned else {})}
+    return key_columns(adata, key)
 
 
 def record_assay(adata, key, assay):

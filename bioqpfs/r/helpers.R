@@ -72,7 +72,19 @@ build <- function(cls, assays, rn, cn, rowcols, colcols, meta, reduced) {
     do.call(SingleCellExperiment::SingleCellExperiment, args)
   } else do.call(SummarizedExperiment::SummarizedExperiment, args)
 }
-write_result <- function(x, cls, cols, key, record) {
+# what the object already holds under `key`: its rowData (fData) column names, and whether metadata (notes) holds
+# a bioqpfs result there ("result", with the columns it wrote), something else ("foreign") or nothing ("none")
+existing_result <- function(x, cls, key) {
+  if (cls == "matrix") return(list(columns = character(), kind = "none", var_columns = character()))
+  cols <- if (cls == "ExpressionSet") colnames(Biobase::fData(x)) else colnames(SummarizedExperiment::rowData(x))
+  meta <- if (cls == "ExpressionSet") Biobase::notes(x) else S4Vectors::metadata(x)
+  old <- if (key %in% names(meta)) meta[[key]] else NULL
+  kind <- if (is.null(old)) "none" else if (is.list(old) && all(c("params", "diagnostics", "selected") %in% names(old)))
+    "result" else "foreign"
+  owned <- if (kind == "result" && !is.null(old$var_columns)) as.character(unlist(old$var_columns)) else character()
+  list(columns = as.character(cols), kind = kind, var_columns = owned)
+}
+write_result <- function(x, cls, cols, key, record, dropped = character()) {
   if (cls == "matrix") {
     out <- frame(cols, rownames(x), TRUE)
     S4Vectors::metadata(out)[[key]] <- record
@@ -80,16 +92,19 @@ write_result <- function(x, cls, cols, key, record) {
   }
   if (cls == "ExpressionSet") {
     fd <- Biobase::fData(x)
+    fd <- fd[, setdiff(colnames(fd), dropped), drop = FALSE]
     for (nm in names(cols)) fd[[nm]] <- cols[[nm]]
     Biobase::fData(x) <- fd
     n <- Biobase::notes(x); n[[key]] <- record; Biobase::notes(x) <- n
     return(x)
   }
   rd <- SummarizedExperiment::rowData(x)
+  rd <- rd[, setdiff(colnames(rd), dropped), drop = FALSE]
   for (nm in names(cols)) rd[[nm]] <- cols[[nm]]
   SummarizedExperiment::rowData(x) <- rd
   S4Vectors::metadata(x)[[key]] <- record
   x
 }
-list(r_class = r_class, decompose = decompose, column_kind = column_kind, dgc = dgc, frame = frame, build = build, write_result = write_result)
+list(r_class = r_class, decompose = decompose, column_kind = column_kind, dgc = dgc, frame = frame, build = build,
+     existing_result = existing_result, write_result = write_result)
 })

@@ -43,3 +43,28 @@ test_that("bad method, nGenes or parameters give the engine's message", {
     expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5, keyAdded = NULL, randomState = 0, 1),
                  "must be named method parameters")
 })
+
+test_that("numbers R would coerce, NA parameters and empty objects are refused by name (stop 47 hunt)", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    ## reticulate turned these into -2147483648 ("got -2147483648"), True or a truncated seed
+    expect_error(selectGenes(t$m, t$cls, nGenes = Inf), "'nGenes' must be one positive whole number .* not Inf")
+    expect_error(selectGenes(t$m, t$cls, nGenes = 1e10), "'nGenes' must be one positive whole number")
+    for (bad in list(NA, "a", 3e9, c(1, 2), 1.5, -1)) {
+        expect_error(selectGenes(t$m, t$cls, randomState = bad), "'randomState' must be NULL or one whole number",
+                     label = deparse(bad))
+    }
+    expect_error(selectGenes(t$m, t$cls, method = "qpfs", polish = NA), "the method parameter 'polish' is NA")
+    expect_error(selectGenes(t$m, t$cls, method = "qpfs", alpha = NA_real_), "the method parameter 'alpha' is NA")
+    expect_error(selectGenes(t$m[0, ], t$cls), "has 0 gene\\(s\\) and 36 sample\\(s\\)")
+    m <- t$m
+    rownames(m)[3] <- NA
+    expect_error(selectGenes(m, t$cls), "NA row names \\(gene 3\\)")
+    ## continuous numbers as labels: the engine's check (R made them strings, so any number was a class)
+    set.seed(1)
+    expect_error(selectGenes(t$m, round(runif(36), 1)), "labels look continuous .* R's cut\\(\\)")
+    expect_no_error(selectGenes(t$m, rep(1:3, each = 12), method = "maxrel", nGenes = 3))
+    ## a preselected gene outside subset.row is a row of x, not an unknown gene
+    expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 3, subset.row = 1:10, preselected = "gene20"),
+                 "preselected gene\\(s\\) gene20 are left out by subset.row")
+})

@@ -22,7 +22,8 @@ test_that("matrix method returns a DataFrame with the result columns and the rec
     expect_identical(colnames(res), c("qpfs_weight", "qpfs_rank", "qpfs_selected"))
     expectPanel(res, 4, rownames(t$m))
     rec <- metadata(res)$qpfs
-    expect_named(rec, c("params", "diagnostics", "selected"))
+    expect_named(rec, c("params", "diagnostics", "selected", "var_columns"))
+    expect_identical(rec$var_columns, colnames(res))
     expect_identical(rec$selected, rownames(t$m)[order(res$qpfs_rank)][1:4])
     expect_identical(rec$params$method, "qpfs")
     expect_identical(rec$params$n_genes, 4L)
@@ -247,7 +248,7 @@ test_that("block = (scran's name) gives batch-aware statistics: a vector or a co
     expect_error(selectGenes(t$m, t$cls, method = "qpfs", block = c(NA, donor[-1])), "'block' has 1 missing")
     expect_error(selectGenes(t$m, t$cls, method = "qpfs", block = donor[-1]), "'block' has 35 value")
     expect_error(selectGenes(se, "type", method = "qpfs", block = "site"), "block = \"site\" is not a column")
-    expect_error(selectGenes(t$m, t$cls, method = "random", block = donor), "does not take batch_key")
+    expect_error(selectGenes(t$m, t$cls, method = "random", block = donor), "does not take block")
 })
 
 test_that("hierarchical labels: several colData columns (coarse to fine) or a data frame of levels", {
@@ -285,4 +286,64 @@ test_that("backend in ... reaches the engine: 'cpu' gives the same panel, an unk
     expect_identical(metadata(cpu)$qpfs$selected, metadata(plain)$qpfs$selected)
     expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 4, backend = "tpu"),
                  "backend must be one of 'auto', 'cpu', 'gpu', got 'tpu'", fixed = TRUE)
+})
+
+test_that("a factor's level order is the class order, as a pandas Categorical's in Python", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    ## the default recipe goes round the classes in their order: levels C, B, A must give the panel of the same
+    ## classes named so that their alphabetical order is C, B, A (R sent strings, and the order was lost)
+    byFactor <- selectGenes(t$m, factor(t$cls, levels = c("C", "B", "A")), nGenes = 4)
+    renamed <- selectGenes(t$m, c(A = "z_A", B = "y_B", C = "x_C")[t$cls], nGenes = 4)
+    abc <- selectGenes(t$m, factor(t$cls), nGenes = 4)
+    expect_identical(byFactor$bioqpfs_rank, renamed$bioqpfs_rank)
+    expect_false(identical(byFactor$bioqpfs_rank, abc$bioqpfs_rank))
+})
+
+test_that("labels named by the sample names are matched by name", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    named <- stats::setNames(t$cls, colnames(t$m))
+    set.seed(3)
+    shuffled <- named[sample(36)]
+    expect_identical(selectGenes(t$m, shuffled, method = "qpfs", nGenes = 5)$qpfs_rank,
+                     selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5)$qpfs_rank)
+})
+
+test_that("a re-run under a key replaces its own columns; a user's column or metadata entry is never overwritten", {
+    skipIfNoEngine()
+    first <- selectGenes(toySE(), "type", nGenes = 5, keyAdded = "k")        # the default recipe writes k_class
+    expect_true("k_class" %in% colnames(rowData(first)))
+    expect_identical(metadata(first)$k$var_columns, grep("^k_", colnames(rowData(first)), value = TRUE))
+    again <- selectGenes(first, "type", method = "qpfs", nGenes = 5, keyAdded = "k")
+    expect_identical(colnames(rowData(again)), c("symbol", "k_weight", "k_rank", "k_selected"))   # no stale k_class
+    expect_identical(metadata(again)$k$params$method, "qpfs")
+    se <- toySE()
+    rowData(se)$qpfs_selected <- rep(c("validated", "failed"), 20)
+    expect_error(selectGenes(se, "type", method = "qpfs", nGenes = 5),
+                 "rowData\\(x\\) has column\\(s\\) qpfs_selected that were not written by bioqpfs .* keyAdded")
+    se <- toySE()
+    metadata(se)$qpfs <- list(note = "curated qPCR panel")
+    expect_error(selectGenes(se, "type", method = "qpfs", nGenes = 5),
+                 "metadata\\(x\\)\\['qpfs'\\] exists and was not written by bioqpfs; choose another keyAdded")
+    es <- toyESet()
+    Biobase::fData(es)$maxrel_rank <- 1
+    expect_error(selectGenes(es, "type", method = "maxrel", nGenes = 3), "maxrel_rank that were not written")
+})
+
+test_that("the engine's warnings are R warnings", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    t$m[7, ] <- 1                                                            # a constant gene
+    expect_warning(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 3), "constant gene\\(s\\) .* gene7")
+})
+
+test_that("a labels column named 'block' and a block vector are two columns", {
+    skipIfNoEngine()
+    se <- toySE()
+    se$block <- se$type                                                      # the classes, in a column named block
+    batches <- rep(c("b1", "b2"), 18)
+    out <- selectGenes(se, "block", method = "mrmr_mid", nGenes = 4, block = batches)
+    ref <- selectGenes(se, "type", method = "mrmr_mid", nGenes = 4, block = batches)
+    expect_identical(rowData(out)$mrmr_mid_rank, rowData(ref)$mrmr_mid_rank)
 })
