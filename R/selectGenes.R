@@ -413,6 +413,13 @@ setGeneric("selectGenes", function(x, labels, ...) {
 ## A column name (looked up in 'coldata') or a vector of labels; for 'labels' (several = TRUE) also several
 ## column names, coarse to fine, returned as a data frame of the levels.
 .resolveLabels <- function(labels, coldata, where, n, what = "labels", several = FALSE) {
+    if (several && is.character(labels) && length(labels) > 1L && length(labels) != n && !anyNA(labels) &&
+        !any(labels %in% colnames(coldata))) {   # misspelled column names, or labels of the wrong length
+        stop("bioqpfs: ", what, " = ", deparse(labels), " names no column of ", where, " (available: ",
+             if (ncol(coldata)) paste(colnames(coldata), collapse = ", ") else "none", "), and as labels it has ",
+             length(labels), " values for ", n, " samples. Pass column names (coarse to fine) or one label per ",
+             "sample.", call. = FALSE)
+    }
     if (.areNames(labels, n, several, coldata)) {
         missing <- setdiff(labels, colnames(coldata))
         if (length(missing)) {

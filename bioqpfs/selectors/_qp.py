@@ -91,7 +91,7 @@ def preselected_params(P_all, feature_names, share=None):
 
 
 def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None, preselected_share=None,
-               quad_scale=None, lin_scale=None, q_min_eigenvalue=None):
+               quad_scale=None, lin_scale=None, q_min_eigenvalue=None, exclude=None):
     """Solve min 1/2 (1-alpha) x^T Q x - alpha F^T x on the simplex.
 
     Parameters
@@ -128,6 +128,9 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         shifts are the exact ones (see :func:`bioqpfs._kernels.psd.min_eigenvalue_with_safety`), when the caller
         solves several problems on the same Q: without preselected genes the psd fix uses
         ``(1 - alpha) * q_min_eigenvalue`` instead of an eigen-solve per call (reported as ``eigen_method="given"``).
+    exclude : array of int, optional
+        More genes (indices into Q) known to carry nothing, given weight 0 as :func:`null_genes`' are: EQPFS sets
+        every diagonal entry of its matrix to lambda, so its genes of one level do not show a zero row.
 
     Genes that carry nothing (:func:`null_genes`: a zero row of Q and a zero linear term -- for MI, one level
     after discretisation, as ``discretization="mdl"`` leaves most genes of a microarray) get weight 0 and the QP
@@ -163,6 +166,8 @@ def solve_qpfs(Q, F, alpha, *, solver="auto", psd_fix="shift", preselected=None,
         s, R = 0.0, np.arange(m)
         scale, a = c_quad, c_lin * F
     null = null_genes(Q, R, a)
+    if exclude is not None and len(exclude):
+        null = np.union1d(null, np.flatnonzero(np.isin(R, np.asarray(exclude, dtype=np.int64))))
     if not 0 < null.size < R.size:   # none, or every gene: nothing to drop (all-null is a linear program)
         null = null[:0]
     if null.size:   # genes that carry nothing get weight 0: the QP is solved on the others

@@ -161,9 +161,11 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
 
     t1 = time.perf_counter()
     # alpha x^T H x - f^T x  ==  1/2 (2 alpha) x^T H x - 1 * f^T x
+    # genes of one level carry nothing (zero relevance and zero off-diagonal H) but sit on the lambda diagonal: a
+    # sink for the simplex's mass (an MDL gene of one level was in the panel), so they get weight 0
     x, solve_diag = solve_qpfs(H, f, alpha_used, solver=solver, psd_fix=psd_fix, preselected=P,
                                preselected_share=share, quad_scale=2.0 * alpha_used,
-                               lin_scale=1.0)
+                               lin_scale=1.0, exclude=np.flatnonzero(np.asarray(levels) <= 1))
     t_solve = time.perf_counter() - t1
 
     weights, F_all, ranking = weights_and_ranking(m_total, keep, x, f, constant, P_all)

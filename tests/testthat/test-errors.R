@@ -64,6 +64,8 @@ test_that("numbers R would coerce, NA parameters and empty objects are refused b
     set.seed(1)
     expect_error(selectGenes(t$m, round(runif(36), 1)), "labels look continuous .* R's cut\\(\\)")
     expect_no_error(selectGenes(t$m, rep(1:3, each = 12), method = "maxrel", nGenes = 3))
+    expect_error(selectGenes(toySE(), c("tpye", "cell_tpye")),
+                 "labels = c\\(\"tpye\", \"cell_tpye\"\\) names no column of colData\\(x\\) \\(available: type, batch\\)")
     ## a preselected gene outside subset.row is a row of x, not an unknown gene
     expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 3, subset.row = 1:10, preselected = "gene20"),
                  "preselected gene\\(s\\) gene20 are left out by subset.row")
