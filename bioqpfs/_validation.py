@@ -307,7 +307,7 @@ def sample_names_of(X):
     return names if isinstance(names, pd.Index) else None
 
 
-def _align_series(y, sample_names, name):
+def align_series(y, sample_names, name):
     """Reorder a labels Series to ``sample_names`` by its index (rules in :func:`check_labels`)."""
     import pandas as pd
 
@@ -378,7 +378,7 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     import pandas as pd
 
     if isinstance(y, pd.Series) and sample_names is not None and len(y) == n_samples:
-        y = _align_series(y, pd.Index(sample_names), name)
+        y = align_series(y, pd.Index(sample_names), name)
     if isinstance(y, (pd.Series, pd.Index)):
         y = y.array
     explicit_categories = isinstance(y, pd.Categorical) or isinstance(getattr(y, "dtype", None), pd.CategoricalDtype)

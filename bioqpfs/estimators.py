@@ -36,7 +36,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._registry import FAMILIES, check_levels_supported, family, method_function, methods, select
-from ._validation import check_labels, seed_of
+from ._validation import check_labels, sample_names_of
 from .selectors._common import label_levels
 
 __all__ = ["BioQPFSSelector", "QPFSSelector", "SpecCMISelector", "IKMQPFSSelector", "BaselineSelector"]
@@ -133,8 +133,11 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         extra = dict(self.method_params or {})
         reserved = sorted(set(extra) & set(_RESERVED))
         if reserved:
-            raise ValueError(f"method_params must not contain {reserved}: use the estimator parameters "
-                             "n_features_to_select and random_state instead")
+            instead = {"n_genes": "the estimator parameter n_features_to_select",
+                       "random_state": "the estimator parameter random_state",
+                       "feature_names": "fit on a pandas DataFrame (its columns name the features)"}
+            raise ValueError(f"method_params must not contain {reserved}: use "
+                             f"{'; '.join(instead[r] for r in reserved)} instead")
         clash = sorted(set(extra) & set(kwargs))
         if clash:
             raise ValueError(f"{clash} given both as estimator parameter(s) and in method_params; give each once")
@@ -181,11 +184,15 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         """
         func = method_function(self.method)      # unknown name: ValueError listing the registered ones
         kwargs = self._method_kwargs(func)
+        if batch is not None and "batch" in kwargs:
+            raise ValueError("batch given both to fit(batch=...) and in method_params; give it once (fit's "
+                             "batch= follows the samples through pipelines and cross-validation)")
+        y, batch = _aligned_to_samples(X, y, batch)   # a Series/DataFrame matched by sample name, as select() does
         levels = None
         if label_levels(y) > 1:  # hierarchical labels: sklearn's checks see the finest level, the method every level
             check_levels_supported(self.method, y)
-            levels = np.asarray(y, dtype=object)
-            y = levels[:, -1]
+            levels = y if hasattr(y, "iloc") else np.asarray(y, dtype=object)   # a DataFrame keeps its level names
+            y = levels.iloc[:, -1].to_numpy(dtype=object) if hasattr(levels, "iloc") else levels[:, -1]
         _check_unique_columns(X)
         n_samples = _n_rows(X)
         codes = None
@@ -212,7 +219,15 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         names = getattr(self, "feature_names_in_", None)
         if batch is not None:
             kwargs["batch"] = batch
-        sel = select(X, y if levels is None else levels, method=self.method, n_genes=k, random_state=seed_of(self.random_state), feature_names=names, **kwargs)
+        try:   # random_state as select() takes it (a RandomState instance gives select()'s panel)
+            sel = select(X, y if levels is None else levels, method=self.method, n_genes=k,
+                         random_state=self.random_state, feature_names=names, **kwargs)
+        except ValueError as e:
+            if "pass feature_names=" not in str(e):
+                raise
+            raise ValueError(str(e).replace("pass feature_names= (or an AnnData), or integer positions",
+                                            "fit on a pandas DataFrame whose columns name the features, or give "
+                                            "integer column positions")) from e
         if sel.n_features != X.shape[1]:
             raise RuntimeError(f"method {self.method!r} returned {sel.n_features} weights for {X.shape[1]} features")
         self.selection_ = sel
@@ -235,6 +250,31 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         tags.input_tags.sparse = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def _aligned_to_samples(X, y, batch):
+    """``y`` and ``batch`` in X's sample order: a pandas Series (or a DataFrame of label levels) indexed by the
+    sample names of a DataFrame X is matched by name, as :func:`bioqpfs.select` matches it (by position, a
+    shuffled Series scrambled the classes silently); a default RangeIndex is positional; names that do not
+    match are an error naming them."""
+    names = sample_names_of(X)
+    if names is None:
+        return y, batch
+    import pandas as pd
+
+    from ._validation import align_series
+
+    index = pd.Index(names)
+
+    def align(v, name):
+        if isinstance(v, pd.Series):
+            return align_series(v, index, name)
+        if isinstance(v, pd.DataFrame):
+            order = align_series(pd.Series(np.arange(len(v)), index=v.index), index, name).to_numpy()
+            return v.iloc[order]
+        return v
+
+    return align(y, "y"), align(batch, "batch")
 
 
 def _same(a, b):
@@ -264,21 +304,23 @@ class QPFSSelector(BioQPFSSelector):
     relevance : str or array-like, default=None
         F: ``"mi"`` (default with MI), ``"hall"`` (default with correlation), another kind a
         registered relevance offers, or a vector.
-    alpha : float in [0, 1], default=None
-        Trade-off; ``None`` estimates alpha_hat = q_bar / (q_bar + f_bar) (eq. 9) on the training data.
+    alpha : float, default=None
+        Trade-off, in [0, 1] for QPFS (EQPFS takes any alpha > 0); ``None`` estimates
+        alpha_hat = q_bar / (q_bar + f_bar) (eq. 9) on the training data.
     discretization : {"mean_sd", "quantile", "mdl"} or None, default="mean_sd"
         For MI: the mean +- sd three bins of section 2.5.
     n_bins : int, default=3
     base : float, default=2
     solver : str, default="auto"
         QP solver (``"quadprog"``, ``"active_set"``, ``"spg"``, all exact; ``"auto"`` picks by size).
-    psd_fix : str, default="none"
-        How an indefinite Q is made convex (recorded in ``selection_.diagnostics``); the default
-        of :func:`bioqpfs.qpfs` (the QP as published).
+    psd_fix : str, default=None
+        How an indefinite Q is made convex (recorded in ``selection_.diagnostics``); ``None``: the
+        method's own default -- ``"none"`` for :func:`bioqpfs.qpfs` (the QP as published), ``"shift"`` for
+        :func:`bioqpfs.eqpfs` (it was forced to ``"none"`` there).
     nystrom_rate : float in (0, 1], default=None
         QPFS + Nystrom with this row-sampling rate p (section 2.2); ``None``: exact Q.
-    preselected : array-like of int or str, default=None
-        Genes always kept and ranked first.
+    preselected : array-like of int or str, int or str, default=None
+        Genes always kept and ranked first (names need a DataFrame X).
     method_params : dict, default=None
         Further parameters of the method (e.g. ``{"eig_threshold": 1e-3}``).
     random_state : int, RandomState instance or None, default=0
@@ -299,20 +341,20 @@ class QPFSSelector(BioQPFSSelector):
         **BioQPFSSelector._parameter_constraints,
         "similarity": [str],
         "relevance": [str, "array-like", None],
-        "alpha": [Interval(Real, 0, 1, closed="both"), None],
+        "alpha": [Interval(Real, 0, None, closed="left"), None],   # the method checks its own range
         "discretization": [str, None],
         "n_bins": [Interval(Integral, 2, None, closed="left")],
         "base": [Interval(Real, 0, None, closed="neither")],
         "solver": [str],
-        "psd_fix": [str],
+        "psd_fix": [str, None],
         "nystrom_rate": [Interval(Real, 0, 1, closed="right"), None],
-        "preselected": ["array-like", None],
+        "preselected": ["array-like", str, Integral, None],
     }
     _forwarded = ("similarity", "relevance", "alpha", "discretization", "n_bins", "base", "solver", "psd_fix",
                   "nystrom_rate", "preselected")
 
     def __init__(self, n_features_to_select=None, *, method="qpfs", similarity="mi", relevance=None, alpha=None,
-                 discretization="mean_sd", n_bins=3, base=2, solver="auto", psd_fix="none", nystrom_rate=None,
+                 discretization="mean_sd", n_bins=3, base=2, solver="auto", psd_fix=None, nystrom_rate=None,
                  preselected=None, method_params=None, random_state=0):
         self.n_features_to_select = n_features_to_select
         self.method = method

@@ -215,3 +215,59 @@ def test_fit_checks_labels_and_x_as_select_does():
         QPFSSelector(3).fit(frame, y)
     with pytest.raises(ValueError, match=r"n_features_to_select must be a positive integer .*got True"):
         QPFSSelector(True).fit(X, y)  # scikit-learn's Interval(Integral) lets a bool through: it selected one gene
+
+
+# --------------------------------------------------------------------------------------------
+# the estimators take what select() takes, the same way (stop 47 hunt): each was a silent divergence
+# --------------------------------------------------------------------------------------------
+def _frame(rng, n=60, m=12):
+    X, y = _blobs(rng, n=n, m=m)
+    return (pd.DataFrame(X, index=[f"s{i}" for i in range(n)], columns=[f"g{j}" for j in range(m)]),
+            np.array(["a", "b", "c"])[y])
+
+
+def test_labels_and_batches_are_matched_to_a_dataframe_by_sample_name(rng):
+    X, y = _frame(rng)
+    shuffled = pd.Series(y, index=X.index).sample(frac=1, random_state=1)
+    ref = bioqpfs.select(X, y, method="mrmr_mid", n_genes=4)
+    est = BioQPFSSelector(method="mrmr_mid", n_features_to_select=4).fit(X, shuffled)
+    np.testing.assert_array_equal(est.order_, ref.ranking)                  # by position: another panel
+    with pytest.raises(ValueError, match="the index of y does not match the sample names"):
+        BioQPFSSelector(method="mrmr_mid").fit(X, pd.Series(y, index=[f"x{i}" for i in range(60)]))
+    batch = pd.Series(np.tile(["d1", "d2"], 30), index=X.index)
+    ref = bioqpfs.select(X, y, method="mrmr_mid", n_genes=4, batch=batch.to_numpy())
+    est = BioQPFSSelector(method="mrmr_mid", n_features_to_select=4).fit(X, y, batch=batch.sample(frac=1,
+                                                                                                random_state=2))
+    np.testing.assert_array_equal(est.order_, ref.ranking)
+    with pytest.raises(ValueError, match="batch given both to fit\\(batch=...\\) and in method_params"):
+        BioQPFSSelector(method="mrmr_mid", method_params={"batch": batch.to_numpy()}).fit(X, y, batch=batch)
+    # hierarchical levels as a DataFrame keep their names (and are matched by name too)
+    levels = pd.DataFrame({"lineage": np.where(y == "a", "L1", "L2"), "type": y}, index=X.index)
+    est = QPFSSelector(n_features_to_select=3).fit(X, levels.sample(frac=1, random_state=3))
+    ref = bioqpfs.select(X, levels, method="qpfs", n_genes=3)
+    np.testing.assert_array_equal(est.order_, ref.ranking)
+    assert list(est.selection_.params["groupby_levels"]) == ["lineage", "type"]
+
+
+def test_estimator_defaults_and_seeds_are_select_s(rng):
+    X, y = _frame(rng, m=20)
+    # eqpfs through QPFSSelector kept psd_fix="none" (qpfs's default) instead of eqpfs's own "shift"
+    est = QPFSSelector(n_features_to_select=5, method="eqpfs", method_params={"lam": 0.0}).fit(X, y)
+    ref = bioqpfs.select(X, y, method="eqpfs", n_genes=5, lam=0.0)
+    assert est.selection_.params["psd_fix"] == ref.params["psd_fix"] == "shift"
+    np.testing.assert_array_equal(est.order_, ref.ranking)
+    assert QPFSSelector(n_features_to_select=5).fit(X, y).selection_.params["psd_fix"] == "none"
+    # a RandomState instance gives select()'s panel (it was turned into another seed)
+    est = BioQPFSSelector(method="random", n_features_to_select=5, random_state=np.random.RandomState(0)).fit(X, y)
+    ref = bioqpfs.select(X, y, method="random", n_genes=5, random_state=np.random.RandomState(0))
+    np.testing.assert_array_equal(est.order_, ref.ranking)
+    # what the methods accept, QPFSSelector accepts: eqpfs's alpha > 1, one preselected name
+    est = QPFSSelector(n_features_to_select=3, method="eqpfs", alpha=2.0).fit(X, y)
+    np.testing.assert_array_equal(est.order_, bioqpfs.select(X, y, method="eqpfs", n_genes=3, alpha=2.0).ranking)
+    assert QPFSSelector(n_features_to_select=3, preselected="g5").fit(X, y).order_[0] == 5
+    with pytest.raises(ValueError, match="alpha"):
+        QPFSSelector(alpha=2.0).fit(X, y)                                   # qpfs's own range check
+    with pytest.raises(ValueError, match="fit on a pandas DataFrame whose columns name the features"):
+        QPFSSelector(preselected=["g5"]).fit(X.to_numpy(), y)
+    with pytest.raises(ValueError, match="feature_names.*fit on a pandas DataFrame"):
+        QPFSSelector(method_params={"feature_names": list(X.columns)}).fit(X, y)

@@ -36,7 +36,7 @@ _R_WORDS = (("adata.uns[", "metadata(x)["), ("adata.var has", "rowData(x) has"),
             ("n_genes=", "nGenes = "), ("random_state=", "randomState = "), ("batch_key", "block"))
 
 
-def _in_r_words(text, arguments=True):
+def in_r_words(text, arguments=True):
     """An engine message in the words of R's ``selectGenes()`` (``arguments=False``: only the object's slots, for
     :func:`bioqpfs.r.select_genes`, whose arguments are Python's)."""
     for python, r in _R_WORDS[:2] if not arguments else _R_WORDS:
@@ -222,7 +222,7 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
             tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, batch_key=batch_key,
                             random_state=None if random_state is None else int(random_state), **params)
         except (ValueError, TypeError, KeyError) as e:
-            raise type(e)(_in_r_words(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))) from e
+            raise type(e)(in_r_words(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))) from e
     messages = list(dict.fromkeys(str(w.message) for w in caught))
     record_assay(adata, key, assay)
     columns, kinds = {}, {}

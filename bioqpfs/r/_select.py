@@ -54,10 +54,10 @@ def _labels_to_obs(adata, labels, where, what="labels"):
     except ImportError:  # pragma: no cover
         pass
     if isinstance(labels, pd.Series):   # matched to the samples by name, as bioqpfs.select does (a default
-        from .._validation import _align_series  # RangeIndex is positional)
+        from .._validation import align_series  # RangeIndex is positional)
 
         if len(labels) == adata.n_obs or not isinstance(labels.index, pd.RangeIndex):
-            labels = _align_series(labels, pd.Index(adata.obs_names), what)
+            labels = align_series(labels, pd.Index(adata.obs_names), what)
         values = labels.array if isinstance(labels.dtype, pd.CategoricalDtype) else labels.to_numpy()
     else:
         values = labels
@@ -136,12 +136,12 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
         tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, random_state=random_state,
                         **params)
     except (ValueError, TypeError, KeyError) as e:   # the R object's slots, not adata's
-        from ._reticulate import _in_r_words
+        from ._reticulate import in_r_words
 
         text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        if _in_r_words(text, arguments=False) == text:
+        if in_r_words(text, arguments=False) == text:
             raise
-        raise type(e)(_in_r_words(text, arguments=False)) from e
+        raise type(e)(in_r_words(text, arguments=False)) from e
     if cls != "matrix":
         record_assay(adata, key, adata.uns["bioqpfs_r"]["assay"])
     # ranks go back as R integers (NA for genes the method did not rank), as the reticulate route gives them
