@@ -190,52 +190,73 @@ def test_unknown_solver_names_the_choices():
 
 
 @pytest.mark.parametrize("preselected", [None, [2]])
-@pytest.mark.parametrize("indefinite", [True, False])
-def test_genes_that_carry_nothing_get_no_weight(rng, preselected, indefinite):
+def test_genes_that_carry_nothing_are_pooled_and_their_mass_moved_onto_the_others(rng, preselected):
     """Genes with a zero row of Q and zero relevance (one level after discretisation: MDL leaves most microarray
-    genes so) are a free sink for the simplex's mass: the full problem (after its psd shift, or with Q psd) puts
-    weight on them.  They get weight 0, and the others are the optimum of the QP on the genes that carry
-    something: quadprog on that sub-problem (the KKT conditions with a forced gene)."""
+    genes so) are pooled into one variable of the QP (``_qp._solve_pooling_null_genes``), which must still solve
+    the full shifted problem: quadprog on it (the KKT conditions with a forced gene).  The weights returned then
+    move the null genes' mass, proportionally, onto the other non-forced genes: 0 for them, the full problem's
+    ranking for the rest."""
     from bioqpfs.selectors import _qp
 
     m_info, m_null = 12, 40
     Qi = rng.uniform(0, 1, size=(m_info, m_info))
     Qi = 0.5 * (Qi + Qi.T)
-    if indefinite:
-        np.fill_diagonal(Qi, 1.0)               # a large shift: the old full problem sent weight to the null genes
-    else:
-        Qi = Qi @ Qi.T / m_info + 0.1 * np.eye(m_info)
+    np.fill_diagonal(Qi, 1.0)                   # indefinite: a large shift, which the pooled variable must carry
     Q = np.zeros((m_info + m_null,) * 2)
     Q[:m_info, :m_info] = Qi
     Q[m_info:, m_info:] = rng.normal(scale=1e-15, size=(m_null, m_null))  # the +-1e-14 of the MI algebra
     Q = 0.5 * (Q + Q.T)
     F = np.zeros(m_info + m_null)
-    F[:m_info] = rng.uniform(0.001, 0.01, m_info)  # small: the redundancy dominates
+    F[:m_info] = rng.uniform(0.001, 0.01, m_info)  # small: the null genes take weight (the redundancy dominates)
     alpha = 0.3
     x, diag = _qp.solve_qpfs(Q, F, alpha, psd_fix="shift", preselected=preselected, preselected_share=0.2)
-    assert diag["n_null"] == m_null
+    assert diag["n_null_pooled"] == m_null == diag["n_null"] and diag["psd_shift"] > 0.1
     assert np.all(x[m_info:] == 0) and x.sum() == pytest.approx(1.0)
-    s, P = (0.0, np.zeros(0, dtype=int)) if preselected is None else (0.2, np.array(preselected))
-    R = np.setdiff1d(np.arange(m_info), P)
-    GR = (1 - alpha) * (1 - s) * Qi[np.ix_(R, R)]
-    lam = np.linalg.eigvalsh(GR).min()
-    GR = GR + (diag["psd_shift"] if lam < 0 else 0.0) * np.eye(R.size)
-    aR = alpha * F[R] - ((1 - alpha) * s * Qi[np.ix_(R, P)].sum(axis=1) / P.size if P.size else 0.0)
-    z = x[R] / (1 - s)
-    zq = sq.solve_quadprog(GR, aR)
-    np.testing.assert_allclose(z, zq, atol=1e-6)
-    if P.size:
-        assert x[P[0]] == pytest.approx(s)
-    # the full problem of the old code put weight on them (what the change is about)
-    G = (1 - alpha) * Q + (diag["psd_shift"] if indefinite else 0.0) * np.eye(Q.shape[0])
-    if preselected is None and indefinite:
-        assert sq.solve_quadprog(G, alpha * F)[m_info:].sum() > 0.01
+    if preselected is None:
+        G = (1 - alpha) * Q + diag["psd_shift"] * np.eye(Q.shape[0])
+        xq = sq.solve_quadprog(G, alpha * F)     # the full problem: the null genes share its mass equally
+        assert xq[m_info:].min() > 0 and np.ptp(xq[m_info:]) <= 1e-6
+        assert diag["null_weight"] == pytest.approx(xq[m_info:].sum(), abs=1e-6)
+        np.testing.assert_allclose(x[:m_info], xq[:m_info] / xq[:m_info].sum(), atol=1e-6)
+    else:  # the forced gene holds its share; the rest is the simplex QP of solve_qpfs's docstring
+        s, P = 0.2, np.array(preselected)
+        R = np.setdiff1d(np.arange(Q.shape[0]), P)
+        GR = (1 - alpha) * (1 - s) * Q[np.ix_(R, R)] + diag["psd_shift"] * np.eye(R.size)
+        aR = alpha * F[R] - (1 - alpha) * s * Q[np.ix_(R, P)].sum(axis=1) / P.size
+        zq = sq.solve_quadprog(GR, aR)
+        info = R < m_info
+        if zq[info].sum() > 1e-8:
+            assert x[P[0]] == pytest.approx(s)
+            np.testing.assert_allclose(x[R[info]], (1 - s) * zq[info] / zq[info].sum(), atol=1e-6)
+        else:   # here the full problem gives every other gene nothing: the forced gene holds the whole weight
+            assert zq[~info].sum() == pytest.approx(1.0) and diag["null_weight"] == pytest.approx(1 - s)
+            assert x[P[0]] == 1.0 and np.all(x[R] == 0)
+
+
+def test_mdl_panel_with_pooled_null_genes_is_the_unpooled_panel(monkeypatch):
+    """End to end (the default recipe with ``discretization="mdl"``, most genes one level): the same ranking and
+    weights as when every null gene is its own QP variable."""
+    from bioqpfs._kernels import simplex_qp
+    from bioqpfs.selectors import _qp
+
+    r = np.random.default_rng(5)
+    n, m = 60, 300
+    y = np.repeat([0, 1, 2], 20)
+    X = r.normal(size=(n, m))
+    X[:, :12] += 2.5 * (y[:, None] == (np.arange(12) % 3))
+    pooled = bioqpfs.select(X, y, discretization="mdl", n_genes=10)
+    assert pooled.params["discretization"] == "mdl"
+    monkeypatch.setattr(_qp, "_solve_pooling_null_genes", lambda Q, R, Gf, a, solver, convex, fix:
+                        simplex_qp.solve(Gf, a, solver=solver, convex=convex))
+    plain = bioqpfs.select(X, y, discretization="mdl", n_genes=10)
+    np.testing.assert_array_equal(pooled.ranking[:60], plain.ranking[:60])
+    np.testing.assert_allclose(pooled.weights, plain.weights, atol=1e-9)
 
 
 @pytest.mark.parametrize("method", ["qpfs", "eqpfs"])
 def test_mdl_ranks_a_gene_of_one_level_last(method):
     """End to end (the hunt's case): with discretization="mdl", genes that MDL leaves uncut (zero entropy, zero
-    relevance) were a sink of the QP, and one of them was ranked first.  Now every gene of one level has weight 0
+    relevance) are a sink of the QP, and one of them was ranked first.  Now every gene of one level has weight 0
     and ranks after every gene with relevance; the panel does not depend on the order of the genes.  EQPFS (its
     diagonal is lambda for every gene, so such a gene shows no zero row) had one in its 4-gene panel."""
     import warnings
