@@ -564,6 +564,10 @@ def read_lazy(path, *, chunk_size=None, progress=False):
     """
     import anndata as ad
 
+    if chunk_size is not None:   # as tl.select_genes and the CLI check it (0, -5, True, 2.5 and '100' were clamped)
+        from ._validation import check_positive_int
+
+        check_positive_int(chunk_size, "chunk_size")
     path = os.fspath(path)
     if not os.path.isdir(path):
         return ad.read_h5ad(path, backed="r")
@@ -589,7 +593,8 @@ def read_lazy(path, *, chunk_size=None, progress=False):
     adata = ad.AnnData(**parts)
     if "raw" in group and "X" in group["raw"]:  # (anndata may leave an empty raw group)
         adata.raw = ad.AnnData(matrix("raw/X"), obs=pd.DataFrame(index=adata.obs_names),
-                               var=read_elem(group["raw/var"]))
+                               var=read_elem(group["raw/var"]),
+                               varm=read_elem(group["raw/varm"]) if "varm" in group["raw"] else None)
     return adata
 
 

@@ -351,6 +351,8 @@ def _read_h5ad(path, backed=False):
 
 
 def _add_input_args(p, datasets):
+    from ._registry import DASK_METHODS
+
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("input", nargs="?", help="input .h5ad, .zarr store (a directory), or a .csv/.tsv expression table (needs --orientation)")
     src.add_argument("--dataset", choices=sorted(datasets.available()), help="use a bundled dataset instead of a file")
@@ -382,9 +384,9 @@ def _add_input_args(p, datasets):
                         "large, else the CPU); exact either way (README 'GPU')")
     lazy = p.add_mutually_exclusive_group()
     lazy.add_argument("--lazy", dest="lazy", action="store_true", default=None,
-                      help="read the .h5ad or .zarr lazily: X stays in the file and the methods with a Dask path (qpfs, "
-                           "qpfs_cover, spec_cmi, spec_cmi_nystrom; not --discretization mdl) read it in sample "
-                           f"chunks (default: inputs over {LAZY_BYTES // 2**30} GiB on disk)")
+                      help="read the .h5ad or .zarr lazily: X stays in the file and the methods with a Dask path "
+                           f"({', '.join(DASK_METHODS)}; not --discretization mdl) read it in sample chunks, the "
+                           f"others read it whole (default: inputs over {LAZY_BYTES // 2**30} GiB on disk)")
     lazy.add_argument("--no-lazy", dest="lazy", action="store_false", help="read the whole input into memory")
 
 

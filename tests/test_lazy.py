@@ -334,6 +334,8 @@ def test_bad_chunk_size_is_refused_before_any_read(h5ad, spy, bad):
         bioqpfs.evaluate.error_curve(backed, "cell_type", ["qpfs"], n_genes=[3], cv=3, chunk_size=bad)
     assert spy == [] and "qpfs_weight" not in backed.var
     backed.file.close()
+    with pytest.raises((ValueError, TypeError), match="chunk_size"):   # read_lazy clamped these to 1-row chunks
+        bioqpfs.read_lazy(path, chunk_size=bad)
 
 
 def test_dask_refusal_names_each_reason(rng):
@@ -666,3 +668,63 @@ def test_read_lazy_zarr_in_python_equals_the_in_memory_selection(zarr_store, mon
     h5 = path.parent / "c.h5ad"
     mem.write_h5ad(h5)
     assert bioqpfs.read_lazy(h5).isbacked  # an .h5ad is opened backed
+
+
+def test_lazy_zarr_keeps_raw_varm(zarr_store, tmp_path):
+    """read_lazy (and so the CLI's --lazy) rebuilt .raw from raw/X and raw/var only: .raw.varm was lost from the
+    output, silently."""
+    path, mem = zarr_store
+    if mem.raw is None:
+        pytest.skip("the dense store has no .raw")
+    raw = mem.raw.to_adata()
+    raw.varm["loadings"] = np.arange(2 * raw.n_vars, dtype=float).reshape(raw.n_vars, 2)
+    mem.raw = raw
+    store = tmp_path / "varm.zarr"
+    mem.write_zarr(store)
+    lazy = bioqpfs.read_lazy(store, chunk_size=100)
+    np.testing.assert_array_equal(lazy.raw.varm["loadings"], raw.varm["loadings"])
+    assert _select(store, tmp_path / "out.h5ad", "--lazy") == 0
+    np.testing.assert_array_equal(ad.read_h5ad(tmp_path / "out.h5ad").raw.varm["loadings"], raw.varm["loadings"])
+
+
+@pytest.mark.parametrize("method, params", [("ldfs", {}), ("qpfs", {"similarity": "correlation"}),
+                                            ("mrmr_mid", {})])
+def test_dask_chunks_of_another_sparse_format_under_a_numpy_meta(rng, method, params):
+    """X.map_blocks(scipy.sparse.coo_matrix) gives COO chunks under a numpy meta: the correlation kernels failed
+    inside scipy ("'coo_matrix' object is not subscriptable"); the correlation kernels read such a chunk as CSR now."""
+    X = rng.lognormal(size=(120, 15)) * (rng.random((120, 15)) < 0.5)
+    y = np.repeat([0, 1, 2], 40)
+    X[:, 3] += 2.0 * (y == 1)
+    coo = da.from_array(X, chunks=(50, 15)).map_blocks(sp.coo_matrix)
+    got = bioqpfs.select(coo, y, method=method, n_genes=4, **params)
+    want = bioqpfs.select(X, y, method=method, n_genes=4, **params)
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=1e-9, atol=1e-12)
+
+
+def test_pl_panel_on_backed_views_and_lazily_read_stores(zarr_store, tmp_path):
+    """pl.panel failed on a view of a backed AnnData (anndata: "to copy ... in backed mode, pass a filename") and
+    on read_lazy's AnnData (scanpy's dot plot); it plots the panel's columns read as the selection reads them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bioqpfs.pl._panel import _panel_data
+
+    path, mem = zarr_store
+    bioqpfs.tl.select_genes(mem, "cell_type", method="qpfs", n_genes=4)
+    genes = list(mem.uns["qpfs"]["selected"])
+    h5 = tmp_path / "sel.h5ad"
+    mem.write_h5ad(h5)
+    store = tmp_path / "sel.zarr"
+    mem.write_zarr(store)
+    src = mem.raw.to_adata() if mem.raw is not None else mem
+    want = src[:, genes].X
+    want = want.toarray() if sp.issparse(want) else want
+    backed = ad.read_h5ad(h5, backed="r")
+    for data in (backed, backed[:150], bioqpfs.read_lazy(store, chunk_size=100)):
+        axes = bioqpfs.pl.panel(data, "qpfs", show=False)
+        assert axes
+        part = _panel_data(data, genes, "cell_type", None, None).X
+        part = part.toarray() if sp.issparse(part) else np.asarray(part)
+        np.testing.assert_allclose(part, want[:data.n_obs])
+    backed.file.close()

@@ -169,6 +169,8 @@ def column_moments(X):
 def _standardised(X, cols, mean, scale, s=None):
     """(X[:, cols] / s - mean) * scale as dense float64 (``s``: divisors of :func:`column_scales`, default 1);
     scale is 0 for constant genes."""
+    if sp.issparse(X) and X.format not in ("csr", "csc"):   # a Dask chunk of COO (its meta said numpy)
+        X = X.tocsr()
     block = X[:, cols]
     block = block.toarray() if sp.issparse(block) else np.asarray(block, dtype=np.float64)
     if s is not None:

@@ -17,6 +17,29 @@ if TYPE_CHECKING:
 _KINDS = ("dotplot", "heatmap", "matrixplot")
 
 
+def _panel_data(adata, genes, groupby, layer, use_raw):
+    """What the plot reads, as a small in-memory AnnData: the panel's columns of the matrix scanpy would read
+    (``layer``, ``.raw`` or X: :func:`bioqpfs._anndata.get_obs_rep`, which reads a backed or lazily read file
+    correctly), ``.obs[groupby]``, the genes' ``.var`` rows and the group colours.  scanpy then plots it whatever
+    ``adata`` is -- a view (a copy of a backed view fails in anndata), backed, or read lazily (scanpy's dot plot
+    failed on one) -- and writes into it, not into the caller's object (string columns made categoricals, group
+    colours)."""
+    import anndata as ad
+
+    from .._anndata import get_obs_rep
+
+    X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
+    part = X[:, adata.var_names.get_indexer(genes)]
+    if hasattr(part, "compute"):   # a Dask X: the panel's columns are small
+        part = part.compute()
+    data = ad.AnnData(part, obs=adata.obs[[groupby]].copy(), var=adata.var.loc[genes].copy())
+    colors = f"{groupby}_colors"
+    if colors in adata.uns:
+        data.uns[colors] = adata.uns[colors]
+    return data
+
+
+
 def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
           kind: Literal["dotplot", "heatmap", "matrixplot"] = "dotplot", n_genes: int | None = None,
           show: bool | None = None, save: PathLike | None = None, **kwargs) -> dict[str, Axes] | None:
@@ -73,19 +96,8 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
                                  + ("" if adata.raw is not None else " (adata.raw is not set)"))
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
-    if adata.is_view:
-        # scanpy writes into what it plots (string .obs columns made categoricals, group colours in .uns), which
-        # would make the caller's view an actual AnnData: it plots a copy of the view (the view's cells only)
-        axes = func(adata.copy(), genes, groupby=groupby, show=False, **kwargs)
-    else:
-        # let scanpy work on copies of .obs and .uns (only the frame and the dict are copied, not the
-        # expression) and give the caller's back unchanged
-        obs, uns = adata.obs, adata.uns
-        adata.obs, adata.uns = obs.copy(), dict(uns)
-        try:
-            axes = func(adata, genes, groupby=groupby, show=False, **kwargs)
-        finally:
-            adata.obs, adata.uns = obs, uns
+    data = _panel_data(adata, genes, groupby, kwargs.pop("layer", None), kwargs.pop("use_raw", None))
+    axes = func(data, genes, groupby=groupby, show=False, **kwargs)
     if kwargs.get("return_fig"):   # scanpy's plot object (DotPlot, MatrixPlot) or Figure: the caller draws/saves it
         if save:
             raise ValueError("save= with return_fig=True: save the returned object instead (its .savefig(path))")

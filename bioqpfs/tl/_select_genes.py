@@ -205,8 +205,9 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         "zero_quantile" or "auto", the default recipe included), which is
         counted chunk by chunk and never loaded whole.  A backed AnnData (``anndata.read_h5ad(path,
         backed="r")``, dense or CSR X) is read the same way, in sample chunks of ``chunk_size`` rows straight
-        from the file, when dask is installed and the method has a Dask path (``qpfs``, ``qpfs_cover``,
-        ``spec_cmi_nystrom`` with MI and any discretisation but "mdl"); otherwise its X is read whole, after
+        from the file, when dask is installed and the method has a Dask path (the
+        QPFS, SPEC_CMI and greedy MI methods, LDFS and random, with MI or |Pearson| similarity and any
+        discretisation but "mdl"; README "Large data (Dask)"); otherwise its X is read whole, after
         a check that it fits in memory (the error names the fix; the reason is logged).  A file deleted or
         changed during such a run is an error naming the chunk (rows) that could not be read.  An AnnData of
         ``anndata.experimental.read_lazy`` is refused until its ``.obs``/``.var`` are loaded
