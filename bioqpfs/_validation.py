@@ -77,6 +77,37 @@ def gene_list(value, what):
         raise TypeError(f"{what} must be a list of gene names or integer positions, got {value!r}") from None
 
 
+def preselected_in_mask(preselected, mask, names=None, space="adata.var"):
+    """``preselected`` for a selector that sees only the genes of ``mask`` (``mask_var``): integer positions count
+    among all genes (as ``mask_var`` does) and are renumbered among the masked ones; a gene that the mask leaves out
+    is refused by name (it cannot be forced into a panel chosen among the others).  ``names``: all the genes' names
+    (``None``: positions only); ``space`` names them in messages.  The one rule of ``tl.select_genes`` and
+    ``evaluate.error_curve``."""
+    from numbers import Integral
+
+    mask = np.asarray(mask, dtype=bool)
+    if preselected is None or mask.all():
+        return preselected
+    items = [preselected] if isinstance(preselected, (str, bytes, Integral)) else list(preselected)
+    if items and all(isinstance(g, (Integral, np.integer)) and not isinstance(g, (bool, np.bool_)) for g in items):
+        idx = gene_positions(items, None, mask.size, f"preselected (positions in {space})")
+        outside = idx[~mask[idx]]
+        if outside.size:
+            raise ValueError(f"preselected gene(s) {describe_indices(outside, names)} are left out by mask_var; add "
+                             "them to the mask (the panel is chosen among the masked genes) or drop them from "
+                             "preselected")
+        return [int(k) for k in np.cumsum(mask)[idx] - 1]
+    if names is None:
+        return preselected
+    names = np.asarray(names).astype(str)
+    given = {str(g) for g in items}
+    outside = sorted({g for g in names[~mask] if g in given} - set(names[mask]))
+    if outside:
+        raise ValueError(f"preselected gene(s) {', '.join(outside[:5])} are left out by mask_var; add them to the mask "
+                         "(the panel is chosen among the masked genes) or drop them from preselected")
+    return preselected
+
+
 def gene_positions(genes, names, m, what):
     """Positions of the genes of a user's gene list among the ``m`` genes: the one lookup of ``preselected=``
     (every method) and of ``evaluate``'s fixed panels.

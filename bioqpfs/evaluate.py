@@ -41,6 +41,7 @@ from ._validation import (
     check_positive_int,
     gene_list,
     gene_positions,
+    preselected_in_mask,
     sample_names_of,
     seed_of,
 )
@@ -729,10 +730,15 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     batch = _batches(data, batch, y.size)
     specs = _specs(selections, adata, names, X.shape[1], cand, method_params)
     aware = with_batches
+    in_mask = np.zeros(X.shape[1], dtype=bool)
+    in_mask[cand] = True
     for lab, kind, payload in specs:
         if kind == "method" and "batch" in payload[1]:
             raise ValueError(f"{lab!r}: pass the batches as error_curve(batch=...), not as a method parameter "
                              "(each fold needs its own subset of them)")
+        if kind == "method" and payload[1].get("preselected") is not None:   # positions count in all genes, as tl's
+            payload[1]["preselected"] = preselected_in_mask(payload[1]["preselected"], in_mask, names,
+                                                            "adata.var" if adata is not None else "the data's genes")
     if refit_selection is True:
         fixed = [lab for lab, kind, _ in specs if kind == "fixed"]
         if fixed:

@@ -119,7 +119,13 @@ def test_unseeded_calls_repeat():
 
 
 def test_psd_fix_and_positional_order_aligned():
-    assert estimators.QPFSSelector().psd_fix == _default(bioqpfs.qpfs, "psd_fix") == "none"
+    # None: the method's own default (qpfs: "none"; eqpfs: "shift"), what a fitted selector records
+    assert estimators.QPFSSelector().psd_fix is None and _default(bioqpfs.qpfs, "psd_fix") == "none"
+    X = np.random.default_rng(0).normal(size=(30, 6))
+    y = np.repeat([0, 1, 2], 10)
+    for method in ("qpfs", "eqpfs"):
+        fitted = estimators.QPFSSelector(2, method=method).fit(X, y)
+        assert fitted.selection_.params["psd_fix"] == _default(method_function(method), "psd_fix")
     for cls in (estimators.BioQPFSSelector, estimators.QPFSSelector, estimators.SpecCMISelector,
                 estimators.IKMQPFSSelector, estimators.BaselineSelector):
         positional = [p.name for p in inspect.signature(cls.__init__).parameters.values()

@@ -220,3 +220,71 @@ def test_eqpfs_rest_satisfies_the_kkt_conditions_of_its_reduced_qp():
     a = f[R] - 2 * alpha * s * H[np.ix_(R, P)].mean(axis=1)
     assert ref.simplex_kkt_violation(G, a, sel.weights[R] / (1 - s)) < 1e-7
     assert list(sel.ranking[:2]) == [8, 1]
+
+
+def _with_constant_gene(seed, m):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(3), 15)
+    X = rng.normal(size=(45, m))
+    X[:, 0] += y * 0.7
+    X[:, 1] += (y == 1) * 1.2
+    X[:, 2] += (y == 2) * 1.2
+    X[:, 3] = X[:, 0] + 0.6 * rng.normal(size=45)
+    X[:, m - 1] = 3.0                                                     # constant
+    return X, y
+
+
+@pytest.mark.parametrize("method, params, seeds", [("sdp_cmi", {}, [19]),
+                                                   ("spec_cmi", {"polish": True}, [4, 6]),
+                                                   ("spec_cmi", {}, [4])])
+def test_a_constant_forced_gene_takes_its_slot_and_does_not_steer_the_rest(method, params, seeds):
+    """A constant preselected gene keeps its rank but "does not steer the choice of the other genes": the other
+    n_genes - 1 are the method's panel of n_genes - 1 without it (its slot was not subtracted: SDP_CMI chose a
+    panel one gene too large and cut it, and the polish swapped in the wrong genes), and the reported objective is
+    that panel's (brute force over every pair for SDP_CMI)."""
+    import itertools
+
+    from bioqpfs import measures
+
+    for seed in seeds:
+        X, y = _with_constant_gene(seed, 8 if method == "sdp_cmi" else 10)
+        m = X.shape[1] - 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            k = 3 if method == "sdp_cmi" else 4
+            forced = bioqpfs.select(X, y, method=method, n_genes=k, preselected=[m], **params)
+            plain = bioqpfs.select(X[:, :m], y, method=method, n_genes=k - 1, **params)
+        assert forced.selected[0] == m
+        assert set(forced.selected[1:]) == set(plain.selected), seed
+        Qc = measures.conditional_mutual_information(X[:, :m], y)
+        Q = 0.5 * (Qc + Qc.T)
+        rest = list(forced.selected[1:])
+        assert forced.diagnostics["qip_objective"] == pytest.approx(Q[np.ix_(rest, rest)].sum(), rel=1e-6)
+        if method == "sdp_cmi":   # the brute-force best pair
+            best = max(itertools.combinations(range(m), 2), key=lambda S: Q[np.ix_(S, S)].sum())
+            assert set(rest) == set(best)
+
+
+def test_error_curve_reads_preselected_positions_among_all_genes_with_mask_var():
+    """As tl.select_genes does ("positions in adata.var, with mask_var too"): error_curve passed them unchanged to
+    a selector that sees only the masked genes, so position 4 forced the masked list's 5th gene (g8)."""
+    import anndata as ad
+
+    from bioqpfs import evaluate
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(["a", "b", "c"], 20)
+    X = rng.normal(size=(60, 12))
+    X[:, 0] += 2.0 * (y == "a")
+    hv = np.zeros(12, dtype=bool)
+    hv[[0, 2, 4, 6, 8, 10]] = True
+    adata = ad.AnnData(X, obs=pd.DataFrame({"c": y}, index=[f"s{i}" for i in range(60)]),
+                       var=pd.DataFrame({"hv": hv}, index=[f"g{j}" for j in range(12)]))
+    bioqpfs.tl.select_genes(adata, "c", method="maxrel", n_genes=3, mask_var="hv", preselected=[4])
+    assert adata.uns["maxrel"]["selected"][0] == "g4"
+    curve = evaluate.error_curve(adata, "c", {"m": ("maxrel", {"preselected": [4]})}, n_genes=[1], cv=3,
+                                 mask_var="hv")
+    fixed = evaluate.error_curve(adata, "c", {"g4": ["g4"]}, n_genes=[1], cv=3, mask_var="hv")
+    assert curve.mean_error.iloc[0] == fixed.mean_error.iloc[0]
+    with pytest.raises(ValueError, match="preselected gene\\(s\\) g3 are left out by mask_var"):
+        evaluate.error_curve(adata, "c", {"m": ("maxrel", {"preselected": [3]})}, n_genes=[1], cv=3, mask_var="hv")

@@ -181,6 +181,12 @@ class _CMIRows:
         return cmi_q_rows(self._table, np.asarray(rows, dtype=np.int64), base=self._base)[0]
 
 
+def _kept_panel_size(n_genes, P_all, P):
+    """The panel's size among the non-constant genes (those of Q): ``n_genes`` less the forced genes that are
+    constant (each keeps its slot, first in the ranking, but is not in Q); ``None`` without ``n_genes``."""
+    return None if n_genes is None else n_genes - (P_all.size - P.size)
+
+
 def _polished_top_k(Q, x, F, n_genes, diag=None, fixed=None):
     """SPEC_CMI's top k by weight, then improved by swaps on x^T Q x (``polish=True``; beyond the paper).
 
@@ -369,11 +375,12 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
     t2 = time.perf_counter()
     qip = None
     panel, polish_info = None, {}
-    if polish and n_genes <= m:
-        panel, polish_info = _polished_top_k(Q, x, F, n_genes, fixed=P)
+    k = _kept_panel_size(n_genes, P_all, P)   # a constant forced gene takes a slot of the panel, not of Q
+    if polish and k <= m:
+        panel, polish_info = _polished_top_k(Q, x, F, k, fixed=P)
     elif n_genes is not None:
-        top = forced_first(rank_by_weight(x, F), P)[:n_genes]
-        qip = _spec.qip_value(Q, top) if n_genes <= m else None
+        top = forced_first(rank_by_weight(x, F), P)[:k]
+        qip = _spec.qip_value(Q, top) if k <= m else None
     del Q
     params = dict(discretization=discretization, n_bins=n_bins, base=base, dtype=dtype.name, tol=tol,
                   nystrom_rate=None, polish=bool(polish), n_genes=n_genes, class_weight=class_weight,
@@ -521,8 +528,9 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     t2 = time.perf_counter()
     err = _nys.error_estimate(Qr, rows, Qe, err_rows, U, lam)
     panel, polish_info = None, {}
-    if polish and n_genes <= m:
-        panel, polish_info = _polished_top_k(_CMIRows(table, base), x, F, n_genes, diag=F, fixed=P)
+    k = _kept_panel_size(n_genes, P_all, P)   # a constant forced gene takes a slot of the panel, not of Q
+    if polish and k <= m:
+        panel, polish_info = _polished_top_k(_CMIRows(table, base), x, F, k, diag=F, fixed=P)
     params = dict(discretization=discretization, n_bins=n_bins, base=base, tol=tol, nystrom_rate=float(nystrom_rate),
                   n_error_rows=int(n_error_rows), rank_tol=rank_tol, polish=bool(polish), n_genes=n_genes,
                   class_weight=class_weight, **preselected_record(P_all, feature_names))
@@ -657,8 +665,10 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
     rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes, P_all, P = _prepare(X, y, n_genes, feature_names, preselected)
     m = keep.size
-    if n_genes > m:
-        raise ValueError(f"n_genes={n_genes} but only {m} genes are not constant; ask for at most {m}")
+    k = _kept_panel_size(n_genes, P_all, P)   # a constant forced gene takes a slot of the panel, not of Q
+    if k > m:
+        raise ValueError(f"n_genes={n_genes} but only {m} genes are not constant; ask for at most "
+                         f"{m + n_genes - k}")
     if P_all.size and n_genes <= P_all.size:
         raise ValueError(f"n_genes={n_genes} and {P_all.size} genes are preselected: SDP_CMI has no gene left to "
                          f"choose; ask for n_genes > {P_all.size}")
@@ -681,10 +691,10 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
     # forced genes: QIP_CMI on the other genes with Q' and k - |P| (module docstring); every objective below
     # is then x_R^T Q' x_R, the panel's x^T Q x minus the constant 1^T Q_PP 1, added back where reported
     R, const = np.arange(m), 0.0
-    Q, k_panel = Q_full, n_genes
+    Q, k_panel = Q_full, k
     if P.size:
         R, Q, const = _conditioned(Q_full, P)
-        k_panel = n_genes - P.size
+        k_panel = k - P.size
         F = F[R]
     t1 = time.perf_counter()
     Y, sdp_info = _spec.sdp_relaxation(Q, k_panel, solver=solver, lifted=relaxation == "lifted")

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from numbers import Integral
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,8 +29,8 @@ from .._validation import (
     check_positive_int,
     describe_indices,
     gene_list,
-    gene_positions,
     one_labels_warning,
+    preselected_in_mask,
 )
 from ..selectors._common import check_levels
 
@@ -126,30 +125,6 @@ def _check_n_genes(n_genes):
     except InvalidParameterError:
         hint = " (lower case)" if isinstance(n_genes, str) and n_genes.strip().lower() == "auto" else ""
         raise InvalidParameterError(f"n_genes must be a positive integer or 'auto'{hint}, got {n_genes!r}") from None
-
-
-def _preselected_in_mask(adata, preselected, mask):
-    """``preselected`` for the selector, which sees only the genes of ``mask_var``: integer positions count in
-    ``adata.var`` (as ``mask_var`` does) and are renumbered among the masked genes; a gene of ``adata.var`` that
-    ``mask_var`` leaves out is refused by name (it cannot be forced into a panel chosen among the others)."""
-    if mask.all():
-        return preselected
-    names = adata.var_names
-    if preselected and all(isinstance(g, (Integral, np.integer)) and not isinstance(g, (bool, np.bool_))
-                           for g in preselected):
-        idx = gene_positions(preselected, None, adata.n_vars, "preselected (positions in adata.var)")
-        outside = idx[~mask[idx]]
-        if outside.size:
-            raise ValueError(f"preselected gene(s) {describe_indices(outside, names)} are left out by mask_var; add "
-                             "them to the mask (the panel is chosen among the masked genes) or drop them from "
-                             "preselected")
-        return [int(k) for k in np.cumsum(mask)[idx] - 1]
-    given = {str(g) for g in preselected}
-    outside = sorted({str(g) for g in names[~mask] if str(g) in given} - {str(g) for g in names[mask]})
-    if outside:
-        raise ValueError(f"preselected gene(s) {', '.join(outside[:5])} are left out by mask_var; add them to the mask "
-                         "(the panel is chosen among the masked genes) or drop them from preselected")
-    return preselected
 
 
 def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer, use_raw, mask_var, random_state,
@@ -363,7 +338,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     source = check_use_raw(adata, layer, use_raw)[1]
     mask = check_mask(adata, mask_var)
     if preselected is not None:
-        params["preselected"] = _preselected_in_mask(adata, params["preselected"], mask)
+        params["preselected"] = preselected_in_mask(params["preselected"], mask, adata.var_names)
     labels = obs_labels(adata, groupby)
     check_levels_supported(method, labels, preset)
     if isinstance(labels, pd.DataFrame):  # hierarchical labels: nesting and weights checked before any work
