@@ -191,3 +191,15 @@ def test_dev_sh_newest_stack_leg_says_why_it_is_skipped(tmp_path):
     assert "NEWEST_PYTHON=" in r.stderr
     r = _dev_sh_functions("newest_stack_leg", {**env, "NEWEST_STACK": "0"})
     assert r.returncode == 0 and "skipped: NEWEST_STACK=0" in r.stderr
+
+
+def test_datasets_load_names_the_datasets_for_a_wrong_name():
+    import bioqpfs
+
+    with pytest.raises(ValueError, match="unknown dataset 'SRBCT'; available: .*srbct"):
+        bioqpfs.datasets.load("SRBCT")
+    with pytest.raises(TypeError, match="name must be one dataset name \\(a str\\), got \\['srbct'\\]"):
+        bioqpfs.datasets.load(["srbct"])                                 # "unhashable type: 'list'" before
+    first = bioqpfs.datasets.load("srbct")
+    first.X[0, 0] = -1.0
+    assert bioqpfs.datasets.load("srbct").X[0, 0] != -1.0               # a fresh copy each time

@@ -29,6 +29,8 @@ def load(name: str):
     import anndata as ad
     import pandas as pd
 
+    if not isinstance(name, str):   # a list or a number: "unhashable type" from the lookup before
+        raise TypeError(f"name must be one dataset name (a str), got {name!r}; available: {', '.join(_INFO)}")
     if name not in _INFO:
         raise ValueError(f"unknown dataset {name!r}; available: {', '.join(_INFO)}")
     fname, desc = _INFO[name]
