@@ -578,6 +578,9 @@ def _cmd_evaluate(args):
     adata = _load_input(args)
     try:
         method_names = [m.strip() for m in args.methods.split(",") if m.strip()]
+        repeated = sorted({m for m in method_names if method_names.count(m) > 1})
+        if repeated:
+            raise ValueError(f"--methods names {', '.join(repeated)} more than once; name each method once")
         known = _registry.methods()
         unknown = [m for m in method_names if m not in known]
         if unknown:

@@ -222,3 +222,8 @@ def test_evaluate_classifier_output_suffix_and_cli_words(h5ad, tmp_path):
 def test_datasets_output_needs_a_name(tmp_path):
     r = run("datasets", "-o", str(tmp_path / "x.h5ad"))
     assert r.returncode == 1 and "writes a dataset: name it, e.g. bioqpfs datasets" in r.stderr
+
+
+def test_evaluate_refuses_a_method_named_twice(h5ad, tmp_path):
+    r = run("evaluate", str(h5ad), "--groupby", "cls", "--methods", "maxrel,maxrel", "-o", str(tmp_path / "t.tsv"))
+    assert r.returncode == 1 and "--methods names maxrel more than once" in r.stderr   # "pass a dict" before

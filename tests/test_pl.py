@@ -362,3 +362,59 @@ def test_weights_refuse_a_cut_beyond_the_ranked_genes(adata):
     with pytest.raises(ValueError, match=rf"n_genes={ranked + 1} but only {ranked} genes are ranked under 'qpfs'"):
         pl.weights(adata, "qpfs", n_genes=ranked + 1, show=False)
     pl.weights(adata, "qpfs", n_genes=ranked, show=False)
+
+
+# ---- tables and objects a user has edited (stop 47 hunt) ---------------------------------------------------------
+def test_weights_marks_the_selected_genes_after_a_gene_subset(adata):
+    """After adata[:, genes] the stored ranks have gaps: comparing them with the panel's count marked only the
+    selected genes of rank <= the count (1 of 3 here)."""
+    from bioqpfs import get
+
+    a = adata.copy()
+    bioqpfs.tl.select_genes(a, "class", method="qpfs", n_genes=5, key_added="w")
+    ranked = list(get.selection_df(a, "w")["gene"])
+    keep = [ranked[0], ranked[3], ranked[4]] + ranked[10:12]               # selected ranks 1, 4, 5 and two others
+    sub = a[:, keep].copy()
+    ax = pl.weights(sub, "w", show=False)
+    marked = ax.collections[0].get_offsets()[:, 0]
+    np.testing.assert_array_equal(marked, [1, 2, 3])                        # the three selected genes, by position
+    assert [t.get_text() for t in ax.get_legend().get_texts()][1] == "panel (3 genes)"
+
+
+def test_error_curve_plot_reads_edited_tables_or_says_why_not():
+    t = pd.DataFrame({"method": "qpfs", "n_genes": ["2", "4", "6", "10"], "mean_error": [0.3, 0.15, 0.1, 0.08],
+                      "sd_error": [0.02] * 4, "n_folds": 10, "scoring": "error"})
+    ax = pl.error_curve(t, show=False)
+    np.testing.assert_array_equal(ax.get_lines()[0].get_xdata(), [2, 4, 6, 10])   # text sorted as "10" < "2"
+    assert ax.get_lines()[1].get_xdata()[0] == bioqpfs.evaluate.suggest_n_genes(t)
+    ax = pl.error_curve(t, band="se", show=False)                              # SE from sd / sqrt(n_folds)
+    assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 1
+    assert pl.error_curve(t, methods="qpfs", show=False).get_lines()[0].get_label() == "qpfs"  # not 'q','p',...
+    with pytest.raises(ValueError, match="several rows for method 'qpfs' at n_genes=2; pass one error_curve table"):
+        pl.error_curve(pd.concat([t, t]), show=False)                          # a zig-zag line, the mark dropped
+    folds = pd.DataFrame({"method": "qpfs", "n_genes": [2, 4], "repeat": 0, "fold": [0, 1], "error": [0.1, 0.2]})
+    with pytest.raises(ValueError, match="per-fold table .* pass the summary table"):
+        pl.error_curve(folds, show=False)
+
+
+def test_panel_and_redundancy_with_a_repeated_name_outside_the_panel_and_a_numeric_groupby(adata):
+    """tl.select_genes accepts var_names repeated outside the panel; pl.panel failed in pandas ("Reindexing only
+    valid with uniquely valued Index objects") and pl.redundancy refused them; an integer .obs column was binned
+    into intervals by scanpy's dot plot (KeyError)."""
+    a = adata.copy()
+    genes = list(a.uns["qpfs"]["selected"])
+    names = np.array(a.var_names, dtype=object)
+    outside = [i for i, g in enumerate(names) if g not in genes][:2]
+    names[outside[1]] = names[outside[0]]                                    # a repeated name, not in the panel
+    a.var_names = pd.Index(names.astype(str))
+    axes = pl.panel(a, "qpfs", show=False)
+    assert axes
+    from bioqpfs.pl._redundancy import redundancy_matrix
+
+    np.testing.assert_allclose(redundancy_matrix(a, "qpfs")[0], redundancy_matrix(adata, "qpfs")[0])
+    a.obs["code"] = a.obs["class"].cat.codes.astype(int)
+    assert pl.panel(a, "qpfs", groupby="code", show=False)
+    names[outside[0]] = genes[0]                                             # a panel gene's name repeated
+    a.var_names = pd.Index(names.astype(str))
+    with pytest.raises(ValueError, match=f"panel gene '{genes[0]}' is repeated in adata.var_names"):
+        pl.redundancy(a, "qpfs", show=False)

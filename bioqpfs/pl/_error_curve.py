@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from ..evaluate import suggest_n_genes
 from ._utils import finish, new_axes
@@ -62,6 +63,9 @@ def error_curve(df: pd.DataFrame, *, score: str | None = None, band: Literal["sd
     if score is None:
         score = str(df["scoring"].iloc[0]) if "scoring" in df.columns and len(df) else "error"
     need = {"method", "n_genes", f"mean_{score}"}
+    if "fold" in df.columns and f"mean_{score}" not in df.columns:
+        raise ValueError("df is the per-fold table (error_curve(..., return_folds=True)'s second table); pass the "
+                         "summary table, its first")
     if not need <= set(df.columns):
         have = [c[5:] for c in df.columns if isinstance(c, str) and c.startswith("mean_")]
         raise ValueError(f"df needs columns {sorted(need)} (use bioqpfs.evaluate.error_curve); got {list(df.columns)}"
@@ -72,8 +76,18 @@ def error_curve(df: pd.DataFrame, *, score: str | None = None, band: Literal["sd
         raise ValueError(f"suggest must be None, True or False, got {suggest!r}")
     if band not in ("sd", "se", None):
         raise ValueError(f"band must be 'sd', 'se' or None, got {band!r}")
+    sizes = pd.to_numeric(df["n_genes"], errors="coerce")
+    if sizes.isna().any():
+        raise ValueError(f"n_genes must be numbers in every row, got {df['n_genes'][sizes.isna()].iloc[0]!r}; pass "
+                         "the table error_curve returned")
+    df = df.assign(n_genes=sizes)   # a copy: sizes stored as text plot (and sort) as numbers
+    dup = df.duplicated(["method", "n_genes"])
+    if dup.any():
+        row = df[dup].iloc[0]
+        raise ValueError(f"df has several rows for method {row['method']!r} at n_genes={row['n_genes']:g}; pass one "
+                         "error_curve table (not several concatenated), or label the runs apart")
     present = list(dict.fromkeys(df["method"]))
-    methods = present if methods is None else list(methods)
+    methods = present if methods is None else [methods] if isinstance(methods, str) else list(methods)
     missing = [m for m in methods if m not in present]
     if missing:
         raise ValueError(f"method(s) {missing} not in df; present: {present}")
@@ -86,8 +100,11 @@ def error_curve(df: pd.DataFrame, *, score: str | None = None, band: Literal["sd
         x = d["n_genes"].to_numpy(dtype=float)
         y = d[f"mean_{score}"].to_numpy(dtype=float)
         (line,) = ax.plot(x, y, marker="o", ms=4, color=f"C{i}", label=str(m))
-        if band is not None and f"{band}_{score}" in d:
-            s = np.nan_to_num(d[f"{band}_{score}"].to_numpy(dtype=float))
+        spread = d[f"{band}_{score}"] if band is not None and f"{band}_{score}" in d else (
+            d[f"sd_{score}"] / np.sqrt(d["n_folds"].to_numpy(dtype=float))   # the SE from sd and the folds
+            if band == "se" and {f"sd_{score}", "n_folds"} <= set(d.columns) else None)
+        if spread is not None:
+            s = np.nan_to_num(np.asarray(spread, dtype=float))
             ax.fill_between(x, np.clip(y - s, lo, hi), np.clip(y + s, lo, hi), color=line.get_color(), alpha=0.15,
                             lw=0)
     if suggest is not False:

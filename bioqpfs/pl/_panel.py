@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._anndata import check_use_raw, selection_key
-from ._utils import finish, panel_genes
+from ._utils import finish, gene_columns, panel_genes
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -25,14 +25,21 @@ def _panel_data(adata, genes, groupby, layer, use_raw):
     failed on one) -- and writes into it, not into the caller's object (string columns made categoricals, group
     colours)."""
     import anndata as ad
+    import pandas as pd
 
     from .._anndata import get_obs_rep
 
     X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
-    part = X[:, adata.var_names.get_indexer(genes)]
+    idx = gene_columns(adata, genes)   # repeated names elsewhere in var_names: get_indexer refused them
+    part = X[:, idx]
     if hasattr(part, "compute"):   # a Dask X: the panel's columns are small
         part = part.compute()
-    data = ad.AnnData(part, obs=adata.obs[[groupby]].copy(), var=adata.var.loc[genes].copy())
+    obs = adata.obs[[groupby]].copy()
+    if not isinstance(obs[groupby].dtype, pd.CategoricalDtype):   # numbers: scanpy would bin them into intervals
+        obs[groupby] = pd.Categorical(obs[groupby])
+    var = adata.var.iloc[idx].copy()
+    var.index = pd.Index([str(g) for g in genes])
+    data = ad.AnnData(part, obs=obs, var=var)
     colors = f"{groupby}_colors"
     if colors in adata.uns:
         data.uns[colors] = adata.uns[colors]

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._anndata import selection_key
-from ._utils import finish, new_axes, panel_genes, stored
+from ._utils import finish, gene_columns, new_axes, panel_genes, stored
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -30,11 +30,6 @@ def redundancy_matrix(adata, key=None, *, n_genes=None, measure=None, layer=None
     from .._kernels import information as _info
     from ..selectors import _common
 
-    if not adata.var_names.is_unique:
-        dup = adata.var_names[adata.var_names.duplicated()].unique()
-        raise ValueError(f"adata.var_names are not unique ({', '.join(map(str, dup[:5]))}"
-                         f"{' ...' if len(dup) > 5 else ''}), so panel genes cannot be found by name; "
-                         "call adata.var_names_make_unique() first")
     _, uns = stored(adata, key)
     params = dict(uns.get("params", {}))
     genes = panel_genes(adata, key, n_genes)
@@ -44,8 +39,8 @@ def redundancy_matrix(adata, key=None, *, n_genes=None, measure=None, layer=None
         raise ValueError(f"measure must be 'mi' or 'correlation', got {measure!r}")
     if layer is None and use_raw is None:   # the matrix the selection read (absent values: None)
         layer, use_raw = params.get("layer"), bool(params.get("use_raw", False))
+    idx = gene_columns(adata, genes)   # before reading X: a repeated panel name is refused at once
     X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
-    idx = adata.var_names.get_indexer(genes)
     Xp = X[:, idx]
     if hasattr(Xp, "compute"):  # a Dask X: the panel's columns are small
         Xp = Xp.compute()

@@ -1,6 +1,8 @@
 """Shared by the plots: read a stored selection, finish a figure the scanpy way."""
 from __future__ import annotations
 
+import numpy as np
+
 from .._validation import check_positive_int
 
 
@@ -73,3 +75,18 @@ def finish(ax, show, save, *, fig=None):
         plt.show()
         return None
     return ax
+
+
+def gene_columns(adata, genes):
+    """Positions in ``adata.var`` of the panel's ``genes`` (names): repeated names elsewhere in ``var_names`` are
+    fine (``tl.select_genes`` accepts such data); a panel gene whose name is repeated, or missing, is refused."""
+    names = np.asarray(adata.var_names).astype(str)
+    idx = []
+    for g in genes:
+        where = np.flatnonzero(names == str(g))
+        if where.size != 1:
+            raise ValueError(f"panel gene {str(g)!r} is {'not in' if where.size == 0 else 'repeated in'} adata.var_names, "
+                             "so its column cannot be found by name" + (
+                                 "; call adata.var_names_make_unique() first" if where.size else ""))
+        idx.append(int(where[0]))
+    return np.asarray(idx, dtype=np.int64)

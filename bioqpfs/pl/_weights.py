@@ -71,11 +71,13 @@ def weights(adata: AnnData, key: str | None = None, *, n_genes: int | None = Non
         n_ranks = auto_ranks(df["weight"].to_numpy(dtype=float), cut)
     if n_ranks != "all":
         df = df.iloc[:n_ranks]
-    rank = df["rank"].to_numpy(dtype=float)
+    # positions among the genes present: the stored ranks have gaps once genes were subset away (adata[:, genes]),
+    # and comparing them with the panel's count marked the wrong genes
+    rank = np.arange(1, len(df) + 1, dtype=float)
     w = df["weight"].to_numpy(dtype=float)
     ax = new_axes(ax, figsize)
     ax.plot(rank, w, color="0.4", lw=1.2, label="weight")
-    inside = rank <= cut
+    inside = df["selected"].astype(bool).to_numpy() if n_genes is None else rank <= cut
     ax.scatter(rank[inside], w[inside], s=14, color="C3", zorder=3, label=f"panel ({inside.sum()} genes)")
     ax.axvline(cut + 0.5, color="C3", ls="--", lw=1)
     for r, wi, g in zip(rank[:label_top], w[:label_top], df["gene"].to_numpy()[:label_top]):
