@@ -273,7 +273,7 @@ def test_pl_argument_errors(stored):
             pl.weights(stored, "maxrel", show=False, **kw)
     dup = stored.copy()
     dup.var_names = ["g0", "g1", "g2", "g0"] + list(stored.var_names[4:])
-    with pytest.raises(ValueError, match=r"var_names are not unique \(g0\).*var_names_make_unique"):
+    with pytest.raises(ValueError, match=r"panel gene 'g0' is repeated in adata.var_names.*var_names_make_unique"):
         pl.redundancy(dup, "maxrel", show=False)
 
 
