@@ -253,25 +253,25 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
 
 
 def _aligned_to_samples(X, y, batch):
-    """``y`` and ``batch`` in X's sample order: a pandas Series (or a DataFrame of label levels) indexed by the
-    sample names of a DataFrame X is matched by name, as :func:`bioqpfs.select` matches it (by position, a
-    shuffled Series scrambled the classes silently); a default RangeIndex is positional; names that do not
-    match are an error naming them."""
+    """``y`` and ``batch`` in X's sample order: a pandas Series (or a DataFrame of label levels) whose index holds
+    the sample names of a DataFrame X in another order is matched by name, as :func:`bioqpfs.select` matches it
+    (by position, a shuffled Series scrambled the classes silently).  Any other index is positional, as
+    scikit-learn takes targets: inside cross-validation a default-indexed y keeps its row numbers while X keeps
+    its sample names."""
     names = sample_names_of(X)
     if names is None:
         return y, batch
     import pandas as pd
 
-    from ._validation import align_series
-
     index = pd.Index(names)
 
+    def permutes(v):
+        return (len(v) == len(index) and index.is_unique and v.index.is_unique and not v.index.equals(index)
+                and len(v.index.symmetric_difference(index)) == 0)
+
     def align(v, name):
-        if isinstance(v, pd.Series):
-            return align_series(v, index, name)
-        if isinstance(v, pd.DataFrame):
-            order = align_series(pd.Series(np.arange(len(v)), index=v.index), index, name).to_numpy()
-            return v.iloc[order]
+        if isinstance(v, (pd.Series, pd.DataFrame)) and permutes(v):
+            return v.reindex(index) if isinstance(v, pd.Series) else v.loc[index]
         return v
 
     return align(y, "y"), align(batch, "batch")
