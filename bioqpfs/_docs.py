@@ -49,8 +49,9 @@ groupby_weights : sequence of float, optional
     that relevance).  Default ``1 / L`` for every level: for nested levels ``I(X; C_l)`` grows from coarse
     to fine by the information within the coarser classes, so equal weights count what a gene tells about
     the coarsest classes fully and what it adds at level k with weight (L - k + 1) / L -- the between-lineage
-    genes move up, the within-lineage genes stay in.  Recorded in ``params`` (``groupby_levels``,
-    ``groupby_weights``, normalised).
+    genes move up, the within-lineage genes stay in.  A coarse level of a single class (the data subset to
+    one lineage) is left out with a warning, the other weights renormalised.  Recorded in ``params``
+    (``groupby_levels``, ``groupby_weights``, normalised, of the levels used).
 """
 
 #: ``backend=`` of every face that counts (:mod:`bioqpfs._device`)

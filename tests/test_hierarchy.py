@@ -181,6 +181,27 @@ def test_groupby_weights_with_one_level():
                                   maxrel(X, y[:, 1]).relevance)
 
 
+@pytest.mark.parametrize("method", HIERARCHY_METHODS)
+def test_a_coarse_level_of_one_class_is_left_out_with_a_warning(method):
+    """The data subset to one lineage: the lineage level was refused ("needs at least 2 classes"); it carries no
+    information, so it is left out (named in a warning) and the call equals the plain one on the finest level."""
+    X, y = _planted(n_per_type=12, n_noise=10)
+    one_lineage = y[:, 0] == "myeloid"
+    X, y = X[one_lineage], y[one_lineage]
+    plain = bioqpfs.select(X, y[:, 1], method=method, n_genes=5)
+    frame = pd.DataFrame(y, columns=["lineage", "cell_type"])
+    with pytest.warns(UserWarning, match=r"level\(s\) 'lineage' hold a single class \('myeloid'\)"):
+        both = bioqpfs.select(X, frame, method=method, n_genes=5)
+    np.testing.assert_array_equal(both.ranking, plain.ranking)
+    np.testing.assert_array_equal(both.weights, plain.weights)
+    assert both.params["groupby_levels"] == ["cell_type"] and both.params["groupby_weights"] == [1.0]
+    with pytest.raises(ValueError, match="weight only to level.*'lineage'.*'cell_type' a positive weight"), \
+            pytest.warns(UserWarning, match="single class"):
+        bioqpfs.select(X, frame, method=method, n_genes=5, groupby_weights=[1, 0])
+    with pytest.raises(ValueError, match="level 'cell_type' has 1 class"):  # the finest level still needs two
+        bioqpfs.select(X[:12], frame.iloc[:12], method=method, n_genes=5)
+
+
 def test_missing_label_in_a_level_is_named():
     X, y = _planted(n_per_type=6, n_noise=3)
     frame = pd.DataFrame(y, columns=["lineage", "cell_type"])

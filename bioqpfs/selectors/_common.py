@@ -170,8 +170,10 @@ def check_levels(y, X, groupby_weights=None):
         return cols[0], None
     names = sample_names_of(X)
     codes, classes = [], []
-    for column, values in zip(columns, cols):
-        c, k = check_labels(values, X.shape[0], name=f"y level {column!r}", sample_names=names)
+    for i, (column, values) in enumerate(zip(columns, cols)):
+        # a coarser level may hold one class (the data subset to one lineage); the finest needs two
+        c, k = check_labels(values, X.shape[0], name=f"y level {column!r}", sample_names=names,
+                            min_classes=2 if i == n_levels - 1 else 1)
         codes.append(np.asarray(c, dtype=np.int64))
         classes.append(k)
     for i in range(1, n_levels):  # nested: each class of level i within one class of level i - 1
@@ -187,6 +189,19 @@ def check_levels(y, X, groupby_weights=None):
                 f"{f' (and {split.size - 1} other class(es) alike)' if split.size > 1 else ''}; give the levels "
                 "coarse to fine with every finer class inside one coarser class, e.g. make the fine labels unique "
                 "per coarse class ('lineage/cell_type')")
+    single = [i for i in range(n_levels) if len(classes[i]) == 1]
+    if single:  # I(X; C_l) = 0 for every gene: the level would only shrink F by its weight
+        warnings.warn(f"y level(s) {', '.join(repr(str(columns[i])) for i in single)} hold a single class "
+                      f"({', '.join(repr(classes[i][0]) for i in single)}) in these samples, so they carry no "
+                      "information; they are left out and the other levels' weights renormalised",
+                      UserWarning, stacklevel=3)
+        kept = [i for i in range(n_levels) if i not in single]
+        if not weights[kept].sum() > 0:
+            raise ValueError(f"groupby_weights gives weight only to level(s) of a single class "
+                             f"({', '.join(repr(str(columns[i])) for i in single)}); give the level(s) "
+                             f"{', '.join(repr(str(columns[i])) for i in kept)} a positive weight")
+        codes, classes = [codes[i] for i in kept], [classes[i] for i in kept]
+        columns, weights = [columns[i] for i in kept], weights[kept] / weights[kept].sum()
     return cols[-1], Levels(codes, classes, [str(c) for c in columns], weights)
 
 
