@@ -280,7 +280,7 @@ def _aligned_to_genes(adata, series):
                      + "; index it by adata.var_names, or pass a boolean array in adata.var order")
 
 
-def obs_labels(adata, groupby):
+def obs_labels(adata, groupby, *, min_classes=2):
     """The class labels ``adata.obs[groupby]`` (a Series), checked and named by their column.
 
     ``groupby`` may be a list of columns, coarse to fine (hierarchical labels, e.g. ``["lineage", "cell_type"]``):
@@ -294,7 +294,9 @@ def obs_labels(adata, groupby):
                              "level once, coarse to fine")
         if len(groupby) == 1:
             return obs_labels(adata, groupby[0])
-        return pd.DataFrame({g: obs_labels(adata, g) for g in groupby}, index=adata.obs_names)
+        # a coarse level may hold one class (left out with a warning by check_levels); the finest needs two
+        return pd.DataFrame({g: obs_labels(adata, g, min_classes=2 if g == groupby[-1] else 1) for g in groupby},
+                            index=adata.obs_names)
     if pd.api.types.is_list_like(groupby) or groupby is None:
         shown = repr(groupby) if groupby is None or len(groupby) <= 5 else f"a {type(groupby).__name__} of {len(groupby)}"
         raise TypeError(f"groupby must be the name of one .obs column, or a list of column names (hierarchical "
@@ -310,7 +312,7 @@ def obs_labels(adata, groupby):
             "remove those cells (adata = adata[adata.obs[groupby].notna()].copy()) or give them a label"
         )
     # one class, continuous values...: reported here with the column's name
-    check_labels(labels.array, adata.n_obs, name=f"adata.obs[{groupby!r}]")
+    check_labels(labels.array, adata.n_obs, name=f"adata.obs[{groupby!r}]", min_classes=min_classes)
     return labels
 
 

@@ -45,7 +45,7 @@ from ._validation import (
     sample_names_of,
     seed_of,
 )
-from .selectors._common import label_levels
+from .selectors._common import label_levels, single_class_levels, warn_single_class_levels
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -152,10 +152,16 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
     frame = (y if isinstance(y, pd.DataFrame) else pd.DataFrame(np.asarray(y, dtype=object))) if n_levels > 1 else None
     columns = [frame.iloc[:, i] for i in range(n_levels)] if frame is not None else [y]
     levels = []
-    for column in columns:
-        codes, classes = check_labels(column, X.shape[0], name="labels", sample_names=sample_names_of(data))
+    for i, column in enumerate(columns):  # a coarse level may hold one class (left out by the selector)
+        codes, classes = check_labels(column, X.shape[0], name="labels", sample_names=sample_names_of(data),
+                                      min_classes=2 if i == n_levels - 1 else 1)
         levels.append(classes[codes])
-    y_select = np.column_stack([np.asarray(v, dtype=object) for v in levels]) if n_levels > 1 else levels[0]
+    single = single_class_levels([np.unique(v) for v in levels]) if n_levels > 1 else []
+    if single:  # left out once here, not by every fold's selection
+        names_of = list(y.columns) if isinstance(y, pd.DataFrame) else [f"level {i}" for i in range(n_levels)]
+        warn_single_class_levels(names_of, [np.unique(v) for v in levels], single, stacklevel=3)
+        levels = [v for i, v in enumerate(levels) if i not in single]
+    y_select = np.column_stack([np.asarray(v, dtype=object) for v in levels]) if len(levels) > 1 else levels[0]
     return X, levels[-1], names, np.flatnonzero(mask), y_select
 
 

@@ -202,6 +202,27 @@ def test_a_coarse_level_of_one_class_is_left_out_with_a_warning(method):
         bioqpfs.select(X[:12], frame.iloc[:12], method=method, n_genes=5)
 
 
+def test_a_coarse_level_of_one_class_in_tl_and_evaluate():
+    """tl and evaluate refused the one-class level in their own label check; now one warning each, and the same
+    results as the finest level alone."""
+    X, y = _planted(n_per_type=12, n_noise=10)
+    keep = y[:, 0] == "myeloid"
+    obs = pd.DataFrame(y[keep], columns=["lineage", "cell_type"], index=[f"c{i}" for i in range(keep.sum())])
+    adata = ad.AnnData(X[keep], obs=obs)
+    with pytest.warns(UserWarning, match="single class") as record:
+        bioqpfs.tl.select_genes(adata, ["lineage", "cell_type"], method="qpfs", n_genes=4, key_added="both")
+    assert sum("single class" in str(w.message) for w in record) == 1
+    bioqpfs.tl.select_genes(adata, "cell_type", method="qpfs", n_genes=4, key_added="plain")
+    assert list(adata.uns["both"]["selected"]) == list(adata.uns["plain"]["selected"])
+    assert adata.uns["both"]["params"]["groupby_levels"] == ["cell_type"]
+    with pytest.warns(UserWarning, match="'lineage' hold a single class") as record:
+        both = bioqpfs.evaluate.error_curve(adata, ["lineage", "cell_type"], ["qpfs"], n_genes=[2, 4], cv=3)
+    assert sum("single class" in str(w.message) for w in record) == 1, "once, not once per fold"
+    plain = bioqpfs.evaluate.error_curve(adata, "cell_type", ["qpfs"], n_genes=[2, 4], cv=3)
+    timing = [c for c in both if c.startswith("seconds")]
+    pd.testing.assert_frame_equal(both.drop(columns=timing), plain.drop(columns=timing))
+
+
 def test_missing_label_in_a_level_is_named():
     X, y = _planted(n_per_type=6, n_noise=3)
     frame = pd.DataFrame(y, columns=["lineage", "cell_type"])

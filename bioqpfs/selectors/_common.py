@@ -130,7 +130,20 @@ class Levels:
         return dict(groupby_levels=[str(n) for n in self.names], groupby_weights=[float(v) for v in self.weights])
 
 
-def check_levels(y, X, groupby_weights=None):
+def single_class_levels(classes):
+    """Positions of the levels holding a single class (``classes``: each level's classes), the finest excepted."""
+    return [i for i, k in enumerate(classes[:-1]) if len(k) == 1]
+
+
+def warn_single_class_levels(columns, classes, single, stacklevel=2):
+    """The one warning that levels of a single class (:func:`single_class_levels`) are left out."""
+    warnings.warn(f"y level(s) {', '.join(repr(str(columns[i])) for i in single)} hold a single class "
+                  f"({', '.join(repr(classes[i][0]) for i in single)}) in these samples, so they carry no "
+                  "information; they are left out and the other levels' weights renormalised",
+                  UserWarning, stacklevel=stacklevel + 1)
+
+
+def check_levels(y, X, groupby_weights=None, *, warn=True):
     """The one validation of hierarchical labels (every method that takes them): ``(y_finest, Levels or None)``.
 
     ``y`` of shape (n_samples, n_levels) -- a 2-D array or a DataFrame, columns coarse to fine -- is
@@ -140,7 +153,9 @@ def check_levels(y, X, groupby_weights=None):
     naming it.  ``groupby_weights`` (v_l, one per level, non-negative, not all zero) are normalised to sum 1
     so that F = sum_l v_l I(X; C_l) stays on the scale of one MI; default ``1 / L`` (see :func:`level_sum`).
     ``X`` is the caller's matrix (a DataFrame's index matches a DataFrame ``y`` by sample name, as for 1-D
-    labels).  Returns the finest level (as given: a Series stays a Series) for :func:`prepare`.
+    labels).  Returns the finest level (as given: a Series stays a Series) for :func:`prepare`.  A coarser level
+    holding a single class carries no information: it is left out (with a warning unless ``warn=False``) and the
+    other weights renormalised.
     """
     import pandas as pd
 
@@ -189,12 +204,10 @@ def check_levels(y, X, groupby_weights=None):
                 f"{f' (and {split.size - 1} other class(es) alike)' if split.size > 1 else ''}; give the levels "
                 "coarse to fine with every finer class inside one coarser class, e.g. make the fine labels unique "
                 "per coarse class ('lineage/cell_type')")
-    single = [i for i in range(n_levels) if len(classes[i]) == 1]
+    single = single_class_levels(classes)
     if single:  # I(X; C_l) = 0 for every gene: the level would only shrink F by its weight
-        warnings.warn(f"y level(s) {', '.join(repr(str(columns[i])) for i in single)} hold a single class "
-                      f"({', '.join(repr(classes[i][0]) for i in single)}) in these samples, so they carry no "
-                      "information; they are left out and the other levels' weights renormalised",
-                      UserWarning, stacklevel=3)
+        if warn:
+            warn_single_class_levels(columns, classes, single, stacklevel=3)
         kept = [i for i in range(n_levels) if i not in single]
         if not weights[kept].sum() > 0:
             raise ValueError(f"groupby_weights gives weight only to level(s) of a single class "

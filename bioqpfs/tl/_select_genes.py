@@ -342,7 +342,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     labels = obs_labels(adata, groupby)
     check_levels_supported(method, labels, preset)
     if isinstance(labels, pd.DataFrame):  # hierarchical labels: nesting and weights checked before any work
-        check_levels(labels, adata, params.get("groupby_weights"))
+        check_levels(labels, adata, params.get("groupby_weights"), warn=False)  # the selector warns
     key = result_key(named, key_added)
     stale = _check_key(adata, key)
     duplicated = _warn_duplicated_names(adata)
