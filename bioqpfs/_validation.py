@@ -581,10 +581,11 @@ def validate_random_state(random_state):
 
 
 def check_base(base, *, name="base"):
-    """Logarithm base of information measures: a finite number > 0 and != 1 (2: bits, e: nats)."""
+    """Logarithm base of information measures: a finite number > 1 (2: bits, e: nats).  A base in (0, 1) would
+    make every entropy and information negative (the selectors then refused the data as carrying none)."""
     if isinstance(base, (bool, np.bool_)) or not isinstance(base, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(base) or base <= 0 or base == 1:
-        raise ValueError(f"{name} must be a finite number > 0 and != 1 (2 for bits, e for nats), got {base!r}")
+            or not np.isfinite(base) or base <= 1:
+        raise ValueError(f"{name} must be a finite number > 1 (2 for bits, e for nats), got {base!r}")
     return float(base)
 
 

@@ -344,7 +344,7 @@ class QPFSSelector(BioQPFSSelector):
         "alpha": [Interval(Real, 0, None, closed="left"), None],   # the method checks its own range
         "discretization": [str, None],
         "n_bins": [Interval(Integral, 2, None, closed="left")],
-        "base": [Interval(Real, 0, None, closed="neither")],
+        "base": [Interval(Real, 1, None, closed="neither")],
         "solver": [str],
         "psd_fix": [str, None],
         "nystrom_rate": [Interval(Real, 0, 1, closed="right"), None],

@@ -186,7 +186,7 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
         section 2.5, as every measure and selector); ``None``: ``Xd`` already holds codes.
     {n_bins}
     base : float
-        Logarithm base (2: bits), a finite number > 0 and != 1.
+        Logarithm base (2: bits), a finite number > 1.
     rows : 1-D sequence of int, optional
         Compute only these rows of the gene x gene matrix (``len(rows) x n_genes``); a single
         row is ``rows=[i]``.
@@ -256,7 +256,7 @@ def _check_rows(rows, m):
 @with_pass_memo
 def entropy(Xd: MatrixLike, *, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
             backend: str | None = None) -> np.ndarray:
-    """Entropy H(X_i) of every gene's codes (``base``: a finite number > 0 and != 1; 2 gives bits; ``backend`` as
+    """Entropy H(X_i) of every gene's codes (``base``: a finite number > 1; 2 gives bits; ``backend`` as
     in :func:`mutual_information`)."""
     base = check_base(base)
     return _info.entropies(_table(Xd, discretization, n_bins, what="entropy")) / np.log(base)
@@ -315,7 +315,7 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
         O(N^2 M) work, refused beyond :data:`bioqpfs._kernels.mst.MAX_CPX_WORK`.  Tie rules and the
         f = 0 case: see :mod:`bioqpfs._kernels.mst`.
     base : float
-        Logarithm base of ``"mi"`` (2: bits), a finite number > 0 and != 1.
+        Logarithm base of ``"mi"`` (2: bits), a finite number > 1.
     y : array-like or pandas Series
         Class labels; a Series is matched to the samples by index when X is a DataFrame
         (see :func:`bioqpfs._validation.check_labels`).

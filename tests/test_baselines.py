@@ -122,3 +122,35 @@ def test_selection_reachable_from_tl(rng):
     bioqpfs.tl.select_genes(adata, "c", method="mrmr_mid", n_genes=4)
     key = [k for k in adata.uns if "mrmr" in k][0]
     assert len(adata.uns[key]["selected"]) == 4
+
+
+def test_miq_gives_no_infinite_score_to_a_gene_without_relevance():
+    """0 / 0 was scored +inf: a gene carrying nothing about the classes, independent of the first pick, was taken
+    second, ahead of a relevant gene (a donor marker under batch=, whose within-batch F is 0, the same way)."""
+    y = np.repeat([0, 1, 2], 12)
+    noise = np.tile([0, 1, 2, 0, 1, 2, 0, 0, 1, 1, 2, 2], 3)  # the same pattern in every class: F = 0, I(.; y) = 0
+    g2 = np.where(np.random.default_rng(1).random(36) < 0.8, y, (y + 1) % 3)
+    X = np.stack([y, noise, g2], 1)
+    assert ref.mutual_info(noise, y) == pytest.approx(0, abs=1e-12)
+    sel = baselines.mrmr_miq(X, y, n_genes=2, discretization=None)
+    assert list(sel.selected) == [0, 2]
+    assert np.isfinite(sel.extra_columns["greedy_score"][2])
+
+
+def test_miq_zero_redundancy_within_round_off_ties_and_goes_to_the_higher_relevance():
+    """Candidates independent of the first pick (I = 0 exactly) came out as +-4e-16: the negative ones scored +inf,
+    the positive ones a finite 1e14, so a less relevant gene was picked (the documented tie rule: higher F)."""
+    rng = np.random.default_rng(0)
+    n_c = int(rng.integers(5, 20))
+    y = np.repeat([0, 1, 2, 3], n_c)
+    g0 = y // 2
+    cols = [g0]
+    for _ in range(8):  # each the same level counts in both g0 groups: I(X_j; g0) = 0 exactly
+        levels = np.sort(rng.integers(0, 3, 2 * n_c))
+        cols.append(np.concatenate([rng.permutation(levels), rng.permutation(levels)]))
+    X = np.stack(cols, 1)
+    assert max(abs(ref.mutual_info(X[:, j], g0)) for j in range(1, 9)) < 1e-12
+    F = [ref.mutual_info(X[:, j], y) for j in range(9)]
+    sel = baselines.mrmr_miq(X, y, n_genes=2, discretization=None)
+    assert int(sel.selected[1]) == 1 + int(np.argmax(F[1:]))
+    assert np.isinf(sel.extra_columns["greedy_score"][sel.selected[1]])

@@ -767,7 +767,7 @@ def pairwise_information(table_rows: CodeTable, table_cols: CodeTable | None, ki
     rows : array of int, optional
         Compute only these rows (all columns): the ``[A B]`` block Nystrom needs.
     base : float
-        Logarithm base of the output, a finite number > 0 and != 1 (2: bits).
+        Logarithm base of the output, a finite number > 1 (2: bits).
     n_workers : int, optional
         Worker threads for the block pairs; default :func:`n_workers` (the face's ``n_jobs``).  The
         result does not depend on it.

@@ -37,8 +37,10 @@ method against a plain-loop implementation of the published formula.
 
 Ties: scores within ``1e-9 * max(1, |best|)`` of the best are tied (the identities above and the
 blocked sums round differently from a direct computation), and ties go to the higher
-relevance F, then to the lower gene index.  In MIQ a zero mean redundancy gives an infinite
-score (a candidate independent of every selected gene), ties again broken by F then index.
+relevance F, then to the lower gene index.  In MIQ a zero mean redundancy (within round-off,
+``ZERO_RELEVANCE`` relative to the largest F) gives an infinite score to a relevant candidate
+independent of every selected gene (ties again broken by F then index) and 0 to a gene without
+relevance (0 / 0: it carries nothing about the classes).
 
 Result: ``ranking`` holds the K greedily selected genes in selection order (K = ``n_genes``, or
 :data:`DEFAULT_N_RANKED` when ``n_genes`` is None); ``weights`` are rank based, (K - r + 1) / K
@@ -58,7 +60,7 @@ from .. import measures
 from .._docs import BATCH_DOC, HIERARCHY_DOC, N_BINS_DOC, Y_HIERARCHY_DOC, append_doc
 from .._kernels import information as _info
 from .._kernels.ranking import RANK_REL_TOL, rank_descending
-from .._selection import Selection, rank_by_weight
+from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
 from .._validation import Interval, Options, check_base, check_n_genes, check_random_state, parameter_constraints
 from ._common import (
     BATCH_DISCRETIZATIONS,
@@ -194,9 +196,11 @@ def _greedy_loop(criterion, n_select, F, acc, available, order, picked_scores, u
         elif criterion == "mrmr_mid":
             scores = F - acc / k
         elif criterion == "mrmr_miq":
+            # a mean redundancy within round-off of 0 is 0 (an exact 0 came out as +-4e-16, and its sign decided
+            # between a finite and an infinite score); F / 0 is +inf only for a relevant gene: 0 / 0 scores 0
             red = acc / k
-            with np.errstate(divide="ignore", invalid="ignore"):
-                scores = np.where(red > 0, F / np.where(red > 0, red, 1.0), np.inf)
+            zero = red <= ZERO_RELEVANCE * max(1.0, float(np.max(F, initial=0.0)))
+            scores = np.where(zero, np.where(F > ZERO_RELEVANCE, np.inf, 0.0), F / np.where(zero, 1.0, red))
         elif criterion == "jmi":
             scores = acc + k * F
         else:  # cife
