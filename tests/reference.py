@@ -75,12 +75,17 @@ def mi_given_class_matrix(X, y, base=2.0):
 
 
 def mean_sd_codes(X):
-    """QPFS 2.5 bins with R's sd (ddof=1), one gene at a time."""
+    """QPFS 2.5 bins with R's sd (ddof=1), one gene at a time; a varying gene with every value in the middle
+    bin (nearly two-point: balanced binary genes) is cut at the mean instead, codes 0 / 1."""
     out = np.empty(X.shape, dtype=int)
     for g in range(X.shape[1]):
         col = [float(v) for v in X[:, g]]
         mu = sum(col) / len(col)
         sd = math.sqrt(sum((v - mu) ** 2 for v in col) / (len(col) - 1))
+        if sd > 0 and all(mu - sd < v <= mu + sd for v in col):
+            for s, v in enumerate(col):
+                out[s, g] = 0 if v <= mu else 1
+            continue
         for s, v in enumerate(col):
             out[s, g] = 0 if v <= mu - sd else (1 if v <= mu + sd else 2)
     return out

@@ -67,6 +67,53 @@ def test_vector_codes_is_the_matrix_rule_at_any_scale(rng, scale):
         np.testing.assert_array_equal(out, disc.codes(v[:, None], "quantile", n_bins=4)[0][:, 0])
 
 
+def _two_point_genes(rng, n=40):
+    """Genes mean +- sd leaves in one bin: two values, half the samples each (0/1, 2/7, a bool column, the
+    balanced labels themselves), and one with 21 of 40 (still inside: p < n / (2n - 1)); a gene of 3 values."""
+    y = np.repeat([0, 1], n // 2)
+    X = np.column_stack([y, np.where(y == 1, 7.0, 2.0), rng.permutation(y), (np.arange(n) < 21).astype(float),
+                         rng.normal(size=n)])
+    return X, y
+
+
+def test_mean_sd_cuts_a_two_point_gene_at_the_mean(rng):
+    """Every value within mu -+ sd: the paper's bins gave one code, so a gene equal to two balanced classes had
+    I(X; C) = 0 and was never selected; it is cut at the mean now (the plain-loop reference does the same)."""
+    X, y = _two_point_genes(rng)
+    codes, n_levels = disc.codes(X)
+    np.testing.assert_array_equal(n_levels, [2, 2, 2, 2, 3])
+    np.testing.assert_array_equal(codes[:, :4], ref.mean_sd_codes(X[:, :4]))
+    np.testing.assert_array_equal(codes[:, 0], y)
+    for make in (sp.csr_matrix, sp.csc_matrix):
+        np.testing.assert_array_equal(disc.codes(make(X[:, :4]))[0], codes[:, :4])
+    assert measures.relevance(X, y)[0] == pytest.approx(1.0)  # one bit, as the reference: it was 0
+    assert measures.relevance(X[:, :1].astype(bool), y)[0] == pytest.approx(1.0)  # bool data too
+    out = np.empty(X.shape[0], dtype=np.uint8)
+    for j in range(X.shape[1]):  # k-means' vector form: the same rule
+        assert disc.vector_codes(X[:, j].copy(), disc.VECTOR_RULES["mean_sd"], 3, out) == n_levels[j]
+        np.testing.assert_array_equal(out, codes[:, j])
+    constant = np.full((10, 1), 4.2)  # sd from round-off only: still one level
+    assert disc.codes(constant)[1][0] == 1
+
+
+def test_mean_sd_two_point_gene_on_dask_and_per_batch(rng):
+    """The Dask rule (one more pass, only when such a gene exists) and the per-batch codes (in memory, Dask)
+    cut the same genes at the same means."""
+    da = pytest.importorskip("dask.array")
+    from bioqpfs._kernels.discretize_dask import dask_codes, dask_group_codes
+
+    X, _ = _two_point_genes(rng, n=40)
+    codes, n_levels = disc.codes(X)
+    lazy, lazy_levels = dask_codes(da.from_array(X, chunks=(15, 5)), "mean_sd")
+    np.testing.assert_array_equal(lazy.compute(), codes)
+    np.testing.assert_array_equal(lazy_levels, n_levels)
+    groups = np.tile([0, 1], 20)  # each group: the same two-point genes
+    grouped, _ = dask_group_codes(da.from_array(X, chunks=(15, 5)), "mean_sd", groups)
+    grouped = grouped.compute()
+    for g in (0, 1):
+        np.testing.assert_array_equal(grouped[groups == g], disc.codes(X[groups == g])[0])
+
+
 def test_parallel_sparse_kernels_equal_scipy(rng, monkeypatch):
     """The CSR transpose, column max |x| and per-column sum of squares run over ranges on the worker pool from 2**16
     stored entries on: against scipy / numpy, bit for bit, with empty rows and columns and several range counts."""

@@ -369,17 +369,43 @@ def _compact_inplace(codes, n_bins):
     return present.sum(axis=0).astype(np.int64)
 
 
+def mean_sd_edges(mean, sd, s, split=None):
+    """The ``(2, genes)`` edges ``mu -+ sd`` of :func:`mean_sd_codes` (moments of ``X / s``, scaled back), with
+    the genes ``split`` (a boolean mask) cut at the mean instead: edges ``(mu, +inf)``, two bins
+    (:func:`mean_sd_codes`: a non-constant gene that mean +- sd leaves in one bin)."""
+    with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
+        edges = np.vstack([mean - sd, mean + sd]) * s
+        if split is not None and np.any(split):
+            edges[0, split], edges[1, split] = (mean * s)[split], np.inf
+    return edges
+
+
+def one_level_spread(n_levels, sd):
+    """Genes that mean +- sd left in one bin although they vary (``sd > 0``): :func:`mean_sd_codes` cuts them at
+    the mean instead."""
+    return (np.asarray(n_levels) == 1) & (np.asarray(sd) > 0)
+
+
 def mean_sd_codes(X):
     """Three bins per gene, QPFS section 2.5: (-inf, mu-sd], (mu-sd, mu+sd], (mu+sd, inf).
 
     ``mu`` is the gene's sample mean and ``sd`` its sample standard deviation (ddof=1).
-    A constant gene (sd = 0) falls entirely in the first bin.
+    A constant gene (sd = 0) falls entirely in the first bin.  A gene that varies but has every value within
+    ``mu -+ sd`` -- a two-valued gene about half of whose samples hold each value (a binary marker equal to two
+    balanced classes, 0/1 or bool data) -- would get one code and no information at all; it is cut at the mean
+    instead, (-inf, mu], (mu, inf) (two levels), the rule the paper's bins give any other two-valued gene.
     """
     mean, sd, s = _column_mean_sd(X)
-    with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
-        edges = np.vstack([mean - sd, mean + sd]) * s
-    codes = codes_from_edges(X, edges)
-    return codes, _compact_inplace(codes, 3)
+    codes = codes_from_edges(X, mean_sd_edges(mean, sd, s))
+    n_levels = _compact_inplace(codes, 3)
+    split = one_level_spread(n_levels, sd)
+    if split.any():  # rare (nearly two-point genes): only their columns are coded again
+        genes = np.flatnonzero(split)
+        sub = X[:, genes] if not sp.issparse(X) or X.format in ("csr", "csc") else X.tocsc()[:, genes]
+        part = codes_from_edges(sub, mean_sd_edges(mean, sd, s, split)[:, genes])
+        n_levels[genes] = _compact_inplace(part, 3)
+        codes[:, genes] = part
+    return codes, n_levels
 
 
 def quantile_codes(X, n_bins):
@@ -1027,7 +1053,8 @@ def vector_codes(v, rule, n_bins, out):
     The form of :func:`mean_sd_codes` / :func:`quantile_codes` that a numba loop can call (k-means,
     :mod:`bioqpfs._kernels.kmeans`).  ``rule`` 0: edges ``mu -+ sd`` (ddof=1), QPFS section 2.5, with the
     same extreme-value guard (moments of ``v / s``, ``s`` the power of two of
-    :func:`bioqpfs._kernels.correlation.column_scales`; 1 for ordinary vectors); 1: ``n_bins``
+    :func:`bioqpfs._kernels.correlation.column_scales`; 1 for ordinary vectors) and the same cut at the mean
+    for a varying vector left in one bin (:func:`mean_sd_codes`); 1: ``n_bins``
     equal-frequency bins (edges at the ``j/n_bins`` sample quantiles, linear interpolation).
     ``code = #{edges e : v > e}`` (right-closed bins); bins left empty are removed so the codes are
     ``0..levels-1``.  Writes ``out`` (uint8, len(v)) and returns ``levels``.  Sums run in sample order,
@@ -1053,6 +1080,14 @@ def vector_codes(v, rule, n_bins, out):
             ss += (v[s] / scale - mu) ** 2
         sd = np.sqrt(ss / max(1, n - 1))
         edges = np.array([(mu - sd) * scale, (mu + sd) * scale])
+        if sd > 0:  # every value within mu -+ sd (a nearly two-point vector): cut at the mean (mean_sd_codes)
+            inside = True
+            for s in range(n):
+                if v[s] <= edges[0] or v[s] > edges[1]:
+                    inside = False
+                    break
+            if inside:
+                edges = np.array([mu * scale, np.inf])
     else:
         edges = np.quantile(v, np.arange(1, n_bins) / n_bins)
     nb = edges.shape[0] + 1

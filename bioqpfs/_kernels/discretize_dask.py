@@ -534,7 +534,14 @@ def dask_codes(X, discretization, *, n_bins=3, feature_names=None, _search=None)
     if discretization is None:
         return dask_compact_codes(X, feature_names=feature_names)
     rule, n_out = _dask_rule(X, discretization, n_bins=n_bins, _search=_search)
-    return _lazy_codes(X, rule, n_out)
+    codes, n_levels = _lazy_codes(X, rule, n_out)
+    if discretization == "mean_sd":  # a varying gene left in one bin is cut at the mean, as in memory
+        mean, sd, s = dask_mean_sd(X)  # memoized by _dask_rule: no pass
+        split = _disc.one_level_spread(n_levels, sd)
+        if split.any():  # one more pass for the used bins, only then
+            codes, n_levels = _lazy_codes(X, partial(_disc.codes_from_edges,
+                                                     edges=_disc.mean_sd_edges(mean, sd, s, split)), 3)
+    return codes, n_levels
 
 
 def _dask_rule(X, discretization, *, n_bins=3, _search=None):
@@ -544,9 +551,7 @@ def _dask_rule(X, discretization, *, n_bins=3, _search=None):
 
     if discretization == "mean_sd":
         mean, sd, s = dask_mean_sd(X)
-        with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
-            edges = np.vstack([mean - sd, mean + sd]) * s
-        return partial(_disc.codes_from_edges, edges=edges), 3
+        return partial(_disc.codes_from_edges, edges=_disc.mean_sd_edges(mean, sd, s)), 3
     if discretization in ("quantile", "zero_quantile"):
         n_bins = _disc.check_n_bins(n_bins)
         zero = discretization == "zero_quantile"
@@ -649,7 +654,7 @@ def dask_group_codes(X, discretization, groups, *, n_bins=3):
     spread = np.bincount(groups, minlength=n_groups) >= 2  # a single sample has no spread: one level
     rules, n_out = [None] * n_groups, n_bins
     if discretization == "mean_sd":
-        rules, n_out = _group_mean_sd_rules(X, groups, n_groups, spread), 3
+        (rules, moments), n_out = _group_mean_sd_rules(X, groups, n_groups, spread), 3
     elif discretization in ("quantile", "zero_quantile"):
         n_out = _disc.check_n_bins(n_bins)
         zero = discretization == "zero_quantile"
@@ -663,6 +668,14 @@ def dask_group_codes(X, discretization, groups, *, n_bins=3):
     shared = dask.delayed(rules, pure=True)  # one key in the graph, not a copy of every threshold per chunk
     present = reduce_chunks(_chunk_group_levels, [X], vectors={"groups": groups}, rules=shared, n_bins=n_out,
                             n_groups=n_groups, result_bytes=n_groups * n_out * X.shape[1])
+    if discretization == "mean_sd":  # a gene varying in a group but left in one bin: cut at the group's mean
+        split = {g: _disc.one_level_spread(present[g].sum(axis=0), moments[g][1]) for g in np.flatnonzero(spread)}
+        if any(v.any() for v in split.values()):  # one more pass for the used bins, only then
+            for g, v in split.items():
+                rules[g] = partial(_disc.codes_from_edges, edges=_disc.mean_sd_edges(*moments[g], v))
+            shared = dask.delayed(rules, pure=True)
+            present = reduce_chunks(_chunk_group_levels, [X], vectors={"groups": groups}, rules=shared,
+                                    n_bins=n_out, n_groups=n_groups, result_bytes=n_groups * n_out * X.shape[1])
     ranks = [None if rule is None else _disc.bin_ranks(present[g]) for g, rule in enumerate(rules)]
     levels = np.ones(X.shape[1], dtype=np.int64)
     for g in np.flatnonzero(spread):
@@ -733,16 +746,15 @@ def dask_group_scaled_moments(X, groups, n_groups):
 
 
 def _group_mean_sd_rules(X, groups, n_groups, spread):
-    """Every group's mean +- sd rule (:func:`dask_mean_sd` of its rows) from :func:`dask_group_scaled_moments`."""
+    """Every group's mean +- sd rule (:func:`dask_mean_sd` of its rows) from :func:`dask_group_scaled_moments`,
+    and its ``(mean, sd, s)`` (``None`` for both where a group has no spread)."""
     means, ss, scales = dask_group_scaled_moments(X, groups, n_groups)
     sizes = np.bincount(groups, minlength=n_groups).astype(np.float64)
-    rules = [None] * n_groups
+    rules, moments = [None] * n_groups, [None] * n_groups
     for g in np.flatnonzero(spread):
-        sd = np.sqrt(np.maximum(ss[g] / max(sizes[g] - 1.0, 1.0), 0.0))
-        with np.errstate(over="ignore"):  # an edge beyond the float range is +-inf: no value crosses it
-            edges = np.vstack([means[g] - sd, means[g] + sd]) * scales[g]
-        rules[g] = partial(_disc.codes_from_edges, edges=edges)
-    return rules
+        moments[g] = (means[g], np.sqrt(np.maximum(ss[g] / max(sizes[g] - 1.0, 1.0), 0.0)), scales[g])
+        rules[g] = partial(_disc.codes_from_edges, edges=_disc.mean_sd_edges(*moments[g]))
+    return rules, moments
 
 
 def _chunk_group_codes(x, g, *, rules, ranks):
