@@ -34,8 +34,8 @@
 #' @param labels The classes the panel must separate: the name of a
 #'   `colData(x)` (`pData(x)`) column, or a vector or factor with one label per
 #'   sample (the only choice for a matrix).  Missing labels are an error.
-#'   A factor's level order is the class order (as a pandas Categorical's in
-#'   Python); numbers that look continuous are refused (bin them with
+#'   A factor keeps its level order (as a pandas Categorical's in Python;
+#'   the panel does not depend on it); numbers that look continuous are refused (bin them with
 #'   `cut()`); a vector named by the sample names is matched by name.
 #'   Hierarchical labels: several column names, coarse to fine (e.g.
 #'   `c("lineage", "cell_type")`), or a data frame with one column per level;

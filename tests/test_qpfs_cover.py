@@ -147,6 +147,24 @@ def test_ranking_is_round_robin_of_per_class_qpfs():
     assert sorted(sel.ranking.tolist()) == list(range(X.shape[1]))
 
 
+def test_panel_does_not_depend_on_the_order_of_the_label_categories():
+    """The round-robin went round the classes in the labels' category order: tl (a Categorical) and evaluate or a
+    CSV in the CLI (strings, sorted) gave different default panels on the same data.  The classes are visited in
+    sorted label order now: a Categorical in any category order, its strings and numeric codes agree."""
+    import pandas as pd
+
+    X, y = planted(seed=3)
+    want = bioqpfs.select(X, y, n_genes=3)  # the default recipe; 3 genes for 4 types: the order decides who is out
+    assert set(want.extra_columns["class"][want.selected]) == {"type0", "type1", "type2"}  # sorted: type3 last
+    for categories in (["type3", "type2", "type1", "type0"], ["type1", "type3", "type0", "type2"]):
+        got = bioqpfs.select(X, pd.Categorical(y, categories=categories), n_genes=3)
+        np.testing.assert_array_equal(got.ranking, want.ranking)
+        np.testing.assert_array_equal(got.weights, want.weights)
+    numbers = np.array([int(v[-1]) for v in y]) * 5  # 0, 5, 10, 15: numbers sort by value, not as text
+    got = bioqpfs.select(X, numbers, n_genes=3)
+    np.testing.assert_array_equal(got.ranking, want.ranking)
+
+
 def test_sparse_equals_dense_and_input_untouched():
     X, y = planted(seed=2)
     Xs = sp.csr_matrix(X)

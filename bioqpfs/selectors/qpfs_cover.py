@@ -91,6 +91,16 @@ DIRECTIONS = ("up", "both")
 SELF_REDUNDANCIES = ("entropy", "constant")
 
 
+def sorted_class_order(classes):
+    """Positions of ``classes`` in sorted order of the labels: by value when they compare (numbers, text),
+    else by their text."""
+    values = np.asarray(classes, dtype=object)
+    try:
+        return np.asarray(sorted(range(values.size), key=lambda i: values[i]), dtype=np.int64)
+    except TypeError:  # labels of mixed types
+        return np.asarray(sorted(range(values.size), key=lambda i: str(values[i])), dtype=np.int64)
+
+
 @doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)
 @parameter_constraints(
     direction=Options(*DIRECTIONS), alpha=Interval("real", 0, 1, none=True),
@@ -183,7 +193,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         within-batch difference of the means (:func:`~bioqpfs.selectors._common.higher_in_class`).
     base : float
         Logarithm base of MI (does not change the ranking).
-    solver : {"auto", "quadprog", "spg"}
+    solver : {"auto", "quadprog", "active_set", "spg"}
         QP solver of each per-class problem (see :func:`bioqpfs.qpfs`).
     psd_fix : {"shift", "clip", "none"}
         Convexification of an indefinite Q (see :func:`bioqpfs._kernels.psd.apply_psd_fix`).  Default
@@ -217,8 +227,10 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     Notes
     -----
     The per-class problems share Q and differ only in F_c, so the cost is one Q (as QPFS) plus C QP solves.
-    With ``n_genes < C`` the first round is cut short: classes later in label order whose first gene is not
-    already in the panel get none.  A class without any candidate gene (no gene higher in it, with
+    The round-robin visits the classes in the sorted order of their labels (numbers by value, else as text),
+    whatever the order of a Categorical's categories, so every face gives the same panel.  With ``n_genes < C``
+    the first round is cut short: classes later in that order whose first gene is not already in the panel get
+    none.  A class without any candidate gene (no gene higher in it, with
     ``direction="up"``) is skipped with a warning and listed in ``diagnostics["uncovered_classes"]``.
     """
     t0 = time.perf_counter()
@@ -293,7 +305,11 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         warnings.warn(f"{len(empty)} class(es) have no gene {'higher in them than elsewhere and ' if direction == 'up' else ''}"
                       f"informative about them, so the panel cannot cover them: "
                       f"{', '.join(str(classes[c]) for c in empty[:10])}", UserWarning, stacklevel=2)
-    order, owner = round_robin(rankings)
+    # the classes visited in the sorted order of their labels, not the labels' category order: the same data give
+    # the same panel from a Categorical (tl, R factors), strings (evaluate, a CSV in the CLI) or any relabelling
+    visit = sorted_class_order(classes)
+    order, owner = round_robin([rankings[c] for c in visit])
+    owner = visit[owner]
     rest = np.setdiff1d(np.arange(m), np.concatenate([order, P]))
     tail = rank_by_weight(F, None, candidates=rest)
     ranking = forced_first(np.concatenate([keep[order], keep[tail], np.flatnonzero(constant)]), P_all)
