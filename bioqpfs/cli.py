@@ -534,6 +534,11 @@ def _check_paths(args, outputs):
 
     inputs = [(opt, path) for opt, path in (("input", getattr(args, "input", None)),
                                             ("--labels", getattr(args, "labels", None))) if path is not None]
+    if getattr(args, "labels", None) is not None and not (getattr(args, "input", None) is not None
+                                                          and _is_table(args.input)):
+        source = "--dataset" if getattr(args, "input", None) is None else repr(args.input)
+        raise ValueError(f"--labels is read for a CSV/TSV input only; {source} takes its labels from .obs "
+                         "(--groupby names the column): add the labels to .obs first, or drop --labels")
     for opt, path in inputs:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{opt} file {path!r} does not exist")

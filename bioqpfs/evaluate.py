@@ -253,6 +253,11 @@ def _specs(selections, data, names, n_vars, cand, method_params):
             out.append((label or name, "method", (name, params)))
             continue
         if isinstance(spec, Selection):
+            if spec.feature_names is not None and names is not None:  # by gene name, as a list of genes is
+                ranked = np.asarray(spec.feature_names)[spec.ranking]
+                out.append((label or spec.method, "fixed", _gene_indices(ranked, names, n_vars,
+                                                                         label or spec.method)))
+                continue
             if spec.n_features == n_vars:
                 ranking = spec.ranking
             elif spec.n_features == cand.size:

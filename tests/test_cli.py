@@ -104,6 +104,18 @@ def test_csv_both_orientations_and_labels_file(tmp_path):
     assert r.returncode == 1 and "no labels" in r.stderr
 
 
+def test_labels_file_with_an_h5ad_or_a_dataset_is_refused(h5ad, tmp_path):
+    """--labels was read for tables only and silently ignored for an .h5ad (the panel came from .obs, exit 0)."""
+    labels = tmp_path / "labels.csv"
+    pd.DataFrame({"cls": ["b", "a"] * 20}, index=[f"c{i}" for i in range(40)]).to_csv(labels)
+    for cmd in (["select", str(h5ad), "-o", str(tmp_path / "o.h5ad")], ["select", "--dataset", "srbct", "-o",
+                                                                        str(tmp_path / "o.h5ad")],
+                ["evaluate", str(h5ad), "-o", str(tmp_path / "o.tsv")]):
+        r = run(*cmd, "--groupby", "cls", "--labels", str(labels), "--quiet")
+        assert r.returncode == 1 and "--labels is read for a CSV/TSV input only" in r.stderr, r.stderr
+    assert not (tmp_path / "o.h5ad").exists() and not (tmp_path / "o.tsv").exists()
+
+
 def test_evaluate_writes_error_table(h5ad, tmp_path):
     out = tmp_path / "curve.tsv"
     r = run("evaluate", str(h5ad), "--groupby", "cls", "--methods", "qpfs", "--n-genes", "1,3", "--cv", "3",

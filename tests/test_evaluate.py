@@ -68,6 +68,25 @@ def test_refit_inside_folds_matches_plain_loop(srbct_small):
         assert df[df.n_genes == k].mean_error.iloc[0] == pytest.approx(np.mean(ref[k]), abs=1e-12)
 
 
+def test_a_selection_with_gene_names_is_read_by_name(srbct_small):
+    """A Selection made on the genes in another order was evaluated by position: its top genes GENE1, GENE74 ...
+    were scored as the data's GENE100, GENE27 ... (error 0.556 against 0.206).  By name now, as a gene list;
+    names the data lack are refused."""
+    adata = srbct_small
+    rev = adata[:, ::-1].copy()
+    sel = bioqpfs.select(rev.X, rev.obs["class"].to_numpy(), method="maxrel", n_genes=5,
+                         feature_names=rev.var_names)
+    names = list(np.asarray(sel.feature_names)[sel.ranking[:5]])
+    a = evaluate.error_curve(adata, "class", {"sel": sel}, n_genes=[3, 5], cv=4)
+    b = evaluate.error_curve(adata, "class", {"sel": names}, n_genes=[3, 5], cv=4)
+    timing = [c for c in a if c.startswith("seconds")]
+    pd.testing.assert_frame_equal(a.drop(columns=timing), b.drop(columns=timing))
+    other = bioqpfs.select(rev.X, rev.obs["class"].to_numpy(), method="maxrel", n_genes=5,
+                           feature_names=[f"x{i}" for i in range(rev.n_vars)])
+    with pytest.raises(ValueError, match="x"):
+        evaluate.error_curve(adata, "class", {"sel": other}, n_genes=3, cv=4)
+
+
 def test_selection_bias_is_avoided_by_refitting():
     """Pure noise: selecting on all samples reports an optimistic error, refitting reports ~chance."""
     rng = np.random.default_rng(7)
