@@ -38,9 +38,10 @@ def check_informative(method, relevance, params=None):
 
     The one check of the selector contract, made where every method hands back its result: the
     global methods cannot weigh genes without any relevance, and the greedy ones (MaxRel, mRMR, JMI,
-    CIFE) would return the first genes in index order, a meaningless panel.  Typical causes: too
-    few samples per class (with one sample per class, mean +- sd binning puts both samples of a gene
-    in one bin, so every I(X; C) is 0) or a discretisation too coarse for the data.  The ``random``
+    CIFE) would return the first genes in index order, a meaningless panel.  Typical causes: classes
+    that do not differ in the data (the labels of other samples), too few samples per class, or a
+    discretisation too coarse for the data (one sample per class is refused earlier, by
+    :func:`bioqpfs.selectors._common.prepare`).  The ``random``
     baseline has no relevance: it never uses the labels, and is not checked.  Selectors whose
     numerics would fail on such data before a ``Selection`` is made (eigenvectors, alpha estimates)
     call it as soon as their relevance is known, so that the message is the same.
@@ -56,9 +57,9 @@ def check_informative(method, relevance, params=None):
                               "classes differ in some gene")
         else:
             what = f" after discretization={disc!r}"
-            hint = ("Use more samples per class (with one sample per class, mean +- sd binning puts both values of "
-                    "a gene in one bin), another discretization (e.g. 'quantile'), or a method on the continuous "
-                    "values (ldfs, or qpfs with similarity='correlation')")
+            hint = ("Check that the labels belong to these samples; use more samples per class, another "
+                    "discretization (e.g. 'quantile'), or a method on the continuous values (ldfs, or qpfs with "
+                    "similarity='correlation')")
         raise ValueError(
             f"{method}: no gene carries information about the labels -- the class relevance of every one of the "
             f"{r.size} genes is 0{what}, so any panel would be as good as the first genes in index order. {hint}")

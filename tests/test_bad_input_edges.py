@@ -176,10 +176,13 @@ def test_zero_information_is_refused_by_every_method(method):
         X, y = _identical_classes(dtype, container)
         with pytest.raises(ValueError, match=NO_INFO):
             bioqpfs.select(X, y, method=method, n_genes=2)
-    if method not in CONTINUOUS:  # the case: one sample per class, mean +- sd bins put both in one bin
-        X2 = np.random.default_rng(0).normal(size=(2, 10))
-        with pytest.raises(ValueError, match=NO_INFO):
-            bioqpfs.select(X2, [0, 1], method=method, n_genes=2)
+    # one sample per class (the case: mean +- sd bins put both samples of a gene in one bin, but a gene
+    # cut at the mean, or 3 classes of one sample, gives I(X; C) = H(X)): refused as such, by every method
+    for n in (2, 3):
+        X2 = np.random.default_rng(0).normal(size=(n, 10))
+        with pytest.raises(ValueError, match="every class of y has a single sample"):
+            bioqpfs.select(X2, list(range(n)), method=method, n_genes=2)
+    if method not in CONTINUOUS:
         X, y = _identical_classes()
         with pytest.raises(ValueError, match=NO_INFO):
             bioqpfs.select(X, y, method=method, n_genes=2, discretization="quantile")

@@ -192,7 +192,8 @@ def assert_clean_error(err, *, non_finite=False, missing=False, one_class=False,
     faults = [("NaN", "infinite")] * non_finite + [("missing", "NaN", "NA")] * missing + [("class",)] * one_class
     faults += list(other)
     if faults:  # one of the known faults, or a condition of the data the strategies do not predict
-        assert any(w in msg for fault in faults + [("no gene carries information", "constant")] for w in fault), msg
+        assert any(w in msg for fault in faults + [("no gene carries information", "constant", "single sample")]
+                   for w in fault), msg
     else:
         assert any(w in msg for w in words), msg
 
@@ -462,15 +463,18 @@ def test_table_without_genes_or_samples_is_refused_naming_the_file(tmp_path, tex
 
 
 def test_spec_cmi_is_the_same_in_every_call_when_q_is_a_multiple_of_the_identity():
-    """Found by the long profile: one sample per class makes every I(X_i; C | X_j) 0, so Q = H(C) I and every
+    """Found by the long profile: one sample per class made every I(X_i; C | X_j) 0, so Q = H(C) I and every
     vector is a dominant eigenvector.  ARPACK's Lanczos broke down on the all-ones start vector and restarted
     from its own random generator, whose state moves from call to call: the same seeded call returned other
     weights and rankings ([0 2 1], [2 0 1], [0 1 2], [1 0 2] ... in one process).  Now the start vector is
-    returned: every gene alike (uniform weights), ranked by index."""
+    returned: every gene alike (uniform weights), ranked by index.  One sample per class is refused now; here
+    every gene's three levels name the three classes, two samples each: the same Q = H(C) I."""
     from bioqpfs._kernels import spectral
+    from bioqpfs.measures import conditional_mutual_information
 
-    X = np.array([[0, 0, 2], [0, -2, 1], [4, 3, -2]], dtype=np.int8)
-    y = np.array(["b", "a", "c"])
+    X = np.repeat(np.array([[-5, 0, 5], [0, 5, -5], [5, -5, 0]], dtype=np.int8), 2, axis=0)
+    y = np.repeat(np.array(["b", "a", "c"]), 2)
+    np.testing.assert_allclose(conditional_mutual_information(X, y), np.log2(3) * np.eye(3), atol=1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runs = [bioqpfs.select(X, y, method="spec_cmi", n_genes=1, random_state=0) for _ in range(4)]

@@ -96,6 +96,11 @@ def prepare(X, y, feature_names=None):
                          f"hierarchical labels: {', '.join(hierarchy_methods())}")
     X = check_matrix(X, feature_names=feature_names)
     y_codes, classes = check_labels(y, X.shape[0], name="y", sample_names=names)
+    if classes.size == X.shape[0]:
+        raise ValueError(f"every class of y has a single sample ({classes.size} samples, {classes.size} classes): "
+                         "nothing tells a class difference from sample noise, so any panel would be meaningless "
+                         "(every gene's information about the classes is its own entropy); selection needs "
+                         "replicates, at least two samples in some class")
     mean, ss, _ = _corr.scaled_column_moments(X)  # scaled: no overflow/underflow for extreme genes
     # relative tolerance: a gene equal to 4.2 in every sample has a centred sum of squares of ~1e-28 from
     # the rounding of its mean; spreads within CONSTANT_ULPS units in the last place of the mean are none
