@@ -141,3 +141,19 @@ def test_blocks_and_sparse_input_give_the_same_counts(rng, monkeypatch):
     np.testing.assert_array_equal(mst.cross_edges_1d(X, y), full)
     np.testing.assert_allclose(measures.relevance(sp.csr_matrix(X), y, kind="mst"),
                                np.maximum(0, 1 - full / mst.permutation_expectation(y)))
+
+
+@pytest.mark.parametrize("factor", [1e160, 1e-170, 2.0**600])
+def test_mst_cpx_relevance_does_not_depend_on_a_genes_units(factor):
+    """mst_cpx z-scores the genes: X.std overflowed (1e160) or underflowed (1e-170), the gene became all 0 and
+    its relevance 0 (the informative genes 0 and 1 dropped out of a qpfs panel, noise genes came in)."""
+    rng = np.random.default_rng(4)
+    y = np.repeat(np.arange(3), 14)[:40]
+    X = rng.normal(size=(40, 8))
+    X[:, :4] += y[:, None] * np.array([1.5, 1.0, 0.7, 0.4])
+    F = measures.relevance(X, y, kind="mst_cpx")
+    assert F[0] > 0
+    for genes in ([0], slice(None)):
+        scaled = X.copy()
+        scaled[:, genes] *= factor
+        np.testing.assert_allclose(measures.relevance(scaled, y, kind="mst_cpx"), F, rtol=1e-12, atol=1e-15)

@@ -139,3 +139,33 @@ def test_zscores_are_bit_identical_for_every_layout(rng):
     np.testing.assert_allclose(Z["C"], want, atol=1e-12)     # the z-scores themselves, independently
     for name, z in Z.items():
         assert np.array_equal(z, Z["C"]), f"{name} z-scores differ from C-ordered dense ones"
+
+
+@pytest.mark.parametrize("method", ["ldfs", "hsfs"])
+def test_more_forced_genes_than_the_default_panel_without_n_genes(method):
+    """n_genes=None with 12 preselected genes: the lambda target was 10 - 12 = -2, lambda doubled until every row of
+    W was 0 and the other genes were ranked by tie-breaks alone.  Now the search targets one gene beyond them (the
+    call with n_genes=13), and an informative gene comes first after the forced ones."""
+    rng = np.random.default_rng(2)
+    y = np.repeat(np.arange(3), 14)[:40]
+    X = rng.normal(size=(40, 20))
+    X[:, :4] += y[:, None] * np.array([1.5, 1.0, 0.7, 0.4])
+    forced = list(range(4, 16))
+    sel = bioqpfs.select(X, y, method=method, preselected=forced, random_state=0)
+    assert sel.params["target_genes"] == 1
+    assert list(sel.ranking[:12]) == forced and sel.ranking[12] in (0, 1, 2, 3)
+    np.testing.assert_array_equal(sel.ranking, bioqpfs.select(X, y, method=method, preselected=forced, n_genes=13,
+                                                              random_state=0).ranking)
+
+
+@pytest.mark.parametrize("sigma", [1e-8, 1e8])
+def test_hsfs_degenerate_bandwidth_is_named(sigma):
+    """An extreme sigma flattens the kernel: the refusal blamed the labels ("no gene carries information ...
+    check that the labels belong to these samples"); it names sigma now."""
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 20)
+    X = rng.normal(size=(40, 6))
+    X[:, 1] += 2.0 * y
+    assert bioqpfs.select(X, y, method="hsfs", n_genes=2, random_state=0).ranking[0] == 1
+    with pytest.raises(ValueError, match=r"bandwidth sigma=1e[+-]08 on z-scored genes is flat"):
+        bioqpfs.select(X, y, method="hsfs", n_genes=2, sigma=sigma, random_state=0)

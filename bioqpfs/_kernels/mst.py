@@ -207,13 +207,20 @@ def mst_cross_count(D2, y_codes):
 
 
 def standardize(X):
-    """z-score every column (ddof=1); constant columns become 0."""
+    """z-score every column (ddof=1); constant columns become 0.
+
+    Scale-safe: the moments are those of ``X / s`` (:func:`bioqpfs._kernels.correlation.scaled_column_moments`,
+    ``s`` an exact power of two, 1 for ordinary genes), so a gene in units of 1e160 or 1e-170 gets the z-scores
+    of the same gene in ordinary units (``X.std`` overflowed to inf or underflowed to 0 there, and the gene
+    became all 0: its relevance 0, silently)."""
+    from .correlation import scaled_column_moments
+
     X = np.asarray(X, dtype=np.float64)
-    mu = X.mean(axis=0)
-    sd = X.std(axis=0, ddof=1) if X.shape[0] > 1 else np.zeros(X.shape[1])
-    sd_safe = np.where(sd > 0, sd, 1.0)
-    Z = (X - mu) / sd_safe
-    Z[:, sd <= 0] = 0.0
+    n = X.shape[0]
+    mean, ss, s = scaled_column_moments(X)
+    sd = np.sqrt(ss / (n - 1)) if n > 1 else np.zeros(X.shape[1])
+    Z = (X / s - mean) / np.where(sd > 0, sd, 1.0)
+    Z[:, ~(sd > 0)] = 0.0
     return Z
 
 

@@ -90,7 +90,7 @@ from .._docs import RANDOM_STATE_DOC, append_doc
 from .._kernels import correlation as _corr
 from .._kernels.counting_dask import compute, is_dask_array, sample_chunked, take_genes
 from .._kernels.ranking import rank_descending
-from .._selection import Selection, check_informative
+from .._selection import ZERO_RELEVANCE, Selection, check_informative
 from .._validation import Interval, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import forced_first, prepare, preselected_record, resolve_preselected, warn_constant
 
@@ -334,6 +334,11 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
     _, G0 = objective(s[:, None] * U)
     sensitivity = np.abs(G0).sum(axis=1)
     # a criterion flat in every gene (e.g. classes with identical values): the same refusal as for a zero relevance
+    sigma2 = getattr(objective, "sigma2", None)  # HSFS: a bandwidth far from the z-scores' spread flattens it too
+    if sigma2 is not None and not (sensitivity > ZERO_RELEVANCE).any() and not 1e-4 <= sigma2 <= 1e4:
+        raise ValueError(f"{objective.name}: the Gaussian kernel of bandwidth sigma={np.sqrt(sigma2):.3g} on z-scored "
+                         "genes is flat (every sample pair equally near, or equally far), so the criterion has no "
+                         "gradient in any gene; use a sigma of the order of the genes' spread (0.1-10; default 1)")
     check_informative(objective.name, sensitivity)
     lam_ref = float(_penalised_top(sensitivity, forced))
     pen = np.ones(d) if forced is None else (~forced).astype(np.float64)
@@ -430,7 +435,10 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     if n_forced >= d:
         raise ValueError("every non-constant gene is preselected; nothing is left to select")
     # target counts the penalised rows: the panel minus the forced genes among them
-    target = min(d - n_forced, (n_genes if n_genes is not None else DEFAULT_N_GENES) - P_all.size)
+    # without n_genes: a panel of DEFAULT_N_GENES, or one gene beyond the forced ones when more are forced (it was
+    # DEFAULT_N_GENES - |P| < 0: lambda doubled until every row was 0 and the ranking came from tie-breaks)
+    panel = n_genes if n_genes is not None else max(DEFAULT_N_GENES, P_all.size + 1)
+    target = min(d - n_forced, panel - P_all.size)
     if not 0 < zero_tol < 1:
         raise ValueError(f"zero_tol must lie in (0, 1), got {zero_tol}")
     if make_scatter_objective is not None and n > d:  # LDFS: from S_T (d x d) and the class means
@@ -485,7 +493,8 @@ _DOC_COMMON = """
         Class labels.
     n_genes : int, optional
         Number of rows of W that must stay non-zero; lambda is raised until that many remain
-        (default :data:`DEFAULT_N_GENES` for the search; the ranking always covers every gene).
+        (default :data:`DEFAULT_N_GENES` for the search, or one more than the preselected genes when they are
+        as many; the ranking always covers every gene).
     n_components : int, optional
         Columns q of W; default min(d, max(2, C - 1)).
     {extra}
