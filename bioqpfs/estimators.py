@@ -307,8 +307,11 @@ class QPFSSelector(BioQPFSSelector):
     alpha : float, default=None
         Trade-off, in [0, 1] for QPFS (EQPFS takes any alpha > 0); ``None`` estimates
         alpha_hat = q_bar / (q_bar + f_bar) (eq. 9) on the training data.
-    discretization : {"mean_sd", "quantile", "mdl"} or None, default="mean_sd"
-        For MI: the mean +- sd three bins of section 2.5.
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto"} or None, default="mean_sd"
+        For MI: the mean +- sd three bins of section 2.5 (``"auto"``: zero vs. non-zero + quantiles on
+        zero-inflated single-cell data, mean +- sd otherwise; ``None``: X holds integer codes).  Always passed
+        to the method, so ``method="qpfs_cover"`` gets ``"mean_sd"`` unless another value is given (the
+        default recipe's own is ``"auto"``: use :class:`BioQPFSSelector` for it).
     n_bins : int, default=3
     base : float, default=2
     solver : str, default="auto"
@@ -459,7 +462,8 @@ class IKMQPFSSelector(BioQPFSSelector):
 
 class BaselineSelector(BioQPFSSelector):
     """Greedy and reference baselines: ``"mrmr_mid"``, ``"mrmr_miq"``, ``"maxrel"``, ``"jmi"``, ``"cife"``,
-    ``"random"`` (and the transformation-based ``"ldfs"``/``"hsfs"``), whichever are registered.
+    ``"random"`` (and the transformation-based ``"ldfs"``/``"hsfs"``), whichever are registered.  It is
+    :class:`BioQPFSSelector` with another default ``method``, so any registered method is accepted.
 
     Parameters of the chosen method go in ``method_params``; see :class:`BioQPFSSelector`.
     """

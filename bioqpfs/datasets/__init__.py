@@ -13,7 +13,7 @@ __all__ = ["srbct", "colon", "leukemia", "available", "load"]
 
 _INFO = {
     "srbct": ("srbct63.npz", "Khan et al. 2001 small round blue cell tumours, training set: 63 samples x 2,308 genes, "
-                             "4 classes (EWS, RMS, NB, BL); log-transformed and row-standardised."),
+                             "4 classes (EWS, RMS, NB, BL); values as shipped in datamicroarray (not standardised here)."),
     "colon": ("colon.npz", "Alon et al. 1999 colon tissue: 62 samples x 2,000 genes, normal vs tumour; raw intensities."),
     "leukemia": ("leukemia.npz", "Golub et al. 1999 leukaemia: 72 samples x 7,129 probes, ALL vs AML; raw Affymetrix values."),
 }

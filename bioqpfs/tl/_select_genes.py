@@ -261,8 +261,8 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     copy : bool
         Return a modified copy instead of writing into ``adata``.  A backed AnnData needs
         ``copy=False`` (or ``adata.to_memory()`` first).
-    random_state : int
-        Seed for methods with random choices.
+    random_state : int, numpy Generator or RandomState, or None
+        Seed for methods with random choices (default 0; ``None``: unseeded; ``n_genes="auto"`` needs a seed).
     progress : bool, optional
         tqdm bars on stderr for steps longer than a second (MI matrix blocks, QP iterations ...):
         ``True``, ``False``, or ``None`` (default): on when ``scanpy.settings.verbosity`` is info
@@ -291,6 +291,10 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         - ``.var[f"{key}_weight"]``: the method's weight (float; NaN outside ``mask_var``);
         - ``.var[f"{key}_rank"]``: 1-based rank (float; NaN for unranked genes);
         - ``.var[f"{key}_selected"]``: in the panel (bool);
+        - method-specific ``.var[f"{key}_*"]`` columns (all listed in ``"var_columns"``): ``_class`` (the class
+          each gene was taken for) with the default recipe (``qpfs_cover``), ``_cluster`` /
+          ``_representative`` / ``_cluster_level`` with the IKM family, ``_greedy_score`` with the greedy
+          baselines;
         - ``.uns[key]``: ``{"params": ..., "diagnostics": ..., "selected": [genes in rank order],
           "var_columns": [the .var columns written]}``, plus ``"n_genes_auto"`` with ``n_genes="auto"``
           (``params["n_genes"]`` is then the chosen size).
