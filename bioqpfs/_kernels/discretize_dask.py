@@ -205,21 +205,33 @@ def dask_nonfinite_genes(X):
     return np.flatnonzero(_first_pass(X)[4])
 
 
-def _chunk_levels(x, *, rule, n_bins):
-    return _disc.bin_presence(rule(x), n_bins)
-
-
 def _chunk_codes(x, rule, rank):
     c = rule(x)
     return rank[c, np.arange(c.shape[1])[None, :]]
 
 
+def _chunk_presence(c, *, n_bins):
+    return _disc.bin_presence(c, n_bins)
+
+
+def _chunk_ranked(c, rank):
+    return rank[c, np.arange(c.shape[1])[None, :]]
+
+
 def _lazy_codes(X, rule, n_bins):
-    """``(codes, n_levels)``: the codes of ``rule`` (a per-chunk function) with empty bins removed (one pass for
-    the used bins; the codes themselves stay lazy)."""
-    present = reduce_chunks(_chunk_levels, [X], rule=rule, n_bins=n_bins)
+    """``(codes, n_levels)``: the codes of ``rule`` (a per-chunk function) with empty bins removed.
+
+    The uncompacted codes are computed once and kept when they fit (:func:`~bioqpfs._kernels.counting_dask.kept_codes`,
+    1 byte per value): the used bins are then read from them, and the compacted codes (which the counting backend
+    keeps in turn) are made from them, so X is read once here instead of twice (the used bins, then the codes) --
+    on a lazily read file one pass over it fewer per discretisation.  Codes too large to keep stay lazy: one pass
+    for the used bins, and the codes recomputed from X where they are read."""
+    from .counting_dask import kept_codes
+
+    raw = kept_codes(X.map_blocks(rule, dtype=np.uint8, meta=np.empty((0, 0), np.uint8)))
+    present = reduce_chunks(_chunk_presence, [raw], n_bins=n_bins)
     rank = _disc.bin_ranks(present)
-    codes = X.map_blocks(_chunk_codes, rule, rank, dtype=np.uint8, meta=np.empty((0, 0), np.uint8))
+    codes = raw.map_blocks(_chunk_ranked, rank, dtype=np.uint8, meta=np.empty((0, 0), np.uint8))
     return codes, present.sum(axis=0).astype(np.int64)
 
 
