@@ -509,8 +509,12 @@ def dask_quantile_edges(X, n_bins, *, nonzero_only, groups=None, **search):
     # each (group, gene) holds all its group's samples
     n = np.repeat(np.bincount(groups, minlength=n_groups), X.shape[1]) if groups is not None else X.shape[0]
     # a chunk's result grows with groups x genes: large ones are summed in chains (reduce_chunks)
-    first = reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only, result_bytes=24 * m,
-                          **grouped)
+    def first_pass():
+        return reduce_chunks(_chunk_range, [X], combine=_combine_range, with_zeros=not nonzero_only,
+                             result_bytes=24 * m, **grouped)
+
+    # the range pass does not depend on n_bins: the default recipe's codes of Q and its per-class bins share it
+    first = first_pass() if groups is not None else memoized(f"range nonzero_only={nonzero_only}", X, first_pass)
     count = first[0].astype(np.int64)
     q_all, q_nz = np.arange(1, n_bins) / n_bins, np.arange(1, n_bins - 1) / (n_bins - 1)
     full = (count == n) & (count > 0)  # genes whose every value is ordered: q_all (all genes for "quantile")
