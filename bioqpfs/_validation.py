@@ -202,7 +202,7 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
         data = X.data
     else:
         if hasattr(X, "to_numpy"):
-            X = _frame_values(X)
+            X = _frame_values(X, name)
         X = np.asarray(X)
         if X.dtype == object and X.ndim == 0 and sp.issparse(X.item()):  # np.asarray(sparse) wraps, not converts
             raise TypeError(f"{name} is a 0-d NumPy object array holding a scipy.sparse matrix (np.asarray(sparse) "
@@ -240,7 +240,7 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     return X
 
 
-def _frame_values(X):
+def _frame_values(X, name="X"):
     """``X.to_numpy()`` of a pandas object; nullable numeric columns (``Float64``, ``Int64``, ``boolean``: what
     ``convert_dtypes()`` and ``dtype_backend="numpy_nullable"`` give) and columns of mixed numeric dtypes (float and
     bool) as float64 with NA as NaN, which the NaN check then names, instead of an object array."""
@@ -253,6 +253,12 @@ def _frame_values(X):
     mixed = len({str(d) for d in dtypes}) > 1   # e.g. float and bool columns: to_numpy() would give objects
     if numeric and (nullable or mixed):
         return X.to_numpy(dtype=np.float64, na_value=np.nan)
+    if not numeric and isinstance(X, pd.DataFrame):  # name the columns (the dtype check would say only "object")
+        bad = [str(c) for c, d in X.dtypes.items() if isinstance(d, pd.CategoricalDtype)
+               or not (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d))]
+        raise TypeError(f"{name} must be numeric, but {len(bad)} column(s) are not: {', '.join(bad[:5])}"
+                        f"{' ...' if len(bad) > 5 else ''} ({X.dtypes[bad[0]]}); drop annotation columns "
+                        f"({name}.drop(columns=[...])) or convert them (pd.to_numeric)")
     return X.to_numpy()
 
 

@@ -249,3 +249,17 @@ def test_np_asarray_of_a_sparse_matrix_is_named(rng):
         bioqpfs.select(np.asarray(sp.csr_matrix(X)), y, method="qpfs", n_genes=2)
     with pytest.raises(TypeError, match="must be numeric, got dtype object"):  # other object arrays: as before
         bioqpfs.select(np.array([["a"] * X.shape[1]] * X.shape[0], dtype=object), y, method="qpfs", n_genes=2)
+
+
+def test_dataframe_with_annotation_columns_names_them(rng):
+    """A DataFrame holding a categorical or text column failed with "X must be numeric, got dtype object", without
+    saying which column; the message names them now (a pandas Series of text too keeps the plain message)."""
+    X, y = _data(rng)
+    frame = pd.DataFrame(X, columns=[f"g{j}" for j in range(X.shape[1])])
+    frame["donor"] = pd.Categorical(["d1", "d2"] * (X.shape[0] // 2) + ["d1"] * (X.shape[0] % 2))
+    frame["note"] = "ok"
+    with pytest.raises(TypeError, match=r"X must be numeric, but 2 column\(s\) are not: donor, note \(category\)"):
+        bioqpfs.select(frame, y, method="qpfs", n_genes=2)
+    np.testing.assert_array_equal(bioqpfs.select(frame.drop(columns=["donor", "note"]), y, method="qpfs",
+                                                 n_genes=2).ranking,
+                                  bioqpfs.select(X, y, method="qpfs", n_genes=2).ranking)
