@@ -145,3 +145,14 @@ def test_one_discretisation_name_and_default_across_measures():
     np.testing.assert_array_equal(measures.entropy(X), measures.entropy(codes, discretization=None))
     np.testing.assert_allclose(measures.conditional_mutual_information(X, y),
                                measures.conditional_mutual_information(codes, y, discretization=None))
+
+
+@pytest.mark.parametrize("method", ["spec_cmi", "spec_cmi_nystrom"])
+def test_eigensolver_tolerance_must_not_be_negative(method):
+    """tol=-1 was accepted (an Interval without a lower bound) and handed to the eigensolver."""
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 10)
+    X = rng.normal(size=(30, 6))
+    X[:, 0] += y
+    with pytest.raises(ValueError, match=f"{method}: tol must be >= 0, got -1"):
+        bioqpfs.select(X, y, method=method, n_genes=2, tol=-1)

@@ -241,7 +241,7 @@ def _prepare(X, y, n_genes, feature_names, preselected=None):
 
 @doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC, random_state=RANDOM_STATE_DOC)
 @parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right", none=True),
-                       n_error_rows=Interval("integer", 0, None),
+                       n_error_rows=Interval("integer", 0, None), tol=Interval("real", 0, None),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS),
                        batch_weights=Options(*BATCH_WEIGHTS), batch_discretization=Options(*BATCH_DISCRETIZATIONS))
 def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom_rate: float | None = None,
@@ -428,7 +428,7 @@ def _check_polish(polish, n_genes):
 
 @doc_params(random_state=RANDOM_STATE_DOC)
 @parameter_constraints(nystrom_rate=Interval("real", 0, 1, closed="right"), n_error_rows=Interval("integer", 0, None),
-                       rank_tol=Interval("real", 0, None, none=True),
+                       rank_tol=Interval("real", 0, None, none=True), tol=Interval("real", 0, None),
                        discretization=Options(*measures.DISCRETIZATIONS), n_bins=Interval("integer"), class_weight=Options(*_info.CLASS_WEIGHTS))
 def spec_cmi_nystrom(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom_rate: float = 0.2,
                      polish: bool = False, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
