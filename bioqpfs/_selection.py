@@ -60,9 +60,14 @@ def check_informative(method, relevance, params=None):
             hint = ("Check that the labels belong to these samples; use more samples per class, another "
                     "discretization (e.g. 'quantile'), or a method on the continuous values (ldfs, or qpfs with "
                     "similarity='correlation')")
+        pairs = ("" if method not in ("jmi", "cife") else
+                 " (Genes may still tell the classes apart in pairs, as an XOR does, which a greedy search that "
+                 "starts from the most relevant gene cannot find: spec_cmi and sdp_cmi rank genes by the "
+                 "conditional information I(X_i; C | X_j) and take such pairs.)")
         raise ValueError(
             f"{method}: no gene carries information about the labels -- the class relevance of every one of the "
-            f"{r.size} genes is 0{what}, so any panel would be as good as the first genes in index order. {hint}")
+            f"{r.size} genes is 0{what}, so any panel would be as good as the first genes in index order. {hint}"
+            f"{pairs}")
 
 
 @dataclass
@@ -105,6 +110,9 @@ class Selection:
     relevance: np.ndarray | None = None
     feature_names: np.ndarray | None = None
     extra_columns: dict = field(default_factory=dict)
+    #: the method checked its own criterion for information (SPEC_CMI / SDP_CMI: the conditional-information matrix
+    #: Q), so a relevance of zeros is not refused: pure interactions (XOR) carry none alone but do in pairs
+    criterion_checked: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.weights = np.asarray(self.weights, dtype=np.float64)
@@ -116,7 +124,8 @@ class Selection:
                 f"(e.g. gene index {', '.join(str(int(i)) for i in bad[:5])}); this is a numerical failure on "
                 "degenerate input (too few samples, genes without information, extreme parameters) -- check the "
                 "input or the method's parameters")
-        check_informative(self.method, self.relevance, self.params)
+        if not self.criterion_checked:
+            check_informative(self.method, self.relevance, self.params)
 
     @property
     def n_features(self) -> int:

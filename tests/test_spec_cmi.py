@@ -517,3 +517,22 @@ def test_registered_and_reachable_from_tl(rng):
     np.testing.assert_allclose(adata.var["spec_cmi_weight"].to_numpy(), direct.weights)
     assert adata.uns["spec_cmi"]["selected"][0] == "gene2"
     assert adata.var["spec_cmi_selected"].sum() == 5
+
+
+def test_pure_interaction_pair_is_selected_not_refused():
+    """y = a XOR b: no gene carries information alone (every I(X_i; C) is 0), the pair does (I(X_a; C | X_b) =
+    1 bit).  SPEC_CMI and SDP_CMI check their own Q but the Selection refused the zero relevance ("any panel would
+    be as good as the first genes"); they take the pair now.  The greedy JMI / CIFE still refuse, and say why."""
+    a = np.repeat([0, 0, 1, 1], 10)
+    b = np.tile(np.repeat([0, 1], 5), 4)
+    y = a ^ b
+    noise = np.column_stack([np.tile(np.random.default_rng(0).permutation([0, 0, 1, 1, 1]), 8) for _ in range(3)])
+    X = np.column_stack([noise[:, 0], a, noise[:, 1], b, noise[:, 2]]).astype(float)
+    assert np.allclose(bioqpfs.measures.relevance(X, y), 0)
+    for method in ("spec_cmi", "sdp_cmi"):
+        assert set(bioqpfs.select(X, y, method=method, n_genes=2).selected) == {1, 3}
+    with pytest.raises(ValueError, match="in pairs, as an XOR does.*spec_cmi and sdp_cmi"):
+        bioqpfs.select(X, y, method="jmi", n_genes=2)
+    H = np.random.default_rng(1).normal(size=(6, 5))  # classes with identical samples: still refused
+    with pytest.raises(ValueError, match="no gene carries information"):
+        bioqpfs.select(np.vstack([H, H]), np.repeat([0, 1], 6), method="spec_cmi", n_genes=2)

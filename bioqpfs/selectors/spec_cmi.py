@@ -55,7 +55,7 @@ from .._kernels import spectral as _spec
 from .._kernels import subset_search as _swap
 from .._kernels.counting_dask import take_genes
 from .._kernels.ranking import RANK_REL_TOL
-from .._selection import Selection, check_informative, rank_by_weight
+from .._selection import ZERO_RELEVANCE, Selection, check_informative, rank_by_weight
 from .._validation import (
     Interval,
     Options,
@@ -143,8 +143,10 @@ def cmi_q_rows(table, rows=None, *, base=2.0, dtype=np.float64):
 
 
 def _check_informative(Q, discretization, n_samples):
-    """A Q of zeros means no gene (alone or in pairs) tells the classes apart: every panel scores 0."""
-    if not np.any(Q):
+    """A Q of zeros (within round-off, :data:`~bioqpfs._selection.ZERO_RELEVANCE`: a conditional information
+    computed as a difference of entropies comes out as +-1e-16) means no gene, alone or in pairs, tells the
+    classes apart: every panel scores 0."""
+    if not (np.abs(Q) > ZERO_RELEVANCE).any():
         raise ValueError(
             f"no gene carries information about the classes after discretization={discretization!r}: every entry "
             f"of the conditional mutual information matrix Q is 0 on these {n_samples} samples, so every panel "
@@ -203,7 +205,7 @@ def _polished_top_k(Q, x, F, n_genes, diag=None, fixed=None):
 
 def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n_genes, params, diagnostics, t0,
             discretization, n_bins, base, feature_names, extra_columns=None, tie_tol=TIE_TOL, panel=None,
-            class_weight=None, forced=None, batch=None):
+            class_weight=None, forced=None, batch=None, criterion_checked=False):
     m_total = X.shape[1]
     weights = np.zeros(m_total)
     # identical genes have equal weights only up to round-off: differences below the solver's
@@ -223,7 +225,7 @@ def _finish(method, X, y_codes, classes, constant, keep, weights_keep, F_keep, n
                        n_classes=int(classes.size), seconds_total=time.perf_counter() - t0)
     return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
                      relevance=F_all, feature_names=None if feature_names is None else np.asarray(feature_names),
-                     extra_columns=extra_columns or {})
+                     extra_columns=extra_columns or {}, criterion_checked=criterion_checked)
 
 
 def _prepare(X, y, n_genes, feature_names, preselected=None):
@@ -396,9 +398,10 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
     if qip is not None:
         diagnostics["qip_objective"] = qip
     diagnostics.update(polish_info)
+    # Q was checked (_check_informative): pure interactions have no relevance alone but a Q (XOR pairs)
     return _finish("spec_cmi", X, y_codes, classes, constant, keep, x, F, n_genes, params, diagnostics, t0,
                    discretization, n_bins, base, feature_names, panel=panel, class_weight=class_weight,
-                   forced=P_all, batch=strata)
+                   forced=P_all, batch=strata, criterion_checked=True)
 
 
 def _conditioned(Q, P):
@@ -748,7 +751,8 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
         seconds_total=time.perf_counter() - t0,
     )
     return Selection("sdp_cmi", w_all, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
-                     relevance=F_all, feature_names=None if feature_names is None else np.asarray(feature_names))
+                     relevance=F_all, feature_names=None if feature_names is None else np.asarray(feature_names),
+                     criterion_checked=True)  # Q_full was checked: XOR pairs have no relevance alone
 
 
 def _exhaustive_qip(Q, k, max_subsets=None):
