@@ -80,6 +80,17 @@ def test_one_batch_equals_no_batch(method, options):
     assert one.params["n_batches"] == 1 and "batch" not in plain.params
 
 
+@pytest.mark.parametrize("options", [dict(similarity="correlation"), dict(relevance="hall")])
+def test_one_batch_equals_no_batch_on_the_correlation_path(options):
+    """|correlation| and Hall's relevance standardised X within the one batch: the last bits moved (1e-16 in the
+    weights), against the documented "one batch gives exactly the result without batches"."""
+    X, y = _small()
+    plain = bioqpfs.qpfs(X, y, n_genes=5, **options)
+    one = bioqpfs.qpfs(X, y, n_genes=5, batch=np.full(45, "only"), **options)
+    np.testing.assert_array_equal(one.weights, plain.weights)
+    np.testing.assert_array_equal(one.relevance, plain.relevance)
+
+
 # ---- sum_b w_b I_b against plain loops ------------------------------------------------------------------
 def _batched(seed=2):
     rng = np.random.default_rng(seed)
@@ -192,6 +203,31 @@ def test_batch_correlation_is_weighted_within_batch_correlation(weighting):
     np.testing.assert_allclose(Q, np.abs(R), atol=1e-10)
 
 
+@pytest.mark.parametrize("weighting", ["size", "equal"])
+def test_batch_correlation_of_a_gene_constant_in_a_batch_is_renormalised(weighting):
+    """Genes 0 and 1 correlated in batch A and all zero in batch B (not detected there): their within-batch
+    correlation is renormalised over the batches where they vary, sum_b w_b r_b / sqrt(W_0 W_1) (README
+    "Batches"), not halved; a pair varying everywhere is the plain weighted sum."""
+    rng = np.random.default_rng(0)
+    batch = np.repeat(["A", "B"], 20)
+    y = np.tile([0, 1], 20)
+    X = rng.normal(size=(40, 4))
+    X[:, 1] += X[:, 0]
+    X[20:, :2] = 0.0
+    strata = check_batch(batch, X, batch_weights=weighting)
+    Q, _, _, _ = similarity_and_relevance(X, y, similarity="correlation", relevance="hall", discretization="mean_sd",
+                                          n_bins=3, base=2, batch=strata)
+    w = 0.5  # equal batch sizes: "size" and "equal" weigh them alike
+
+    def r(i, j, rows):
+        return ref.pearson(X[rows, i].tolist(), X[rows, j].tolist())
+
+    A, B = slice(0, 20), slice(20, 40)
+    assert Q[0, 1] == pytest.approx(abs(w * r(0, 1, A)) / np.sqrt(w * w), rel=1e-10)  # r_A, not r_A / 2
+    assert Q[2, 3] == pytest.approx(abs(w * r(2, 3, A) + w * r(2, 3, B)), rel=1e-10)
+    assert Q[0, 2] == pytest.approx(abs(w * r(0, 2, A)) / np.sqrt(w * 1.0), rel=1e-10)
+
+
 def test_batch_correlation_refuses_a_dense_copy_that_would_not_fit(monkeypatch):
     """|correlation| with batches standardises X densely: refused before the copy, naming the MI route instead."""
     monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
@@ -268,6 +304,12 @@ def test_bad_batch_input():
     lonely[0] = 7
     with pytest.warns(UserWarning, match="batch\\(es\\) 7 have a single sample"):
         bioqpfs.select(X, y, method="maxrel", batch=lonely)
+    # sample ids or a continuous covariate (total counts) as the batch: named as such, not "confounded with the
+    # labels" with np.float64(...) reprs
+    for per_sample in (np.arange(X.shape[0]) * 1.5 + 0.25, np.array([f"cell{i}" for i in range(X.shape[0])])):
+        with pytest.raises(ValueError, match=r"every sample a batch of its own \(36 distinct values for 36 samples, "
+                                             r"e\.g\. (0\.25|cell0), "):
+            bioqpfs.select(X, y, method="maxrel", batch=per_sample)
 
 
 def test_batch_does_not_mutate_inputs():

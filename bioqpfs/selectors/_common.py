@@ -381,6 +381,10 @@ def check_batch(batch, X, *, batch_weights="size", batch_discretization="per_bat
                                 check_continuous=False)
     codes = np.asarray(codes, dtype=np.int64)
     out = Batches(codes, names, batch_weights, batch_discretization)
+    if X.shape[0] > 1 and len(names) == X.shape[0]:  # sample ids or a continuous covariate, not batches
+        raise ValueError(f"batch gives every sample a batch of its own ({len(names)} distinct values for "
+                         f"{X.shape[0]} samples, e.g. {', '.join(str(v) for v in names[:3])}): pass the batch "
+                         "(donor, run, plate) of every sample, not a sample id or a continuous covariate")
     tiny = names[out.sizes < 2]
     if tiny.size:
         warnings.warn(f"batch(es) {', '.join(map(str, tiny[:5]))} have a single sample: no within-batch spread, so "
@@ -403,7 +407,7 @@ def check_batch_crosses_classes(batch, y_codes):
     y_codes = np.asarray(y_codes)
     pairs = np.unique(np.column_stack([batch.codes, y_codes]), axis=0)
     if np.bincount(pairs[:, 0], minlength=len(batch.names)).max() < 2:
-        shown = ", ".join(f"{batch.names[b]!r}" for b in range(min(3, len(batch.names))))
+        shown = ", ".join(repr(str(batch.names[b])) for b in range(min(3, len(batch.names))))  # not np.int64(0)
         raise ValueError(f"every batch holds samples of a single class (batches {shown}"
                          f"{', ...' if len(batch.names) > 3 else ''}): the batch is confounded with the labels, and "
                          "batch-aware measures compare the classes within each batch, so nothing is left to compare; "
@@ -450,7 +454,10 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
 def within_batch_standardized(X, batch):
     """X with every gene centred and scaled within each batch, batch b scaled by ``sqrt(w_b N / n_b)``: the
     Pearson correlation of the result is ``sum_b w_b r_b``, the weighted within-batch correlation (dense
-    float64; a gene constant within a batch is 0 there).  A Dask X gives a lazy Dask array with its chunks: every
+    float64).  A gene constant within a batch is 0 there, and its correlations are renormalised over the batches
+    where it varies: ``sum_b w_b r_b / sqrt(W_i W_j)``, ``W_i`` the weight of the batches where gene i varies (two
+    genes correlated 1 wherever one of them varies are fully redundant, not half; a gene expressed in one batch
+    only is compared where it is).  A Dask X gives a lazy Dask array with its chunks: every
     batch's mean and sd from two passes over X in all (:func:`bioqpfs._kernels.discretize_dask.dask_group_scaled_moments`),
     every chunk centred and scaled by its samples' batches."""
     if is_dask_array(X):
@@ -549,7 +556,8 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
         if relevance in ("mst", "mst_cpx"):
             raise ValueError(f"relevance={relevance!r} has no batch-aware form; use relevance='mi' or 'hall' with "
                              "batch=, or correct the batch effect first")
-        X = within_batch_standardized(X, batch)
+        if len(batch.weights) > 1:  # one batch: the plain correlation, bit for bit (standardising moved last bits)
+            X = within_batch_standardized(X, batch)
     m = X.shape[1]
     Q = None
     if need_full or rows is not None:
