@@ -792,7 +792,12 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         for r, f, train, test in splits:
             for lab, kind, payload in specs:
                 if kind == "method" and refit:
-                    ranking, secs = run(*payload, train, seed0 + 1000 * r + f)
+                    try:
+                        ranking, secs = run(*payload, train, seed0 + 1000 * r + f)
+                    except ValueError as err:  # a condition of this training part, not of the data passed
+                        raise ValueError(f"{lab!r} on the {len(train)} training samples of CV fold {f}"
+                                         f"{f' (repeat {r})' if repeats > 1 else ''}, whose selection is refit "
+                                         f"inside the fold: {err}") from err
                     fold_seconds[lab].append(secs)
                 else:
                     ranking = rankings[lab]

@@ -523,3 +523,18 @@ def test_a_batch_confounded_with_the_labels_is_named(method, options):
     crossed = donor.copy()
     crossed[[0, 1]] = crossed[[1, 0]]                                # d0 and d1 now hold two classes: accepted
     bioqpfs.select(X, y, method=method, n_genes=3, batch=crossed, **options)
+
+
+def test_a_selection_failing_in_a_training_fold_names_the_fold():
+    """One class-0 cell sequenced with donor d1 makes the data cross the donors; a training fold without it has every
+    donor of one class.  n_genes="auto" failed with the whole-data message ("the batch is confounded with the
+    labels"), untrue of the data passed; it names the fold and the refit now."""
+    rng = np.random.default_rng(3)
+    y = np.repeat([0, 1, 2], 20)
+    donor = y.copy()
+    donor[0] = 1
+    X = rng.normal(size=(60, 12)) + y[:, None] * rng.normal(size=12)
+    bioqpfs.select(X, y, method="maxrel", batch=donor, n_genes=3)  # the data themselves are accepted
+    with pytest.raises(ValueError, match=r"'maxrel' on the 48 training samples of CV fold \d, whose selection is "
+                                         r"refit inside the fold: every batch holds samples of a single class"):
+        bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[2, 3], cv=5, batch=donor)
