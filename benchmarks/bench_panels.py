@@ -349,8 +349,13 @@ def folds(y, n_splits, n_repeats, seed=0):
     return list(cv.split(np.zeros(len(y)), y))
 
 
-def run(datasets, selectors, ks, n_splits=5, n_repeats=2, verbose=True):
-    """Long table: dataset, method, fold, k, classifier, balanced_accuracy, f1_macro, seconds."""
+def run(datasets, selectors, ks, n_splits=5, n_repeats=2, verbose=True, seeds=(0,)):
+    """Long table: dataset, seed, method, fold, k, classifier, balanced_accuracy, f1_macro, seconds.
+
+    ``seeds``: the fold splits, one set of ``n_splits x n_repeats`` folds per seed (folds are numbered on across the
+    seeds, so a paired comparison pairs the same split).  A method that fails on a fold of a dataset is left out of
+    that dataset entirely (its folds done are dropped, with a printed note): averaging it over its easier folds
+    only would compare it on other folds than its peers."""
     from sklearn.metrics import balanced_accuracy_score, f1_score
 
     clfs = classifiers()
@@ -359,30 +364,36 @@ def run(datasets, selectors, ks, n_splits=5, n_repeats=2, verbose=True):
         X, y, names = DATASETS[dname]() if isinstance(dname, str) else dname
         dname = dname if isinstance(dname, str) else "custom"
         Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
-        splits = folds(y, n_splits, n_repeats)
+        splits = [(seed, split) for seed in seeds for split in folds(y, n_splits, n_repeats, seed=seed)]
         for mname, fn in selectors.items():
-            t_method = 0.0
-            for f, (tr, te) in enumerate(splits):
+            t_method, done = 0.0, []
+            for f, (seed, (tr, te)) in enumerate(splits):
                 t0 = time.perf_counter()
                 try:
                     panels = fn(X[tr], y[tr], names, ks)
                 except Exception as exc:  # a peer that fails on a dataset is reported, not fatal
-                    print(f"# {mname} failed on {dname} fold {f}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    print(f"# {mname} failed on {dname} fold {f}: {type(exc).__name__}: {exc}; left out of {dname}",
+                          file=sys.stderr)
+                    done = None
                     break
                 dt = time.perf_counter() - t0
                 t_method += dt
                 for k in ks:
                     genes = np.asarray(panels[k], dtype=np.int64)
+                    if genes.size != k or np.unique(genes).size != k:  # a short or repeated panel is not a k-panel
+                        raise ValueError(f"{mname} returned {genes.size} genes ({np.unique(genes).size} distinct) "
+                                         f"for k = {k} on {dname} fold {f}")
                     for cname, make in clfs.items():
                         clf = make()
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
                             clf.fit(Xd[np.ix_(tr, genes)], y[tr])
                             pred = clf.predict(Xd[np.ix_(te, genes)])
-                        rows.append(dict(dataset=dname, method=mname, fold=f, k=k, classifier=cname,
+                        done.append(dict(dataset=dname, seed=seed, method=mname, fold=f, k=k, classifier=cname,
                                          balanced_accuracy=balanced_accuracy_score(y[te], pred),
                                          f1_macro=f1_score(y[te], pred, average="macro"), seconds=dt))
-            if verbose:
+            rows += done or []
+            if verbose and done is not None:
                 print(f"# {dname:16s} {mname:22s} {t_method / max(1, len(splits)):7.2f} s/fold", file=sys.stderr)
     return pd.DataFrame(rows)
 
@@ -415,20 +426,26 @@ def paired(df, against, metric="balanced_accuracy", classifier="lr"):
     return pd.DataFrame(out)
 
 
-def report(df, ks, file=None):
+def report(df, ks, file=None, paired_all=False):
+    """The summary tables, then the paired balanced accuracy (lr) against Wilcoxon and COSG; ``paired_all``: the
+    paired tables of every metric and classifier."""
     file = sys.stdout if file is None else file
     for clf in sorted(df.classifier.unique()):
         for metric in ("balanced_accuracy", "f1_macro"):
             print(f"\n## {metric}, classifier {clf} (mean ± sd over folds)\n", file=file)
             print(summary(df, metric, clf).to_markdown(), file=file)
-    for against in ("wilcoxon", "cosg"):
-        p = paired(df, against)
-        if p.empty:
-            continue
-        print(f"\n## paired balanced accuracy (lr): method - {against} (wins/ties/losses over folds)\n", file=file)
-        wide = p.pivot_table(index=["dataset", "method"], columns="k", values=["diff", "wins"], aggfunc="first")
-        wide.columns = [f"{a} k={k}" for a, k in wide.columns]
-        print(wide.to_markdown(), file=file)
+    combos = [(m, c) for c in sorted(df.classifier.unique()) for m in ("balanced_accuracy", "f1_macro")] \
+        if paired_all else [("balanced_accuracy", "lr")]
+    for metric, clf in combos:
+        for against in ("wilcoxon", "cosg"):
+            p = paired(df, against, metric, clf)
+            if p.empty:
+                continue
+            print(f"\n## paired {metric.replace('_', ' ')} ({clf}): method - {against} (wins/ties/losses over "
+                  "folds)\n", file=file)
+            wide = p.pivot_table(index=["dataset", "method"], columns="k", values=["diff", "wins"], aggfunc="first")
+            wide.columns = [f"{a} k={k}" for a, k in wide.columns]
+            print(wide.to_markdown(), file=file)
 
 
 def main(argv=None):
@@ -439,8 +456,20 @@ def main(argv=None):
     ap.add_argument("--ks", default="10,20,30")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--csv", default=None, help="write the long per-fold table here")
+    ap.add_argument("--seeds", default="0",
+                    help="comma-separated seeds of the fold splits (default 0, the README's folds); several seeds "
+                         "pool their folds: differences under ~0.02 move with the split (0,1,2,3 on pbmc68k)")
+    ap.add_argument("--paired-all", action="store_true",
+                    help="paired tables for macro-F1 and kNN-15 too (default: balanced accuracy, lr)")
+    ap.add_argument("--csv", default=None, help="write the long per-fold table here, with the package versions and "
+                                                "seeds in a '#' first line (pd.read_csv(path, comment='#'))")
     args = ap.parse_args(argv)
+    try:
+        seeds = tuple(int(v) for v in args.seeds.split(","))
+    except ValueError:
+        ap.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    if args.quick and (args.datasets or args.ks != "10,20,30" or args.folds != 5 or args.repeats != 2):
+        ap.error("--quick sets its own dataset, sizes and folds: drop --datasets/--ks/--folds/--repeats, or --quick")
     ks = [int(k) for k in args.ks.split(",")]
     sel = {**ours(), **peers()}
     if args.quick:
@@ -457,12 +486,27 @@ def main(argv=None):
         wanted = args.methods.split(",")
         sel = {k: v for k, v in sel.items() if k in wanted}
     t0 = time.perf_counter()
-    df = run(datasets, sel, ks, n_splits=args.folds, n_repeats=args.repeats)
+    df = run(datasets, sel, ks, n_splits=args.folds, n_repeats=args.repeats, seeds=seeds)
     if args.csv:
-        df.to_csv(args.csv, index=False)
-    report(df, ks)
+        with open(args.csv, "w") as f:
+            f.write(f"# {_versions()}; seeds {','.join(map(str, seeds))}\n")
+            df.to_csv(f, index=False)
+    report(df, ks, paired_all=args.paired_all)
     print(f"\n# {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return df
+
+
+def _versions():
+    """The package versions the numbers depend on (a table mixing runs is valid only while they stay the same)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in ("bioqpfs", "numpy", "scipy", "scikit-learn", "scanpy", "cosg", "mrmr-selection"):
+        try:
+            out.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            pass
+    return ", ".join(out)
 
 
 if __name__ == "__main__":

@@ -47,3 +47,33 @@ def test_quick_mode_runs(capsys):
     assert "paired balanced accuracy" in out and "bioqpfs default" in out
     assert {"bioqpfs default", "wilcoxon", "hvg"} <= set(df.method)
     assert df.balanced_accuracy.between(0, 1).all()
+
+
+def test_seeds_pool_their_folds_and_a_failing_method_is_left_out():
+    """Several seeds give disjoint fold sets (numbered on, each row with its seed); a method failing on one fold is
+    dropped from the dataset (it was averaged over the folds done before: compared on other folds than its peers);
+    a panel of the wrong size is an error, not a scored panel."""
+    X, y, names = bp.simulate_counts(n_cells=120, n_genes=20, seed=0, fractions=(0.5, 0.5))
+    calls = []
+
+    def good(X, y, names, ks):
+        return {k: np.arange(k) for k in ks}
+
+    def flaky(X, y, names, ks):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("fold 3")
+        return {k: np.arange(k) for k in ks}
+
+    df = bp.run([(X, y, names)], {"good": good, "flaky": flaky}, [3], n_splits=2, n_repeats=1, verbose=False,
+                seeds=(0, 1))
+    assert set(df.method) == {"good"} and sorted(df.fold.unique()) == [0, 1, 2, 3]
+    assert df.groupby("fold").seed.first().tolist() == [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="short returned 2 genes"):
+        bp.run([(X, y, names)], {"short": lambda X, y, n, ks: {k: np.arange(k - 1) for k in ks}}, [3], n_splits=2,
+               n_repeats=1, verbose=False)
+
+
+def test_quick_refuses_flags_it_overrides():
+    with pytest.raises(SystemExit):
+        bp.main(["--quick", "--datasets", "pbmc68k"])
