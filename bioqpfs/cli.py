@@ -128,30 +128,55 @@ def _duplicates(values):
     return dup
 
 
+def _separator(path):
+    """The delimiter a table file's name promises: comma for ``.csv``/``.csv.gz``, else tab (the basename's suffix,
+    never a folder name such as ``run.csv.d/``)."""
+    return "," if str(path).lower().endswith((".csv", ".csv.gz")) else "\t"
+
+
+#: what an empty or missing first (id) column holds, as written; such a row has no name
+_MISSING_IDS = ("", "na", "n/a", "#n/a", "nan", "null", "none", "<na>")
+
+
 def _read_delimited(path, what):
     """Read a CSV/TSV with the first column as index; duplicated column or row names are an error.
 
-    pandas would silently rename a repeated header ``g0`` to ``g0.1``, so the header is read raw.
+    pandas would silently rename a repeated header ``g0`` to ``g0.1``, so the header is read raw.  The first
+    column (the row names) is read as text, as written (``00002`` stays ``00002``, ``7159`` is not ``7159.0``); a
+    row without a name, or a first column of non-integer numbers (a table saved without row names, its first gene
+    or sample taken as the names), is refused.  A header one field shorter than the lines (R's ``write.table``)
+    names the columns after the row names; a delimiter at the end of every line is named.
     ``what`` names the rows and columns for the message, e.g. ``("samples", "genes")``.
     """
+    import numpy as np
     import pandas as pd
 
-    sep = "," if ".csv" in str(path).lower() else "\t"
+    sep = _separator(path)
     try:
-        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0, 1:]
-        if header.empty:  # one column: maybe the other delimiter
-            other, name = ("\t", "tab") if sep == "," else (",", "comma")
-            first = pd.read_csv(path, sep=other, header=None, nrows=1, dtype=str, keep_default_na=False)
-            if first.shape[1] > 1:
-                raise ValueError(f"{path} is {name}-separated, but its name says "
-                                 f"{'comma' if sep == ',' else 'tab'}-separated; rename it to "
-                                 f"{'.tsv' if sep == ',' else '.csv'} (or re-save it with "
-                                 f"{'commas' if sep == ',' else 'tabs'})")
-        dup = _duplicates(header)
-        if dup:
-            raise ValueError(f"{path} has duplicated {what[1]} (column names): {', '.join(dup[:5])}"
-                             f"{' ...' if len(dup) > 5 else ''}; make the names unique or remove the duplicates")
-        df = pd.read_csv(path, sep=sep, index_col=0)
+        raw = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
+        header = list(raw)
+        if len(header) == 1:  # one column: maybe another delimiter
+            own = "comma" if sep == "," else "tab"
+            for other, name in (("\t", "tab"), (",", "comma"), (";", "semicolon")):
+                if other == sep:
+                    continue
+                first = pd.read_csv(path, sep=other, header=None, nrows=1, dtype=str, keep_default_na=False)
+                if first.shape[1] > 1 and name == "semicolon":
+                    raise ValueError(f"{path} is semicolon-separated (one column when read with "
+                                     f"{own}s); re-save it {own}-separated (e.g. Excel's 'CSV UTF-8', or pandas "
+                                     f"to_csv(sep={sep!r})), or replace the ';' delimiters")
+                if first.shape[1] > 1:
+                    raise ValueError(f"{path} is {name}-separated, but its name says {own}-separated; rename it "
+                                     f"to {'.tsv' if sep == ',' else '.csv'} (or re-save it with "
+                                     f"{'commas' if sep == ',' else 'tabs'})")
+        try:
+            body = pd.read_csv(path, sep=sep, header=None, skiprows=1, dtype={0: str})
+        except pd.errors.EmptyDataError:  # a header without lines
+            body = pd.DataFrame(columns=range(len(header)))
+        if len(body):  # the row names as written: no NA conversion, no number parsing
+            ids = pd.read_csv(path, sep=sep, header=None, skiprows=1, usecols=[0], dtype=str,
+                              keep_default_na=False).iloc[:, 0]
+            body[0] = ids.to_numpy()
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path} is empty") from None
     except UnicodeDecodeError as e:
@@ -165,6 +190,42 @@ def _read_delimited(path, what):
                  else str(e).splitlines()[0])
         raise ValueError(f"{path} is not a rectangular table: {where}; every line needs one value per column "
                          "(check for stray delimiters or quotes)") from None
+    delimiter = "a comma" if sep == "," else "a tab"
+    trailing = body.shape[1] > 1 and body.iloc[:, -1].isna().all() and len(body)
+    if trailing and (body.shape[1] == len(header) + 1 or header[-1] == ""):
+        raise ValueError(f"{path} has {delimiter} at the end of every line (an empty last column), so the values "
+                         "do not line up with the header; remove the trailing delimiters")
+    if body.shape[1] == len(header) + 1:  # R's write.table: the header has no field for the row names
+        header = ["", *header]
+    elif body.shape[1] > len(header):
+        raise ValueError(f"{path} is not a rectangular table: line 2 has {body.shape[1]} fields but the header line "
+                         f"has {len(header)}; every line needs one value per column (check for stray delimiters "
+                         "or quotes)")
+    elif body.shape[1] < len(header):
+        raise ValueError(f"{path} is not a rectangular table: the header line has {len(header)} fields but line 2 "
+                         f"has {body.shape[1]}; every line needs one value per column (check for stray delimiters "
+                         "or quotes)")
+    columns = [c if c != "" else f"Unnamed: {i}" for i, c in enumerate(header)][1:]
+    dup = _duplicates(columns)
+    if dup:
+        raise ValueError(f"{path} has duplicated {what[1]} (column names): {', '.join(dup[:5])}"
+                         f"{' ...' if len(dup) > 5 else ''}; make the names unique or remove the duplicates")
+    first = repr(header[0]) if header[0] else "(no header)"
+    ids = body.iloc[:, 0].astype(str)
+    df = body.iloc[:, 1:]
+    df.columns = pd.Index(columns, dtype=object)
+    df.index = pd.Index(ids.to_numpy(), dtype=object, name=header[0] or None)
+    blank = np.flatnonzero(ids.str.strip().str.lower().isin(_MISSING_IDS).to_numpy())
+    if blank.size:
+        shown = ", ".join(f"line {i + 2} ({ids.iloc[i]!r})" for i in blank[:3])
+        raise ValueError(f"{path}: the first column {first} names the {what[0]}, but {blank.size} row(s) have an "
+                         f"empty or missing name: {shown}{' ...' if blank.size > 3 else ''}; give every row a name")
+    numbers = pd.to_numeric(ids, errors="coerce")
+    if len(ids) and numbers.notna().all() and np.isfinite(numbers).all() and (numbers % 1 != 0).any():
+        example = ids.iloc[int(np.flatnonzero((numbers % 1 != 0).to_numpy())[0])]
+        raise ValueError(f"{path}: the first column {first} must name the {what[0]}, but it holds numbers such as "
+                         f"{example} -- values, not names; the file looks saved without row names (pandas "
+                         "to_csv(index=False), R row.names=FALSE): save it with the names as the first column")
     dup = _duplicates(df.index)
     if dup:
         raise ValueError(f"{path} has duplicated {what[0]} (row names): {', '.join(dup[:5])}"
@@ -184,15 +245,35 @@ def _read_table(args):
     df = _read_delimited(args.input, rows_cols)
     levels = _levels(args)
     labels = None
+    batch_key = getattr(args, "batch_key", None)
+    lab = None
+    if args.labels is not None:
+        lab = _read_delimited(args.labels, ("sample ids", "columns"))
+        if args.orientation == "samples-by-genes":  # the table's own label columns would be read as genes
+            both = [c for c in [*levels, *([batch_key] if batch_key in lab.columns else [])] if c in df.columns]
+            if both:
+                raise ValueError(f"column {both[0]!r} is both in the table {args.input} and in --labels "
+                                 f"{args.labels}; drop it from one (in the table it would be read as a gene)")
     if args.labels is None:
         absent = [c for c in levels if c not in df.columns]
         if args.orientation != "samples-by-genes" or absent:
             raise ValueError(f"no labels: give --labels FILE, or {'a column' if len(levels) == 1 else 'columns'} "
                              f"{', '.join(map(repr, absent or levels))} in a samples-by-genes table")
         labels = pd.DataFrame({c: df.pop(c) for c in levels})
-    batch = df.pop(args.batch_key) if (getattr(args, "batch_key", None) and args.labels is None
-                                       and args.orientation == "samples-by-genes" and args.batch_key in df.columns) \
-        else None
+    batch = df.pop(batch_key) if (batch_key and args.orientation == "samples-by-genes"
+                                  and batch_key in df.columns) else None
+    # the file's own columns, before a transpose: a genes-by-samples table's annotation column is named as such
+    non_numeric = [str(c) for c in df.columns if len(df) and not pd.api.types.is_numeric_dtype(df[c])]
+    if non_numeric:
+        raise ValueError(f"non-numeric {rows_cols[1][:-1]} column(s) in {args.input}: {', '.join(non_numeric[:5])}"
+                         f"{' ...' if len(non_numeric) > 5 else ''}; a {args.orientation} table holds the "
+                         f"{rows_cols[0][:-1]} names, then numbers only: drop annotation columns, and check "
+                         "--orientation and the labels column")
+    logical = [str(c) for c in df.columns if pd.api.types.is_bool_dtype(df[c])]
+    if logical:
+        raise ValueError(f"column(s) of TRUE/FALSE values in {args.input}: {', '.join(logical[:5])}"
+                         f"{' ...' if len(logical) > 5 else ''}; they look like annotation, not expression: drop "
+                         "them from the table (labels and batches go in --groupby/--labels/--batch-key columns)")
     if args.orientation == "genes-by-samples":
         df = df.T
     if 0 in df.shape:  # a header without lines, or lines without values: nothing to select from
@@ -200,12 +281,7 @@ def _read_table(args):
         raise ValueError(f"{args.input} has no {'samples' if df.shape[0] == 0 else 'genes'}: read as "
                          f"{args.orientation}, it has {df.shape[0]} sample(s) and {df.shape[1]} gene(s); the table "
                          f"needs a header line naming the {columns} and one line per {lines[:-1]}")
-    non_numeric = [str(c) for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
-    if non_numeric:
-        raise ValueError(f"non-numeric gene column(s) in {args.input}: {', '.join(non_numeric[:5])}; "
-                         "check --orientation and the labels column")
     if args.labels is not None:
-        lab = _read_delimited(args.labels, ("sample ids", "columns"))
         absent = [c for c in levels if c not in lab.columns]
         if not absent:
             cols = levels
@@ -226,8 +302,8 @@ def _read_table(args):
             raise ValueError(f"{len(missing)} sample(s) have no label in {args.labels} "
                              f"(e.g. {', '.join(missing[:3])}){hint}")
         labels = lab.loc[df.index.astype(str), cols]
-        if getattr(args, "batch_key", None) in lab.columns and args.batch_key not in cols:
-            batch = lab.loc[df.index.astype(str), args.batch_key]
+        if batch_key in lab.columns and batch_key not in cols:
+            batch = lab.loc[df.index.astype(str), batch_key]
     obs = pd.DataFrame({c: pd.Categorical(np.asarray(labels.iloc[:, i], dtype=object)) for i, c in enumerate(levels)},
                        index=df.index.astype(str))
     if batch is not None:

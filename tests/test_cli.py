@@ -239,3 +239,134 @@ def test_datasets_output_needs_a_name(tmp_path):
 def test_evaluate_refuses_a_method_named_twice(h5ad, tmp_path):
     r = run("evaluate", str(h5ad), "--groupby", "cls", "--methods", "maxrel,maxrel", "-o", str(tmp_path / "t.tsv"))
     assert r.returncode == 1 and "--methods names maxrel more than once" in r.stderr   # "pass a dict" before
+
+
+# ---------------------------------------------------------------------------------------------------
+# CLI defect hunt: tables read as written, faults named
+# ---------------------------------------------------------------------------------------------------
+def _planted(n=30, p=6, seed=3):
+    rng = np.random.default_rng(seed)
+    y = np.array(["a", "b"])[np.arange(n) % 2]
+    X = rng.normal(size=(n, p))
+    X[:, 2] += 3 * (y == "b")
+    return pd.DataFrame(X, index=[f"s{i}" for i in range(n)], columns=[f"g{j}" for j in range(p)]), y
+
+
+def _table_error(tmp_path, table, *extra, orientation="samples-by-genes", labels=None):
+    args = ["select", str(table), "--orientation", orientation, "--groupby", "cls", "--method", "qpfs",
+            "--n-genes", "2", "-o", str(tmp_path / "o.h5ad"), "--quiet", *extra]
+    if labels is not None:
+        args += ["--labels", str(labels)]
+    r = run(*args)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "o.h5ad").exists()
+    return r.stderr
+
+
+def test_table_label_and_batch_columns_are_not_read_as_genes_with_labels(tmp_path):
+    """Before: with --labels, the table's own --groupby/--batch-key columns stayed in X as genes (the class
+    label ranked first with weight 1)."""
+    df, y = _planted()
+    t = df.copy()
+    t.insert(0, "cls", (y == "b").astype(int))
+    t.insert(1, "batch", [1, 2] * 15)
+    t.to_csv(tmp_path / "expr.csv")
+    pd.DataFrame({"cls": y, "batch": ["b1", "b2"] * 15}, index=df.index).to_csv(tmp_path / "labels.csv")
+    err = _table_error(tmp_path, tmp_path / "expr.csv", "--batch-key", "batch", labels=tmp_path / "labels.csv")
+    assert "column 'cls' is both in the table" in err and "drop it from one" in err
+    t.drop(columns="cls").to_csv(tmp_path / "expr2.csv")
+    err = _table_error(tmp_path, tmp_path / "expr2.csv", "--batch-key", "batch", labels=tmp_path / "labels.csv")
+    assert "column 'batch' is both in the table" in err
+
+
+def test_table_saved_without_row_names_is_refused(tmp_path):
+    """Before: the first gene became the sample names, silently (60 x 19)."""
+    df, y = _planted()
+    df.assign(cls=y).to_csv(tmp_path / "noindex.csv", index=False)
+    err = _table_error(tmp_path, tmp_path / "noindex.csv")
+    assert "the first column 'g0' must name the samples" in err and "index=False" in err
+    df.T.to_csv(tmp_path / "gxs.tsv", sep="\t", index=False)
+    pd.DataFrame({"cls": y}, index=df.index).to_csv(tmp_path / "labels.csv")
+    err = _table_error(tmp_path, tmp_path / "gxs.tsv", orientation="genes-by-samples", labels=tmp_path / "labels.csv")
+    assert "the first column 's0' must name the genes" in err
+
+
+def test_table_ids_are_kept_as_written_and_blank_ids_refused(tmp_path):
+    """Before: 00002 became 2, Entrez 7159 became 7159.0, a blank id a gene named 'nan', and zero-padded sample
+    ids in a labels file were reported as having no label."""
+    df, y = _planted()
+    g = df.T.copy()
+    g.index = [f"{i:05d}" for i in range(6)]
+    s = df.copy()
+    s.index = [f"{i:03d}" for i in range(30)]
+    s.T.to_csv(tmp_path / "padded.tsv", sep="\t")
+    pd.DataFrame({"cls": y}, index=s.index).to_csv(tmp_path / "padded_labels.csv")
+    g.to_csv(tmp_path / "probes.tsv", sep="\t")
+    pd.DataFrame({"cls": y}, index=df.index).to_csv(tmp_path / "labels.csv")
+    r = run("select", str(tmp_path / "probes.tsv"), "--orientation", "genes-by-samples", "--labels",
+            str(tmp_path / "labels.csv"), "--groupby", "cls", "--method", "qpfs", "--n-genes", "2", "-o",
+            str(tmp_path / "a.h5ad"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert list(ad.read_h5ad(tmp_path / "a.h5ad").var_names) == [f"{i:05d}" for i in range(6)]
+    r = run("select", str(tmp_path / "padded.tsv"), "--orientation", "genes-by-samples", "--labels",
+            str(tmp_path / "padded_labels.csv"), "--groupby", "cls", "--method", "qpfs", "--n-genes", "2", "-o",
+            str(tmp_path / "b.h5ad"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert list(ad.read_h5ad(tmp_path / "b.h5ad").obs_names) == [f"{i:03d}" for i in range(30)]
+    g.index = [str(7157 + i) for i in range(5)] + [""]
+    g.index.name = "entrez"
+    g.to_csv(tmp_path / "blank.tsv", sep="\t")
+    err = _table_error(tmp_path, tmp_path / "blank.tsv", orientation="genes-by-samples", labels=tmp_path / "labels.csv")
+    assert "blank.tsv: the first column 'entrez' names the genes, but 1 row(s) have an empty" in err
+    g.index = [str(7157 + i) for i in range(5)] + ["NA"]
+    g.to_csv(tmp_path / "na.tsv", sep="\t")
+    err = _table_error(tmp_path, tmp_path / "na.tsv", orientation="genes-by-samples", labels=tmp_path / "labels.csv")
+    assert "line 7 ('NA')" in err
+
+
+def test_true_false_column_is_refused_as_annotation(tmp_path):
+    """Before: an is_tumour TRUE/FALSE column was read as a gene (and ranked first)."""
+    df, y = _planted()
+    df.assign(cls=y, is_tumour=(y == "b")).to_csv(tmp_path / "expr.csv")
+    err = _table_error(tmp_path, tmp_path / "expr.csv")
+    assert "TRUE/FALSE values in" in err and "is_tumour" in err and "annotation" in err
+
+
+def test_table_format_faults_are_named(tmp_path):
+    """Before: a ';'-separated .csv was reported as missing labels, a '.csv' folder name made a .tsv 'comma-
+    separated by name', a trailing tab was reported as a non-numeric 'sample' column, and a genes-by-samples
+    table's annotation column was reported as its genes."""
+    df, y = _planted()
+    t = df.assign(cls=y)
+    t.to_csv(tmp_path / "semicolon.csv", sep=";")
+    err = _table_error(tmp_path, tmp_path / "semicolon.csv")
+    assert "semicolon.csv is semicolon-separated" in err
+    (tmp_path / "run.csv.d").mkdir()
+    t.to_csv(tmp_path / "run.csv.d" / "expr.tsv", sep="\t")
+    r = run("select", str(tmp_path / "run.csv.d" / "expr.tsv"), "--orientation", "samples-by-genes", "--groupby",
+            "cls", "--method", "qpfs", "--n-genes", "2", "-o", str(tmp_path / "a.h5ad"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    lines = (tmp_path / "run.csv.d" / "expr.tsv").read_text().splitlines()
+    (tmp_path / "trailing.tsv").write_text("\n".join([lines[0]] + [x + "\t" for x in lines[1:]]) + "\n")
+    err = _table_error(tmp_path, tmp_path / "trailing.tsv")
+    assert "trailing.tsv has a tab at the end of every line" in err
+    g = df.T.copy()
+    g.insert(0, "symbol", [c.upper() for c in g.index])
+    g.to_csv(tmp_path / "gxs.tsv", sep="\t")
+    pd.DataFrame({"cls": y}, index=df.index).to_csv(tmp_path / "labels.csv")
+    err = _table_error(tmp_path, tmp_path / "gxs.tsv", orientation="genes-by-samples", labels=tmp_path / "labels.csv")
+    assert "non-numeric sample column(s) in" in err and ": symbol;" in err
+
+
+def test_r_style_header_without_a_row_name_field_still_reads(tmp_path):
+    """R's write.table writes the header one field short (no field for the row names): still read as before."""
+    df, y = _planted()
+    body = df.assign(cls=y)
+    text = "\t".join(body.columns) + "\n" + "".join(
+        s + "\t" + "\t".join(map(str, row)) + "\n" for s, row in zip(body.index, body.itertuples(index=False)))
+    (tmp_path / "r.tsv").write_text(text)
+    r = run("select", str(tmp_path / "r.tsv"), "--orientation", "samples-by-genes", "--groupby", "cls", "--method",
+            "qpfs", "--n-genes", "2", "-o", str(tmp_path / "a.h5ad"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    a = ad.read_h5ad(tmp_path / "a.h5ad")
+    assert list(a.var_names) == list(df.columns) and list(a.obs_names) == list(df.index)
