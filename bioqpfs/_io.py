@@ -9,11 +9,11 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
-__all__ = ["atomic_path", "read_backed", "to_storable", "lazy_rows", "chunk_rows", "stored_bytes", "CHUNK_BYTES", "LazyReadError",
+__all__ = ["atomic_path", "atomic_outputs", "read_backed", "to_storable", "lazy_rows", "chunk_rows", "stored_bytes", "CHUNK_BYTES", "LazyReadError",
            "is_zarr_store", "tree_bytes", "read_lazy"]
 
 
@@ -126,47 +126,120 @@ def atomic_path(path):
     SIGINT (Ctrl-C) and SIGTERM received while the block runs are held until it ends: the temporary
     file is then removed, ``path`` is left as it was, and the signal takes effect (KeyboardInterrupt,
     or the process's SIGTERM handler; the CLI exits 130 / 143).
+
+    One output of :func:`atomic_outputs`, which commits several together.
     """
-    path = os.path.realpath(os.fspath(path))
-    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
-        try:  # a device or FIFO: nothing to replace, nothing to flush
-            yield path
-        except (OSError, RuntimeError) as e:
+    with atomic_outputs() as stage:
+        yield stage(path)
+
+
+class _Staged:
+    """The outputs of one :func:`atomic_outputs` block: ``stage(path)`` returns the temporary path to write
+    ``path``'s content to (``path`` itself for a device or FIFO, which cannot be replaced)."""
+
+    def __init__(self, hold):
+        self.entries = []     # (final path, temporary path or None)
+        self.current = None   # the output staged last: the one an error without a file name is about
+        self.received = []    # signals held since the first file output was staged
+        self._hold = hold     # enters _held_signals() for the rest of the block; None once entered
+
+    def __call__(self, path):
+        path = os.path.realpath(os.fspath(path))
+        self.current = path
+        if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+            self.entries.append((path, None))  # a device or FIFO: nothing to replace, nothing to flush
+            return path
+        if self._hold is not None:  # not for a device alone: a Ctrl-C must still end a write blocked on a FIFO
+            self.received, self._hold = self._hold(), None
+        d = os.path.dirname(path)
+        os.makedirs(d, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK,
+                                   suffix=os.path.splitext(path)[1], dir=d)
+        os.close(fd)
+        self.entries.append((path, tmp))
+        return tmp
+
+    def reworded(self, e):
+        """``e`` reworded to name the output it is about (:func:`_write_error`), else ``e``."""
+        paths = [self.current] + [p for p, _ in reversed(self.entries) if p != self.current]
+        for path in paths:
+            if path is None:
+                continue
             err = _write_error(e, path)
-            if err is e:
-                raise
-            raise err from e
-        return
-    d = os.path.dirname(path)
-    received = []
+            if err is not e:
+                return err
+        return e
+
+    def commit(self):
+        """Move every staged file into place; if one move fails, the outputs moved before it are restored
+        (an earlier file at the path) or removed, so the set is never mixed."""
+        files = [(p, t) for p, t in self.entries if t is not None]
+        mode = 0o666 & ~_umask()  # mkstemp creates the file 0600; give the result the mode a plain open() would
+        for path, tmp in files:
+            self.current = path
+            os.chmod(tmp, mode)
+            _fsync(tmp)
+        backups, done = {}, []
+        try:
+            for path, tmp in files:
+                self.current = path
+                if len(files) > 1 and os.path.isfile(path):  # the earlier file, kept until every output is in place
+                    try:
+                        os.link(path, tmp + ".old")
+                        backups[path] = tmp + ".old"
+                    except OSError:  # no hard links here: only this output's own move can then not be undone
+                        pass
+                os.replace(tmp, path)
+                done.append(path)
+        except BaseException:
+            for path in reversed(done):
+                try:
+                    if path in backups:
+                        os.replace(backups.pop(path), path)
+                    else:
+                        os.remove(path)
+                except OSError:
+                    pass
+            raise
+        finally:
+            for backup in backups.values():
+                try:
+                    os.remove(backup)
+                except OSError:
+                    pass
+        if os.name == "posix":  # Windows cannot open a directory to flush it
+            for d in dict.fromkeys(os.path.dirname(p) for p, _ in files):
+                _fsync(d, directory=True)
+
+
+@contextmanager
+def atomic_outputs():
+    """Write several outputs all or none: yield ``stage``; ``stage(path)`` gives the temporary path to write
+    ``path`` to (as :func:`atomic_path` does for one).  Only when the whole block succeeds are they all moved
+    into place, together; on an error or a held signal every temporary file is removed and no output of the
+    block is created or changed (earlier files at those paths stay as they were).  Signals, flushing, modes
+    and error messages as in :func:`atomic_path`; a device or FIFO output is written directly.
+    """
+    staged = None
     try:
-        with _held_signals() as received:
-            tmp = None
+        with ExitStack() as stack:
+            staged = _Staged(lambda: stack.enter_context(_held_signals()))
             try:
-                os.makedirs(d, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK,
-                                           suffix=os.path.splitext(path)[1], dir=d)
-                os.close(fd)
-                yield tmp
-                if not received:
-                    # mkstemp creates the file 0600; give the result the mode a plain open() would (0666 & ~umask)
-                    os.chmod(tmp, 0o666 & ~_umask())
-                    _fsync(tmp)
-                    os.replace(tmp, path)
-                    tmp = None
-                    if os.name == "posix":  # Windows cannot open a directory to flush it
-                        _fsync(d, directory=True)
+                yield staged
+                if not staged.received:
+                    staged.commit()
             except (OSError, RuntimeError) as e:
-                err = _write_error(e, path)
+                err = staged.reworded(e)
                 if err is e:
                     raise
                 raise err from e
             finally:
-                if tmp is not None and os.path.exists(tmp):
-                    os.remove(tmp)
+                for _, tmp in staged.entries:
+                    if tmp is not None and os.path.exists(tmp):
+                        os.remove(tmp)
     finally:
-        if received:  # also when the block failed: the signal is what the user asked for
-            _deliver(received[0])
+        if staged is not None and staged.received:  # also when the block failed: the signal is what was asked for
+            _deliver(staged.received[0])
 
 
 def _h5_datasets(matrix):

@@ -9,7 +9,9 @@ Exit codes
 143  terminated (SIGTERM)
 
 A signal that arrives while an output is being written is held until that write ends; the
-temporary file is then removed and the output is not created (see ``bioqpfs._io.atomic_path``).
+temporary file is then removed and the output is not created (see ``bioqpfs._io.atomic_path``).  The outputs of
+one run (-o, --tsv, --plot) are committed together at the end: a failed run leaves none of them, and earlier
+files at those paths as they were (``bioqpfs._io.atomic_outputs``).
 """
 from __future__ import annotations
 
@@ -54,7 +56,9 @@ def _parser():
     s.add_argument("--key-added", default=None,
                    help="prefix of the written keys (default: the method, 'bioqpfs' for the default recipe)")
     s.add_argument("-o", "--output", required=True, help="output .h5ad (written atomically)")
-    s.add_argument("--tsv", default=None, help="also write the ranked gene table here")
+    s.add_argument("--tsv", default=None,
+                   help="also write the ranked gene table here: tab-separated (.tsv, .txt) or comma-separated "
+                        "(.csv); .gz compresses")
     s.add_argument("--plot", default=None, help="also save the ranked-weight plot with the panel cut (.png/.pdf/.svg)")
     s.add_argument("--plot-ranks", type=_ranks_arg, default="auto", metavar="auto|all|N",
                    help="ranks drawn by --plot: 'auto' (default) zooms on the panel and the non-zero weights, "
@@ -316,21 +320,42 @@ _PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 _H5AD = (".h5ad",)
 
 
-def _save_plot(draw, path):
-    """Draw with the Agg backend and save atomically; the format follows the file suffix."""
+def _save_plot(draw, path, tmp):
+    """Draw with the Agg backend and save to ``tmp`` (the staged file of the output ``path``, see
+    :func:`bioqpfs._io.atomic_outputs`); the format follows ``path``'s suffix."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ._io import atomic_path
-
     if not str(path).lower().endswith(_PLOT_SUFFIXES):
         raise ValueError(f"plot file {path!r} must end in one of {', '.join(_PLOT_SUFFIXES)}")
     ax = draw()
-    with atomic_path(path) as tmp:
+    try:
         ax.figure.savefig(tmp, bbox_inches="tight", format=str(path).rsplit(".", 1)[1].lower())
-    plt.close(ax.figure)
+    finally:
+        plt.close(ax.figure)
+
+
+def _table_suffixes(path):
+    """The suffixes a written table may have: any name for an existing device or FIFO (/dev/stdout)."""
+    return None if path is None or (os.path.exists(path) and not os.path.isfile(path)) else _TABLE_SUFFIXES
+
+
+def _write_table(df, path, tmp):
+    """``df`` as delimited text in ``tmp`` (the staged file of the output ``path``): comma-separated for a
+    .csv/.csv.gz name, else tab-separated; gzip-compressed for a .gz name, with ``path``'s name in the gzip
+    header (``gunzip -N`` restores that name, not the temporary file's)."""
+    sep = _separator(path)
+    if not str(path).lower().endswith(".gz"):
+        df.to_csv(tmp, sep=sep, index=False)
+        return
+    import gzip
+    import io
+
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename=os.path.basename(path), mode="wb", fileobj=raw) as gz, \
+            io.TextIOWrapper(gz, encoding="utf-8", newline="") as text:
+        df.to_csv(text, sep=sep, index=False)
 
 
 #: an .h5ad file or zarr store larger than this on disk (1 GiB) is read lazily (X read in sample chunks) unless
@@ -649,11 +674,10 @@ def _cmd_evaluate(args):
     import scanpy as sc
 
     from . import _progress, _registry, evaluate
-    from ._io import atomic_path
+    from ._io import atomic_outputs
 
     sc.settings.verbosity = 0 if args.quiet else 2
-    special = os.path.exists(args.output) and not os.path.isfile(args.output)  # /dev/stdout, a FIFO: any name
-    _check_paths(args, [("-o", args.output, None if special else _TABLE_SUFFIXES),
+    _check_paths(args, [("-o", args.output, _table_suffixes(args.output)),
                         ("--plot", args.plot, _PLOT_SUFFIXES)])
     evaluate.resolve_scoring(args.scoring)    # an unknown scorer name fails before any computation
     adata = _load_input(args)
@@ -686,12 +710,12 @@ def _cmd_evaluate(args):
                                       random_state=args.random_state, progress=not args.quiet,
                                       chunk_size=args.chunk_size, batch=args.batch_key, method_params=method_params,
                                       backend=args.backend)
-        with atomic_path(args.output) as tmp:
-            df.to_csv(tmp, sep="," if args.output.lower().endswith((".csv", ".csv.gz")) else "\t", index=False)
-        if args.plot:
-            from . import pl
+        with atomic_outputs() as stage:  # the table and the plot together, or neither
+            _write_table(df, args.output, stage(args.output))
+            if args.plot:
+                from . import pl
 
-            _save_plot(lambda: pl.error_curve(df, show=False), args.plot)
+                _save_plot(lambda: pl.error_curve(df, show=False), args.plot, stage(args.plot))
         if not args.quiet:
             score = df["scoring"].iloc[0]
             shown = [f"mean_{score}", f"sd_{score}"] + [f"mean_{m}" for m in evaluate.DEFAULT_METRICS if m != score]
@@ -705,10 +729,11 @@ def _cmd_select(args):
     import scanpy as sc
 
     from . import _progress, _registry, get, tl
-    from ._io import atomic_path
+    from ._io import atomic_outputs
 
     sc.settings.verbosity = 0 if args.quiet else 3
-    _check_paths(args, [("-o", args.output, _H5AD), ("--tsv", args.tsv, None), ("--plot", args.plot, _PLOT_SUFFIXES)])
+    _check_paths(args, [("-o", args.output, _H5AD), ("--tsv", args.tsv, _table_suffixes(args.tsv)),
+                        ("--plot", args.plot, _PLOT_SUFFIXES)])
     adata = _load_input(args)
     loaded = _stamp(adata.filename) if adata.isbacked else None
     try:
@@ -730,16 +755,15 @@ def _cmd_select(args):
                             random_state=args.random_state, chunk_size=args.chunk_size, backend=args.backend,
                             **params)
         key = _registry.result_key(args.method, args.key_added)
-        with atomic_path(args.output) as tmp:
-            _write_result(adata, tmp, loaded)
-        if args.tsv:
-            df = get.selection_df(adata, key)
-            with atomic_path(args.tsv) as tmp:
-                df.to_csv(tmp, sep="\t", index=False)
-        if args.plot:
-            from . import pl
+        with atomic_outputs() as stage:  # -o, --tsv and --plot together, or none of them
+            _write_result(adata, stage(args.output), loaded)
+            if args.tsv:
+                _write_table(get.selection_df(adata, key), args.tsv, stage(args.tsv))
+            if args.plot:
+                from . import pl
 
-            _save_plot(lambda: pl.weights(adata, key, n_ranks=args.plot_ranks, show=False), args.plot)
+                _save_plot(lambda: pl.weights(adata, key, n_ranks=args.plot_ranks, show=False), args.plot,
+                           stage(args.plot))
         if not args.quiet:
             top = ", ".join(adata.uns[key]["selected"][:10])
             used = adata.uns[key]["params"]["method"] + (" (default recipe)" if args.method is None else "")

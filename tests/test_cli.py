@@ -370,3 +370,84 @@ def test_r_style_header_without_a_row_name_field_still_reads(tmp_path):
     assert r.returncode == 0, r.stderr
     a = ad.read_h5ad(tmp_path / "a.h5ad")
     assert list(a.var_names) == list(df.columns) and list(a.obs_names) == list(df.index)
+
+
+def test_tsv_option_follows_its_suffix_and_gzip_keeps_the_name(h5ad, tmp_path):
+    """Before: --tsv panel.csv was tab-separated, any suffix was taken (--tsv x.xlsx wrote text), and a .gz output
+    stored the temporary file's name in its gzip header (gunzip -N restored .x.tsv.gz.bioqpfs-tmp-...)."""
+    r = run("select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "-o",
+            str(tmp_path / "a.h5ad"), "--tsv", str(tmp_path / "panel.csv"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert list(pd.read_csv(tmp_path / "panel.csv").columns[:4]) == ["gene", "rank", "weight", "selected"]
+    r = run("select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "-o",
+            str(tmp_path / "b.h5ad"), "--tsv", str(tmp_path / "panel.xlsx"), "--quiet")
+    assert r.returncode == 1 and "--tsv file" in r.stderr and "must end in one of .csv, .tsv" in r.stderr
+    assert not (tmp_path / "b.h5ad").exists() and not (tmp_path / "panel.xlsx").exists()
+    r = run("select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "-o",
+            str(tmp_path / "c.h5ad"), "--tsv", str(tmp_path / "panel.tsv.gz"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    raw = (tmp_path / "panel.tsv.gz").read_bytes()
+    assert raw[:2] == b"\x1f\x8b" and raw[3] & 0x08 and raw[10:raw.index(b"\0", 10)] == b"panel.tsv"
+    assert list(pd.read_csv(tmp_path / "panel.tsv.gz", sep="\t").columns[:2]) == ["gene", "rank"]
+
+
+def _fail_plot(monkeypatch):
+    import errno
+
+    from bioqpfs import cli
+
+    def failing(draw, path, tmp):
+        with open(tmp, "wb") as fh:
+            fh.write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device", tmp)
+
+    monkeypatch.setattr(cli, "_save_plot", failing)
+    return cli
+
+
+def test_failed_output_leaves_no_output_of_the_run(h5ad, tmp_path, monkeypatch, capsys):
+    """Before: each output was committed on its own, so a failed --plot (or --tsv) write left the .h5ad (and the
+    .tsv) of the run next to the files of an earlier run, and the run exited 1."""
+    cli = _fail_plot(monkeypatch)
+    outs = [tmp_path / "a.h5ad", tmp_path / "a.tsv", tmp_path / "a.png"]
+    for p in outs:
+        p.write_bytes(b"earlier run")
+    rc = cli.main(["select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "--quiet",
+                   "-o", str(outs[0]), "--tsv", str(outs[1]), "--plot", str(outs[2])])
+    err = capsys.readouterr().err
+    assert rc == 1 and "cannot write" in err and "a.png: no space left" in err, err
+    assert [p.read_bytes() for p in outs] == [b"earlier run"] * 3
+    rc = cli.main(["select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "--quiet",
+                   "-o", str(tmp_path / "b.h5ad"), "--tsv", str(tmp_path / "b.tsv"), "--plot", str(tmp_path / "b.png")])
+    assert rc == 1 and not list(tmp_path.glob("b.*"))
+    rc = cli.main(["evaluate", str(h5ad), "--groupby", "cls", "--methods", "qpfs", "--n-genes", "2", "--cv", "2",
+                   "--quiet", "-o", str(outs[1]), "--plot", str(outs[2])])
+    assert rc == 1 and [p.read_bytes() for p in outs] == [b"earlier run"] * 3
+    assert not list(tmp_path.glob(".*.bioqpfs-tmp-*"))
+
+
+def test_atomic_outputs_undoes_the_moves_before_a_failed_one(tmp_path, monkeypatch):
+    from bioqpfs import _io
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("old a")
+    real = os.replace
+
+    def replace(src, dst):
+        if os.fspath(dst) == str(b) and _io.TMP_MARK in os.fspath(src):
+            raise OSError(5, "Input/output error", os.fspath(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(_io.os, "replace", replace)
+    with pytest.raises(OSError):
+        with _io.atomic_outputs() as stage:
+            for p in (a, b):
+                with open(stage(p), "w") as fh:
+                    fh.write("new")
+    assert a.read_text() == "old a" and not b.exists() and sorted(os.listdir(tmp_path)) == ["a.txt"]
+    monkeypatch.setattr(_io.os, "replace", real)
+    with _io.atomic_outputs() as stage:
+        for p in (a, b):
+            with open(stage(p), "w") as fh:
+                fh.write("new")
+    assert a.read_text() == b.read_text() == "new" and sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
