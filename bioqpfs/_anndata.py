@@ -252,7 +252,12 @@ def check_mask(adata, mask_var):
     if isinstance(mask_var, str):
         if mask_var not in adata.var.columns:
             raise KeyError(f"mask_var={mask_var!r} is not a column of adata.var (e.g. run sc.pp.highly_variable_genes first)")
-        mask = adata.var[mask_var].to_numpy()
+        column = adata.var[mask_var]
+        if pd.api.types.is_bool_dtype(column.dtype) and column.isna().any():  # pandas' nullable "boolean"
+            raise ValueError(f"mask_var={mask_var!r} has {int(column.isna().sum())} missing value(s) (NA, e.g. gene "
+                             f"{column.index[column.isna().to_numpy()][0]}); a mask needs True or False for every "
+                             "gene: fill them (True keeps a gene as a candidate)")
+        mask = column.to_numpy()
     elif isinstance(mask_var, pd.Series):  # aligned to the genes by its index, as labels and batches are
         mask = _aligned_to_genes(adata, mask_var)
     else:

@@ -99,7 +99,7 @@ def _parser():
     e.add_argument("--groupby-weights", type=_float_list, default=None, metavar="W1,W2,...",
                    help="with hierarchical --groupby: one weight per level, coarse to fine (normalised to sum 1; "
                         "default equal), given to every method that takes hierarchical labels")
-    e.add_argument("--repeats", type=int, default=1, help="repetitions of k-fold CV (default: 1)")
+    e.add_argument("--repeats", type=_repeats_arg, default=1, help="repetitions of k-fold CV (default: 1)")
     e.add_argument("--classifier", default="linear_svm", choices=["linear_svm", "liblinear", "knn3", "logreg"],
                    help="classifier fit on each panel: the papers' linear SVM (default), LIBLINEAR's, 3-nearest "
                         "neighbours, or standardised logistic regression (needed by probability scores such as "
@@ -526,6 +526,17 @@ def _positive_int_or(text, words, expected):
     return value
 
 
+def _repeats_arg(text):
+    """``evaluate --repeats``: a positive integer (a usage error at parse time, as --cv)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of repetitions, got {text!r}")
+    return value
+
+
 def _ranks_arg(text):
     """``--plot-ranks``: 'auto', 'all' or a positive integer (pl.weights' ``n_ranks``)."""
     return _positive_int_or(text, ("auto", "all"), "'auto', 'all' or a positive integer")
@@ -603,7 +614,7 @@ def _preselected_arg(text):
     .txt/.tsv/.csv/.list suffix) but names no file is an error, not a gene name."""
     if os.path.isfile(text):
         try:
-            with open(text, encoding="utf-8") as fh:
+            with open(text, encoding="utf-8-sig") as fh:  # a byte-order mark (Excel, Notepad) is not a name
                 names = [line.strip() for line in fh if line.strip() and not line.lstrip().startswith("#")]
         except UnicodeDecodeError:
             raise ValueError(f"--preselected file {text} is not UTF-8 text; re-save it as UTF-8") from None
@@ -613,7 +624,11 @@ def _preselected_arg(text):
     if os.sep in text or (os.altsep and os.altsep in text) or text.lower().endswith((".txt", ".tsv", ".csv", ".list")):
         raise ValueError(f"--preselected {text}: no such file; give an existing file of gene names (one per line) "
                          "or comma-separated gene names")
-    return [g.strip() for g in text.split(",") if g.strip()]
+    names = [g.strip() for g in text.split(",") if g.strip()]
+    if not names:
+        raise ValueError(f"--preselected {text!r} lists no gene names; give comma-separated gene names or a file "
+                         "with one name per line")
+    return names
 
 
 def _same_file(a, b):
@@ -836,13 +851,22 @@ def _close_backed(adata):
         adata.file.close()
 
 
-def _in_cli_words(text, parser, command):
+def _in_cli_words(text, parser, command, keep=()):
     """An error text of the Python API in the words of the command ``command``: each keyword of an option the
     command has becomes its flag -- ``use_raw=False`` ``--use-raw no``, ``layer=`` ``--layer``,
-    ``discretization='mdl'`` ``--discretization 'mdl'``, ``lazy=False`` ``--no-lazy`` -- and a text that already
+    ``discretization='mdl'`` ``--discretization 'mdl'``, ``lazy=False`` ``--no-lazy``; a parameter named alone
+    (``mask_var must be``, ``groupby_weights has``) too when its name has an underscore -- and a text that already
     named both (``chunk_size= / --chunk-size``) names the flag once.  Keywords the command has no option for
-    (method parameters of the API only) are left as they are."""
+    (method parameters of the API only) are left as they are; so is the Python code of a hint
+    (``(adata = adata[...].copy())``, dropped) and every string in ``keep`` (the user's paths: a folder
+    ``n_genes=20/`` is not a flag)."""
     import re
+
+    kept = {}
+    for i, value in enumerate(sorted({k for k in keep if k and "=" in k}, key=len, reverse=True)):
+        if value in text:
+            kept[f"\0{i}\0"] = value
+            text = text.replace(value, f"\0{i}\0")
 
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices.get(command)
     if sub is None:
@@ -875,8 +899,17 @@ def _in_cli_words(text, parser, command):
             return switch[0].option_strings[-1] if switch else match.group(0)
         return name if not value else f"{name} {value}"  # a quoted value keeps its quotes: valid in a shell too
 
+    def bare(match):
+        dest = match.group(1)
+        return options[dest][0].option_strings[-1] if dest in options else match.group(0)
+
     text = re.sub(r"(?<![\w.-])([a-z][a-z0-9_]*)=('[^'\s]*'|\"[^\"\s]*\"|[\w.+-]*)", flag, text)
-    return re.sub(r"(--[a-z][\w-]*) / \1\b", r"\1", text)
+    text = re.sub(r"(?<![\w.'\"\[/-])([a-z][a-z0-9]*_[a-z0-9_]*)(?![\w'\"\]=(/-])", bare, text)
+    text = re.sub(r"\s*\(adata = [^\s]*\.copy\(\)\)| \(or be None\)", "", text)
+    text = re.sub(r"(--[a-z][\w-]*) / \1\b", r"\1", text)
+    for placeholder, value in kept.items():
+        text = text.replace(placeholder, value)
+    return text
 
 
 def main(argv=None):
@@ -906,7 +939,10 @@ def main(argv=None):
         from ._validation import MemoryGuardError
 
         text = e.message("cli") if isinstance(e, MemoryGuardError) else str(e)  # CLI flags, not Python keywords
-        text = _in_cli_words(text, parser, args.command)
+        paths = [getattr(args, a, None) for a in ("input", "labels", "output", "tsv", "plot", "preselected")]
+        paths = [p for p in paths if isinstance(p, str)]
+        keep = [f(p) for p in paths for f in (str, os.path.abspath, os.path.realpath)]
+        text = _in_cli_words(text, parser, args.command, keep)
         msg = text.strip().splitlines()[0] if text.strip() else type(e).__name__
         if isinstance(e, KeyError) and msg.startswith(("'", '"')):
             msg = msg.strip("'\"")

@@ -451,3 +451,62 @@ def test_atomic_outputs_undoes_the_moves_before_a_failed_one(tmp_path, monkeypat
             with open(stage(p), "w") as fh:
                 fh.write("new")
     assert a.read_text() == b.read_text() == "new" and sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
+
+
+def _main(capsys, *argv):
+    from bioqpfs import cli
+
+    rc = cli.main(list(argv))
+    return rc, capsys.readouterr().err
+
+
+def test_error_rewriter_leaves_the_users_paths_alone(tmp_path, capsys, monkeypatch):
+    """Before: a folder n_genes=20/ was reported as '--n-genes 20/e.csv is empty'."""
+    monkeypatch.chdir(tmp_path)
+    for folder in ("n_genes=20", "layer=raw"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "e.csv").write_text("")
+        rc, err = _main(capsys, "select", f"{folder}/e.csv", "--orientation", "samples-by-genes", "--groupby", "cls",
+                        "--quiet", "-o", "a.h5ad")
+        assert rc == 1 and f"bioqpfs: error: {folder}/e.csv is empty" in err, err
+    from bioqpfs.cli import _in_cli_words, _parser
+
+    text = "cannot write /data/method=qpfs/out.h5ad: layer=None"
+    assert _in_cli_words(text, _parser(), "select", ["/data/method=qpfs/out.h5ad"]) == \
+        "cannot write /data/method=qpfs/out.h5ad: no --layer"
+
+
+def test_preselected_file_with_a_byte_order_mark(h5ad, tmp_path, capsys):
+    """Before: 'gene(s) not found among the genes: (BOM)g0' (the BOM of an Excel/Notepad file)."""
+    (tmp_path / "panel.txt").write_bytes(b"\xef\xbb\xbfg0\r\ng3\r\n")
+    rc, err = _main(capsys, "select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "--quiet",
+                    "--preselected", str(tmp_path / "panel.txt"), "-o", str(tmp_path / "a.h5ad"))
+    assert rc == 0, err
+    assert list(ad.read_h5ad(tmp_path / "a.h5ad").uns["qpfs"]["selected"][:2]) == ["g0", "g3"]
+
+
+def test_python_names_become_flags_and_bad_values_fail_early(h5ad, tmp_path, capsys):
+    """Before: 'mask_var must be ...' (for a column with NA values), 'groupby_weights has', 'key_added must be',
+    'nystrom_rate must lie', an 'adata = adata[...]' hint; --repeats 0 exited 1 after loading, and
+    --preselected ' , ' was accepted."""
+    a = ad.read_h5ad(h5ad)
+    a.var["hv"] = pd.array([True] * 5 + [None] * 5, dtype="boolean")
+    a.write_h5ad(tmp_path / "in.h5ad")
+    base = ["select", str(tmp_path / "in.h5ad"), "--groupby", "cls", "--method", "qpfs", "--n-genes", "2", "--quiet",
+            "-o", str(tmp_path / "o.h5ad")]
+    for extra, expected in [(["--mask-var", "hv"], "--mask-var 'hv' has 5 missing value(s)"),
+                            (["--groupby-weights", "1,1"], "error: --groupby-weights has 2 value(s)"),
+                            (["--key-added", "a/b"], "error: --key-added must be"),
+                            (["--nystrom-rate", "2"], "--nystrom-rate must lie in (0, 1], got 2.0"),
+                            (["--preselected", " , "], "--preselected ' , ' lists no gene names")]:
+        rc, err = _main(capsys, *base, *extra)
+        assert rc == 1 and expected in err, (extra, err)
+        assert "mask_var" not in err and "groupby_weights" not in err and "None" not in err
+    df, y = _planted()
+    df.assign(cls=np.where(np.arange(30) == 4, "", y)).to_csv(tmp_path / "na.csv")
+    rc, err = _main(capsys, "select", str(tmp_path / "na.csv"), "--orientation", "samples-by-genes", "--groupby",
+                    "cls", "--quiet", "-o", str(tmp_path / "o.h5ad"))
+    assert rc == 1 and "missing value" in err and "adata =" not in err and "or give them a label" in err, err
+    rc, err = _main(capsys, "evaluate", str(h5ad), "--groupby", "cls", "--repeats", "0", "--quiet",
+                    "-o", str(tmp_path / "e.tsv"))
+    assert rc == 2 and "--repeats: expected a positive number of repetitions, got '0'" in err
