@@ -396,10 +396,10 @@ def _fail_plot(monkeypatch):
 
     from bioqpfs import cli
 
-    def failing(draw, path, tmp):
-        with open(tmp, "wb") as fh:
+    def failing(draw, path, tmp=None):  # tmp: the staged file (before the fix, _save_plot wrote path itself)
+        with open(tmp or path, "wb") as fh:
             fh.write(b"partial")
-        raise OSError(errno.ENOSPC, "No space left on device", tmp)
+        raise OSError(errno.ENOSPC, "No space left on device", tmp or path)
 
     monkeypatch.setattr(cli, "_save_plot", failing)
     return cli
