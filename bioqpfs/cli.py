@@ -503,38 +503,31 @@ def _method_arg(text):
     return text
 
 
-def _chunk_size_arg(text):
+def _positive_int(text, message):
+    """``text`` as a positive integer, else a usage error ``"{message}, got {text!r}"`` (argparse exits 2)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"--chunk-size must be a positive number of samples, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{message}, got {text!r}")
     return value
+
+
+def _chunk_size_arg(text):
+    return _positive_int(text, "--chunk-size must be a positive number of samples")
 
 
 def _positive_int_or(text, words, expected):
     """A positive integer, or one of ``words`` (any case): the shared type of the options below."""
     if text.strip().lower() in words:
         return text.strip().lower()
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-    return value
+    return _positive_int(text, f"expected {expected}")
 
 
 def _repeats_arg(text):
     """``evaluate --repeats``: a positive integer (a usage error at parse time, as --cv)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number of repetitions, got {text!r}")
-    return value
+    return _positive_int(text, "expected a positive number of repetitions")
 
 
 def _ranks_arg(text):
