@@ -156,10 +156,11 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         codes, classes = check_labels(column, X.shape[0], name="labels", sample_names=sample_names_of(data),
                                       min_classes=2 if i == n_levels - 1 else 1)
         levels.append(classes[codes])
-    single = single_class_levels([np.unique(v) for v in levels]) if n_levels > 1 else []
+    present = [pd.unique(np.asarray(v, dtype=object)) for v in levels]  # pd.unique: mixed label types do not sort
+    single = single_class_levels(present) if n_levels > 1 else []
     if single:  # left out once here, not by every fold's selection
         names_of = list(y.columns) if isinstance(y, pd.DataFrame) else [f"level {i}" for i in range(n_levels)]
-        warn_single_class_levels(names_of, [np.unique(v) for v in levels], single, stacklevel=3)
+        warn_single_class_levels(names_of, present, single, stacklevel=3)
         levels = [v for i, v in enumerate(levels) if i not in single]
     y_select = np.column_stack([np.asarray(v, dtype=object) for v in levels]) if len(levels) > 1 else levels[0]
     return X, levels[-1], names, np.flatnonzero(mask), y_select
