@@ -648,6 +648,10 @@ def _check_paths(args, outputs):
         source = "--dataset" if getattr(args, "input", None) is None else repr(args.input)
         raise ValueError(f"--labels is read for a CSV/TSV input only; {source} takes its labels from .obs "
                          "(--groupby names the column): add the labels to .obs first, or drop --labels")
+    table = getattr(args, "input", None) is not None and _is_table(args.input)
+    if getattr(args, "lazy", None) and table:
+        raise ValueError("--lazy reads an .h5ad or a zarr store in sample chunks; a CSV/TSV table is read whole: "
+                         "drop --lazy (or convert the table to .h5ad or .zarr first)")
     for opt, path in inputs:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{opt} file {path!r} does not exist")

@@ -510,3 +510,13 @@ def test_python_names_become_flags_and_bad_values_fail_early(h5ad, tmp_path, cap
     rc, err = _main(capsys, "evaluate", str(h5ad), "--groupby", "cls", "--repeats", "0", "--quiet",
                     "-o", str(tmp_path / "e.tsv"))
     assert rc == 2 and "--repeats: expected a positive number of repetitions, got '0'" in err
+
+
+def test_lazy_with_a_table_is_refused(tmp_path):
+    """--lazy with a CSV/TSV table was ignored silently (exit 0, the table read whole)."""
+    table = tmp_path / "t.csv"
+    pd.DataFrame(np.ones((4, 2)), index=list("abcd"), columns=["g0", "g1"]).assign(cls=list("xyxy")).to_csv(table)
+    r = run("select", str(table), "--orientation", "samples-by-genes", "--groupby", "cls", "--lazy", "-o",
+            str(tmp_path / "o.h5ad"), "--quiet")
+    assert r.returncode == 1 and "--lazy reads an .h5ad or a zarr store" in r.stderr, r.stderr
+    assert not (tmp_path / "o.h5ad").exists()
