@@ -512,6 +512,20 @@ def test_pair_order_information_refuses_counts_that_would_not_fit(monkeypatch):
         _common.pair_order_information(X, np.unique(y, return_inverse=True)[1], 4, base=2)
 
 
+def test_the_recipes_memory_refusal_names_remedies_it_takes(monkeypatch):
+    """The default recipe's Q guard suggested nystrom_rate=..., which qpfs_cover refuses (TypeError); the pair-order
+    guard ended in a bare "; classes".  Each remedy named is one the call can follow."""
+    monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
+    X, y = planted()
+    with pytest.raises(MemoryError) as err:
+        bioqpfs.select(X, y, n_genes=3)
+    message = str(err.value)
+    assert "mutual information" in message and "method='qpfs' with nystrom_rate" in message
+    assert "use QPFS+Nystrom (nystrom_rate" not in message
+    with pytest.raises(MemoryError, match=r"fewer classes \(merge the rarest, or a coarser groupby\)$"):
+        _common.pair_order_information(X, np.unique(y, return_inverse=True)[1], 4, base=2, nearest=True)
+
+
 def test_class_qps_side_by_side_equal_one_after_the_other(monkeypatch):
     """The class QPs solved on 2 worker threads give the bits of the same QPs solved in turn on one; the worker
     count is bounded by memory, and ``psd_fix="clip"`` (a dense eigen-solve per problem) runs them in turn."""

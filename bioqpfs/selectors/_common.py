@@ -515,11 +515,11 @@ def information_relevance(table, y_codes, base, levels=None):
     return level_sum(lambda c: _info.class_relevance(table.regrouped(c)), y_codes, levels) / np.log(base)
 
 
-def similarity_guard(r, m, dtype, similarity, working_bytes=0):
+def similarity_guard(r, m, dtype, similarity, working_bytes=0, remedies=("genes", "nystrom", "ikm")):
     """Refuse an ``r x m`` redundancy matrix (and the caller's ``working_bytes`` beside it) that would not fit in
-    memory, naming what a selector can change (:func:`~bioqpfs._validation.output_guard`)."""
-    output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation",
-                 ["genes", "nystrom", "ikm"],  # a selector picks rows and dtype itself
+    memory, naming what a selector can change (:func:`~bioqpfs._validation.output_guard`; a selector picks rows
+    and dtype itself; ``remedies``: those its caller can follow)."""
+    output_guard(r, m, dtype, "mutual information" if similarity == "mi" else "correlation", list(remedies),
                  extra_bytes=working_bytes)
 
 
@@ -864,7 +864,8 @@ def _rest_and_nearest_order_information(X, y_codes, n_classes, batch, rule):
     block = min(block, m)
     memory_guard(per_gene * block, f"the pair-order information's counts ({C} classes x {n_batches} batches x "
                  f"{block} genes x {levels_max} levels, and {C} x {C} class pairs)",
-                 ["relevance='mi_order' (the rest only) or 'mi' (no pair-order information)", "genes", "classes"])
+                 ["relevance='mi_order' (the rest only) or 'mi' (no pair-order information)", "genes",
+                  "fewer classes (merge the rarest, or a coarser groupby)"])
     source = ClassLevelCounts(X, rule, levels_max, y_codes, C, batch)
     weights = np.ones(1) if batch is None else np.asarray(batch.weights, dtype=np.float64)
     sizes = source.sizes

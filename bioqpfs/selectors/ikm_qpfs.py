@@ -174,7 +174,8 @@ class _Context:
         self.progress.update()
         self.qpfs_sizes.append(int(reps.size))
         memory_guard(6 * 8 * reps.size**2, f"QPFS on {reps.size} representatives",
-                     "use fewer clusters (n_clusters, n_split, max_split) or fewer levels")
+                     "use fewer clusters (a lower n_clusters; tlkm_qpfs: max_split, ikm_qpfs / ikma_qpfs: "
+                     "n_split or max_levels)")
         Q = self.space.mi_matrix(reps, base=self.base)
         F = self.F[reps]
         if self.alpha is not None:

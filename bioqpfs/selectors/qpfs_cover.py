@@ -251,7 +251,10 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     rule = measures.resolve_discretization(Xk, discretization)  # "auto" resolved once (a pass on a Dask X)
     own_bins = relevance_bins == "per_class" and rule in EQUAL_FREQUENCY_RULES
     relevance_used = ("mi_order_nearest" if own_bins else "mi_order") if relevance == "auto" else relevance
-    similarity_guard(m, m, dtype, "mi", solver_working_bytes(m, solver, psd_fix))  # refused before any counting
+    # refused before any counting; no nystrom_rate here (the recipe's class QPs need the whole Q)
+    similarity_guard(m, m, dtype, "mi", solver_working_bytes(m, solver, psd_fix),
+                     remedies=("genes", "ikm", "method='qpfs' with nystrom_rate=... (e.g. 0.05), one QP on a "
+                                                "low-rank Q"))
     # a sparse X's genes sorted once for the codes of Q, the per-class bins and the pair-order levels; Q itself is
     # counted after the block, without the sorted form (the two largest working sets of the recipe never meet)
     several_rules = own_bins or relevance_used != "mi"

@@ -146,7 +146,7 @@ def _check_informative(Q, discretization, n_samples):
     """A Q of zeros (within round-off, :data:`~bioqpfs._selection.ZERO_RELEVANCE`: a conditional information
     computed as a difference of entropies comes out as +-1e-16) means no gene, alone or in pairs, tells the
     classes apart: every panel scores 0."""
-    if not (np.abs(Q) > ZERO_RELEVANCE).any():
+    if not max(float(Q.max(initial=0.0)), -float(Q.min(initial=0.0))) > ZERO_RELEVANCE:  # no |Q| copy of Q
         raise ValueError(
             f"no gene carries information about the classes after discretization={discretization!r}: every entry "
             f"of the conditional mutual information matrix Q is 0 on these {n_samples} samples, so every panel "
