@@ -23,7 +23,9 @@ batch : array-like of shape (n_samples,), optional
     ``strata`` (De Jay et al., Bioinformatics 2013).  With ``w_b = n_b / N`` this is the information given
     the batch, I(X_i; X_j | B), so a gene that differs between batches only (and so between classes spread
     unevenly over batches) gets no credit.  |correlation| and Hall's relevance use the genes centred and
-    scaled within each batch.  ``None`` (default): no batches.
+    scaled within each batch.  With ``class_weight="balanced"`` every class counts equally within each batch
+    (the sample weights ``n_b / (C_b n_cb)``, ``C_b`` the classes present in batch b), so every I_b has a
+    uniform class prior.  ``None`` (default): no batches.
 batch_weights : {"size", "equal"}, default "size"
     ``w_b = n_b / N`` or ``1 / B``.
 batch_discretization : {"per_batch", "global"}, default "per_batch"

@@ -135,7 +135,10 @@ def test_batch_information_with_sample_weights_matches_plain_loops(weighting):
     X, y, batch = _batched()
     strata = check_batch(batch, X, batch_weights=weighting)
     codes_of = {b: ref.mean_sd_codes(X[batch == b]) for b in np.unique(batch)}
-    sample_w = 1.0 / np.bincount(y)[y]  # class_weight="balanced"
+    # class_weight="balanced" with batches: every class weighs the same within each batch (the one-vs-rest F_c
+    # of the class-covering recipe balances so too); any constant per batch cancels in I_b
+    cell = batch * (y.max() + 1) + y
+    sample_w = 1.0 / np.bincount(cell)[cell]
     table = info_table(X, y, discretization="mean_sd", n_bins=3, grouped=True, batch=strata,
                        class_weight="balanced")
     m = X.shape[1]
@@ -538,3 +541,21 @@ def test_a_selection_failing_in_a_training_fold_names_the_fold():
     with pytest.raises(ValueError, match=r"'maxrel' on the 48 training samples of CV fold \d, whose selection is "
                                          r"refit inside the fold: every batch holds samples of a single class"):
         bioqpfs.evaluate.error_curve(X, y, ["maxrel"], n_genes=[2, 3], cv=5, batch=donor)
+
+
+def test_balanced_class_weight_is_within_batch_in_every_measure():
+    """Two batches that mirror each other (10 A + 2 B, 2 A + 10 B): globally balanced already, so weights over all
+    samples would change nothing and a gene separating A from B in both batches would get I_b = H(10/12) = 0.650
+    bits.  Balanced within each batch, every I_b has a uniform prior: 1 bit, the same as the one-vs-rest F_c of the
+    class-covering recipe (with two classes "A or not" is the class itself)."""
+    batch = np.repeat([0, 1], 12)
+    y = np.array([0] * 10 + [1] * 2 + [0] * 2 + [1] * 10)
+    X = np.c_[y * 5.0 + np.linspace(0, 1, 24), np.random.default_rng(0).normal(size=24)]
+    strata = check_batch(batch, X)
+    _, F, _, table = similarity_and_relevance(X, y, similarity="mi", relevance="mi", discretization="mean_sd",
+                                              n_bins=3, base=2, class_weight="balanced", batch=strata)
+    F_c = one_vs_rest_relevance(table, y, 2, class_weight="balanced", base=2)
+    assert F[0] == pytest.approx(1.0, abs=1e-12)
+    np.testing.assert_allclose(F_c[:, 0], F[0], atol=1e-12)
+    unweighted = bioqpfs.select(X, y, method="maxrel", batch=batch, discretization="mean_sd").relevance
+    assert unweighted[0] == pytest.approx(0.650022, abs=1e-6)  # H(10/12): the test can tell the two weightings

@@ -298,7 +298,7 @@ def test_panel_leaves_the_callers_anndata_and_view_as_they_were(adata, kind):
 
 def test_redundancy_with_batches_is_the_within_batch_q_the_selection_used():
     """With batch_key the selection's Q is sum_b w_b I_b, each batch discretised on its own (batch_discretization
-    "per_batch") and the classes weighted equally: the plot drew the pooled MI.  Reference: per-batch zero/quantile
+    "per_batch") and the classes weighted equally within each batch: the plot drew the pooled MI.  Reference: per-batch zero/quantile
     codes and weighted entropies (tests/reference.py), batches weighted by their size."""
     import anndata as ad
     import reference as ref
@@ -317,7 +317,8 @@ def test_redundancy_with_batches_is_the_within_batch_q_the_selection_used():
     assert adata.uns["bioqpfs"]["params"]["batch_discretization"] == "per_batch"
     Q, genes, _, _ = pl._redundancy.redundancy_matrix(adata, "bioqpfs")
     idx = adata.var_names.get_indexer(genes)
-    weights = 1.0 / pd.Series(y).map(pd.Series(y).value_counts()).to_numpy()
+    cell = pd.Series(batch) + "/" + pd.Series(y)  # class_weight="balanced": equal classes within each batch
+    weights = 1.0 / cell.map(cell.value_counts()).to_numpy()
     want = np.zeros((len(genes), len(genes)))
     for b in ("x", "y"):
         rows = np.flatnonzero(batch == b)

@@ -63,22 +63,35 @@ __all__ = ["CodeTable", "pairwise_information", "entropies", "class_conditional_
 CLASS_WEIGHTS = (None, "balanced")
 
 
-def class_sample_weights(groups, class_weight):
+def class_sample_weights(groups, class_weight, strata=None):
     """Per-sample count weights for ``class_weight``: None (every sample counts once) or ``"balanced"``.
 
     ``"balanced"``: ``w_s = N / (C n_c)`` for a sample of class c (scikit-learn's ``class_weight="balanced"``
     rule), so every class carries the same total weight N / C and the weights sum to N.  With these
     weights the class prior in every (conditional) entropy is uniform: I(X; C) weighs a type of 8 cells
     as much as one of 240, as balanced accuracy does.
+
+    ``strata`` (batch codes per sample): balanced within every stratum, ``w_s = n_b / (C_b n_cb)`` for a
+    sample of class c in batch b (``C_b`` the classes present in b), so that every ``I_b`` of a stratified
+    measure ``sum_b w_b I_b`` has a uniform class prior, as the one-vs-rest relevance of the class-covering
+    recipe has, and batch b keeps its weight n_b.  (Weights balanced over all samples would leave a batch of
+    10 A and 2 B cells with the prior 10:2 inside it.)
     """
     if class_weight is None:
         return None
     if not isinstance(class_weight, str) or class_weight != "balanced":
         raise ValueError(f"class_weight must be None or 'balanced', got {class_weight!r}")
     groups = np.asarray(groups, dtype=np.int64)
-    counts = np.bincount(groups)
-    present = np.count_nonzero(counts)
-    return groups.size / (present * counts[groups].astype(np.float64))
+    if strata is None:
+        counts = np.bincount(groups)
+        present = np.count_nonzero(counts)
+        return groups.size / (present * counts[groups].astype(np.float64))
+    strata = np.asarray(strata, dtype=np.int64)
+    cells = strata * (int(groups.max()) + 1) + groups  # one code per (batch, class)
+    n_cell = np.bincount(cells)
+    n_batch = np.bincount(strata)
+    classes_in_batch = np.bincount(np.flatnonzero(n_cell) // (int(groups.max()) + 1), minlength=n_batch.size)
+    return n_batch[strata] / (classes_in_batch[strata] * n_cell[cells].astype(np.float64))
 
 _DUMMY = np.empty((1, 1))
 _GEMM_BUDGET = 4 * 2**20  # bytes of counts (all classes) per worker and block pair: stays in cache

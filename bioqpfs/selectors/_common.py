@@ -443,9 +443,10 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
     sample weights of ``class_weight`` (None or "balanced"; :func:`bioqpfs._kernels.information.class_sample_weights`)
     and, when ``grouped``, the samples grouped by class (for the class-conditional kinds).  ``batch``
     (:class:`Batches`): discretised per batch (:func:`discretized`) and stratified by batch, so that every
-    measure of the table is ``sum_b w_b I_b`` (:class:`bioqpfs._kernels.information.CodeTable` ``strata=``)."""
+    measure of the table is ``sum_b w_b I_b`` (:class:`bioqpfs._kernels.information.CodeTable` ``strata=``), with
+    ``class_weight="balanced"`` the classes balanced within every batch."""
     codes, levels = discretized(X, discretization, n_bins, y_codes, batch)
-    weights = _info.class_sample_weights(y_codes, class_weight)
+    weights = _info.class_sample_weights(y_codes, class_weight, None if batch is None else batch.codes)
     return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights,
                            strata=None if batch is None else batch.codes,
                            strata_weights=None if batch is None else batch.weights)
