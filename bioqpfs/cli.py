@@ -367,10 +367,14 @@ def _load_input(args):
     from . import datasets
     from ._io import is_zarr_store, tree_bytes
 
+    if args.input is not None and _is_table(args.input):
+        return _read_table(args)
+    if getattr(args, "orientation", None) is not None:  # checked after the paths: a missing file is named first
+        source = "--dataset" if args.input is None else repr(args.input)
+        raise ValueError(f"--orientation describes a CSV/TSV table; {source} is an AnnData (samples x genes, genes "
+                         "in .var): drop --orientation")
     if args.input is None:
         return datasets.load(args.dataset)
-    if _is_table(args.input):
-        return _read_table(args)
     zarr_store = is_zarr_store(args.input) or args.input.rstrip("/\\").lower().endswith(".zarr")
     lazy = args.lazy if args.lazy is not None else os.path.exists(args.input) and tree_bytes(args.input) > LAZY_BYTES
     if zarr_store:

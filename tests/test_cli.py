@@ -116,6 +116,20 @@ def test_labels_file_with_an_h5ad_or_a_dataset_is_refused(h5ad, tmp_path):
     assert not (tmp_path / "o.h5ad").exists() and not (tmp_path / "o.tsv").exists()
 
 
+
+def test_orientation_with_an_h5ad_or_a_dataset_is_refused(h5ad, tmp_path):
+    """--orientation describes a table; with an .h5ad or --dataset it was ignored silently (exit 0).  A missing
+    input file is still named first."""
+    for cmd in (["select", str(h5ad), "-o", str(tmp_path / "o.h5ad")],
+                ["select", "--dataset", "srbct", "-o", str(tmp_path / "o.h5ad")],
+                ["evaluate", str(h5ad), "-o", str(tmp_path / "o.tsv")]):
+        r = run(*cmd, "--groupby", "cls", "--orientation", "genes-by-samples", "--quiet")
+        assert r.returncode == 1 and "--orientation describes a CSV/TSV table" in r.stderr, r.stderr
+    assert not (tmp_path / "o.h5ad").exists() and not (tmp_path / "o.tsv").exists()
+    r = run("select", str(tmp_path / "absent.h5ad"), "--groupby", "cls", "--orientation", "genes-by-samples",
+            "-o", str(tmp_path / "o.h5ad"))
+    assert r.returncode == 1 and "does not exist" in r.stderr, r.stderr
+
 def test_evaluate_writes_error_table(h5ad, tmp_path):
     out = tmp_path / "curve.tsv"
     r = run("evaluate", str(h5ad), "--groupby", "cls", "--methods", "qpfs", "--n-genes", "1,3", "--cv", "3",
