@@ -100,19 +100,20 @@ def test_rare_type_marker_covered_where_plain_qpfs_misses_it():
     assert cover.diagnostics["n_added"] == [1, 1, 1, 1]
 
 
-def cover_ranking_by_hand(X, codes, Z, extra=None, own_bins=None, self_redundancy="entropy"):
+def cover_ranking_by_hand(X, codes, Z, extra=None, own_bins=None, self_redundancy="entropy", wait=0.25):
     """Class-covering QPFS re-derived by hand: Q and each one-vs-rest F_c by the dict-counting oracles of
     reference.py on the codes Z (class-balanced; with ``own_bins=(n_bins, zero_rule)`` F_c on each gene's own
     class-balanced equal-frequency bins instead, ``reference.per_class_bins_mi``), F_c averaged with ``extra[c]``
     when given, zero for genes not higher in c; Q_ii = 0 with ``self_redundancy="constant"``; one QPFS per class
     (the package's solver, checked against brute force in test_qpfs), each class ranking its candidates by
-    weight, then F_c, then index; the rank-r merge skipping genes already taken."""
+    weight, then F_c, then index; the rank-r merge skipping genes already taken, where a class whose next gene has
+    an F_c under ``wait`` times the best next gene's of the round adds nothing in that round."""
     m = Z.shape[1]
     n_classes = int(codes.max()) + 1
     w = 1.0 / np.bincount(codes)[codes]                              # every class weighs the same
     Q = np.array([[ref.weighted_mutual_info(Z[:, i], Z[:, j], w) if i != j or self_redundancy == "entropy" else 0.0
                    for j in range(m)] for i in range(m)])
-    rankings = []
+    rankings, relevance = [], []
     for c in range(n_classes):
         inc = codes == c
         w_c = np.where(inc, 1.0 / inc.sum(), 1.0 / (~inc).sum())      # c against the rest, both halves equal
@@ -127,12 +128,17 @@ def cover_ranking_by_hand(X, codes, Z, extra=None, own_bins=None, self_redundanc
         cand = np.flatnonzero((x > 0) | (f > 1e-12))
         # ties by F_c, then index (the package's rule); 1e-6 relative here, as Q's zero diagonal
         # (self_redundancy="constant") amplifies the dict-counted Q's last bits to ~1e-9 in mirror-image genes' weights
-        rankings.append(cand[rank_descending([x[cand], f[cand]], cand, rel_tol=1e-6)])
+        rankings.append(list(cand[rank_descending([x[cand], f[cand]], cand, rel_tol=1e-6)]))
+        relevance.append(f)
     want = []
-    for r in range(max(map(len, rankings))):
-        for c in range(n_classes):
-            if r < len(rankings[c]) and rankings[c][r] not in want:
-                want.append(int(rankings[c][r]))
+    while any(rankings):
+        heads = [(c, r[0]) for c, r in enumerate(rankings) if r]
+        bar = wait * max([relevance[c][g] for c, g in heads if g not in want], default=0.0)
+        for c, g in heads:
+            if g in want:
+                rankings[c].pop(0)
+            elif relevance[c][g] >= bar:
+                want.append(int(rankings[c].pop(0)))
     return want
 
 
@@ -146,6 +152,35 @@ def test_ranking_is_round_robin_of_per_class_qpfs():
     np.testing.assert_array_equal(sel.ranking[:len(want)], want)
     assert sorted(sel.ranking.tolist()) == list(range(X.shape[1]))
 
+
+def test_round_robin_lets_a_group_with_weak_items_wait():
+    """With scores, a group whose next item scores under min_relative x the round's best next item adds nothing in
+    that round and keeps the item; 0 is the plain round-robin."""
+    lists = [[0, 1, 2, 3], [4, 5, 6]]
+    scores = [np.array([1.0, 0.9, 0.8, 0.7, 0, 0, 0]), np.array([0, 0, 0, 0, 0.1, 0.05, 0.3])]
+    np.testing.assert_array_equal(round_robin(lists, scores=scores, min_relative=0.0)[0], [0, 4, 1, 5, 2, 6, 3])
+    order, owner = round_robin(lists, scores=scores, min_relative=0.25)
+    # rounds: best 1.0 (4 waits: 0.1 < 0.25); best 0.9 (waits); 0.8 (waits); 0.7 -> 0.1 < 0.175 waits; then alone
+    np.testing.assert_array_equal(order, [0, 1, 2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(owner, [0, 0, 0, 0, 1, 1, 1])
+    # a shared item taken earlier still counts for the waiting group (it moves on)
+    np.testing.assert_array_equal(round_robin([[0, 1], [1, 2]], scores=[np.array([1, 1, 0.]), np.array([0, .1, .1])],
+                                              min_relative=0.5)[0], [0, 1, 2])
+
+
+def test_two_classes_whose_markers_all_go_one_way_do_not_fill_the_panel_with_noise():
+    """10 strong markers all higher in B, none in A: with direction="up" class A can only take genes higher in A
+    (noise, tiny positive F_c), and the strict round-robin gave it every other slot (5 of a 10-gene panel were
+    noise; plain QPFS finds all 10).  A waits while its genes are under a quarter of B's."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(["A", "B"], 30)
+    X = rng.normal(size=(60, 200))
+    X[:, :10] += 2.0 * (y == "B")[:, None]
+    for method in (None, "qpfs_cover"):
+        panel = bioqpfs.select(X, y, method=method, n_genes=10).selected
+        assert np.isin(panel, np.arange(10)).sum() >= 9, method
+    strict = bioqpfs.select(X, y, n_genes=10, min_relative_relevance=0).selected
+    assert np.isin(strict, np.arange(10)).sum() == 5  # the test can tell
 
 def test_panel_does_not_depend_on_the_order_of_the_label_categories():
     """The round-robin went round the classes in the labels' category order: tl (a Categorical) and evaluate or a

@@ -64,12 +64,17 @@ def rank_descending(keys, index, rel_tol=RANK_REL_TOL):
     return np.lexsort(cols)
 
 
-def round_robin(rankings, n=None):
+def round_robin(rankings, n=None, scores=None, min_relative=0.0):
     """Interleave per-group rankings: round r adds the r-th item of every group in turn, unless already taken.
 
     After r full rounds the result is the union of the groups' top-r lists (scanpy's round-robin of marker
     lists): an item ranked r-th by two groups counts for both, so a shared marker covers two groups with one
     slot and a panel of fewer items than groups can still reach every group.
+
+    With ``scores`` and ``min_relative > 0`` a group waits while its next item is weak: in each round, a group
+    whose next (untaken) item scores below ``min_relative`` times the best next item of the round adds nothing
+    and keeps that item for a later round, so a group with no real marker (every item near 0) does not fill
+    every other slot with noise while the others still have strong items.
 
     Parameters
     ----------
@@ -77,6 +82,10 @@ def round_robin(rankings, n=None):
         One ranking per group, best first (they may share items and differ in length).
     n : int, optional
         Stop after this many items (default: until every ranking is exhausted).
+    scores : sequence of array-like of float, optional
+        Per group, a score for every item (indexed by item), e.g. the group's relevance.
+    min_relative : float in [0, 1)
+        The waiting threshold relative to the round's best next item (0: the plain round-robin).
 
     Returns
     -------
@@ -86,14 +95,27 @@ def round_robin(rankings, n=None):
         For each item of ``order``, the group that added it (the first group, in order, ranking it r-th).
     """
     lists = [np.asarray(r, dtype=np.int64) for r in rankings]
-    depth = max((r.size for r in lists), default=0)
+    gated = scores is not None and min_relative > 0
+    if gated and not 0 <= min_relative < 1:
+        raise ValueError(f"min_relative must be in [0, 1), got {min_relative!r}")
+    pos = [0] * len(lists)
     taken, order, owner = set(), [], []
-    for r in range(depth):
-        for g, items in enumerate(lists):
-            if r < items.size and int(items[r]) not in taken:
+    while n is None or len(order) < n:
+        live = [g for g in range(len(lists)) if pos[g] < lists[g].size]
+        if not live:
+            break
+        if gated:
+            fresh = [float(scores[g][lists[g][pos[g]]]) for g in live if int(lists[g][pos[g]]) not in taken]
+            bar = min_relative * max(fresh, default=0.0)
+        for g in live:
+            item = int(lists[g][pos[g]])
+            if item in taken:  # ranked r-th here and already in: it covers this group too
+                pos[g] += 1
+            elif not gated or float(scores[g][item]) >= bar:
                 if n is not None and len(order) >= n:
                     break
-                taken.add(int(items[r]))
-                order.append(int(items[r]))
+                taken.add(item)
+                order.append(item)
                 owner.append(g)
+                pos[g] += 1
     return np.asarray(order, dtype=np.int64), np.asarray(owner, dtype=np.int64)
