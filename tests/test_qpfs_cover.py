@@ -181,6 +181,9 @@ def test_two_classes_whose_markers_all_go_one_way_do_not_fill_the_panel_with_noi
         assert np.isin(panel, np.arange(10)).sum() >= 9, method
     strict = bioqpfs.select(X, y, n_genes=10, min_relative_relevance=0).selected
     assert np.isin(strict, np.arange(10)).sum() == 5  # the test can tell
+    # one gene: class A came first in sorted order and its first gene was noise
+    assert bioqpfs.select(X, y, n_genes=1).selected[0] < 10
+    assert bioqpfs.select(X, y, n_genes=1, min_relative_relevance=0).selected[0] >= 10
 
 def test_panel_does_not_depend_on_the_order_of_the_label_categories():
     """The round-robin went round the classes in the labels' category order: tl (a Categorical) and evaluate or a
