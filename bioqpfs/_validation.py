@@ -21,7 +21,7 @@ __all__ = ["check_matrix", "check_dask_matrix", "check_labels", "check_n_genes",
            "check_base", "describe_indices", "gene_list", "gene_positions", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
            "Options", "Interval",
            "check_number", "check_positive_int", "seed_of", "InvalidParameterError", "MemoryGuardError",
-           "REMEDIES", "one_labels_warning"]
+           "REMEDIES", "one_labels_warning", "is_default_index", "refuse_ambiguous_default_index"]
 
 # The mostly-singleton-classes warning of check_labels is issued once per user call, although the
 # labels are checked at several layers (tl, then the selector, then the relevance on the codes):
@@ -344,18 +344,35 @@ def sample_names_of(X):
     return names if isinstance(names, pd.Index) else None
 
 
-def align_series(y, sample_names, name):
-    """Reorder a labels Series to ``sample_names`` by its index (rules in :func:`check_labels`)."""
+def is_default_index(index):
+    """Whether a pandas index is the default ``RangeIndex`` 0..n-1 (no sample names: positions)."""
     import pandas as pd
 
+    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+
+
+def refuse_ambiguous_default_index(index, sample_names, name):
+    """Refuse a default-indexed (0..n-1) ``name`` when the samples are named by the same numbers in another order
+    (a shuffled DataFrame: ``df.sample(frac=1)``): by position or by name would pick different labels."""
+    if (len(index) == len(sample_names) and sample_names.is_unique and not index.equals(sample_names)
+            and len(index.symmetric_difference(sample_names)) == 0):
+        raise ValueError(f"{name} has the default index 0..{len(index) - 1} and the samples are named by the same "
+                         f"numbers in another order (the first sample is named {sample_names[0]}), so it is unclear "
+                         f"whether {name} is in sample order or names the samples: pass {name}.to_numpy() (sample "
+                         f"order) or {name} indexed by the sample names")
+
+
+def align_series(y, sample_names, name):
+    """Reorder a labels Series to ``sample_names`` by its index (rules in :func:`check_labels`)."""
     idx = y.index
     if idx.equals(sample_names):
         return y
     unique = idx.is_unique and sample_names.is_unique
+    if is_default_index(idx):
+        refuse_ambiguous_default_index(idx, sample_names, name)
+        return y  # a default index carries no sample names: labels are positional
     if unique and len(idx.symmetric_difference(sample_names)) == 0:
         return y.reindex(sample_names)
-    if isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1:
-        return y  # a default index carries no sample names: labels are positional
     if not unique:
         dup = idx[idx.duplicated()].unique() if idx.has_duplicates else sample_names[sample_names.duplicated()].unique()
         where = f"the index of {name} has" if idx.has_duplicates else "the sample names have"
@@ -390,7 +407,8 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         Names of the samples of the data (DataFrame index, AnnData ``obs_names``; see
         :func:`sample_names_of`).  A Series ``y`` is then matched by its index: the same names
         in another order are reordered to the sample order; a default ``RangeIndex`` (0..n-1)
-        is taken as positional; any other index that does not hold exactly the sample names is
+        is taken as positional (refused when the samples are named by the same numbers in another
+        order: by position and by name differ, and nothing tells which is meant); any other index that does not hold exactly the sample names is
         an error naming a few missing/extra names.  Without ``sample_names`` (plain arrays)
         labels are always positional.
 

@@ -36,7 +36,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._registry import FAMILIES, check_levels_supported, family, method_function, methods, select
-from ._validation import check_labels, sample_names_of
+from ._validation import check_labels, is_default_index, refuse_ambiguous_default_index, sample_names_of
 from .selectors._common import label_levels
 
 __all__ = ["BioQPFSSelector", "QPFSSelector", "SpecCMISelector", "IKMQPFSSelector", "BaselineSelector"]
@@ -270,6 +270,9 @@ def _aligned_to_samples(X, y, batch):
                 and len(v.index.symmetric_difference(index)) == 0)
 
     def align(v, name):
+        if isinstance(v, (pd.Series, pd.DataFrame)) and is_default_index(v.index):
+            refuse_ambiguous_default_index(v.index, index, name)
+            return v
         if isinstance(v, (pd.Series, pd.DataFrame)) and permutes(v):
             return v.reindex(index) if isinstance(v, pd.Series) else v.loc[index]
         return v

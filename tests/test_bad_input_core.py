@@ -72,6 +72,29 @@ def test_labels_series_with_foreign_index_is_an_error(rng):
     np.testing.assert_array_equal(measures.relevance(X, other), measures.relevance(X, y))
 
 
+
+def test_default_index_labels_with_samples_named_by_shuffled_numbers_are_refused(rng):
+    """A shuffled DataFrame (df.sample(frac=1): its index a permutation of 0..n-1) and labels in a Series with the
+    default index: the labels were reordered by name, against the documented "a default index is positional", and
+    the panel was noise (select, measures and the estimator alike).  Ambiguous: refused, with both remedies."""
+    from bioqpfs.estimators import BioQPFSSelector
+
+    X, y = _data(rng)
+    order = rng.permutation(X.shape[0])
+    df = pd.DataFrame(X[order])
+    df.index = order
+    labels = pd.Series(y[order])
+    for call in (lambda: bioqpfs.select(df, labels, method="maxrel", n_genes=2),
+                 lambda: measures.relevance(df, labels),
+                 lambda: BioQPFSSelector(2, method="maxrel").fit(df, labels)):
+        with pytest.raises(ValueError, match=r"default index 0\.\.39 and the samples are named by the same numbers"
+                                             r".*y\.to_numpy\(\)"):
+            call()
+    # either remedy gives the panel of the plain arrays
+    want = measures.relevance(X[order], y[order])
+    np.testing.assert_allclose(measures.relevance(df, labels.to_numpy()), want, rtol=1e-13)
+    np.testing.assert_allclose(measures.relevance(df, labels.set_axis(df.index)), want, rtol=1e-13)
+
 # ---- item 5: continuous labels ---------------------------------------------------------------
 def test_continuous_labels_are_refused(rng):
     X, _ = _data(rng)
@@ -226,12 +249,15 @@ def test_n_bins_must_be_an_integer(rng, n_bins):
         measures.relevance(X, y, discretization="quantile", n_bins=n_bins)
 
 
-def test_labels_series_rangeindex_matching_shuffled_rows_is_aligned(rng):
+def test_labels_series_rangeindex_matching_shuffled_rows_is_refused(rng):
+    """Labels with the default index 0..n-1 beside a shuffled integer sample index (df.sample(frac=1)) were
+    aligned by name; in the original order they name the rows, in the DataFrame's order they are positional, and
+    nothing tells the two apart: refused (the names-vs-positions test above has both remedies)."""
     X, y = _data(rng)
     order = rng.permutation(len(y))
     df = pd.DataFrame(X[order], index=order)  # e.g. df.sample(frac=1): a shuffled integer index
-    codes, classes = check_labels(pd.Series(y), len(y), sample_names=df.index)  # y indexed 0..n-1
-    np.testing.assert_array_equal(classes[codes], y[order])
+    with pytest.raises(ValueError, match="it is unclear whether y is in sample order or names the samples"):
+        check_labels(pd.Series(y), len(y), sample_names=df.index, name="y")
 
 
 def test_anndata_passed_as_matrix_gets_a_pointer_to_tl(rng):

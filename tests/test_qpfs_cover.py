@@ -201,6 +201,10 @@ def test_panel_does_not_depend_on_the_order_of_the_label_categories():
     numbers = np.array([int(v[-1]) for v in y]) * 5  # 0, 5, 10, 15: numbers sort by value, not as text
     got = bioqpfs.select(X, numbers, n_genes=3)
     np.testing.assert_array_equal(got.ranking, want.ranking)
+    # the same ids as text (a CSV column, scanpy's leiden, R factors): by value too ("5" before "10"; as text type1
+    # would come last and lose its slot)
+    got = bioqpfs.select(X, numbers.astype(str), n_genes=3)
+    np.testing.assert_array_equal(got.ranking, want.ranking)
 
 
 def test_sparse_equals_dense_and_input_untouched():

@@ -92,9 +92,16 @@ SELF_REDUNDANCIES = ("entropy", "constant")
 
 
 def sorted_class_order(classes):
-    """Positions of ``classes`` in sorted order of the labels: by value when they compare (numbers, text),
-    else by their text."""
+    """Positions of ``classes`` in sorted order of the labels: by value when they compare (numbers, text; text
+    that is all numbers, as a CSV column, a scanpy leiden column or an R factor of ids gives, by its numeric
+    value, so ``"10"`` comes after ``"2"`` as 10 after 2), else by their text."""
     values = np.asarray(classes, dtype=object)
+    try:
+        numbers = [float(v) for v in values]  # numeric text: the same order as the numbers themselves
+    except (TypeError, ValueError):
+        numbers = None
+    if numbers is not None and all(np.isfinite(numbers)):
+        return np.asarray(sorted(range(values.size), key=lambda i: numbers[i]), dtype=np.int64)
     try:
         return np.asarray(sorted(range(values.size), key=lambda i: values[i]), dtype=np.int64)
     except TypeError:  # labels of mixed types
