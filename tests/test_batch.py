@@ -233,7 +233,8 @@ def test_batch_correlation_of_a_gene_constant_in_a_batch_is_renormalised(weighti
 
 def test_batch_correlation_refuses_a_dense_copy_that_would_not_fit(monkeypatch):
     """|correlation| with batches standardises X densely: refused before the copy, naming the MI route instead."""
-    monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (1000, "available physical memory"))
+    # room for the column moments' float64 copy of the sparse X (12 bytes per stored value), not for the dense copy
+    monkeypatch.setattr("bioqpfs._validation.available_memory", lambda: (6000, "available physical memory"))
     X, y, batch = _batched()
     with pytest.raises(MemoryError, match=r"dense within-batch standardised copy of X.*similarity='mi'"):
         bioqpfs.qpfs(sp.csr_matrix(X), y, similarity="correlation", batch=batch, n_genes=3)

@@ -12,9 +12,33 @@ import scipy.sparse as sp
 from numba import njit
 
 __all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales",
-           "divide_columns"]
+           "divide_columns", "column_blocks", "dense_columns", "MOMENT_BLOCK_BYTES"]
 
 EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
+#: float64 bytes of one column block of a dense X in :func:`scaled_column_moments` (the block and its centred
+#: copy are its only temporaries, so the moments of any dense X need about twice this)
+MOMENT_BLOCK_BYTES = 16 * 2**20
+
+
+def dense_columns(X, start, stop):
+    """Columns ``start:stop`` of X as a dense float64 array (blocks keep memory bounded); a view of a float64
+    numpy X, never to be written to."""
+    block = X[:, start:stop]
+    if sp.issparse(block):
+        block = block.toarray()
+    return np.asarray(block, dtype=np.float64)
+
+
+def column_blocks(X, max_bytes=64 * 2**20, *, min_width=1):
+    """``(start, stop)`` of consecutive column blocks of X, each at most ``max_bytes`` as dense float64 and at
+    least ``min_width`` columns wide (a narrower last block is merged into the one before)."""
+    n, m = X.shape
+    step = max(1, min_width, min(m, max_bytes // max(1, 8 * n)))
+    start = 0
+    while start < m:
+        stop = m if m - start - step < min_width else start + step
+        yield start, stop
+        start = stop
 
 
 def column_scales(X):
@@ -137,22 +161,44 @@ def scaled_column_moments(X):
     n, m = X.shape
     s = column_scales(X)
     if sp.issparse(X):
+        from .._validation import memory_guard
         from .information import run_ranges, split_ranges
 
-        Xs = csc_float64(X)  # a fresh copy (a CSR X transposed in parallel): rescaling it in place is safe
-        if (s != 1).any():
-            Xs.data /= np.repeat(s, np.diff(Xs.indptr))
-        mean = np.asarray(Xs.sum(axis=0), dtype=np.float64).ravel() / n
+        scaled = bool((s != 1).any())
+        memory_guard((12 + 8 * scaled) * X.nnz + 16 * m,
+                     f"the float64 columns of the {n} x {m} sparse X ({X.nnz} stored values, 12 bytes each)",
+                     ["genes", "lazy", "samples"])
+        data, rows, ptr = csc_arrays(X)  # a fresh copy (a CSR X transposed in parallel): rescaling it in place is safe
+        del rows  # the moments need each column's values, not their samples
+        counts = np.diff(ptr)
+        if scaled:
+            data /= np.repeat(s, counts)
+        # the column sums as scipy's ``Xs.sum(axis=0)`` of the CSC copy forms them (one reduceat over the non-empty
+        # columns), bit for bit
+        filled = np.flatnonzero(counts)
+        sums = np.zeros(m)
+        if filled.size:
+            sums[filled] = np.add.reduceat(data, ptr[filled])
+        mean = sums / n
         # two-pass formula for accuracy (zeros contribute mean^2 each), each column's squares summed in sample
         # order (as np.bincount of the entries would, bit for bit), the columns in parallel
         ss = np.zeros(m)
-        ptr = Xs.indptr.astype(np.int64)
-        run_ranges(lambda _, lo, hi: _column_sum_squares(Xs.data, ptr, mean, ss, lo, hi), split_ranges(m))
-        ss += (n - np.diff(Xs.indptr)) * mean**2
+        run_ranges(lambda _, lo, hi: _column_sum_squares(data, ptr, mean, ss, lo, hi), split_ranges(m))
+        ss += (n - counts) * mean**2
         return mean, ss, s
-    Xs = divide_columns(X, s)
-    mean = Xs.mean(axis=0)
-    return mean, ((Xs - mean) ** 2).sum(axis=0), s
+    # dense: blocks of columns (:data:`MOMENT_BLOCK_BYTES`), never a float64 copy of the whole X.  numpy reduces a
+    # block of two or more columns sample after sample, as it does the whole matrix (a single column would be
+    # summed pairwise), so the moments are the whole-matrix formulas' bit for bit
+    mean, ss = np.empty(m), np.empty(m)
+    for start, stop in column_blocks(X, MOMENT_BLOCK_BYTES, min_width=2):
+        block = dense_columns(X, start, stop)
+        if (s[start:stop] != 1).any():
+            block = block / s[start:stop]
+        mean[start:stop] = block.mean(axis=0)
+        centred = block - mean[start:stop]
+        np.square(centred, out=centred)
+        ss[start:stop] = centred.sum(axis=0)
+    return mean, ss, s
 
 
 def column_moments(X):

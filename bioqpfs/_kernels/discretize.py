@@ -20,7 +20,14 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from .correlation import EXTREME_EXP, column_scales, csc_arrays, csc_float64, scaled_column_moments
+from .correlation import (
+    EXTREME_EXP,
+    column_blocks,
+    csc_arrays,
+    csc_float64,
+    dense_columns,
+    scaled_column_moments,
+)
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "AUTO_RULES", "vector_codes",
            "compact_codes", "mean_sd_codes", "quantile_codes", "zero_quantile_codes", "mdl_codes", "MAX_LEVELS",
@@ -110,21 +117,6 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
     raise ValueError(f"unknown discretization {discretization!r}; choose one of {DISCRETIZATIONS}")
 
 
-def _dense_columns(X, start, stop):
-    """Columns ``start:stop`` of X as a dense float64 array (blocks keep memory bounded)."""
-    block = X[:, start:stop]
-    if sp.issparse(block):
-        block = block.toarray()
-    return np.asarray(block, dtype=np.float64)
-
-
-def _column_blocks(X, max_bytes=64 * 2**20):
-    n, m = X.shape
-    step = max(1, min(m, max_bytes // max(1, 8 * n)))
-    for start in range(0, m, step):
-        yield start, min(m, start + step)
-
-
 def compact_codes(X, *, feature_names=None):
     """Map the integer values of each gene to consecutive codes ``0..k-1`` (in sorted order).
 
@@ -149,9 +141,9 @@ def compact_codes(X, *, feature_names=None):
         return codes, n_levels
     codes = np.empty((n, m), dtype=np.uint8)
     n_levels = np.empty(m, dtype=np.int64)
-    for start, stop in _column_blocks(X):
+    for start, stop in column_blocks(X):
         # integers: their own dtype (uint64 past 2**63 would wrap in int64); the span is taken in float64 below
-        block = X[:, start:stop] if integer else _dense_columns(X, start, stop)
+        block = X[:, start:stop] if integer else dense_columns(X, start, stop)
         bad = np.zeros(0, np.int64) if integer else np.flatnonzero((block != np.round(block)).any(axis=0))
         if bad.size:
             from .._validation import describe_indices
@@ -199,17 +191,10 @@ def _column_mean_sd(X):
     ``sd``), float64; ``s`` is the exact power-of-two divisor of
     :func:`bioqpfs._kernels.correlation.column_scales` (1 except for genes of extreme magnitude,
     so ordinary genes get exactly the plain formulas)."""
-    n = X.shape[0]
-    if sp.issparse(X):  # the moments of the correlation kernels: the same sums, bit for bit
-        mean, ss, s = scaled_column_moments(X)
-        var = ss / (n - 1)
-    else:
-        s = column_scales(X)
-        Xd = np.asarray(X, dtype=np.float64)
-        if (s != 1).any():
-            Xd = Xd / s
-        mean = Xd.mean(axis=0)
-        var = Xd.var(axis=0, ddof=1)
+    # the moments of the correlation kernels (blockwise for a dense X): ``ss / (n - 1)`` is numpy's
+    # ``var(ddof=1)`` of the whole matrix, bit for bit
+    mean, ss, s = scaled_column_moments(X)
+    var = ss / (X.shape[0] - 1)
     return mean, np.sqrt(np.maximum(var, 0.0)), s
 
 
@@ -428,16 +413,16 @@ def quantile_codes(X, n_bins):
     if 2 * (n_bins - 1) < SORT_FROM_RANKS or n == 0:
         q = np.arange(1, n_bins) / n_bins
         edges = np.empty((n_bins - 1, m))
-        for start, stop in _column_blocks(X):
-            edges[:, start:stop] = np.quantile(_dense_columns(X, start, stop), q, axis=0)
+        for start, stop in column_blocks(X):
+            edges[:, start:stop] = np.quantile(dense_columns(X, start, stop), q, axis=0)
         codes = codes_from_edges(X, edges)
         return codes, _compact_inplace(codes, n_bins)
     from .information import run_ranges, split_ranges
 
     lo, hi, t = linear_quantile_ranks(np.int64(n), np.arange(1, n_bins) / n_bins)
     codes = np.empty((n, m), dtype=np.uint8)
-    for start, stop in _column_blocks(X, max_bytes=16 * 2**20):  # the block, its argsort and sorted copy: 48 MB
-        block = _dense_columns(X, start, stop).T  # genes x samples
+    for start, stop in column_blocks(X, max_bytes=16 * 2**20):  # the block, its argsort and sorted copy: 48 MB
+        block = dense_columns(X, start, stop).T  # genes x samples
         g = stop - start
         order = np.empty((g, n), dtype=np.int64)
         ordered = np.empty((g, n))
@@ -549,7 +534,7 @@ def zero_quantile_codes(X, n_bins):
         edges = np.empty((n_bins - 1, m))
         offset = np.empty(m, dtype=np.uint8)
         Xc = X
-        for start, stop in _column_blocks(X):
+        for start, stop in column_blocks(X):
             values, count = _nonzero_values(X, start, stop)
             edges[:, start:stop], offset[start:stop] = zero_quantile_edges(values, count, n, n_bins)
     codes = codes_from_edges(Xc, edges, offset, zero_rule=True)
@@ -565,7 +550,7 @@ def _nonzero_values(X, start, stop):
         gene = np.repeat(np.arange(stop - start), np.diff(X.indptr[start:stop + 1]))
         keep = values != 0
         return values[keep], np.bincount(gene[keep], minlength=stop - start)
-    block = _dense_columns(X, start, stop).T   # genes x samples: its boolean selection runs gene after gene
+    block = dense_columns(X, start, stop).T   # genes x samples: its boolean selection runs gene after gene
     nonzero = block != 0
     return block[nonzero], nonzero.sum(axis=1)
 
@@ -1021,8 +1006,8 @@ def mdl_codes(X, y, max_levels=None):
     codes = np.empty((n, m), dtype=np.uint8)
     n_levels = np.empty(m, dtype=np.int64)
     n_bounded, most = 0, 0
-    for start, stop in _column_blocks(X):
-        block = _dense_columns(X, start, stop)
+    for start, stop in column_blocks(X):
+        block = dense_columns(X, start, stop)
         order = np.argsort(block, axis=0, kind="stable")
         for j in range(stop - start):
             col = block[:, j]

@@ -1,0 +1,86 @@
+"""Memory guards count what a step really allocates, and the steps keep their temporaries bounded (the memory-guard
+hunt: every finding measured with tracemalloc, or refused under a small patched budget before it allocates)."""
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bioqpfs import _validation
+from bioqpfs._kernels import correlation as corr
+
+
+def _peak(func, *args, **kwargs):
+    """``(result, tracemalloc peak in bytes)`` of one call."""
+    tracemalloc.start()
+    try:
+        result = func(*args, **kwargs)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _budget(monkeypatch, n_bytes):
+    """Pretend ``n_bytes`` are available (the guards refuse beyond 0.8 of it)."""
+    monkeypatch.setattr(_validation, "available_memory", lambda: (n_bytes, "a test budget"))
+
+
+@pytest.fixture
+def tall_dense():
+    rng = np.random.default_rng(0)
+    return rng.random((4000, 500), dtype=np.float32)   # 8 MB: a float64 copy is 16 MB, its squares 16 more
+
+
+def test_dense_moments_are_blockwise(monkeypatch, tall_dense):
+    """The column moments of a dense X hold one column block and its centred copy, not a float64 copy of X and
+    its squares (16 bytes per entry, four times a float32 X, before any guard)."""
+    monkeypatch.setattr(corr, "MOMENT_BLOCK_BYTES", 2**20)
+    (mean, ss, _), peak = _peak(corr.scaled_column_moments, tall_dense)
+    assert peak < 3 * 2**20 + 2**19
+    Xd = tall_dense.astype(np.float64)                      # the whole-matrix formulas, bit for bit
+    assert np.array_equal(mean, Xd.mean(axis=0))
+    assert np.array_equal(ss, ((Xd - Xd.mean(axis=0)) ** 2).sum(axis=0))
+
+
+def test_moment_blocks_are_never_one_column_wide():
+    """numpy sums a single column pairwise but a wider block sample after sample, as the whole matrix: a last
+    block of one column is merged into the one before, so blockwise moments are the whole matrix's bit for bit."""
+    X = np.empty((1000, 17))
+    assert list(corr.column_blocks(X, 8 * 1000 * 4, min_width=2)) == [(0, 4), (4, 8), (8, 12), (12, 17)]
+    assert list(corr.column_blocks(X, 8 * 1000 * 4)) == [(0, 4), (4, 8), (8, 12), (12, 16), (16, 17)]
+    assert list(corr.column_blocks(np.empty((10, 1)), 8, min_width=2)) == [(0, 1)]
+    rng = np.random.default_rng(1)
+    Y = rng.standard_normal((5000, 9))
+    mean, ss, _ = corr.scaled_column_moments(Y)
+    assert np.array_equal(mean, Y.mean(axis=0)) and np.array_equal(ss, ((Y - Y.mean(axis=0)) ** 2).sum(axis=0))
+
+
+def test_prepare_of_a_dense_x_stays_below_x(monkeypatch, tall_dense):
+    """``prepare`` (every selector's first step) made 16 bytes per entry of temporaries (64 MB here)."""
+    from bioqpfs.selectors._common import prepare
+
+    monkeypatch.setattr(corr, "MOMENT_BLOCK_BYTES", 2**20, raising=False)
+    _, peak = _peak(prepare, tall_dense, np.arange(4000) % 3)
+    assert peak < tall_dense.nbytes
+
+
+def test_sparse_moments_guard_their_float64_columns(monkeypatch):
+    X = sp.random(2000, 300, density=0.2, format="csr", random_state=0, dtype=np.float32)
+    _budget(monkeypatch, int(10 * X.nnz / 0.8))          # less than the 12 bytes per stored value of the copy
+    with pytest.raises(MemoryError, match=r"float64 columns of the 2000 x 300 sparse X .*subsample the samples"):
+        corr.scaled_column_moments(X)
+    _budget(monkeypatch, int(14 * X.nnz / 0.8) + 2**16)
+    mean, ss, _ = corr.scaled_column_moments(X)
+    Xd = X.toarray().astype(np.float64)
+    assert np.allclose(mean, Xd.mean(axis=0), rtol=1e-12) and np.allclose(ss, Xd.var(axis=0) * 2000, rtol=1e-10)
+
+
+def test_mean_sd_codes_of_a_dense_x_need_the_codes_and_a_block(monkeypatch, tall_dense):
+    """``measures.discretize`` of a dense X made a float64 copy and its variance temporary (16 bytes per entry)."""
+    from bioqpfs import measures
+
+    monkeypatch.setattr(corr, "MOMENT_BLOCK_BYTES", 2**20, raising=False)
+    measures.discretize(tall_dense[:50])                 # numba's compiled kernels loaded before the measurement
+    codes, peak = _peak(measures.discretize, tall_dense)
+    assert peak < tall_dense.size + 4 * 2**20            # the uint8 codes, two 1 MB blocks and small vectors
+
