@@ -84,3 +84,11 @@ def test_mean_sd_codes_of_a_dense_x_need_the_codes_and_a_block(monkeypatch, tall
     codes, peak = _peak(measures.discretize, tall_dense)
     assert peak < tall_dense.size + 4 * 2**20            # the uint8 codes, two 1 MB blocks and small vectors
 
+
+
+def test_codes_are_guarded(monkeypatch, tall_dense):
+    from bioqpfs import measures
+
+    _budget(monkeypatch, int(0.9 * tall_dense.size / 0.8))
+    with pytest.raises(MemoryError, match=r"the 4000 x 500 discretised codes"):
+        measures.discretize(tall_dense)

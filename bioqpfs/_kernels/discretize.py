@@ -102,6 +102,10 @@ def codes(X, discretization="mean_sd", *, n_bins=3, y_codes=None, feature_names=
         from .discretize_dask import dask_codes
 
         return dask_codes(X, discretization, n_bins=n_bins, feature_names=feature_names)
+    from .._validation import memory_guard
+
+    memory_guard(X.shape[0] * X.shape[1], f"the {X.shape[0]} x {X.shape[1]} discretised codes (one byte each)",
+                 ["genes", "lazy", "samples"])
     if discretization is None:
         return compact_codes(X, feature_names=feature_names)
     if discretization == "mean_sd":
