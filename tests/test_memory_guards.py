@@ -92,3 +92,44 @@ def test_codes_are_guarded(monkeypatch, tall_dense):
     _budget(monkeypatch, int(0.9 * tall_dense.size / 0.8))
     with pytest.raises(MemoryError, match=r"the 4000 x 500 discretised codes"):
         measures.discretize(tall_dense)
+
+
+@pytest.fixture
+def tall_sparse():
+    X = sp.random(20000, 300, density=0.05, format="csr", random_state=2, dtype=np.float32)
+    X.data = np.log1p(10 * X.data)
+    return X
+
+
+def test_correlation_blocks_shrink_to_the_available_memory(monkeypatch, tall_sparse):
+    """|Pearson| held an n x 2048 float64 block while it built another with three n x 2048 temporaries (170 MB
+    here, with a guard of the 0.7 MB output only); the blocks are standardised in place and narrowed to fit."""
+    from bioqpfs import measures
+
+    want = corr.abs_pearson(tall_sparse)
+    _budget(monkeypatch, 40 * 2**20)
+    assert corr.product_block_width(20000, 300, 2048, 300 * 300 * 8) < 300
+    got, peak = _peak(measures.correlation, tall_sparse)
+    assert peak < 45 * 2**20
+    assert np.allclose(got, want, rtol=0, atol=1e-12)
+    _budget(monkeypatch, 10 * 2**20)                      # not even MIN_PRODUCT_BLOCK genes fit
+    with pytest.raises(MemoryError, match=r"20000 x 64 float64 standardised gene blocks"):
+        measures.correlation(tall_sparse)
+
+
+def test_standardised_blocks_leave_x_alone():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((50, 6))
+    before = X.copy()
+    Z = corr.pearson(X)
+    assert np.array_equal(X, before)
+    assert np.allclose(Z, np.corrcoef(X.T), atol=1e-14)
+
+
+def test_hall_relevance_of_a_dense_x_needs_no_float64_copy(monkeypatch, tall_dense):
+    monkeypatch.setattr(corr, "MOMENT_BLOCK_BYTES", 2**20, raising=False)
+    y = np.arange(4000) % 3
+    want = corr.hall_relevance(tall_dense.astype(np.float64), y)
+    F, peak = _peak(corr.hall_relevance, tall_dense, y)
+    assert peak < 4 * 2**20                                 # 1 MB column blocks, not 8 bytes per entry of X
+    assert np.allclose(F, want, rtol=1e-12, atol=0)

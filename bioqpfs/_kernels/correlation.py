@@ -12,11 +12,12 @@ import scipy.sparse as sp
 from numba import njit
 
 __all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales",
-           "divide_columns", "column_blocks", "dense_columns", "MOMENT_BLOCK_BYTES"]
+           "divide_columns", "column_blocks", "dense_columns", "MOMENT_BLOCK_BYTES", "product_block_width",
+           "MIN_PRODUCT_BLOCK"]
 
 EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
-#: float64 bytes of one column block of a dense X in :func:`scaled_column_moments` (the block and its centred
-#: copy are its only temporaries, so the moments of any dense X need about twice this)
+#: float64 bytes of one column block of a dense X in :func:`scaled_column_moments` and :func:`hall_relevance` (the
+#: block and its centred copy are the moments' only temporaries, so they need about twice this for any dense X)
 MOMENT_BLOCK_BYTES = 16 * 2**20
 
 
@@ -214,14 +215,19 @@ def column_moments(X):
 
 def _standardised(X, cols, mean, scale, s=None):
     """(X[:, cols] / s - mean) * scale as dense float64 (``s``: divisors of :func:`column_scales`, default 1);
-    scale is 0 for constant genes."""
+    scale is 0 for constant genes.  One fresh float64 array, standardised in place (X is never written)."""
     if sp.issparse(X) and X.format not in ("csr", "csc"):   # a Dask chunk of COO (its meta said numpy)
         X = X.tocsr()
     block = X[:, cols]
-    block = block.toarray() if sp.issparse(block) else np.asarray(block, dtype=np.float64)
+    if sp.issparse(block):
+        block = block.astype(np.float64, copy=False).toarray()   # the float64 entries first: one dense array
+    else:
+        block = np.array(block, dtype=np.float64)   # a copy even of float64 X: written in place below
     if s is not None:
-        block = block / s[cols]
-    return (block - mean[cols]) * scale[cols]
+        block /= s[cols]
+    block -= mean[cols]
+    block *= scale[cols]
+    return block
 
 
 def _inverse_norms(ss):
@@ -248,9 +254,12 @@ def pearson(X, *, rows=None, dtype=np.float64, block=2048, absolute=False):
     mean, ss, s = scaled_column_moments(X)
     scale, nz = _inverse_norms(ss)
     row_idx = np.arange(m) if rows is None else np.asarray(rows, dtype=np.int64)
-    out = np.empty((row_idx.size, m), dtype=dtype)
+    out_bytes = row_idx.size * m * np.dtype(dtype).itemsize
     from .counting_dask import is_dask_array
 
+    if not is_dask_array(X):
+        block = product_block_width(n, m, block, out_bytes)
+    out = np.empty((row_idx.size, m), dtype=dtype)
     if is_dask_array(X):
         _dask_pearson(X, row_idx, mean, scale, s, block, out, absolute=absolute)
     else:
@@ -261,6 +270,32 @@ def pearson(X, *, rows=None, dtype=np.float64, block=2048, absolute=False):
     pos = np.arange(row_idx.size)
     out[pos, row_idx] = nz[row_idx].astype(dtype)
     return out
+
+
+#: fewest genes per standardised block of :func:`pearson` when memory is short (below it the GEMMs get slow)
+MIN_PRODUCT_BLOCK = 64
+
+
+def product_block_width(n, m, block, out_bytes=0):
+    """Genes per standardised block of :func:`pearson` on ``n`` samples: ``block`` (at most ``m``) where two
+    ``n x block`` float64 blocks and their product fit beside the ``out_bytes`` output in 0.8 of the available
+    memory (:func:`bioqpfs._validation.available_memory`), else as many as fit; refused (a ``MemoryError``)
+    when not even :data:`MIN_PRODUCT_BLOCK` genes fit.  The products' rounding depends on the block width (the
+    GEMM tiling), so a full-width block is kept wherever it fits: results differ in the last bits only where
+    memory is too short for it."""
+    from .._validation import available_memory, memory_guard
+
+    def need(b):
+        return out_bytes + 2 * 8 * n * b + 8 * b * b
+
+    width = max(1, min(block, m))
+    avail, _ = available_memory()
+    if avail is not None and need(width) > 0.8 * avail:
+        fit = int((0.8 * avail - out_bytes) // (2 * 8 * n + 8 * width))
+        width = max(min(width, MIN_PRODUCT_BLOCK), min(width, fit))
+    memory_guard(need(width), f"the {n} x {width} float64 standardised gene blocks of the correlation "
+                 f"(with its output)", ["genes", "samples"])
+    return width
 
 
 def _product_blocks(X, rows, mean, scale, s, block):
@@ -319,8 +354,12 @@ def hall_relevance(X, y_codes):
     # sum_s (x_s - mean) ind_c[s, k] = sum_s x_s ind_c[s, k]  (ind_c columns sum to 0)
     if is_dask_array(X):
         XtI = reduce_chunks(_chunk_class_products, [sample_chunked(X)], vectors=dict(ind_c=ind_c), s=s)
-    else:
+    elif sp.issparse(X):
         XtI = _chunk_class_products(X, ind_c=ind_c, s=s)
+    else:  # a dense X in column blocks: never a float64 copy of the whole matrix
+        XtI = np.empty((m, n_classes))
+        for start, stop in column_blocks(X, MOMENT_BLOCK_BYTES):
+            XtI[start:stop] = _chunk_class_products(X[:, start:stop], ind_c=ind_c, s=s[start:stop])
     rho = XtI * scale[:, None] * ind_scale[None, :]
     return np.abs(rho) @ p
 
