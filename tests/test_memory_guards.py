@@ -133,3 +133,25 @@ def test_hall_relevance_of_a_dense_x_needs_no_float64_copy(monkeypatch, tall_den
     F, peak = _peak(corr.hall_relevance, tall_dense, y)
     assert peak < 4 * 2**20                                 # 1 MB column blocks, not 8 bytes per entry of X
     assert np.allclose(F, want, rtol=1e-12, atol=0)
+
+
+def test_ldfs_scatter_guard_counts_the_samples(monkeypatch, tall_dense):
+    """LDFS from S_T guarded d x d alone (4.2 MB here) while it copied the kept genes (n x d) and built S_T from
+    n x block standardised blocks: with room for S_T but not for the copy it is refused before any work."""
+    import bioqpfs
+
+    y = np.arange(4000) % 3
+    _budget(monkeypatch, 10 * 2**20)
+    with pytest.raises(MemoryError, match=r"LDFS's 500 x 500 total scatter \(q = 2\) from 4000 samples"):
+        bioqpfs.select(tall_dense, y, method="ldfs", n_genes=5)
+
+
+def test_class_sums_of_a_dense_x_need_no_float64_copy(monkeypatch, tall_dense):
+    from bioqpfs._kernels.counting_dask import class_sums
+
+    monkeypatch.setattr(corr, "MOMENT_BLOCK_BYTES", 2**20, raising=False)
+    y = np.arange(4000) % 3
+    s = np.ones(500)
+    want = class_sums(tall_dense.astype(np.float64), y, 3)
+    got, peak = _peak(class_sums, tall_dense, y, 3, s=s)
+    assert peak < 3 * 2**20 and np.array_equal(got, want)

@@ -247,11 +247,12 @@ def abs_pearson(X, *, rows=None, dtype=np.float64, block=2048):
     return pearson(X, rows=rows, dtype=dtype, block=block, absolute=True)
 
 
-def pearson(X, *, rows=None, dtype=np.float64, block=2048, absolute=False):
+def pearson(X, *, rows=None, dtype=np.float64, block=2048, absolute=False, moments=None):
     """Pearson correlation matrix (genes x genes, or ``rows`` x genes), signed unless ``absolute``: the total
-    scatter ``S_T = Z^T Z / n`` of z-scored genes (LDFS on a Dask X).  As :func:`abs_pearson` otherwise."""
+    scatter ``S_T = Z^T Z / n`` of z-scored genes (LDFS).  ``moments``: X's :func:`scaled_column_moments` where
+    the caller has them already.  As :func:`abs_pearson` otherwise."""
     n, m = X.shape
-    mean, ss, s = scaled_column_moments(X)
+    mean, ss, s = scaled_column_moments(X) if moments is None else moments
     scale, nz = _inverse_norms(ss)
     row_idx = np.arange(m) if rows is None else np.asarray(rows, dtype=np.int64)
     out_bytes = row_idx.size * m * np.dtype(dtype).itemsize

@@ -418,8 +418,14 @@ def reduce_chunks(func, blocks, *, vectors=None, combine=_add, result_bytes=0, *
 
 def _chunk_class_sums(x, *, groups, n_classes, s=None):
     if s is not None:
-        from .correlation import divide_columns
+        from .correlation import MOMENT_BLOCK_BYTES, column_blocks, divide_columns
 
+        if isinstance(x, np.ndarray):  # dense: column blocks divided by s, never a float64 copy of the whole x
+            out = np.empty((x.shape[1], n_classes))  # returned transposed, the layout of the whole product's
+            for start, stop in column_blocks(x, MOMENT_BLOCK_BYTES):
+                out[start:stop] = _chunk_class_sums(divide_columns(x[:, start:stop], s[start:stop]),
+                                                    groups=groups, n_classes=n_classes).T
+            return out.T
         x = divide_columns(x, s)
     if hasattr(x, "format") and x.format in ("csr", "csc") and x.dtype in (np.float32, np.float64, np.bool_):
         return _sparse_class_sums(x, np.asarray(groups, dtype=np.int64), n_classes)

@@ -83,6 +83,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from .. import _threads
@@ -197,7 +198,9 @@ def scatter_lda_objective(X, y_codes, gamma=1.0):
     no constant gene) from its total scatter and class means: ``S_T`` is the genes' Pearson correlation matrix
     (:func:`bioqpfs._kernels.correlation.pearson`; a Dask X's summed over the chunks about the global moments) and
     the class means come from one pass of class sums (:func:`bioqpfs._kernels.counting_dask.class_sums`).  Used
-    when samples outnumber genes: d x d memory and O(d^2 q) per evaluation instead of n x d and O(n d q)."""
+    when samples outnumber genes: each evaluation then needs d x d memory and O(d^2 q) time instead of n x d and
+    O(n d q).  Building ``S_T`` reads X once more in blocks of genes (two n x b float64 blocks,
+    :func:`bioqpfs._kernels.correlation.product_block_width`), after one computation of the moments."""
     from .._kernels.counting_dask import class_sums, sample_chunked
 
     X = sample_chunked(X) if is_dask_array(X) else X
@@ -206,7 +209,7 @@ def scatter_lda_objective(X, y_codes, gamma=1.0):
     mean, ss, s = _corr.scaled_column_moments(X)  # of X / s: no overflow at any scale
     sums = class_sums(X, y_codes, counts.size, s=s)
     M = (sums / counts[:, None] - mean) / np.sqrt(ss / n)  # class means of (x / s - mean) / sd
-    return LDAObjective.from_scatter(_corr.pearson(X), M, counts / n, gamma)
+    return LDAObjective.from_scatter(_corr.pearson(X, moments=(mean, ss, s)), M, counts / n, gamma)
 
 
 class HSICObjective:
@@ -442,8 +445,13 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     if not 0 < zero_tol < 1:
         raise ValueError(f"zero_tol must lie in (0, 1), got {zero_tol}")
     if make_scatter_objective is not None and n > d:  # LDFS: from S_T (d x d) and the class means
-        memory_guard(8 * (2 * d * d + 12 * d * q), f"{method.upper()}'s {d} x {d} total scatter (q = {q})",
-                     ["genes", "components"])
+        # beside S_T and the path's d x q terms: the kept genes' copy (take_genes indexes a dense X always, a sparse
+        # one when genes are dropped) and S_T's two standardised blocks at their narrowest (they widen to the memory)
+        copy = X.dtype.itemsize * n * d if isinstance(X, np.ndarray) else \
+            (12 * X.nnz if sp.issparse(X) and d < m else 0)
+        memory_guard(8 * (2 * d * d + 12 * d * q) + copy + 2 * 8 * n * min(d, _corr.MIN_PRODUCT_BLOCK),
+                     f"{method.upper()}'s {d} x {d} total scatter (q = {q}) from {n} samples",
+                     ["genes", "components", "samples"])
         objective = make_scatter_objective(take_genes(X, keep), y_codes)
     else:
         memory_guard(8 * (n * d + 12 * d * q), f"{method.upper()} on {n} samples x {d} genes (q = {q})",
