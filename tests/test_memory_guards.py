@@ -155,3 +155,18 @@ def test_class_sums_of_a_dense_x_need_no_float64_copy(monkeypatch, tall_dense):
     want = class_sums(tall_dense.astype(np.float64), y, 3)
     got, peak = _peak(class_sums, tall_dense, y, 3, s=s)
     assert peak < 3 * 2**20 and np.array_equal(got, want)
+
+
+def test_eqpfs_guard_counts_its_temporaries_and_the_solver(monkeypatch):
+    """EQPFS guarded 2 M^2 float64 (H and H2), not ``beta * H2`` beside them nor the solver's working memory:
+    with room for the two matrices but not for the solver it is refused before they are counted."""
+    import bioqpfs
+    from bioqpfs.selectors import _qp
+
+    m = 300
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, m)), np.arange(40) % 2
+    _budget(monkeypatch, int(3 * 8 * m * m / 0.8))
+    with pytest.raises(MemoryError, match=r"300 x 300 EQPFS redundancy matrices with the solver's working memory"):
+        bioqpfs.select(X, y, method="eqpfs", n_genes=5)
+    assert _qp.solver_working_bytes(m) > 0

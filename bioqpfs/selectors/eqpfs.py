@@ -36,7 +36,7 @@ from ._common import (
     warn_constant,
     weights_and_ranking,
 )
-from ._qp import SOLVERS, forced_in_qp, preselected_params, solve_qpfs
+from ._qp import SOLVERS, forced_in_qp, preselected_params, solve_qpfs, solver_working_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -48,18 +48,24 @@ if TYPE_CHECKING:
 __all__ = ["eqpfs", "eqpfs_matrix"]
 
 
-def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2, batch=None):
-    """H0 = H1 - beta H2 with zero diagonal (one M x M array plus one temporary); with ``batch``
-    (:class:`~bioqpfs.selectors._common.Batches`) both are ``sum_b w_b`` of the within-batch values."""
+def eqpfs_matrix(codes, levels, y_codes, beta, *, base=2, batch=None, working_bytes=0):
+    """H0 = H1 - beta H2 with zero diagonal (one M x M array plus H2, scaled in place); with ``batch``
+    (:class:`~bioqpfs.selectors._common.Batches`) both are ``sum_b w_b`` of the within-batch values.
+    ``working_bytes``: what the caller's solver needs beside H0 (:func:`~bioqpfs.selectors._qp.solver_working_bytes`),
+    counted by the same guard: H1, H2 and the counting's M x M temporary, or H0 and the solver."""
     m = codes.shape[1]
-    memory_guard(2 * m * m * 8, f"the {m} x {m} EQPFS redundancy matrices", ["genes", "ikm"])
+    memory_guard(3 * m * m * 8 + working_bytes, f"the {m} x {m} EQPFS redundancy matrices"
+                 + (" with the solver's working memory" if working_bytes else ""), ["genes", "ikm", "spg"])
     # H1 from an ungrouped table: the "mi" kind of a class-grouped CodeTable counts only the
     # first class's samples (found while writing this; reported to the kernel owner)
     strata = {} if batch is None else dict(strata=batch.codes, strata_weights=batch.weights)
     H = _info.pairwise_information(_info.CodeTable(codes, levels, **strata), None, "mi", base=base)
     if beta != 0:
         grouped = _info.CodeTable(codes, levels, groups=y_codes, **strata)
-        H -= beta * _info.pairwise_information(grouped, None, "mi_given_class", base=base)
+        H2 = _info.pairwise_information(grouped, None, "mi_given_class", base=base)
+        np.multiply(H2, beta, out=H2)
+        H -= H2
+        del H2
     H[np.diag_indices(m)] = 0.0
     return H
 
@@ -140,7 +146,8 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
                                               strata=None if strata is None else strata.codes,
                                               strata_weights=None if strata is None else strata.weights),
                               y_codes, base, hierarchy)
-    H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base, batch=strata)
+    H = eqpfs_matrix(codes, levels, y_codes, float(beta), base=base, batch=strata,
+                     working_bytes=solver_working_bytes(m, solver, psd_fix))
     check_informative("eqpfs", f, dict(discretization=discretization))  # before alpha and lambda fail on it
     t_measures = time.perf_counter() - t0
 
@@ -155,7 +162,7 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     else:
         alpha_used = float(alpha)
     H_min = simplex_qp.smallest_eigenvalue(H)
-    margin = 1e-9 * max(1e-300, float(np.max(np.abs(H))))
+    margin = 1e-9 * max(1e-300, float(max(H.max(), -H.min())))  # max |H| without an M x M |H| copy
     lam_used = max(0.0, -H_min * (1.0 + 1e-9)) + margin if lam is None else float(lam)
     H[np.diag_indices(m)] = lam_used
 
