@@ -764,19 +764,24 @@ REMEDIES = {
 class MemoryGuardError(MemoryError):
     """An allocation refused before it is attempted; :meth:`message` words the remedies for a face."""
 
-    def __init__(self, what, n_bytes, available, remedies, limit="available physical memory"):
+    def __init__(self, what, n_bytes, available, remedies, limit="available physical memory", fraction=1.0):
         self.what, self.n_bytes, self.available, self.remedies = what, n_bytes, available, list(remedies)
-        self.limit = limit
+        self.limit, self.fraction = limit, fraction
         super().__init__(self.message("python"))
 
     def message(self, face="python"):
-        """The error text for ``face`` ("python" or "cli"): only remedies that exist there."""
+        """The error text for ``face`` ("python" or "cli"): only remedies that exist there.  The usable amount
+        (``fraction`` of the available memory) is the one stated, the available memory beside it."""
         col = 0 if face == "python" else 1
         texts = [REMEDIES[r][col] if r in REMEDIES else r for r in self.remedies]
         texts = [t for t in texts if t]
         todo = "; ".join(texts) if texts else "use a machine with more memory"
-        return (f"{self.what} needs about {self.n_bytes / 2**30:.1f} GiB but only {self.available / 2**30:.1f} GiB "
-                f"are available (bound by {self.limit}); {todo}")
+        usable = f"{self.fraction * self.available / 2**30:.2f} GiB may be used"
+        if self.fraction != 1.0:
+            usable += f" ({self.fraction:.0%} of the {self.available / 2**30:.2f} GiB available)"
+        else:
+            usable = f"{self.available / 2**30:.2f} GiB are available"
+        return f"{self.what} needs about {self.n_bytes / 2**30:.2f} GiB but only {usable} (bound by {self.limit}); {todo}"
 
 
 #: the discretizations whose number of levels does not come from ``n_bins``
@@ -818,7 +823,8 @@ def memory_guard(n_bytes, what, remedies, *, fraction=0.8):
     """
     avail, limit = available_memory()
     if avail is not None and n_bytes > fraction * avail:
-        raise MemoryGuardError(what, n_bytes, avail, [remedies] if isinstance(remedies, str) else remedies, limit)
+        raise MemoryGuardError(what, n_bytes, avail, [remedies] if isinstance(remedies, str) else remedies, limit,
+                               fraction)
 
 
 def output_guard(r, m, dtype, what, remedies=None, extra_bytes=0):

@@ -170,3 +170,13 @@ def test_eqpfs_guard_counts_its_temporaries_and_the_solver(monkeypatch):
     with pytest.raises(MemoryError, match=r"300 x 300 EQPFS redundancy matrices with the solver's working memory"):
         bioqpfs.select(X, y, method="eqpfs", n_genes=5)
     assert _qp.solver_working_bytes(m) > 0
+
+
+def test_refusal_states_the_usable_memory(monkeypatch):
+    """A refusal of 0.5 GiB said "only 0.6 GiB are available", which reads as if it fitted: the guard compares
+    with 0.8 of it, and the message now says so."""
+    _budget(monkeypatch, int(0.6 * 2**30))
+    with pytest.raises(MemoryError, match=r"needs about 0\.52 GiB but only 0\.48 GiB may be used \(80% of the 0\.60 GiB "
+                                          r"available\) \(bound by a test budget\)") as err:
+        _validation.memory_guard(int(0.52 * 2**30), "half a GiB", ["genes"])
+    assert "restrict the genes with --mask-var" in err.value.message("cli")

@@ -123,7 +123,8 @@ def test_cgroup_limit_minus_usage_is_read_from_the_binding_level(tmp_path, monke
     avail, label = _validation.available_memory()
     assert avail == 3 * GiB // 4 and "cgroup" in label
     _validation.memory_guard(GiB // 2, "half a GiB", ["genes"])            # 0.5 <= 0.8 * 0.75: passes
-    with pytest.raises(MemoryError, match=r"needs about 1\.0 GiB but only 0\.8 GiB are available \(bound by the "
+    with pytest.raises(MemoryError, match=r"needs about 1\.00 GiB but only 0\.60 GiB may be used \(80% of the 0\.75 GiB "
+                                          r"available\) \(bound by the "
                                           r"memory limit of this container/cgroup\)"):
         _validation.memory_guard(GiB, "one GiB", ["genes"])
 
