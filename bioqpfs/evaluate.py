@@ -41,6 +41,7 @@ from ._validation import (
     check_positive_int,
     gene_list,
     gene_positions,
+    memory_guard,
     preselected_in_mask,
     sample_names_of,
     seed_of,
@@ -779,6 +780,12 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                      feature_names=cand_names, **params)
         return cand[sel.ranking], time.perf_counter() - t0
 
+    # the largest panel as a dense array (X's dtype), and a fold's training and test parts of it (fancy-indexed
+    # copies) beside it
+    widest = min(ks[-1], X.shape[1])
+    memory_guard(3 * np.dtype(X.dtype).itemsize * X.shape[0] * widest,
+                 f"the dense {X.shape[0]} x {widest} panels of the error curve",
+                 [f"a smaller n_genes grid (its largest size, {widest}, sets the panel's width)", "samples"])
     rows = []
     rankings, seconds = {}, {}
     fold_seconds = {lab: [] for lab, _, _ in specs}
@@ -803,8 +810,10 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                 else:
                     ranking = rankings[lab]
                 fitted = [k for k in ks if k <= ranking.size]
+                panel = Ptr = Pte = None   # the previous panel and its parts freed before the next is built
                 panel = _dense(X[:, ranking[:max(fitted)]]) if fitted else None  # all samples: one pass over X
                 for k in fitted:
+                    Ptr = Pte = None
                     Ptr, Pte = panel[train, :k], panel[test, :k]
                     clf = clone(base_clf).fit(Ptr, y[train])
                     scores = _prediction_metrics(y[test], clf.predict(Pte))

@@ -180,3 +180,20 @@ def test_refusal_states_the_usable_memory(monkeypatch):
                                           r"available\) \(bound by a test budget\)") as err:
         _validation.memory_guard(int(0.52 * 2**30), "half a GiB", ["genes"])
     assert "restrict the genes with --mask-var" in err.value.message("cli")
+
+
+def test_error_curve_guards_its_dense_panels(monkeypatch):
+    """error_curve densified each (fold, method) panel with no guard, and kept the previous one alive."""
+    from sklearn.neighbors import NearestCentroid
+
+    import bioqpfs
+
+    X = sp.random(4000, 300, density=0.2, format="csr", random_state=0, dtype=np.float32)
+    y = np.arange(4000) % 4
+    sel = bioqpfs.select(X, y, method="maxrel")
+    _budget(monkeypatch, 10 * 2**20)                     # the 4000 x 300 float32 panel and its two parts: 14 MB
+    with pytest.raises(MemoryError, match=r"dense 4000 x 300 panels of the error curve .*smaller n_genes grid "
+                                          r"\(its largest size, 300.*subsample the samples"):
+        bioqpfs.evaluate.error_curve(X, y, sel, n_genes=[5, 300], cv=3, classifier=NearestCentroid())
+    table = bioqpfs.evaluate.error_curve(X, y, sel, n_genes=[5, 100], cv=3, classifier=NearestCentroid())
+    assert list(table["n_genes"]) == [5, 100]
