@@ -457,6 +457,16 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
             "remove those samples or give them a label"
         )
     cat = cat.remove_unused_categories()
+    # a blank cell (what the CLI and pandas' readers take for a missing value) or "nan" (what astype(str) makes of a
+    # missing value) is not a class: as a class of its own it took panel slots for noise
+    blank = [c for c in cat.categories if isinstance(c, str) and (not c.strip() or c == "nan")]
+    if blank:
+        at = np.flatnonzero(np.isin(np.asarray(cat.astype(object)), blank))
+        raise ValueError(
+            f"{name} has {at.size} empty or 'nan' label(s) ({', '.join(repr(c) for c in blank)}; at samples "
+            f"{describe_indices(at)}): a blank cell or the text of a missing value (astype(str) writes NaN as "
+            "'nan') is a missing label, not a class; remove those samples or give them a label"
+        )
     classes = np.asarray(cat.categories)
     codes = np.asarray(cat.codes, dtype=np.intp)
     _check_no_colliding_classes(classes, name)

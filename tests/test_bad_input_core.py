@@ -95,6 +95,21 @@ def test_default_index_labels_with_samples_named_by_shuffled_numbers_are_refused
     np.testing.assert_allclose(measures.relevance(df, labels.to_numpy()), want, rtol=1e-13)
     np.testing.assert_allclose(measures.relevance(df, labels.set_axis(df.index)), want, rtol=1e-13)
 
+
+def test_blank_and_nan_text_labels_are_missing_not_classes(rng):
+    """A blank label ("" or spaces: a blank cell of a sample sheet) or "nan" (astype(str) of a missing value) was a
+    class of its own in Python (the default recipe gave it panel slots, noise genes) while the CLI reads the same
+    cell as missing and refuses it.  Refused as a missing label; an unused blank category is no label at all."""
+    X, y = _data(rng)
+    for bad in ("", "  ", "nan"):
+        labels = y.astype(object)
+        labels[[3, 7]] = bad
+        with pytest.raises(ValueError, match=rf"2 empty or 'nan' label\(s\) \({bad!r}; at samples 3, 7\)"):
+            bioqpfs.select(X, labels, n_genes=3)
+    cat = pd.Categorical(y.astype(str), categories=[*sorted(set(y.astype(str))), ""])  # "" unused
+    np.testing.assert_array_equal(bioqpfs.select(X, cat, method="maxrel", n_genes=3).ranking,
+                                  bioqpfs.select(X, y.astype(str), method="maxrel", n_genes=3).ranking)
+
 # ---- item 5: continuous labels ---------------------------------------------------------------
 def test_continuous_labels_are_refused(rng):
     X, _ = _data(rng)
