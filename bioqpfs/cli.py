@@ -369,17 +369,18 @@ def _load_input(args):
 
     if args.input is not None and _is_table(args.input):
         return _read_table(args)
-    if getattr(args, "orientation", None) is not None:  # checked after the paths: a missing file is named first
+    if args.input is None:
+        adata = datasets.load(args.dataset)
+    else:
+        zarr_store = is_zarr_store(args.input) or args.input.rstrip("/\\").lower().endswith(".zarr")
+        lazy = args.lazy if args.lazy is not None else os.path.exists(args.input) and tree_bytes(args.input) > LAZY_BYTES
+        adata = (_read_zarr(args.input, lazy=lazy, chunk_size=args.chunk_size, progress=not args.quiet) if zarr_store
+                 else _read_h5ad(args.input, backed=lazy))
+    if getattr(args, "orientation", None) is not None:  # after the read: a missing or damaged file is named first
         source = "--dataset" if args.input is None else repr(args.input)
         raise ValueError(f"--orientation describes a CSV/TSV table; {source} is an AnnData (samples x genes, genes "
                          "in .var): drop --orientation")
-    if args.input is None:
-        return datasets.load(args.dataset)
-    zarr_store = is_zarr_store(args.input) or args.input.rstrip("/\\").lower().endswith(".zarr")
-    lazy = args.lazy if args.lazy is not None else os.path.exists(args.input) and tree_bytes(args.input) > LAZY_BYTES
-    if zarr_store:
-        return _read_zarr(args.input, lazy=lazy, chunk_size=args.chunk_size, progress=not args.quiet)
-    return _read_h5ad(args.input, backed=lazy)
+    return adata
 
 
 def _read_zarr(path, *, lazy=False, chunk_size=None, progress=False):

@@ -119,7 +119,7 @@ def test_labels_file_with_an_h5ad_or_a_dataset_is_refused(h5ad, tmp_path):
 
 def test_orientation_with_an_h5ad_or_a_dataset_is_refused(h5ad, tmp_path):
     """--orientation describes a table; with an .h5ad or --dataset it was ignored silently (exit 0).  A missing
-    input file is still named first."""
+    or damaged input file is still named first (test_bad_input_edges)."""
     for cmd in (["select", str(h5ad), "-o", str(tmp_path / "o.h5ad")],
                 ["select", "--dataset", "srbct", "-o", str(tmp_path / "o.h5ad")],
                 ["evaluate", str(h5ad), "-o", str(tmp_path / "o.tsv")]):
