@@ -262,12 +262,22 @@ def _frame_values(X, name="X"):
     return X.to_numpy()
 
 
+#: name prefix of the Dask arrays whose chunks :func:`check_dask_matrix` has checked
+CHECKED_CHUNKS = "bioqpfs-checked-chunks-"
+
+
 def _canonical_chunk(x):
-    """A CSR chunk in canonical format (sorted indices, no duplicates): itself if it is, else a summed copy; a dense
-    block (an array whose meta is CSR may mix them: every chunk kernel takes both) as it is."""
-    if not sp.issparse(x) or x.has_canonical_format:
+    """A sparse chunk as CSR in canonical format (sorted indices, no duplicates): itself if it is, else a converted or
+    summed copy; a dense block (a Dask array may mix them whatever its meta says: every chunk kernel takes both) as
+    it is."""
+    if not sp.issparse(x):
         return x
-    x = x.copy()
+    if x.format != "csr":
+        x = x.tocsr()
+    elif x.has_canonical_format:
+        return x
+    else:
+        x = x.copy()
     x.sum_duplicates()
     return x
 
@@ -281,11 +291,13 @@ def _host_chunk(x):
 def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samples=2):
     """Validate a Dask expression matrix without loading it: the lazy counterpart of :func:`check_matrix`.
 
-    Chunks must be numpy arrays or scipy.sparse CSR matrices (the chunk type is read from the array's
-    ``_meta``; cupy and ``cupyx.scipy.sparse`` chunks are copied to the host chunk by chunk, and counted on the GPU
-    under ``backend="gpu"``/``"auto"``, :mod:`bioqpfs._device`); the result has the gene axis in one chunk (rechunked if needed,
-    :func:`bioqpfs._kernels.counting_dask.sample_chunked`) and a float32/float64 dtype (other real dtypes
-    cast lazily; CSR chunks with duplicate or unsorted entries canonicalised on a copy, as in memory).  NaN/Inf are
+    Chunks must be numpy arrays or scipy.sparse matrices, read as CSR (the chunk type is read from the array's
+    ``_meta`` and every chunk is checked when read, since Dask infers the meta from an empty chunk; cupy and
+    ``cupyx.scipy.sparse`` chunks are copied to the host chunk by chunk, and counted on the GPU under
+    ``backend="gpu"``/``"auto"``, :mod:`bioqpfs._device`); the result has the gene axis in one chunk (rechunked if
+    needed, :func:`bioqpfs._kernels.counting_dask.sample_chunked`) and a float32/float64 dtype (other real dtypes
+    cast lazily; sparse chunks converted to CSR, and CSR chunks with duplicate or unsorted entries canonicalised, on
+    a copy, as in memory).  NaN/Inf are
     found in one pass over the chunks and raise a ``ValueError`` naming the genes.
     """
     from ._kernels.counting_dask import sample_chunked
@@ -300,9 +312,7 @@ def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min
         if not allow_sparse:
             raise TypeError(f"{name} is a dask array of sparse chunks but this function needs dense chunks; "
                             f"use {name}.map_blocks(lambda b: b.toarray()) first")
-        if meta.format != "csr":
-            raise TypeError(f"{name} is a dask array of scipy.sparse {meta.format.upper()} chunks; bioqpfs reads "
-                            f"sample chunks as CSR: use {name}.map_blocks(scipy.sparse.csr_matrix) first")
+        meta = sp.csr_matrix((0, 0), dtype=meta.dtype)  # CSC/COO/... chunks are read as CSR (as in memory)
     elif not isinstance(meta, np.ndarray):
         raise TypeError(f"{name} is a dask array of {type(meta).__name__} chunks; bioqpfs counts numpy or "
                         "scipy.sparse CSR chunks")
@@ -311,11 +321,17 @@ def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min
     if np.issubdtype(X.dtype, np.complexfloating):
         raise TypeError(f"{name} has complex dtype {X.dtype}; expression values must be real -- pass "
                         f"{name}.real explicitly")
+    # as check_matrix, per chunk: sparse chunks as CSR with duplicate or unsorted entries summed/sorted, on a copy.
+    # Also under a numpy meta: Dask infers it from an empty chunk, so map_blocks(scipy.sparse.coo_matrix) says numpy
+    # while its chunks are COO (which crashed inside Dask at the first column selection)
+    # (once: an array checked here before keeps its name, so passes memoized for it are reused)
+    if not X.name.startswith(CHECKED_CHUNKS):
+        from dask.base import tokenize
+
+        X = X.map_blocks(_canonical_chunk, dtype=X.dtype, meta=meta, name=f"{CHECKED_CHUNKS}{tokenize(X)}")
     X = sample_chunked(X, name)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
-    if sp.issparse(meta):  # as check_matrix: duplicate or unsorted entries summed/sorted, per chunk, on a copy
-        X = X.map_blocks(_canonical_chunk, dtype=X.dtype, meta=meta)
     n, m = X.shape
     if m == 0:
         raise ValueError(f"{name} has no genes (shape {X.shape})")

@@ -644,7 +644,11 @@ class DaskCounting(CountingBackend):
         if other is not None:
             if other.n_samples != self.n_samples:
                 raise ValueError(f"the two code tables have {self.n_samples} and {other.n_samples} samples")
-            blocks.append(other.codes.rechunk({0: self.codes.chunks[0]}))
+            if is_dask_array(other.codes):
+                blocks.append(other.codes.rechunk({0: self.codes.chunks[0]}))
+            else:  # an in-memory table beside Dask codes (e.g. measures' ``Yd`` columns): cut to the same row chunks
+                import dask.array as da
+                blocks.append(da.from_array(np.asarray(other.codes), chunks=(self.codes.chunks[0], -1)))
         groups = self.groups if per_class else None
         size_I, size_J = (np.arange(self.n_genes)[genes_I].size, np.arange(cols.n_genes)[genes_J].size)
         result_bytes = C * self.nb * size_I * cols.nb * size_J * np.dtype(self.count_dtype).itemsize

@@ -482,9 +482,11 @@ def within_batch_standardized(X, batch):
 
 def _dask_within_batch_standardized(X, batch):
     import dask.array as da
+    from dask.base import tokenize
 
     from .._kernels.counting_dask import sample_chunked
     from .._kernels.discretize_dask import dask_group_scaled_moments
+    from .._validation import CHECKED_CHUNKS
 
     X = sample_chunked(X)
     n, m = X.shape
@@ -497,8 +499,11 @@ def _dask_within_batch_standardized(X, batch):
         sd = np.sqrt(ss[b] / sizes[b]) * s[b]
         inv_sds[b] = np.divide(np.sqrt(batch.weights[b] * n / sizes[b]), sd, out=np.zeros(m), where=sd > 0)
     G = da.from_array(codes[:, None], chunks=(X.chunks[0], 1))
+    # dense float64 chunks, as the meta says: named as checked, so that validating it again adds no layer (and the
+    # passes memoized for it are reused)
     return da.map_blocks(_chunk_within_batch, X, G, means=means, inv_sds=inv_sds, dtype=np.float64,
-                         chunks=X.chunks, meta=np.empty((0, 0)))
+                         chunks=X.chunks, meta=np.empty((0, 0)),
+                         name=f"{CHECKED_CHUNKS}within-batch-{tokenize(X, codes, means, inv_sds)}")
 
 
 def _chunk_within_batch(x, g, *, means, inv_sds):
