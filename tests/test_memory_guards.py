@@ -117,6 +117,44 @@ def test_correlation_blocks_shrink_to_the_available_memory(monkeypatch, tall_spa
         measures.correlation(tall_sparse)
 
 
+def test_correlation_blocks_of_a_dense_ish_sparse_x_count_the_column_slices(monkeypatch):
+    """Beside its dense blocks, a sparse block holds X's column slice and its float64 copy (20 bytes per stored
+    entry of a float32 CSR): at 30% non-zero the blocks chosen for a 60 MB budget peaked at 65 MB, over the 48 MB
+    the guard allows; the widths now count the slices of the genes with the most entries."""
+    X = sp.random(20000, 300, density=0.3, format="csr", random_state=2, dtype=np.float32)
+    X.data = np.log1p(10 * X.data)
+    mom = corr.scaled_column_moments(X)
+    want = corr.pearson(X, absolute=True, moments=mom)
+    _budget(monkeypatch, 60 * 2**20)
+    got, peak = _peak(corr.pearson, X, absolute=True, moments=mom)
+    assert peak <= 0.8 * 60 * 2**20
+    assert np.allclose(got, want, rtol=0, atol=1e-12)
+    per_gene = np.sort(np.bincount(X.indices, minlength=300))[::-1]
+    assert corr.sparse_slice_bytes(X, 2048)[9] == 20 * per_gene[:10].sum()   # 4 + 4 and 8 + 4 bytes per entry
+
+
+def test_within_batch_standardisation_holds_three_dense_copies(monkeypatch):
+    """The in-memory within-batch standardisation (|correlation| or Hall's relevance with batches) held X as
+    dense float64, the result, a batch's centred rows and their squares: 4 dense copies.  The rows are now
+    standardised in place, their squares summed by column blocks: 3 copies and one block, and the same bits as
+    the whole-matrix formula (checked against it here)."""
+    from bioqpfs.selectors._common import Batches, within_batch_standardized
+
+    monkeypatch.setattr(corr, "MOMENT_BLOCK_BYTES", 2**20)
+    n, m = 6000, 400
+    X = sp.random(n, m, density=0.3, format="csr", random_state=1, dtype=np.float32)
+    codes = np.repeat([0, 1, 2], [4000, 1500, 500])
+    batch = Batches(codes, np.array(["a", "b", "c"]), "equal", "pooled")
+    W, peak = _peak(within_batch_standardized, X, batch)
+    assert peak <= 3 * 8 * n * m + 2**20 + 2**18
+    D = X.toarray().astype(np.float64)
+    for b in range(3):   # the whole-matrix formula, bit for bit
+        xb = D[codes == b] - D[codes == b].mean(axis=0)
+        sd = np.sqrt((xb ** 2).mean(axis=0))
+        want = np.divide(xb, sd, out=np.zeros_like(xb), where=sd > 0) * np.sqrt(batch.weights[b] * n / xb.shape[0])
+        assert np.array_equal(W[codes == b], want)
+
+
 def test_standardised_blocks_leave_x_alone():
     rng = np.random.default_rng(3)
     X = rng.standard_normal((50, 6))

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from numba import njit
 
 __all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales",
-           "divide_columns", "column_blocks", "dense_columns", "MOMENT_BLOCK_BYTES", "product_block_width",
+           "divide_columns", "column_blocks", "dense_columns", "MOMENT_BLOCK_BYTES", "product_block_width", "sparse_slice_bytes",
            "MIN_PRODUCT_BLOCK"]
 
 EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
@@ -259,7 +259,7 @@ def pearson(X, *, rows=None, dtype=np.float64, block=2048, absolute=False, momen
     from .counting_dask import is_dask_array
 
     if not is_dask_array(X):
-        block = product_block_width(n, m, block, out_bytes)
+        block = product_block_width(n, m, block, out_bytes, sparse_bytes=sparse_slice_bytes(X, block))
     out = np.empty((row_idx.size, m), dtype=dtype)
     if is_dask_array(X):
         _dask_pearson(X, row_idx, mean, scale, s, block, out, absolute=absolute)
@@ -277,9 +277,25 @@ def pearson(X, *, rows=None, dtype=np.float64, block=2048, absolute=False, momen
 MIN_PRODUCT_BLOCK = 64
 
 
-def product_block_width(n, m, block, out_bytes=0):
+def sparse_slice_bytes(X, block):
+    """``b[w - 1]``: the bytes that :func:`_standardised` holds beside its dense block for a ``w``-gene block of a
+    sparse X (``w <= block``), at most: the sparse column slice and, unless X is float64, its float64 copy, for the
+    ``w`` genes with the most stored entries.  ``None`` for a dense X."""
+    if not sp.issparse(X):
+        return None
+    X = X if X.format in ("csr", "csc") else X.tocsr()
+    col_nnz = np.diff(X.indptr) if X.format == "csc" else np.bincount(X.indices, minlength=X.shape[1])
+    per_entry = X.data.itemsize + X.indices.itemsize
+    if X.dtype != np.float64:
+        per_entry += 8 + X.indices.itemsize
+    top = np.sort(col_nnz)[::-1][:max(1, min(block, X.shape[1]))]
+    return per_entry * np.cumsum(top, dtype=np.int64)
+
+
+def product_block_width(n, m, block, out_bytes=0, *, sparse_bytes=None):
     """Genes per standardised block of :func:`pearson` on ``n`` samples: ``block`` (at most ``m``) where two
-    ``n x block`` float64 blocks and their product fit beside the ``out_bytes`` output in 0.8 of the available
+    ``n x block`` float64 blocks and their product (and, for a sparse X, the column slice behind a block,
+    ``sparse_bytes`` of :func:`sparse_slice_bytes`) fit beside the ``out_bytes`` output in 0.8 of the available
     memory (:func:`bioqpfs._validation.available_memory`), else as many as fit; refused (a ``MemoryError``)
     when not even :data:`MIN_PRODUCT_BLOCK` genes fit.  The products' rounding depends on the block width (the
     GEMM tiling), so a full-width block is kept wherever it fits: results differ in the last bits only where
@@ -287,14 +303,17 @@ def product_block_width(n, m, block, out_bytes=0):
     from .._validation import available_memory, memory_guard
 
     def need(b):
-        return out_bytes + 2 * 8 * n * b + 8 * b * b
+        b = np.asarray(b)
+        extra = 0 if sparse_bytes is None else sparse_bytes[np.minimum(b, sparse_bytes.size) - 1]
+        return out_bytes + 2 * 8 * n * b + 8 * b * b + extra
 
     width = max(1, min(block, m))
     avail, _ = available_memory()
     if avail is not None and need(width) > 0.8 * avail:
-        fit = int((0.8 * avail - out_bytes) // (2 * 8 * n + 8 * width))
-        width = max(min(width, MIN_PRODUCT_BLOCK), min(width, fit))
-    memory_guard(need(width), f"the {n} x {width} float64 standardised gene blocks of the correlation "
+        widths = np.arange(1, width + 1)
+        fit = widths[need(widths) <= 0.8 * avail]
+        width = max(min(width, MIN_PRODUCT_BLOCK), int(fit[-1]) if fit.size else 0)
+    memory_guard(int(need(width)), f"the {n} x {width} float64 standardised gene blocks of the correlation "
                  f"(with its output)", ["genes", "samples"])
     return width
 

@@ -464,8 +464,8 @@ def within_batch_standardized(X, batch):
     if is_dask_array(X):
         return _dask_within_batch_standardized(X, batch)
     n, m = X.shape
-    # X as dense float64, the result, and one batch's centred rows with their squares: at most 4 dense copies
-    memory_guard(4 * 8 * n * m, f"the {n} x {m} dense within-batch standardised copy of X (|correlation| or Hall's "
+    # X as dense float64, the result and one batch's rows, standardised in place (their squares by column blocks)
+    memory_guard(3 * 8 * n * m + min(8 * n * m, _corr.MOMENT_BLOCK_BYTES), f"the {n} x {m} dense within-batch standardised copy of X (|correlation| or Hall's "
                  "relevance with batches)", ["similarity='mi' with relevance='mi' (counted without a dense copy)",
                                              "genes", "pass X as a Dask array chunked by samples (standardised "
                                                       "chunk by chunk)"])
@@ -473,10 +473,15 @@ def within_batch_standardized(X, batch):
     out = np.zeros_like(X)
     for b in range(len(batch.names)):
         rows = np.flatnonzero(batch.codes == b)
-        xb = X[rows] - X[rows].mean(axis=0)
-        sd = np.sqrt((xb ** 2).mean(axis=0))
-        scale = np.sqrt(batch.weights[b] * n / rows.size)
-        out[rows] = np.divide(xb, sd, out=np.zeros_like(xb), where=sd > 0) * scale
+        xb = X[rows]
+        xb -= xb.mean(axis=0)
+        sd = np.empty(m)
+        for j0, j1 in _corr.column_blocks(xb, _corr.MOMENT_BLOCK_BYTES):   # a column's sum runs down the rows whatever the block: same bits
+            sd[j0:j1] = np.sqrt((xb[:, j0:j1] ** 2).mean(axis=0))
+        np.divide(xb, sd, out=xb, where=sd > 0)
+        xb[:, sd <= 0] = 0.0
+        xb *= np.sqrt(batch.weights[b] * n / rows.size)
+        out[rows] = xb
     return out
 
 
