@@ -23,6 +23,40 @@ import threading
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
+#: set when an HDF5 write of this process failed (see :func:`_hdf5_write`)
+_hdf5_write_failed = False
+
+
+class _hdf5_write:
+    """Context of one h5ad write.  A write that fails part-way (a full disk, ``ulimit -f``) leaves HDF5 with
+    objects it cannot flush: h5py prints an "Exception ignored" traceback for each as it frees them, and with
+    h5py >= 3.16 (anndata 0.13) the process then segfaults at exit while HDF5 closes the file.  What is printed
+    to ``sys.stderr`` while the block runs is held (dropped if it fails, where the CLI's one-line error says what
+    happened; passed on otherwise), and a failure is recorded so that :func:`main` of the command line leaves
+    without HDF5's exit handlers."""
+
+    def __enter__(self):
+        import io
+
+        # Cython prints the freeing tracebacks to sys.stderr, then passes them to sys.unraisablehook
+        self.held, self.previous = [], sys.unraisablehook
+        self.stderr, sys.stderr = sys.stderr, io.StringIO()
+        sys.unraisablehook = self.held.append
+        return self
+
+    def __exit__(self, kind, value, tb):
+        global _hdf5_write_failed
+        printed, sys.stderr = sys.stderr.getvalue(), self.stderr
+        sys.unraisablehook = self.previous
+        if kind is not None:
+            _hdf5_write_failed = True
+        else:
+            sys.stderr.write(printed)
+            for unraisable in self.held:
+                self.previous(unraisable)
+        self.held = []
+        return False
+
 
 class _Terminated(BaseException):
     """SIGTERM, raised in the main thread so that every cleanup (temporary output files) runs."""
@@ -773,7 +807,8 @@ def _cmd_select(args):
                             **params)
         key = _registry.result_key(args.method, args.key_added)
         with atomic_outputs() as stage:  # -o, --tsv and --plot together, or none of them
-            _write_result(adata, stage(args.output), loaded)
+            with _hdf5_write():
+                _write_result(adata, stage(args.output), loaded)
             if args.tsv:
                 _write_table(get.selection_df(adata, key), args.tsv, stage(args.tsv))
             if args.plot:
@@ -805,7 +840,7 @@ def _cmd_datasets(args):
     _check_paths(args, [("-o", args.output, _H5AD)])
     adata = datasets.load(args.name)
     if args.output:
-        with atomic_path(args.output) as tmp:
+        with atomic_path(args.output) as tmp, _hdf5_write():
             adata.write_h5ad(tmp)
     else:
         print(adata)
@@ -949,6 +984,10 @@ def main(argv=None):
         if isinstance(e, KeyError) and msg.startswith(("'", '"')):
             msg = msg.strip("'\"")
         print(f"bioqpfs: error: {msg}", file=sys.stderr)
+        if argv is None and _hdf5_write_failed:  # the command line's own process: skip HDF5's exit handlers
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_FAILURE)
         return EXIT_FAILURE
     finally:
         if in_main:
