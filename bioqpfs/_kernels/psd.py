@@ -250,4 +250,15 @@ def min_eigenvalue_with_safety(Q):
     if floor > 0 and definite_beyond(G, floor):
         return floor
     lam, info = simplex_qp.smallest_eigenvalue(G, return_info=True)
-    return lam * (1.0 + 10 * info["tol"])
+    return _rounded_down(lam * (1.0 + 10 * info["tol"]))
+
+
+def _rounded_down(value, bits=32):
+    """``value`` rounded toward -inf to ``bits`` significant bits (a lower bound stays one).  ARPACK draws its
+    restart vectors from a LAPACK seed kept for the whole process (arpack-ng issues 218, 287), so repeated
+    Lanczos runs on the same Q return Ritz values a few ulp apart and every psd shift, hence every weight, moved
+    in the last bits from call to call; on the 2^-32 relative grid (below the 1e-9 safety margin) they agree."""
+    if value == 0 or not np.isfinite(value):
+        return value
+    step = np.ldexp(1.0, int(np.frexp(value)[1]) - bits)
+    return float(np.floor(value / step) * step)
