@@ -435,3 +435,16 @@ def test_auto_n_genes_bad_values(rng, bad, match):
     with pytest.raises(ValueError, match=match):
         bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=bad)
     assert "qpfs" not in a.uns and "qpfs_rank" not in a.var
+
+
+@pytest.mark.parametrize("method", ["random", "ikm_qpfs"])
+def test_a_seed_object_is_recorded_alike_by_every_method(method):
+    """A Generator or RandomState seed is recorded as its str ('Generator(PCG64)') for every method; the random
+    baseline wrote 'generator' for both kinds."""
+    rng = np.random.default_rng(0)
+    adata = ad.AnnData(rng.poisson(2.0, (60, 12)).astype(np.float32))
+    adata.obs["cls"] = pd.Categorical(np.repeat(["a", "b", "c"], 20))
+    for seed, want in ((np.random.default_rng(1), "Generator(PCG64)"),
+                       (np.random.RandomState(1), "RandomState(MT19937)")):
+        bioqpfs.tl.select_genes(adata, "cls", method=method, n_genes=3, random_state=seed)
+        assert adata.uns[method]["params"]["random_state"] == want

@@ -401,7 +401,8 @@ def random_genes(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None,
     ranking = forced_first(rng.permutation(m), P)
     weights = np.zeros(m)
     weights[ranking] = (m - np.arange(m)) / m
-    seed = random_state if isinstance(random_state, (int, np.integer)) or random_state is None else "generator"
+    # a Generator or RandomState recorded as tl records every method's (its str: 'Generator(PCG64)')
+    seed = random_state if isinstance(random_state, (int, np.integer)) or random_state is None else str(random_state)
     return Selection("random", weights, ranking, n_genes=n_genes,
                      params=dict(n_genes=n_genes, random_state=seed if seed is None or isinstance(seed, str)
                                  else int(seed), **preselected_record(P, feature_names)),
