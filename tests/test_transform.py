@@ -169,3 +169,21 @@ def test_hsfs_degenerate_bandwidth_is_named(sigma):
     assert bioqpfs.select(X, y, method="hsfs", n_genes=2, random_state=0).ranking[0] == 1
     with pytest.raises(ValueError, match=r"bandwidth sigma=1e[+-]08 on z-scored genes is flat"):
         bioqpfs.select(X, y, method="hsfs", n_genes=2, sigma=sigma, random_state=0)
+
+
+def test_ldfs_gives_one_panel_for_int_labels_and_their_text():
+    """The same classes coded in another order (int labels sort 2 before 10, their text "10" before "2": select
+    with ints, tl / the CLI / R with text) summed LDFS's class means in another order, and the non-convex path,
+    steered by the last bits, ended on another panel (here 2 of 8 genes apart).  The classes are now put in the
+    labels' sorted order (numeric text by value) first: the same input to the path, bit for bit."""
+    import bioqpfs
+
+    rng = np.random.default_rng(9)
+    y = np.arange(240) % 12
+    X = rng.normal(size=(240, 50))
+    X[:, :24] += (y[:, None] == np.arange(24) % 12) * 1.5
+    as_int = bioqpfs.select(X, y, method="ldfs", n_genes=8)
+    for labels in (y.astype(str), np.array([f"{v:02d}" for v in y]), y.astype(float)):
+        other = bioqpfs.select(X, labels, method="ldfs", n_genes=8)
+        np.testing.assert_array_equal(other.ranking, as_int.ranking)
+        assert np.array_equal(other.weights, as_int.weights)

@@ -452,6 +452,23 @@ def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped
                            strata_weights=None if batch is None else batch.weights)
 
 
+def sorted_class_order(classes):
+    """Positions of ``classes`` in sorted order of the labels: by value when they compare (numbers, text; text
+    that is all numbers, as a CSV column, a scanpy leiden column or an R factor of ids gives, by its numeric
+    value, so ``"10"`` comes after ``"2"`` as 10 after 2), else by their text."""
+    values = np.asarray(classes, dtype=object)
+    try:
+        numbers = [float(v) for v in values]  # numeric text: the same order as the numbers themselves
+    except (TypeError, ValueError):
+        numbers = None
+    if numbers is not None and all(np.isfinite(numbers)):
+        return np.asarray(sorted(range(values.size), key=lambda i: numbers[i]), dtype=np.int64)
+    try:
+        return np.asarray(sorted(range(values.size), key=lambda i: values[i]), dtype=np.int64)
+    except TypeError:  # labels of mixed types
+        return np.asarray(sorted(range(values.size), key=lambda i: str(values[i])), dtype=np.int64)
+
+
 def within_batch_standardized(X, batch):
     """X with every gene centred and scaled within each batch, batch b scaled by ``sqrt(w_b N / n_b)``: the
     Pearson correlation of the result is ``sum_b w_b r_b``, the weighted within-batch correlation (dense

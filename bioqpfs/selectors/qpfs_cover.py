@@ -61,6 +61,7 @@ from ._common import (
     resolve_preselected,
     similarity_and_relevance,
     similarity_guard,
+    sorted_class_order,
     warn_constant,
 )
 from ._qp import (
@@ -89,23 +90,6 @@ DIRECTIONS = ("up", "both")
 #: the diagonal of Q in every per-class problem: ``"entropy"``, Q_ii = I(X_i; X_i) = H(X_i) (QPFS, section 2.1);
 #: ``"constant"``, Q_ii = 0 and the psd fix's lambda I for all genes (Nguyen et al. 2014, section 2.2, eq. 13)
 SELF_REDUNDANCIES = ("entropy", "constant")
-
-
-def sorted_class_order(classes):
-    """Positions of ``classes`` in sorted order of the labels: by value when they compare (numbers, text; text
-    that is all numbers, as a CSV column, a scanpy leiden column or an R factor of ids gives, by its numeric
-    value, so ``"10"`` comes after ``"2"`` as 10 after 2), else by their text."""
-    values = np.asarray(classes, dtype=object)
-    try:
-        numbers = [float(v) for v in values]  # numeric text: the same order as the numbers themselves
-    except (TypeError, ValueError):
-        numbers = None
-    if numbers is not None and all(np.isfinite(numbers)):
-        return np.asarray(sorted(range(values.size), key=lambda i: numbers[i]), dtype=np.int64)
-    try:
-        return np.asarray(sorted(range(values.size), key=lambda i: values[i]), dtype=np.int64)
-    except TypeError:  # labels of mixed types
-        return np.asarray(sorted(range(values.size), key=lambda i: str(values[i])), dtype=np.int64)
 
 
 @doc_params(n_bins=N_BINS_DOC, batch_doc=BATCH_DOC)

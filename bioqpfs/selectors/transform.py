@@ -75,6 +75,11 @@ Choices
 * Ranking: by ||w_j||_inf at the chosen lambda; rows at zero by the largest lambda of the path at
   which they were still non-zero, then by ||w_j||_inf at lambda_1 (stored as ``relevance``), then
   by index.  ``weights`` = ||w_j||_inf at the chosen lambda.
+* Reproducibility: the criteria are non-convex and the lambda path is not monotone in the number of
+  rows, so last-bit differences of the input can end it on another panel.  The same data in the same
+  sample order give the same panel bit for bit, whatever the label type: the classes are put in the
+  labels' sorted order first (numeric text by value), so int labels and their text sum the class means
+  alike.  Another sample order, or data that differ in the last bits, may give another panel.
 """
 from __future__ import annotations
 
@@ -93,7 +98,7 @@ from .._kernels.counting_dask import compute, is_dask_array, sample_chunked, tak
 from .._kernels.ranking import rank_descending
 from .._selection import ZERO_RELEVANCE, Selection, check_informative
 from .._validation import Interval, check_n_genes, check_random_state, memory_guard, parameter_constraints
-from ._common import forced_first, prepare, preselected_record, resolve_preselected, warn_constant
+from ._common import forced_first, prepare, preselected_record, resolve_preselected, sorted_class_order, warn_constant
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -423,6 +428,12 @@ def _transform_selector(method, X, y, *, n_genes, n_components, random_state, fe
     t0 = time.perf_counter()
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     warn_constant(constant, feature_names)
+    # the classes in the labels' sorted order (numeric text by value), whatever their codes: the class sums of the
+    # criteria then add up in one order on every face (int labels in select, their text in tl, the CLI or R), and
+    # the non-convex path, which last-bit differences can steer to another panel, gets the same input
+    rank = np.empty(classes.size, dtype=np.int64)
+    rank[sorted_class_order(classes)] = np.arange(classes.size)
+    y_codes = rank[y_codes]
     n, m = X.shape
     n_genes = check_n_genes(n_genes, m)
     P_all = resolve_preselected(preselected, m, feature_names, n_genes, constant)
