@@ -536,3 +536,18 @@ def test_pure_interaction_pair_is_selected_not_refused():
     H = np.random.default_rng(1).normal(size=(6, 5))  # classes with identical samples: still refused
     with pytest.raises(ValueError, match="no gene carries information"):
         bioqpfs.select(np.vstack([H, H]), np.repeat([0, 1], 6), method="spec_cmi", n_genes=2)
+
+
+@pytest.mark.parametrize("m", [8, 20])
+def test_nystrom_at_rate_one_equals_exact_spec_cmi_on_copies(m):
+    """Copies of one gene: Q = c I, every vector is a dominant eigenvector.  Exact SPEC_CMI returns the all-ones
+    start vector (equal weights); Nystrom at nystrom_rate=1 (Q_hat = Q) took U[:, 0] of LAPACK, an arbitrary
+    vector of the eigenspace: weight 1 on one copy.  It now returns the all-ones vector too, as documented."""
+    rng = np.random.default_rng(1)
+    y = np.arange(60) % 3
+    X = np.repeat((rng.normal(size=60) + 1.5 * (y == 0))[:, None], m, axis=1)
+    exact = bioqpfs.select(X, y, method="spec_cmi", n_genes=3)
+    nys = bioqpfs.select(X, y, method="spec_cmi_nystrom", n_genes=3, nystrom_rate=1.0)
+    np.testing.assert_allclose(exact.weights, np.full(m, 1 / np.sqrt(m)), rtol=1e-12)
+    np.testing.assert_allclose(nys.weights, exact.weights, rtol=1e-12)
+    np.testing.assert_array_equal(nys.ranking, exact.ranking)

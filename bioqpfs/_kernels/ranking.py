@@ -16,7 +16,11 @@ __all__ = ["RANK_REL_TOL", "snap_ties", "rank_descending", "round_robin"]
 
 #: values closer than this, relative to the largest magnitude among those compared, are ties.
 #: Information and correlation scores are computed in float64 to ~1e-15 relative; solver weights
-#: to ~1e-12 and better: 1e-9 is far above the noise and far below any real difference.
+#: to ~1e-12 and better: 1e-9 is far above the noise and far below any real difference.  Not so for exact
+#: copies under a QP made nearly singular on purpose (EQPFS's and the default recipe's psd shift leave a
+#: curvature of ~1e-9 along the copies' difference): their weights differ by 1e-8 - 1e-6 relative, so the
+#: order among copies there is the solver's (deterministic for the same input, not by index); a QP with a
+#: singular Q (``psd_fix="none"``) puts a copy's weight on whichever copy its active set reaches.
 RANK_REL_TOL = 1e-9
 
 
