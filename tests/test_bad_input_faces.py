@@ -204,9 +204,24 @@ def test_tl_refuses_foreign_keys_and_keeps_their_content():
     with pytest.raises(ValueError, match="z_weight that were not written by bioqpfs"):
         tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added="z")
     assert a.var["z_weight"].eq("mine").all() and "z" not in a.uns
-    for bad in ("a/b", ""):
+    for bad in ("a/b", "", " ", ".", "..", "a\\b"):
         with pytest.raises(ValueError, match="key_added must be a non-empty string without '/'"):
             tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added=bad)
+    assert set(a.uns) == {"pca"}
+
+
+def test_a_key_with_dots_round_trips_with_the_other_uns_entries(tmp_path):
+    """key_added='.' was accepted and written as uns/., the uns group itself: read back, every other .uns entry
+    was gone (and write_zarr failed).  '.' and '..' are refused (above); a key holding dots is an ordinary name."""
+    import anndata as ad
+
+    a = _adata()
+    a.uns["mine"] = {"x": 1}
+    tl.select_genes(a, "cls", method="maxrel", n_genes=3, key_added="run.v1")
+    a.write_h5ad(tmp_path / "a.h5ad")
+    b = ad.read_h5ad(tmp_path / "a.h5ad")
+    assert set(b.uns) == {"mine", "run.v1"} and b.uns["mine"]["x"] == 1
+    np.testing.assert_array_equal(b.var["run.v1_rank"], a.var["run.v1_rank"])
 
 
 def test_get_selection_df_ignores_a_longer_key():

@@ -50,8 +50,11 @@ def _check_key(adata, key):
     selection (e.g. scanpy's ``"pca"``), or a ``<key>_weight``/``_rank``/``_selected`` column of
     ``.var`` that no bioqpfs run under ``key`` wrote (see :func:`_check_foreign` for the others).
     """
-    if not isinstance(key, str) or not key or "/" in key:
-        raise ValueError(f"key_added must be a non-empty string without '/', got {key!r}")
+    # '/' and '\\' separate groups and '.' / '..' name them in h5py and zarr: written, such a key replaced or
+    # restructured the file's .uns (key_added='.' wrote uns/., the uns group itself, and lost every other entry)
+    if not isinstance(key, str) or not key.strip() or key in (".", "..") or any(c in key for c in "/\\"):
+        raise ValueError(f"key_added must be a non-empty string without '/' or '\\', and not '.' or '..' (h5ad "
+                         f"and zarr read those as paths), got {key!r}")
     if key in adata.uns and not is_record(adata.uns[key]):
         raise ValueError(f"adata.uns[{key!r}] exists and was not written by bioqpfs; choose another key_added "
                          "so that it is not overwritten")
@@ -251,7 +254,8 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         (:func:`bioqpfs.batch_methods` lists those with one) refuse it.  With ``n_genes="auto"`` the
         cross-validated selections use the training folds' batches too (stratified k-fold, as without).
     key_added : str, optional
-        Prefix of the written keys; default the method name, ``"bioqpfs"`` for the default recipe.  A non-empty string without ``"/"``.
+        Prefix of the written keys; default the method name, ``"bioqpfs"`` for the default recipe.  A non-empty
+        string without ``"/"`` or a backslash, and not ``"."`` or ``".."`` (paths to h5py and zarr).
         Re-running under a key that holds a bioqpfs selection replaces it: the ``.var`` columns the
         earlier run wrote (listed in ``.uns[key]["var_columns"]``) are dropped first, so no column of
         the earlier method is left behind; other columns, even if named ``<key>_*`` (e.g. a user's
