@@ -5,6 +5,7 @@ import errno
 import os
 import re
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -117,7 +118,8 @@ def atomic_path(path):
     directory (so the final ``os.replace`` is atomic), flushed to the disk (``fsync``) before the
     replace and the directory after it, so a crash of the machine right after leaves the old file
     or the whole new one, never an empty one.  The result gets the mode a plain ``open()`` would
-    give it (``0666 & ~umask``).  The temporary file is removed on every exit path (error, signal;
+    give it (``0666 & ~umask`` for a new file; an existing file keeps its mode).  The temporary file is
+    removed on every exit path (error, signal;
     not ``kill -9``, which leaves only a hidden temporary file, never a partial ``path``).  A
     symbolic link is followed (the file it names is replaced, as ``open()`` would write it); an
     existing non-regular file (``/dev/null``, ``/dev/full``, a FIFO) is written directly, since it
@@ -144,10 +146,17 @@ class _Staged:
         self._hold = hold     # enters _held_signals() for the rest of the block; None once entered
 
     def __call__(self, path):
-        path = os.path.realpath(os.fspath(path))
+        given = os.fspath(path)
+        # a device or FIFO as named (``/dev/stdout`` of a pipe: its real path, /proc/<pid>/fd/pipe:[N], does not
+        # exist, so it must be checked before realpath): nothing to replace, nothing to flush
+        if os.path.exists(given) and not os.path.isfile(given) and not os.path.isdir(given):
+            self.current = given
+            self.entries.append((given, None))
+            return given
+        path = os.path.realpath(given)
         self.current = path
         if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
-            self.entries.append((path, None))  # a device or FIFO: nothing to replace, nothing to flush
+            self.entries.append((path, None))
             return path
         if self._hold is not None:  # not for a device alone: a Ctrl-C must still end a write blocked on a FIFO
             self.received, self._hold = self._hold(), None
@@ -177,7 +186,8 @@ class _Staged:
         mode = 0o666 & ~_umask()  # mkstemp creates the file 0600; give the result the mode a plain open() would
         for path, tmp in files:
             self.current = path
-            os.chmod(tmp, mode)
+            # an existing file keeps its mode, as open() rewriting it would (a 0600 result stayed private)
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode) if os.path.isfile(path) else mode)
             _fsync(tmp)
         backups, done = {}, []
         try:

@@ -3,6 +3,7 @@ writes, and faults on the output side (a full disk, a file-size limit, an unwrit
 
 Faults run in subprocesses, each bounded by a timeout; the data are small so each test takes seconds.
 """
+import io
 import os
 import signal
 import stat
@@ -196,6 +197,31 @@ def test_output_mode_is_0666_minus_umask(tmp_path, umask):
         """, tmp_path / "o.txt", oct(umask), timeout=60)
     assert r.returncode == 0, r.stderr
     assert stat.S_IMODE(os.stat(tmp_path / "o.txt").st_mode) == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o444])
+def test_an_existing_output_keeps_its_mode(tmp_path, mode):
+    """A rewritten output kept the new-file mode 0666 & ~umask: a private 0600 result became world-readable."""
+    from bioqpfs._io import atomic_path
+
+    out = tmp_path / "o.tsv"
+    out.write_text("old")
+    os.chmod(out, mode)
+    with atomic_path(out) as tmp:
+        open(tmp, "w").write("new")
+    assert out.read_text() == "new" and stat.S_IMODE(os.stat(out).st_mode) == mode
+
+
+def test_a_table_to_dev_stdout_streams_into_a_pipe(tmp_path):
+    """``--tsv /dev/stdout`` with stdout a pipe: its real path (/proc/<pid>/fd/pipe:[N]) does not exist, and the
+    CLI ran the whole selection, then failed staging a temporary file there, writing no output at all."""
+    _h5ad(tmp_path / "in.h5ad")
+    r = _run(_CLI, "select", "in.h5ad", "--groupby", "cls", "--method", "maxrel", "--n-genes", "3", "-o", "out.h5ad",
+             "--tsv", "/dev/stdout", "--quiet", cwd=tmp_path, timeout=120)   # capture_output: stdout is a pipe
+    assert r.returncode == 0, r.stderr
+    table = pd.read_csv(io.StringIO(r.stdout), sep="\t")
+    assert list(table.columns[:3]) == ["gene", "rank", "weight"] and table["rank"].tolist()[:3] == [1, 2, 3]
+    assert (tmp_path / "out.h5ad").is_file()
 
 
 def test_failed_flush_or_block_leaves_old_file_and_no_temporary(tmp_path, monkeypatch):
