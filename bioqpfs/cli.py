@@ -381,15 +381,24 @@ def _write_table(df, path, tmp):
     .csv/.csv.gz name, else tab-separated; gzip-compressed for a .gz name, with ``path``'s name in the gzip
     header (``gunzip -N`` restores that name, not the temporary file's)."""
     sep = _separator(path)
+    # a carriage return inside a name ends a line for pandas' and R's readers, but pandas' writer quotes only the
+    # separator, quotes and "\n": such tables quote every text field
+    kw = dict(sep=sep, index=False)
+    text = [c for c in df.columns if df[c].dtype.kind not in "biufcmM"]   # object, string or categorical columns
+    if any(df[c].astype(str).str.contains("\r", regex=False).any() for c in text) \
+            or any("\r" in str(c) for c in df.columns):
+        import csv
+
+        kw["quoting"] = csv.QUOTE_NONNUMERIC
     if not str(path).lower().endswith(".gz"):
-        df.to_csv(tmp, sep=sep, index=False)
+        df.to_csv(tmp, **kw)
         return
     import gzip
     import io
 
     with open(tmp, "wb") as raw, gzip.GzipFile(filename=os.path.basename(path), mode="wb", fileobj=raw) as gz, \
             io.TextIOWrapper(gz, encoding="utf-8", newline="") as text:
-        df.to_csv(text, sep=sep, index=False)
+        df.to_csv(text, **kw)
 
 
 #: an .h5ad file or zarr store larger than this on disk (1 GiB) is read lazily (X read in sample chunks) unless

@@ -534,3 +534,25 @@ def test_lazy_with_a_table_is_refused(tmp_path):
             str(tmp_path / "o.h5ad"), "--quiet")
     assert r.returncode == 1 and "--lazy reads an .h5ad or a zarr store" in r.stderr, r.stderr
     assert not (tmp_path / "o.h5ad").exists()
+
+
+@pytest.mark.parametrize("suffix,sep", [(".tsv", "\t"), (".csv", ",")])
+def test_gene_names_with_a_carriage_return_read_back_from_the_table(tmp_path, suffix, sep):
+    """pandas' writer quotes the separator, quotes and newlines, not a carriage return, which ends a line for
+    pandas' and R's readers: names 'g0<CR>' and 'g1<CR>X' read back as 42 rows for 40 genes, rank 1 without a gene."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(["a", "b"], 20)
+    X = rng.normal(size=(40, 12)) + 2.0 * (y == "b")[:, None] * (np.arange(12) < 2)
+    names = [f"g{j}" for j in range(12)]
+    names[0], names[1] = "g0\r", "g1\rX"
+    a = ad.AnnData(X, obs=pd.DataFrame({"cls": pd.Categorical(y)}, index=[f"c{i}" for i in range(40)]),
+                   var=pd.DataFrame(index=names))
+    a.write_h5ad(tmp_path / "in.h5ad")
+    table = tmp_path / f"out{suffix}"
+    r = run("select", str(tmp_path / "in.h5ad"), "--groupby", "cls", "--method", "maxrel", "--n-genes", "3", "-o",
+            str(tmp_path / "out.h5ad"), "--tsv", str(table), "--quiet")
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(table, sep=sep)
+    b = ad.read_h5ad(tmp_path / "out.h5ad")
+    assert len(df) == 12 and df["rank"].tolist() == list(range(1, 13))
+    assert df["gene"].tolist() == list(b.var_names[np.argsort(b.var["maxrel_rank"].to_numpy())])
