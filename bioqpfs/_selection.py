@@ -70,7 +70,7 @@ def check_informative(method, relevance, params=None):
             f"{pairs}")
 
 
-@dataclass
+@dataclass(eq=False)   # compared by identity (the generated == compared ndarray fields and raised); hashable
 class Selection:
     """Outcome of a gene selection.
 

@@ -448,3 +448,17 @@ def test_a_seed_object_is_recorded_alike_by_every_method(method):
                        (np.random.RandomState(1), "RandomState(MT19937)")):
         bioqpfs.tl.select_genes(adata, "cls", method=method, n_genes=3, random_state=seed)
         assert adata.uns[method]["params"]["random_state"] == want
+
+
+def test_selections_compare_by_identity_and_are_hashable():
+    """The dataclass's generated == compared the ndarray fields and raised ("truth value of an array is
+    ambiguous"), so `sel in [other]` failed too, and a Selection was unhashable."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 20)
+    X = rng.normal(size=(40, 6)) + 2.0 * y[:, None] * (np.arange(6) < 2)
+    sel = bioqpfs.select(X, y, method="maxrel", n_genes=2)
+    twin = pickle.loads(pickle.dumps(sel))
+    assert sel == sel and sel != twin and sel in [twin, sel] and len({sel, twin}) == 2
+    np.testing.assert_array_equal(twin.ranking, sel.ranking)
