@@ -172,6 +172,15 @@ def test_panel_saves_exactly_the_given_path(adata, tmp_path, monkeypatch, kind):
         pl.panel(adata, "qpfs", kind=kind, save="panel", show=False)
 
 
+def test_scanpy_style_save_values_get_a_clear_error(adata):
+    """scanpy's save=True / save='.png' (figures/<kind><suffix>): a bare TypeError from os.fspath, and '.png'
+    said the name must end in an image format although it does."""
+    with pytest.raises(TypeError, match=r"save= is the path of the file to write.*got True"):
+        pl.weights(adata, "qpfs", show=False, save=True)
+    with pytest.raises(ValueError, match=r"save='.png' is a suffix alone.*save='figures/weights.png'"):
+        pl.weights(adata, "qpfs", show=False, save=".png")
+
+
 def test_show_and_save(adata, tmp_path):
     out = tmp_path / "w.png"
     assert pl.weights(adata, "qpfs", show=True, save=str(out)) is None   # shown (no-op with Agg): returns None

@@ -46,7 +46,13 @@ def save_figure(fig, save):
 
     from .._io import atomic_path
 
+    if isinstance(save, bool) or not isinstance(save, (str, os.PathLike)):
+        raise TypeError(f"save= is the path of the file to write (e.g. save='figures/weights.png'), got {save!r}; "
+                        "scanpy's save=True / suffix convention is not used here")
     save = os.fspath(save)
+    if save.startswith(".") and os.path.splitext(save)[1] == "" and "/" not in save:   # ".png": a suffix alone
+        raise ValueError(f"save={save!r} is a suffix alone; give the path of the file to write, e.g. "
+                         f"save='figures/weights{save}' (scanpy's suffix convention is not used here)")
     ext = os.path.splitext(save)[1].lstrip(".").lower()
     formats = fig.canvas.get_supported_filetypes()
     if ext not in formats:
