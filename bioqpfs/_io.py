@@ -149,15 +149,13 @@ class _Staged:
         given = os.fspath(path)
         # a device or FIFO as named (``/dev/stdout`` of a pipe: its real path, /proc/<pid>/fd/pipe:[N], does not
         # exist, so it must be checked before realpath): nothing to replace, nothing to flush
-        if os.path.exists(given) and not os.path.isfile(given) and not os.path.isdir(given):
-            self.current = given
-            self.entries.append((given, None))
-            return given
         path = os.path.realpath(given)
-        self.current = path
-        if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        if os.path.exists(given) and not os.path.isfile(given) and not os.path.isdir(given):
+            path = path if os.path.exists(path) else given   # a link to /dev/full is named /dev/full
+            self.current = path
             self.entries.append((path, None))
             return path
+        self.current = path
         if self._hold is not None:  # not for a device alone: a Ctrl-C must still end a write blocked on a FIFO
             self.received, self._hold = self._hold(), None
         d = os.path.dirname(path)
