@@ -143,6 +143,8 @@ class _Staged:
         self.entries = []     # (final path, temporary path or None)
         self.current = None   # the output staged last: the one an error without a file name is about
         self.received = []    # signals held since the first file output was staged
+        self.created = []     # directories made for the outputs, deepest first (removed again if nothing is written)
+        self.committed = False
         self._hold = hold     # enters _held_signals() for the rest of the block; None once entered
 
     def __call__(self, path):
@@ -159,7 +161,12 @@ class _Staged:
         if self._hold is not None:  # not for a device alone: a Ctrl-C must still end a write blocked on a FIFO
             self.received, self._hold = self._hold(), None
         d = os.path.dirname(path)
+        missing, parent = [], d
+        while parent and not os.path.exists(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
         os.makedirs(d, exist_ok=True)
+        self.created = missing + self.created
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK,
                                    suffix=os.path.splitext(path)[1], dir=d)
         os.close(fd)
@@ -236,6 +243,7 @@ def atomic_outputs():
                 yield staged
                 if not staged.received:
                     staged.commit()
+                    staged.committed = True
             except (OSError, RuntimeError) as e:
                 err = staged.reworded(e)
                 if err is e:
@@ -245,6 +253,11 @@ def atomic_outputs():
                 for _, tmp in staged.entries:
                     if tmp is not None and os.path.exists(tmp):
                         os.remove(tmp)
+                for d in [] if staged.committed else staged.created:  # a failed run leaves no empty directory
+                    try:
+                        os.rmdir(d)
+                    except OSError:   # not empty (something else wrote there) or already gone
+                        pass
     finally:
         if staged is not None and staged.received:  # also when the block failed: the signal is what was asked for
             _deliver(staged.received[0])

@@ -224,6 +224,22 @@ def test_a_table_to_dev_stdout_streams_into_a_pipe(tmp_path):
     assert (tmp_path / "out.h5ad").is_file()
 
 
+def test_a_failed_block_leaves_no_directory_it_created(tmp_path):
+    """Output directories are made when an output is staged; a failed run left them behind, empty."""
+    from bioqpfs._io import atomic_outputs
+
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(RuntimeError, match="late failure"):
+        with atomic_outputs() as stage:
+            open(stage(tmp_path / "a" / "b" / "out.tsv"), "w").write("x")
+            open(stage(tmp_path / "kept" / "c" / "out.png"), "w").write("x")
+            raise RuntimeError("late failure")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"] and not list((tmp_path / "kept").iterdir())
+    with atomic_outputs() as stage:   # a successful run keeps them
+        open(stage(tmp_path / "a" / "b" / "out.tsv"), "w").write("x")
+    assert (tmp_path / "a" / "b" / "out.tsv").read_text() == "x"
+
+
 def test_failed_flush_or_block_leaves_old_file_and_no_temporary(tmp_path, monkeypatch):
     import errno
 
