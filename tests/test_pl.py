@@ -1,4 +1,6 @@
 """Plots render with Agg; the axes hold what the stored selection / error table says."""
+import inspect
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,6 +14,7 @@ from sklearn.metrics import mutual_info_score  # noqa: E402
 
 import bioqpfs  # noqa: E402
 from bioqpfs import measures, pl  # noqa: E402
+from bioqpfs._registry import method_function  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -428,3 +431,122 @@ def test_panel_and_redundancy_with_a_repeated_name_outside_the_panel_and_a_numer
     a.var_names = pd.Index(names.astype(str))
     with pytest.raises(ValueError, match=f"panel gene '{genes[0]}' is repeated in adata.var_names"):
         pl.redundancy(a, "qpfs", show=False)
+
+
+def _labelled(X, y, **obs):
+    import anndata as ad
+
+    n, m = X.shape
+    return ad.AnnData(X, obs=pd.DataFrame({"cls": y, **obs}, index=[f"s{i}" for i in range(n)]),
+                      var=pd.DataFrame(index=[f"g{i}" for i in range(m)]))
+
+
+def _class_genes(rng, y, m, shift=2.0):
+    """Positive expression (no zeros) of m genes, the first three shifted up in one class each."""
+    X = rng.lognormal(1.0, 0.5, size=(y.size, m))
+    for k, c in enumerate(np.unique(y)[:3]):
+        X[y == c, k] += shift
+    return X
+
+
+@pytest.mark.parametrize("method", ["mrmr_mid", "maxrel", "spec_cmi", "eqpfs"])
+def test_redundancy_after_mask_var_uses_the_rule_the_selection_applied(method):
+    """Only qpfs and qpfs_cover recorded discretization_used: for the other MI methods pl.redundancy decided
+    discretization="auto" again on the whole .X, here zero-heavy (zero_quantile), while the selection saw only
+    the masked genes, which have no zeros (mean_sd).  The drawn Q is now the MI of the masked panel under the rule
+    the selection applied."""
+    rng = np.random.default_rng(2)
+    y = np.repeat(["a", "b", "c"], [30, 30, 30])
+    X = np.zeros((y.size, 40))
+    X[:, :12] = _class_genes(rng, y, 12)
+    X[:, 12:] = rng.poisson(2.0, size=(y.size, 28)) * (rng.random((y.size, 28)) < 0.1)  # zero-heavy elsewhere
+    mask = np.arange(40) < 12
+    rule = measures.resolve_discretization(X[:, mask], "auto")
+    assert rule == "mean_sd" and measures.resolve_discretization(X, "auto") == "zero_quantile"  # the premise
+    adata = _labelled(X, y)
+    bioqpfs.tl.select_genes(adata, "cls", method=method, n_genes=5, mask_var=mask, discretization="auto")
+    params = adata.uns[method]["params"]
+    assert params["discretization"] == "auto" and params["discretization_used"] == rule
+    assert params.get("class_weight") is None
+    Q, genes, _, _ = pl._redundancy.redundancy_matrix(adata, method)
+    idx = adata.var_names.get_indexer(genes)
+    assert mask[idx].all()
+    np.testing.assert_allclose(Q, measures.mutual_information(X[:, idx], discretization=rule), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_redundancy_of_qpfs_uses_the_rule_decided_without_the_constant_genes():
+    """QPFS leaves the constant genes out of Q and discretised the others, deciding "auto" on them, but recorded
+    the rule decided on every gene: six all-zero genes made that zero_quantile, while mean_sd was applied."""
+    rng = np.random.default_rng(3)
+    y = np.repeat(["a", "b", "c"], [30, 30, 30])
+    X = np.zeros((y.size, 12))
+    X[:, :6] = _class_genes(rng, y, 6) * (rng.random((y.size, 6)) > 0.1)  # 10 % zeros; genes 6.. all zero
+    assert measures.resolve_discretization(X, "auto") == "zero_quantile"
+    assert measures.resolve_discretization(X[:, :6], "auto") == "mean_sd"
+    adata = _labelled(X, y)
+    with pytest.warns(UserWarning, match="constant"):
+        bioqpfs.tl.select_genes(adata, "cls", method="qpfs", n_genes=4, discretization="auto")
+    assert adata.uns["qpfs"]["params"]["discretization_used"] == "mean_sd"
+    Q, genes, _, _ = pl._redundancy.redundancy_matrix(adata, "qpfs")
+    idx = adata.var_names.get_indexer(genes)
+    assert (idx < 6).all()
+    np.testing.assert_allclose(Q, measures.mutual_information(X[:, idx], discretization="mean_sd"), rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["mrmr_mid", "maxrel", "jmi", "spec_cmi", "eqpfs"])
+def test_redundancy_of_a_selection_with_mdl_bins(method):
+    """discretization="mdl" cuts by the class labels: the labels were loaded only when discretization_used said
+    "mdl", which only qpfs recorded, so the other methods' plot failed ("pass the class labels y")."""
+    rng = np.random.default_rng(4)
+    y = np.repeat(["a", "b", "c"], [30, 30, 30])
+    X = _class_genes(rng, y, 10)
+    adata = _labelled(X, y)
+    bioqpfs.tl.select_genes(adata, "cls", method=method, n_genes=4, discretization="mdl")
+    assert adata.uns[method]["params"]["discretization_used"] == "mdl"
+    assert pl.redundancy(adata, method, show=False).images
+    Q, genes, _, _ = pl._redundancy.redundancy_matrix(adata, method)
+    codes = measures.discretize(X[:, adata.var_names.get_indexer(genes)], "mdl", y=y)
+    assert codes.max() > 0   # the cuts are not empty
+    np.testing.assert_allclose(Q, measures.mutual_information(codes, discretization=None), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["qpfs", "mrmr_mid", "spec_cmi", "eqpfs"])
+def test_redundancy_with_batches_and_no_class_weights(method):
+    """With batch_key and no class_weight the labels are not loaded, and the per-batch discretisation indexed the
+    missing labels (IndexError: array is 0-dimensional).  Q is sum_b (n_b / n) I_b, each batch binned on its own."""
+    rng = np.random.default_rng(5)
+    y = np.repeat(["a", "b", "c"], [40, 30, 20])
+    batch = rng.choice(["x", "y"], size=y.size)
+    X = _class_genes(rng, y, 10)
+    X[batch == "y"] *= 3.0  # a batch effect
+    adata = _labelled(X, y, b=batch)
+    bioqpfs.tl.select_genes(adata, "cls", method=method, n_genes=4, batch_key="b")
+    params = adata.uns[method]["params"]
+    assert params.get("class_weight") is None and params["batch_discretization"] == "per_batch"
+    assert params["discretization_used"] == "mean_sd"
+    assert pl.redundancy(adata, method, show=False).images
+    Q, genes, _, _ = pl._redundancy.redundancy_matrix(adata, method)
+    idx = adata.var_names.get_indexer(genes)
+    want = sum(np.mean(batch == b) * measures.mutual_information(X[np.ix_(batch == b, idx)]) for b in ("x", "y"))
+    np.testing.assert_allclose(Q, want, rtol=1e-9, atol=1e-12)
+
+
+CLUSTER_METHODS = ("tlkm_qpfs", "ikm_qpfs", "ikma_qpfs")
+
+
+@pytest.mark.parametrize("method", [m for m in bioqpfs.methods()
+                                    if "discretization" in inspect.signature(method_function(m)).parameters])
+def test_every_method_that_discretises_records_the_rule_it_applied(method):
+    """params["discretization_used"] is what pl.redundancy draws Q with: every method that discretises records
+    it (the rule its "auto" or default setting stood for on the genes it discretised)."""
+    rng = np.random.default_rng(6)
+    y = np.repeat([0, 1, 2], 20)
+    X = _class_genes(rng, y, 12)
+    sel = bioqpfs.select(X, y, method=method, n_genes=4)
+    assert sel.params["discretization_used"] == measures.resolve_discretization(X, sel.params["discretization"])
+    if method not in CLUSTER_METHODS:  # these refuse "auto" (cluster means are binned by the genes' own rule)
+        Z = X * (rng.random(X.shape) < 0.5)
+        sel = bioqpfs.select(Z, y, method=method, n_genes=4, discretization="auto")
+        assert sel.params["discretization"] == "auto" and sel.params["discretization_used"] == "zero_quantile"

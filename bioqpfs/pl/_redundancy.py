@@ -47,8 +47,9 @@ def redundancy_matrix(adata, key=None, *, n_genes=None, measure=None, layer=None
     Xp = Xp.toarray() if hasattr(Xp, "toarray") else np.asarray(Xp)
     y_codes, batch = _labels_and_batches(adata, params)
     if measure == "mi":
-        # the rule the selection used: "auto" decided on the panel's columns alone could come out another way
-        disc = params.get("discretization_used", params.get("discretization", "mean_sd"))  # None: X holds codes
+        # the rule the selection applied (every selector that discretises records it): "auto" decided again, on
+        # the panel's columns or on the whole matrix (mask_var), could come out another way
+        disc = _rule_used(params, "mean_sd")  # None: X holds codes
         if disc == "auto":  # a record from before discretization_used: decided on the whole matrix, as then
             disc = measures.resolve_discretization(X, "auto")
         base = float(params.get("base", 2))
@@ -61,6 +62,12 @@ def redundancy_matrix(adata, key=None, *, n_genes=None, measure=None, layer=None
         Q = measures.correlation(Xp if batch is None else _common.within_batch_standardized(Xp, batch))
         unit = "|Pearson r|"
     return np.asarray(Q, dtype=float), genes, measure, unit
+
+
+def _rule_used(params, default=None):
+    """The discretisation the selection applied: ``params["discretization_used"]``, or for a record without it (made
+    before every selector recorded it) the ``"discretization"`` setting."""
+    return params.get("discretization_used", params.get("discretization", default))
 
 
 def _labels_and_batches(adata, params):
@@ -84,7 +91,7 @@ def _labels_and_batches(adata, params):
     if groupby is not None and not isinstance(groupby, str):  # hierarchical labels: Q's weights use the finest
         groupby = str(list(groupby)[-1])
     labels = column(groupby, "groupby") if groupby is not None and (
-        params.get("class_weight") is not None or params.get("discretization_used") == "mdl") else None
+        params.get("class_weight") is not None or _rule_used(params) == "mdl") else None
     y_codes = None if labels is None else check_labels(labels, adata.n_obs, name=f"adata.obs[{groupby!r}]")[0]
     batch_key = params.get("batch_key")
     values = column(batch_key, "batch_key") if batch_key is not None else None

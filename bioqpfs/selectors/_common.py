@@ -24,8 +24,10 @@ the name).  The function
    the given order and chooses the rest given them (its docstring says how: the conditioned problem);
 4. gets its measures here -- :func:`info_table` (the codes, discretised once, with class weights),
    :func:`information_relevance` (F = I(X; C)), :func:`similarity_and_relevance` (Q and F) -- and
-   never from a private name of :mod:`bioqpfs.measures` elsewhere; refuses uninformative labels with
-   :func:`bioqpfs._selection.check_informative`; a method with a batch-aware form takes ``batch=``,
+   never from a private name of :mod:`bioqpfs.measures` elsewhere; a method that discretises decides the rule once
+   with :func:`discretization_rule` on the matrix it discretises, passes that rule to these helpers and records it
+   as ``params["discretization_used"]`` (what :func:`bioqpfs.pl.redundancy` draws Q with); refuses uninformative
+   labels with :func:`bioqpfs._selection.check_informative`; a method with a batch-aware form takes ``batch=``,
    ``batch_weights=``, ``batch_discretization=`` (docstring :data:`bioqpfs._docs.BATCH_DOC`), validates them with
    :func:`check_batch` and passes the :class:`Batches` to these helpers (``batch=``), which then stratify every
    measure; :func:`bioqpfs.select` refuses ``batch`` for a method without the parameter; a method whose class
@@ -415,6 +417,17 @@ def check_batch_crosses_classes(batch, y_codes):
                          "(e.g. the sequencing run rather than the donor)")
 
 
+def discretization_rule(X, discretization):
+    """The rule ``discretization`` stands for on X, the matrix a selector discretises (its non-constant genes, where
+    it leaves the constant ones out): ``"auto"`` decided once
+    (:func:`bioqpfs._kernels.discretize.resolve_discretization`; a pass counting the zeros of a Dask X), any other
+    value unchanged.  The selector passes the rule to
+    :func:`info_table` / :func:`discretized` and records it as ``params["discretization_used"]``, so that what is
+    recorded is what was applied: "auto" decided again later, on another matrix (the whole ``.X`` after
+    ``mask_var``, or the panel's columns), can come out another way."""
+    return _disc.resolve_discretization(X, discretization)
+
+
 def discretized(X, discretization, n_bins, y_codes, batch=None):
     """``(codes, n_levels)`` of X (:func:`bioqpfs._kernels.discretize.codes`); with ``batch`` (per-batch
     discretisation) the same rule applied to each batch's samples separately, so that thresholds follow the
@@ -432,7 +445,8 @@ def discretized(X, discretization, n_bins, y_codes, batch=None):
         rows = np.flatnonzero(batch.codes == b)
         if rows.size < 2:  # a single sample has no spread (and carries no information): one level
             continue
-        c, lev = _disc.codes(X[rows], rule, n_bins=n_bins, y_codes=np.asarray(y_codes)[rows])
+        y_rows = None if y_codes is None else np.asarray(y_codes)[rows]  # read by "mdl" alone; None: no labels
+        c, lev = _disc.codes(X[rows], rule, n_bins=n_bins, y_codes=y_rows)
         codes[rows] = c
         levels = np.maximum(levels, lev)
     return codes, levels

@@ -68,6 +68,7 @@ from ._common import (
     check_batch,
     check_batch_crosses_classes,
     check_levels,
+    discretization_rule,
     forced_first,
     info_table,
     information_relevance,
@@ -117,7 +118,8 @@ def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None,
            batch_discretization="per_batch", groupby_weights=None, hierarchical=False):
     """Validated inputs, the class-grouped code table and F; ``hierarchical``: the method sums F over the levels of a
     2-D ``y`` (:func:`check_levels`), else a 2-D ``y`` is refused by :func:`prepare`.  Returns
-    ``(X, y_codes, classes, constant, strata, by_class, F, params)`` with ``params`` recording batches and levels."""
+    ``(X, y_codes, classes, constant, strata, by_class, F, params)`` with ``params`` recording the discretisation
+    rule applied (``discretization_used``), batches and levels."""
     base = check_base(base)
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     levels = None
@@ -126,11 +128,13 @@ def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None,
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     check_batch_crosses_classes(strata, y_codes)
     warn_constant(constant, feature_names)
-    by_class = info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
+    rule = discretization_rule(X, discretization)  # "auto" decided once, on the matrix discretised; recorded
+    by_class = info_table(X, y_codes, discretization=rule, n_bins=n_bins, class_weight=class_weight,
                           grouped=True, batch=strata)
     F = information_relevance(by_class, y_codes, base, levels)
     F[constant] = 0.0
-    params = {**({} if strata is None else strata.params()), **({} if levels is None else levels.params())}
+    params = {"discretization_used": rule, **({} if strata is None else strata.params()),
+              **({} if levels is None else levels.params())}
     return X, y_codes, classes, constant, strata, by_class, F, params
 
 

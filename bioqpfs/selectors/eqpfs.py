@@ -29,6 +29,7 @@ from ._common import (
     check_batch,
     check_batch_crosses_classes,
     check_levels,
+    discretization_rule,
     discretized,
     information_relevance,
     prepare,
@@ -141,7 +142,9 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
 
     # one path for plain, batch and hierarchical labels; a Dask X's codes stay lazy (counted chunk by chunk)
-    codes, levels = discretized(take_genes(X, keep), discretization, n_bins, y_codes, strata)
+    Xk = take_genes(X, keep)
+    rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
+    codes, levels = discretized(Xk, rule, n_bins, y_codes, strata)
     f = information_relevance(_info.CodeTable(codes, levels, groups=y_codes,
                                               strata=None if strata is None else strata.codes,
                                               strata_weights=None if strata is None else strata.weights),
@@ -177,8 +180,8 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
 
     weights, F_all, ranking = weights_and_ranking(m_total, keep, x, f, constant, P_all)
     params = dict(alpha=alpha_used, alpha_given=alpha is not None, beta=float(beta), lam=lam_used,
-                  lam_given=lam is not None, discretization=discretization, n_bins=n_bins, base=base,
-                  solver=solve_diag["solver"], psd_fix=psd_fix, n_genes=n_genes)
+                  lam_given=lam is not None, discretization=discretization, discretization_used=rule, n_bins=n_bins,
+                  base=base, solver=solve_diag["solver"], psd_fix=psd_fix, n_genes=n_genes)
     params.update(preselected_params(P_all, feature_names, share))
     if strata is not None:
         params.update(strata.params())

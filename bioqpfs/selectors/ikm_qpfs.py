@@ -49,7 +49,7 @@ from .._kernels import kmeans as _km
 from .._kernels.correlation import scaled_column_moments
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
-from ._common import forced_first, prepare, resolve_preselected, warn_constant
+from ._common import discretization_rule, forced_first, prepare, resolve_preselected, warn_constant
 from ._qp import alpha_hat, forced_in_qp, preselected_params, solve_qpfs
 
 if TYPE_CHECKING:
@@ -96,7 +96,8 @@ class _Context:
         memory_guard(2 * n * m + 2 * 8 * n * m, f"clustering {m} genes",
                      ["genes", "samples"])
         Xk = X if m == self.m_total else X[:, self.keep]
-        codes, levels = measures.codes_and_levels(Xk, discretization, n_bins=n_bins, y_codes=y_codes)
+        self.rule = discretization_rule(Xk, discretization)  # recorded ("auto" and "mdl" are refused above)
+        codes, levels = measures.codes_and_levels(Xk, self.rule, n_bins=n_bins, y_codes=y_codes)
         # moments of X[:, g] / s[g] (a power of two, 1 for ordinary genes): no overflow/underflow at any scale
         mean, ss, s = scaled_column_moments(Xk)
         scale = 1.0 / np.sqrt(ss / max(1, n - 1))
@@ -233,6 +234,7 @@ class _Context:
         )
         # panel places filled by relevance alone, beyond the genes the final QPFS weighed
         diagnostics["n_panel_by_relevance"] = 0 if n_genes is None else int(max(0, n_genes - by_qpfs.size))
+        params = {**params, "discretization_used": self.rule}  # as every method that discretises records it
         return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
                          relevance=F_all, feature_names=self.feature_names,
                          extra_columns={"cluster": cluster, "representative": representative, "cluster_level": level})

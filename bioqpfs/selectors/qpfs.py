@@ -53,6 +53,7 @@ from ._common import (
     check_batch,
     check_batch_crosses_classes,
     check_levels,
+    discretization_rule,
     prepare,
     resolve_preselected,
     similarity_and_relevance,
@@ -266,6 +267,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
     m = keep.size
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
     Xk = take_genes(X, keep)
+    rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
     relevance = _relevance_of_kept(relevance, m_total, keep)
     rng = check_random_state(random_state)
 
@@ -276,7 +278,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
                 f"(the active-set solver), restrict the genes (e.g. mask_var='highly_variable'), or use nystrom_rate=...")
         dtype = np.float32 if m >= FLOAT32_FROM else np.float64
         Q, F, relevance_used, _ = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
-                                            discretization=discretization, n_bins=n_bins, base=base,
+                                            discretization=rule, n_bins=n_bins, base=base,
                                             need_full=True, dtype=dtype, class_weight=class_weight,
                                             working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata,
                                             levels=levels)
@@ -291,7 +293,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
         del Q
     else:
         _, F, relevance_used, table = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
-                                                discretization=discretization, n_bins=n_bins, base=base,
+                                                discretization=rule, n_bins=n_bins, base=base,
                                                 need_full=False, class_weight=class_weight, batch=strata,
                                                 levels=levels)
         t_measures = time.perf_counter() - t0
@@ -304,8 +306,8 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
 
     weights, F_all, ranking = weights_and_ranking(m_total, keep, x, F, constant, P_all)
     params = dict(similarity=similarity, relevance=relevance_used, alpha=alpha_used, alpha_given=alpha is not None,
-                  discretization=discretization, discretization_used=measures.resolve_discretization(X, discretization), n_bins=n_bins, base=base, solver=solve_diag["solver"],
-                  psd_fix=psd_fix, n_genes=n_genes, class_weight=class_weight)
+                  discretization=discretization, discretization_used=rule, n_bins=n_bins, base=base,
+                  solver=solve_diag["solver"], psd_fix=psd_fix, n_genes=n_genes, class_weight=class_weight)
     if strata is not None:
         params.update(strata.params())
     if levels is not None:

@@ -52,6 +52,7 @@ from ._common import (
     RELEVANCE_BINS,
     check_batch,
     check_batch_crosses_classes,
+    discretization_rule,
     forced_first,
     higher_in_class,
     one_vs_rest_relevance,
@@ -251,7 +252,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, None)
     Xk = take_genes(X, keep)
     dtype = np.float32 if m >= FLOAT32_FROM else np.float64
-    rule = measures.resolve_discretization(Xk, discretization)  # "auto" resolved once (a pass on a Dask X)
+    rule = discretization_rule(Xk, discretization)  # "auto" resolved once (a pass on a Dask X); recorded
     own_bins = relevance_bins == "per_class" and rule in EQUAL_FREQUENCY_RULES
     relevance_used = ("mi_order_nearest" if own_bins else "mi_order") if relevance == "auto" else relevance
     # refused before any counting; no nystrom_rate here (the recipe's class QPs need the whole Q)

@@ -72,6 +72,7 @@ from ._common import (
     BATCH_WEIGHTS,
     check_batch,
     check_batch_crosses_classes,
+    discretization_rule,
     forced_first,
     info_table,
     prepare,
@@ -357,7 +358,8 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
     output_guard(m, m, dtype, "SPEC_CMI conditional mutual information",
                            ["genes"] + (["float32"] if dtype != np.float32 else []) + ["nystrom"])
     Xk = take_genes(X, keep) if m < X.shape[1] else X
-    table = _table(Xk, y_codes, discretization, n_bins, class_weight, strata)
+    disc_rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
+    table = _table(Xk, y_codes, disc_rule, n_bins, class_weight, strata)
     Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
     _check_informative(Q, discretization, X.shape[0])
     F = np.diag(Q).astype(np.float64)
@@ -384,8 +386,9 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
         top = forced_first(rank_by_weight(x, F), P)[:k]
         qip = _spec.qip_value(Q, top) if k <= m else None
     del Q
-    params = dict(discretization=discretization, n_bins=n_bins, base=base, dtype=dtype.name, tol=tol,
-                  nystrom_rate=None, polish=bool(polish), n_genes=n_genes, class_weight=class_weight,
+    params = dict(discretization=discretization, discretization_used=disc_rule, n_bins=n_bins, base=base,
+                  dtype=dtype.name, tol=tol, nystrom_rate=None, polish=bool(polish), n_genes=n_genes,
+                  class_weight=class_weight,
                   **preselected_record(P_all, feature_names), **({} if strata is None else strata.params()))
     diagnostics = dict(
         eigenvalue=lam, eigensolver=eig_info["method"], n_matvec=eig_info["n_matvec"],
@@ -400,7 +403,7 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
     diagnostics.update(polish_info)
     # Q was checked (_check_informative): pure interactions have no relevance alone but a Q (XOR pairs)
     return _finish("spec_cmi", X, y_codes, classes, constant, keep, x, F, n_genes, params, diagnostics, t0,
-                   discretization, n_bins, base, feature_names, panel=panel, class_weight=class_weight,
+                   disc_rule, n_bins, base, feature_names, panel=panel, class_weight=class_weight,
                    forced=P_all, batch=strata, criterion_checked=True)
 
 
@@ -502,7 +505,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     memory_guard(8 * r * r * 3, f"the {r} x {r} Nystrom core matrices", ["lower_nystrom"])
     err_rows = _nys.error_rows(m, rows, n_error_rows, rng)
     Xk = take_genes(X, keep) if m < X.shape[1] else X
-    table = _table(Xk, y_codes, discretization, n_bins, class_weight)
+    disc_rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
+    table = _table(Xk, y_codes, disc_rule, n_bins, class_weight)
     # the landmark rows and the few exact rows of the error estimate in one pass over the genes
     Qall, q_info = cmi_q_rows(table, np.concatenate([rows, err_rows]), base=base)
     Qr, Qe = Qall[:r], Qall[r:]
@@ -543,7 +547,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     k = _kept_panel_size(n_genes, P_all, P)   # a constant forced gene takes a slot of the panel, not of Q
     if polish and k <= m:
         panel, polish_info = _polished_top_k(_CMIRows(table, base), x, F, k, diag=F, fixed=P)
-    params = dict(discretization=discretization, n_bins=n_bins, base=base, tol=tol, nystrom_rate=float(nystrom_rate),
+    params = dict(discretization=discretization, discretization_used=disc_rule, n_bins=n_bins, base=base, tol=tol,
+                  nystrom_rate=float(nystrom_rate),
                   n_error_rows=int(n_error_rows), rank_tol=rank_tol, polish=bool(polish), n_genes=n_genes,
                   class_weight=class_weight, **preselected_record(P_all, feature_names))
     diagnostics = dict(
@@ -559,7 +564,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
         diagnostics.update(dummy_eigenvalue=dummy_info["lam"], dummy_y0=dummy_info["y0"])
     diagnostics.update(polish_info)
     return _finish(method if method == "spec_cmi_nystrom" else "spec_cmi", X, y_codes, classes, constant, keep, x, F,
-                   n_genes, params, diagnostics, t0, discretization, n_bins, base, feature_names, panel=panel,
+                   n_genes, params, diagnostics, t0, disc_rule, n_bins, base, feature_names, panel=panel,
                    class_weight=class_weight, forced=P_all)
 
 
@@ -697,7 +702,8 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
         )
     memory_guard(est_bytes, f"SDP_CMI on {m} genes", ["spec_cmi", "genes"])
     Xk = take_genes(X, keep) if m < X.shape[1] else X
-    Q_full, q_info = cmi_q_rows(_table(Xk, y_codes, discretization, n_bins, class_weight), base=base)
+    disc_rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
+    Q_full, q_info = cmi_q_rows(_table(Xk, y_codes, disc_rule, n_bins, class_weight), base=base)
     _check_informative(Q_full, discretization, X.shape[0])
     F = np.diag(Q_full).copy()
     # forced genes: QIP_CMI on the other genes with Q' and k - |P| (module docstring); every objective below
@@ -741,7 +747,8 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
         exact = None if exact is None else exact + const
     bound = sdp_info["bound"]
     eig_y = np.linalg.eigvalsh(Y)
-    params = dict(discretization=discretization, n_bins=n_bins, base=base, n_projections=int(n_projections),
+    params = dict(discretization=discretization, discretization_used=disc_rule, n_bins=n_bins, base=base,
+                  n_projections=int(n_projections),
                   relaxation=relaxation, polish=bool(polish), solver=sdp_info["solver"], max_seconds=float(max_seconds),
                   n_genes=n_genes, class_weight=class_weight, **preselected_record(P_all, feature_names))
     diagnostics = dict(
