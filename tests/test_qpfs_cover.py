@@ -424,7 +424,7 @@ def test_nearest_class_pair_order_equals_the_mann_whitney_oracle(fmt, gene_block
     time.  A gene high in class 0 and in the small class 2 scores high against the rest but ~0 against the
     nearest class (class 2 for class 0); a gene high in class 0 alone scores high against both."""
     if gene_blocks:
-        monkeypatch.setattr(_common, "PAIR_ORDER_GROUP_BYTES", 1)
+        monkeypatch.setattr(_common, "PAIR_ORDER_BLOCK_BYTES", 1)
     rng = np.random.default_rng(21)
     y = np.repeat([0, 1, 2, 3], [40, 30, 8, 12])
     X = rng.normal(size=(y.size, 9)) * (rng.random((y.size, 9)) < 0.7)

@@ -849,7 +849,7 @@ def pair_order_information(X, y_codes, n_classes, *, base, batch=None, rule="qua
     far higher in d than in c (A_cd near 0) tells that pair apart too.  With ``batch``, A_cd is
     ``sum_b w_b A_cd,b / sum_b w_b`` over the batches holding both classes, and a class d sharing no batch with c
     is left out of the minimum (0 when none is left).  The counts are then taken a block of genes at a time for all
-    classes (:data:`PAIR_ORDER_GROUP_BYTES`), and every pair of classes costs ``L`` multiply-adds per gene (a
+    classes (:data:`PAIR_ORDER_BLOCK_BYTES`), and every pair of classes costs ``L`` multiply-adds per gene (a
     batched GEMM: C^2 M L in all).
     Chosen by ``benchmarks/bench_panels.py`` (README "Panel quality")."""
     y_codes = np.asarray(y_codes, dtype=np.int64)
@@ -902,7 +902,7 @@ def _rest_and_nearest_order_information(X, y_codes, n_classes, batch, rule):
     # per gene: the float32 counts and float64 copies (counts, below, pooled: 4 x 8 + 4 bytes per level of every
     # (class, batch)) and the pair tables (3 x C^2 float64); a Dask X in one block (one pass over its chunks)
     per_gene = (36 * n_batches * levels_max + 24 * C) * C
-    block = max(1, PAIR_ORDER_GROUP_BYTES // per_gene) if not is_dask_array(X) else m
+    block = max(1, PAIR_ORDER_BLOCK_BYTES // per_gene) if not is_dask_array(X) else m
     block = min(block, m)
     memory_guard(per_gene * block, f"the pair-order information's counts ({C} classes x {n_batches} batches x "
                  f"{block} genes x {levels_max} levels, and {C} x {C} class pairs)",
@@ -940,6 +940,11 @@ def _rest_and_nearest_order_information(X, y_codes, n_classes, batch, rule):
 #: classes at a time): 100 cell types x 20,000 genes would otherwise hold ~6 GB (estimated from the array sizes,
 #: (12 C + 64) M 255 bytes, not measured)
 PAIR_ORDER_GROUP_BYTES = 512 * 2**20
+#: bytes of the nearest-class pair-order information's gene block for an in-memory X (counts, their float64 copies
+#: and the pair tables).  Each gene's values come from its own slices, so the block changes no bit; 512 MiB held all
+#: 2,000 genes of 15 cell types at once (180 MB whatever the cells: the default recipe's peak, 247 MB at 10,000 cells),
+#: 64 MiB halves that peak (120 MB) at the same speed
+PAIR_ORDER_BLOCK_BYTES = 64 * 2**20
 
 
 def _binary_entropy(p):
