@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-__all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "column_scales",
+__all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "shared_column_moments", "column_scales",
            "divide_columns", "column_blocks", "dense_columns", "MOMENT_BLOCK_BYTES", "product_block_width", "sparse_slice_bytes",
            "MIN_PRODUCT_BLOCK"]
 
@@ -202,6 +202,18 @@ def scaled_column_moments(X):
     return mean, ss, s
 
 
+def shared_column_moments(X):
+    """:func:`scaled_column_moments` of X computed once per call: within
+    :func:`bioqpfs._kernels.counting_dask.pass_memo` (opened around every public call) the result is kept for
+    this very X -- the constant-gene test of ``prepare``, the mean +- sd thresholds and the standardisations
+    of one call share it -- and carried over, sliced, to the gene subset of
+    :func:`bioqpfs._kernels.counting_dask.take_genes` (each gene's moments are computed alone: the same bits).
+    Outside a call, or for another matrix (a copy, a row subset), they are computed afresh."""
+    from .counting_dask import memoized
+
+    return memoized("moments", X, lambda: scaled_column_moments(X))
+
+
 def column_moments(X):
     """Per-gene mean and centred sum of squares (float64); dense or sparse X.
 
@@ -369,7 +381,7 @@ def hall_relevance(X, y_codes):
     p = ind.mean(axis=0)
     ind_c = ind - p
     ind_scale = 1.0 / np.sqrt((ind_c**2).sum(axis=0))
-    mean, ss, s = scaled_column_moments(X)
+    mean, ss, s = shared_column_moments(X)
     scale, _ = _inverse_norms(ss)
     # sum_s (x_s - mean) ind_c[s, k] = sum_s x_s ind_c[s, k]  (ind_c columns sum to 0)
     if is_dask_array(X):

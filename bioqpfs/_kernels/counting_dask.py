@@ -97,12 +97,14 @@ def _death_message(error, obj, bounds):
 
 @contextlib.contextmanager
 def pass_memo():
-    """Within this context, the results of passes over a Dask array are kept and reused (:func:`memoized`).
+    """Within this context, the results of passes over X are kept and reused (:func:`memoized`).
 
     Opened by every public function (``bioqpfs._validation.validate_params``) around one call, the outermost
     call owning the memo: validation, constant-gene detection and the mean +- sd thresholds all need the
-    per-gene moments of the same X, which is then read once for them instead of three times.  The memo
-    lives for one call only, so a file rewritten between two calls is never answered from an old pass.
+    per-gene moments of the same X, which is then read once for them instead of three times (a Dask X), or
+    computed once instead of twice (an in-memory X: :func:`bioqpfs._kernels.correlation.shared_column_moments`).
+    The memo lives for one call only, so a file rewritten or an array changed between two calls is never
+    answered from an old pass.
     """
     if _MEMO.get() is not None:
         yield
@@ -127,26 +129,65 @@ def with_pass_memo(func):
     return within
 
 
+def _memo_key(kind, x):
+    """A Dask array by its graph name; a numpy or scipy.sparse array by identity (:func:`memoized`)."""
+    return (kind, x.name) if is_dask_array(x) else (kind, "object", id(x))
+
+
+def _memo_get(memo, key, x):
+    entry = memo.get(key)
+    if entry is None or is_dask_array(x):
+        return entry
+    ref, value = entry  # an in-memory array's entry holds a weak reference: the very object, or no entry
+    return value if ref() is x else None
+
+
+def _memo_set(memo, key, x, value):
+    if is_dask_array(x):
+        memo[key] = value
+        return
+    import weakref
+
+    try:  # weak: the memo keeps no array alive, and the entry goes with the array (an id is reused only after that)
+        ref = weakref.ref(x, lambda _, memo=memo, key=key: memo.pop(key, None))
+    except TypeError:  # an object without weak references is not memoized
+        return
+    memo[key] = (ref, value)
+
+
 def memoized(kind, x, compute):
-    """``compute()``, or its earlier result for the same ``kind`` and Dask array (by graph name) within
-    :func:`pass_memo`; outside it, always ``compute()``."""
+    """``compute()``, or its earlier result for the same ``kind`` and the same X within :func:`pass_memo`;
+    outside it, always ``compute()``.  The same X: a Dask array by its graph name (the same graph reads the
+    same chunks), a numpy or scipy.sparse array by identity (the very object the call validated; the callers
+    never write into X)."""
     memo = _MEMO.get()
     if memo is None:
         return compute()
-    key = (kind, x.name)
-    if key not in memo:
-        memo[key] = compute()
-    return memo[key]
+    key = _memo_key(kind, x)
+    value = _memo_get(memo, key, x)
+    if value is None:
+        value = compute()
+        _memo_set(memo, key, x, value)
+    return value
 
 
 #: memoized kinds whose results are per gene (tuples of scalars and per-gene vectors): a gene subset's are a slice
 GENEWISE_KINDS = ("first pass", "moments")
 
 
+def _carries_genewise(X):
+    """Whether the per-gene results of X, sliced, are bit for bit those computed on ``X[:, genes]``: a Dask or
+    sparse X (each gene's values in sample order, whatever the other genes), or an F-ordered dense X (the copy
+    is F-ordered too, each column summed alone).  Not a C-ordered dense X: numpy sums its columns sample after
+    sample but those of the F-ordered copy pairwise, and the last bits differ."""
+    return is_dask_array(X) or sp.issparse(X) or (isinstance(X, np.ndarray) and X.flags.f_contiguous)
+
+
 def take_genes(X, genes):
-    """``X[:, genes]`` (numpy, scipy.sparse or Dask); for a Dask X inside :func:`pass_memo`, the per-gene pass
-    results already memoized for X (:data:`GENEWISE_KINDS`) are carried over to the subset, sliced, so that
-    dropping constant genes costs no pass over the samples.
+    """``X[:, genes]`` (numpy, scipy.sparse or Dask); inside :func:`pass_memo`, the per-gene results already
+    memoized for X (:data:`GENEWISE_KINDS`: the Dask passes, the column moments) are carried over to the
+    subset, sliced, so that dropping constant genes costs no second pass over the samples -- where the slice
+    is the same bits as the subset's own (:func:`_carries_genewise`).
 
     A sparse or Dask ``X`` itself when ``genes`` is every gene in order (no constant gene to drop, the usual
     case on filtered single-cell data): indexing would copy the whole matrix (a CSR X of 100,000 cells x 2,000
@@ -156,23 +197,23 @@ def take_genes(X, genes):
     Callers never write into the result.  A dense X is still indexed: the copy is F-ordered, and the dense
     kernels' float sums follow the layout, so returning X would change last bits."""
     genes = np.asarray(genes)
+    sub = None
     if sp.issparse(X) or is_dask_array(X):
         m = X.shape[1]
         if genes.shape == (m,) and (genes == np.arange(m)).all():
             return X
         if sp.issparse(X):
-            shared = _without_empty_genes(X, genes)
-            if shared is not None:
-                return shared
-    sub = X[:, genes]
+            sub = _without_empty_genes(X, genes)
+    if sub is None:
+        sub = X[:, genes]
     memo = _MEMO.get()
-    if memo is not None and is_dask_array(X):
+    if memo is not None and _carries_genewise(X):
         m = X.shape[1]
         for kind in GENEWISE_KINDS:
-            value = memo.get((kind, X.name))
+            value = _memo_get(memo, _memo_key(kind, X), X)
             if value is not None:
-                memo[(kind, sub.name)] = tuple(v[genes] if isinstance(v, np.ndarray) and v.shape == (m,) else v
-                                               for v in value)
+                _memo_set(memo, _memo_key(kind, sub), sub,
+                          tuple(v[genes] if isinstance(v, np.ndarray) and v.shape == (m,) else v for v in value))
     return sub
 
 

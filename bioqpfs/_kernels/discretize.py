@@ -26,7 +26,7 @@ from .correlation import (
     csc_arrays,
     csc_float64,
     dense_columns,
-    scaled_column_moments,
+    shared_column_moments,
 )
 
 __all__ = ["codes", "resolve_discretization", "DISCRETIZATIONS", "AUTO_ZERO_FRACTION", "AUTO_RULES", "vector_codes",
@@ -196,8 +196,9 @@ def _column_mean_sd(X):
     :func:`bioqpfs._kernels.correlation.column_scales` (1 except for genes of extreme magnitude,
     so ordinary genes get exactly the plain formulas)."""
     # the moments of the correlation kernels (blockwise for a dense X): ``ss / (n - 1)`` is numpy's
-    # ``var(ddof=1)`` of the whole matrix, bit for bit
-    mean, ss, s = scaled_column_moments(X)
+    # ``var(ddof=1)`` of the whole matrix, bit for bit; those of ``prepare``'s constant-gene test when X is the
+    # call's X or its gene subset (computed once per call)
+    mean, ss, s = shared_column_moments(X)
     var = ss / (X.shape[0] - 1)
     return mean, np.sqrt(np.maximum(var, 0.0)), s
 

@@ -103,7 +103,8 @@ def prepare(X, y, feature_names=None):
                          "nothing tells a class difference from sample noise, so any panel would be meaningless "
                          "(every gene's information about the classes is its own entropy); selection needs "
                          "replicates, at least two samples in some class")
-    mean, ss, _ = _corr.scaled_column_moments(X)  # scaled: no overflow/underflow for extreme genes
+    # scaled: no overflow/underflow for extreme genes; kept for the rest of the call (the mean +- sd thresholds)
+    mean, ss, _ = _corr.shared_column_moments(X)
     # relative tolerance: a gene equal to 4.2 in every sample has a centred sum of squares of ~1e-28 from
     # the rounding of its mean; spreads within CONSTANT_ULPS units in the last place of the mean are none
     constant = ss <= X.shape[0] * (CONSTANT_ULPS * np.finfo(np.float64).eps * mean) ** 2

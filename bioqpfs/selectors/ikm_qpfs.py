@@ -46,7 +46,8 @@ from .. import _progress, measures
 from .._docs import RANDOM_STATE_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels import kmeans as _km
-from .._kernels.correlation import scaled_column_moments
+from .._kernels.correlation import shared_column_moments
+from .._kernels.counting_dask import take_genes
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import discretization_rule, forced_first, prepare, resolve_preselected, warn_constant
@@ -95,11 +96,11 @@ class _Context:
         # the online pass' running means and the k-column distance blocks: O(N M) + O(M k)
         memory_guard(2 * n * m + 2 * 8 * n * m, f"clustering {m} genes",
                      ["genes", "samples"])
-        Xk = X if m == self.m_total else X[:, self.keep]
+        Xk = take_genes(X, self.keep)  # carries prepare's column moments over (computed once per call)
         self.rule = discretization_rule(Xk, discretization)  # recorded ("auto" and "mdl" are refused above)
         codes, levels = measures.codes_and_levels(Xk, self.rule, n_bins=n_bins, y_codes=y_codes)
         # moments of X[:, g] / s[g] (a power of two, 1 for ordinary genes): no overflow/underflow at any scale
-        mean, ss, s = scaled_column_moments(Xk)
+        mean, ss, s = shared_column_moments(Xk)  # those of the codes' mean +- sd thresholds
         scale = 1.0 / np.sqrt(ss / max(1, n - 1))
 
         def standardized(idx):  # (x - mean) / sd of the genes idx, float64, one copy (no temporaries)

@@ -211,7 +211,7 @@ def scatter_lda_objective(X, y_codes, gamma=1.0):
     X = sample_chunked(X) if is_dask_array(X) else X
     n = X.shape[0]
     counts = np.bincount(y_codes).astype(np.float64)
-    mean, ss, s = _corr.scaled_column_moments(X)  # of X / s: no overflow at any scale
+    mean, ss, s = _corr.shared_column_moments(X)  # of X / s: no overflow at any scale
     sums = class_sums(X, y_codes, counts.size, s=s)
     M = (sums / counts[:, None] - mean) / np.sqrt(ss / n)  # class means of (x / s - mean) / sd
     return LDAObjective.from_scatter(_corr.pearson(X, moments=(mean, ss, s)), M, counts / n, gamma)
