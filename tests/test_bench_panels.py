@@ -17,6 +17,26 @@ def test_round_robin_takes_each_groups_next_marker_in_turn():
     np.testing.assert_array_equal(bp._round_robin(cols, names, 4), [0, 4, 1, 3])
 
 
+def test_peers_visit_the_classes_in_the_default_recipes_order():
+    """Cluster ids as text: pandas sorted them "0", "1", "10", "2", ... for the peers' round-robin while the
+    default recipe visits them by value, so at k < C different classes went without a marker (louvain, k = 10)."""
+    import bioqpfs
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([str(c) for c in range(12)], 10)
+    X = rng.normal(size=(y.size, 36))
+    for c in range(12):
+        X[y == str(c), 3 * c] += 4.0             # one marker per cluster, up in it
+    names = [f"g{j}" for j in range(36)]
+    sel = bioqpfs.select(X, y, n_genes=12, feature_names=names)
+    first_round = np.asarray(sel.extra_columns["class"])[sel.ranking[:12]]   # the class each panel gene is for
+    categories = list(bp._adata(X, y, names).obs["g"].cat.categories)
+    assert categories == [str(c) for c in range(12)]
+    assert [str(c) for c in first_round] == categories
+    markers = bp.scanpy_markers("wilcoxon")(X, y, names, [11])[11]
+    assert [int(names[j][1:]) // 3 for j in markers] == list(range(11))   # the 11 first clusters, as bioqpfs
+
+
 def test_selection_sees_only_the_training_fold():
     seen = []
 
