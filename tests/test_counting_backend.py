@@ -124,9 +124,11 @@ def _sparse_codes(rng, n, m, n_bins, share):
 
 
 def _count_by(way, monkeypatch):
-    """Make the numpy backend count every block pair by GEMM (``"gemm"``) or from its sparse form (``"sparse"``);
-    returns the list to which every count from the sparse form appends its rows."""
+    """Make the numpy backend count every block pair by GEMM (``"gemm"``) or from its sparse form (``"sparse"``), a
+    block of few genes too (no direct count); returns the list to which every count from the sparse form appends its
+    rows."""
     from bioqpfs._kernels import counting_numpy as cn
+    monkeypatch.setattr(cn, "DIRECT_GENES", 0)
     cost = dict.fromkeys(cn.SPARSE_COST, 0.0)
     if way == "gemm":
         cost["update"] = 1e12
@@ -195,6 +197,39 @@ def test_joint_adds_into_a_running_sum(rng, monkeypatch, weights, way):
                 np.testing.assert_allclose(running, want, rtol=1e-14)
     with pytest.raises(ValueError, match=r"add=True\) adds into an out of shape"):
         backend.joint(slice(0, 3), slice(0, 3), per_class=False, out=np.zeros((1, 2, 2), dt), add=True)
+
+
+@pytest.mark.parametrize("n_bins", [2, 3, 5, 17])
+@pytest.mark.parametrize("weights", [None, "balanced"])
+def test_direct_counts_of_few_genes_are_the_gemms(rng, monkeypatch, n_bins, weights):
+    """A block of at most ``DIRECT_GENES`` genes I (a greedy step's row) is counted straight from the codes, on
+    several workers' sample ranges (``DIRECT_WORK`` lowered; N not a multiple of their length): the same bits as the
+    GEMM (``DIRECT_GENES`` 0) in the same dtype, shape and bin-major layout -- pooled and per class, slices and index
+    arrays (a repeated gene), an empty block, added into a running sum; with class weights run by run."""
+    from bioqpfs._kernels import counting_numpy as cn
+    n, m = 1009, 31
+    codes = rng.integers(0, n_bins, (n, m)).astype(np.uint8)
+    y = rng.integers(0, 4, n)
+    w = None if weights is None else info.class_sample_weights(y, "balanced")
+    dt = np.float32 if w is None else np.float64
+    blocks = [(slice(7, 8), slice(0, m)), (np.array([30, 2, 2, 9]), slice(3, 29)), (slice(0, 4), np.array([8, 1, 30])),
+              (slice(4, 4), slice(0, m))]
+    monkeypatch.setattr(cn, "DIRECT_WORK", 64)
+    monkeypatch.setattr(info, "n_workers", lambda: 3)  # sample ranges of 337, 337 and 335
+    for per_class in (False, True):
+        for I, J in blocks:
+            got, running = {}, None
+            for direct in (True, False):
+                monkeypatch.setattr(cn, "DIRECT_GENES", 4 if direct else 0)
+                backend = NumpyCounting(codes, n_bins=n_bins, groups=y, weights=w, count_dtype=dt)
+                counts = backend.joint(I, J, per_class=per_class).copy()
+                if running is None:  # integer counts: the running sum of a Dask chain
+                    running = rng.integers(0, 50, size=counts.shape).astype(dt)
+                summed = backend.joint(I, J, per_class=per_class, out=running.copy(), add=True)
+                got[direct] = counts, summed
+            for a, b in zip(got[True], got[False]):
+                assert a.dtype == b.dtype and a.shape == b.shape
+                np.testing.assert_array_equal(a, b)
 
 
 def test_sparse_form_keeps_the_most_frequent_level_out(rng):
