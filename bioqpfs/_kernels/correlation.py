@@ -11,9 +11,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-__all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments", "shared_column_moments", "column_scales",
-           "divide_columns", "column_blocks", "dense_columns", "MOMENT_BLOCK_BYTES", "product_block_width", "sparse_slice_bytes",
-           "MIN_PRODUCT_BLOCK"]
+__all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments",
+           "shared_column_moments", "column_scales", "divide_columns", "column_blocks", "dense_columns",
+           "MOMENT_BLOCK_BYTES", "product_block_width", "sparse_slice_bytes", "MIN_PRODUCT_BLOCK"]
 
 EXTREME_EXP = 500  # |binary exponent| of max |x| beyond which a gene is rescaled
 #: float64 bytes of one column block of a dense X in :func:`scaled_column_moments` and :func:`hall_relevance` (the

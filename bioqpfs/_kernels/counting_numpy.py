@@ -8,8 +8,8 @@ one per class; :func:`~bioqpfs._kernels.counting.weight_level_runs`) each run of
 the same way and scaled once in float64; with other weights the J indicators are scaled by the weights and the
 product runs in float64.  A block of few genes I (:data:`DIRECT_GENES`: a greedy selector's row per step) is
 counted straight from the codes instead (:meth:`NumpyCounting._joint_direct`), unless weighted otherwise than by
-few values or against another table's genes: the same integers.  The input keeps its sample order; for per-class joint counts
-this backend reads a class-sorted copy of the codes (:attr:`NumpyCounting.by_class`, classes in input
+few values or against another table's genes: the same integers.  The input keeps its sample order; for per-class
+joint counts this backend reads a class-sorted copy of the codes (:attr:`NumpyCounting.by_class`, classes in input
 order within; none when the classes are already contiguous), so that each class is one run of rows.  The copy is
 made on the first joint count: the margins (a table regrouped by class for the relevance) are counted from the codes
 in their input order, by the label of each sample's run.

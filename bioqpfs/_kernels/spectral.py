@@ -33,6 +33,7 @@ from .ranking import rank_descending, snap_ties  # noqa: F401  (snap_ties re-exp
 
 __all__ = [
     "dominant_eigenvector",
+    "dominant_start_value",
     "sign_consistent",
     "snap_ties",
     "nystrom_leading",
@@ -160,8 +161,8 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None, ncv=8):
         # CMI 0 and Q = H(C) I): Lanczos breaks down on it and ARPACK restarts from a vector of its own random
         # generator, whose state moves from call to call, so the same call returned different vectors of the
         # dominant eigenspace (rankings too).  The start vector (all ones by default) is returned instead.
-        lam0 = float(start @ q) / float(start @ start)
-        if np.linalg.norm(q - lam0 * start) <= 1e-12 * np.linalg.norm(q) and lam0 >= lam - 1e-12 * abs(lam):
+        lam0 = dominant_start_value(start, q, lam)
+        if lam0 is not None:
             lam, x, method = lam0, start.copy(), "start vector"
     x /= np.linalg.norm(x)
     n_matvec = int(count[0])
@@ -169,6 +170,16 @@ def dominant_eigenvector(Q, *, tol=0.0, maxiter=None, v0=None, ncv=8):
     info = dict(method=method, n_matvec=n_matvec,
                 residual=float(np.linalg.norm(r) / max(abs(lam), np.finfo(float).tiny)))
     return lam, x, info
+
+
+def dominant_start_value(start, q, lam):
+    """The Rayleigh quotient of ``start`` when it is itself a dominant eigenvector (``q = Q start`` parallel to it
+    to 1e-12, with a value not below the dominant eigenvalue ``lam``), else ``None``: the vector to return in a
+    degenerate dominant eigenspace (Q = c I, copies of one gene), where an eigensolver's vector is arbitrary."""
+    lam0 = float(start @ q) / float(start @ start)
+    if np.linalg.norm(q - lam0 * start) <= 1e-12 * np.linalg.norm(q) and lam0 >= lam - 1e-12 * abs(lam):
+        return lam0
+    return None
 
 
 def sign_consistent(x, *, nonnegative_matrix=True, tol=SIGN_TOL):

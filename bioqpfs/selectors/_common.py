@@ -497,8 +497,9 @@ def within_batch_standardized(X, batch):
         return _dask_within_batch_standardized(X, batch)
     n, m = X.shape
     # X as dense float64, the result and one batch's rows, standardised in place (their squares by column blocks)
-    memory_guard(3 * 8 * n * m + min(8 * n * m, _corr.MOMENT_BLOCK_BYTES), f"the {n} x {m} dense within-batch standardised copy of X (|correlation| or Hall's "
-                 "relevance with batches)", ["similarity='mi' with relevance='mi' (counted without a dense copy)",
+    memory_guard(3 * 8 * n * m + min(8 * n * m, _corr.MOMENT_BLOCK_BYTES),
+                 f"the {n} x {m} dense within-batch standardised copy of X (|correlation| or Hall's relevance with "
+                 "batches)", ["similarity='mi' with relevance='mi' (counted without a dense copy)",
                                              "genes", "pass X as a Dask array chunked by samples (standardised "
                                                       "chunk by chunk)"])
     X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
@@ -508,7 +509,8 @@ def within_batch_standardized(X, batch):
         xb = X[rows]
         xb -= xb.mean(axis=0)
         sd = np.empty(m)
-        for j0, j1 in _corr.column_blocks(xb, _corr.MOMENT_BLOCK_BYTES):   # a column's sum runs down the rows whatever the block: same bits
+        # a column's sum runs down the rows whatever the block: the same bits as the whole-matrix formula
+        for j0, j1 in _corr.column_blocks(xb, _corr.MOMENT_BLOCK_BYTES):
             sd[j0:j1] = np.sqrt((xb[:, j0:j1] ** 2).mean(axis=0))
         np.divide(xb, sd, out=xb, where=sd > 0)
         xb[:, sd <= 0] = 0.0

@@ -528,10 +528,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
         # Q = c I), as exact SPEC_CMI returns it (dominant_eigenvector's "start vector"); U[:, 0] is then an
         # arbitrary vector of a degenerate eigenspace (all the weight on one copy)
         ones = np.ones(m)
-        q = np.asarray(op.matvec(ones), dtype=np.float64)
-        lam1 = float(ones @ q) / m
-        if lam.size > 1 and np.linalg.norm(q - lam1 * ones) <= 1e-12 * np.linalg.norm(q) \
-                and lam1 >= lam[0] - 1e-12 * abs(lam[0]):
+        if lam.size > 1 and _spec.dominant_start_value(ones, np.asarray(op.matvec(ones), dtype=np.float64),
+                                                       lam[0]) is not None:
             x = ones / np.sqrt(m)
     x, sign_info = _spec.sign_consistent(x, nonnegative_matrix=False)
     rule = "eigenvector"
