@@ -34,6 +34,12 @@ def _umask():
 
 _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+#: SIGINT/SIGTERM received by a handler that records them (the command line's: ``bioqpfs.cli.main``).  The
+#: exception such a handler raises is lost when the signal lands in a finaliser or a weakref callback (Python
+#: prints "Exception ignored" and goes on), so the run would finish and write its outputs; :func:`atomic_outputs`
+#: reads this record before it commits and then acts as for a signal held during the write.
+signals_received = []
+
 
 @contextmanager
 def _held_signals():
@@ -241,6 +247,8 @@ def atomic_outputs():
             staged = _Staged(lambda: stack.enter_context(_held_signals()))
             try:
                 yield staged
+                if signals_received and not staged.received:  # one whose exception was lost before the block ended
+                    staged.received.append(signals_received[-1])
                 if not staged.received:
                     staged.commit()
                     staged.committed = True

@@ -62,8 +62,25 @@ class _Terminated(BaseException):
     """SIGTERM, raised in the main thread so that every cleanup (temporary output files) runs."""
 
 
-def _on_sigterm(signum, frame):
-    raise _Terminated()
+def _on_signal(signum, frame):
+    """SIGINT/SIGTERM: recorded in :data:`bioqpfs._io.signals_received` (read before outputs are committed and
+    when the run ends: the exception raised here is lost if the signal lands in a finaliser), then raised."""
+    from ._io import signals_received
+
+    signals_received.append(signum)
+    raise KeyboardInterrupt() if signum == signal.SIGINT else _Terminated()
+
+
+def _unraisable_signal_hook(previous):
+    """``sys.unraisablehook`` for a run: the exception of a recorded signal lost in a finaliser is dropped silently
+    (the run acts on the record: one "bioqpfs: interrupted" line, not a traceback); others go to ``previous``."""
+    from ._io import signals_received
+
+    def hook(unraisable):
+        if not (signals_received and isinstance(unraisable.exc_value, (KeyboardInterrupt, _Terminated))):
+            previous(unraisable)
+
+    return hook
 
 
 def _parser():
@@ -965,14 +982,20 @@ def main(argv=None):
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse: usage errors exit 2, --help exits 0
         return int(e.code or 0)
+    from ._io import signals_received
+
     in_main = threading.current_thread() is threading.main_thread()  # handlers can only be set there
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    signals_received.clear()
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
+    previous_hook = sys.unraisablehook
+    if in_main:
+        sys.unraisablehook = _unraisable_signal_hook(previous_hook)
     try:
-        if args.command == "select":
-            return _cmd_select(args)
-        if args.command == "evaluate":
-            return _cmd_evaluate(args)
-        return _cmd_datasets(args)
+        command = {"select": _cmd_select, "evaluate": _cmd_evaluate}.get(args.command, _cmd_datasets)
+        code = command(args)
+        if signals_received:  # a signal whose exception was lost (see _on_signal): the run did not finish as asked
+            raise KeyboardInterrupt() if signals_received[-1] == signal.SIGINT else _Terminated()
+        return code
     except KeyboardInterrupt:
         print("bioqpfs: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -999,8 +1022,10 @@ def main(argv=None):
             os._exit(EXIT_FAILURE)
         return EXIT_FAILURE
     finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        signals_received.clear()  # the record is this run's: library writes after it commit as usual
+        sys.unraisablehook = previous_hook
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 if __name__ == "__main__":
