@@ -609,10 +609,11 @@ def test_one_call_reads_x_once_for_validation_moments_and_thresholds(labelled, s
 @pytest.mark.filterwarnings("ignore:1 constant gene")
 def test_default_recipe_passes_over_x(labelled, tmp_path):
     """The default recipe on zero-inflated data (codes of Q, per-class bins, the 255 pair-order levels: three
-    discretisations) reads every chunk 11 times: the moment passes (validation, constant genes and "auto"'s zero
-    fraction share them), one range pass shared by the two zero_quantile rules (memoized), the order-statistics
-    searches, each code set once (kept: its used bins and the counts read the kept codes), the class sums.  It
-    was 15 before the used bins were read from the kept codes and the range pass was shared."""
+    discretisations) reads every chunk 9 times: the moment passes (validation, constant genes and "auto"'s zero
+    fraction share them), the two range passes (non-zero values, all values), one order-statistics search for the
+    three rules' edges (prefetch_quantile_edges), each code set once (kept: its used bins and the counts read the
+    kept codes), the class sums.  It was 15 before the used bins were read from the kept codes and the range pass
+    was shared, 11 with one search per rule."""
     import bioqpfs
 
     X, y = labelled
@@ -622,7 +623,7 @@ def test_default_recipe_passes_over_x(labelled, tmp_path):
     reads, got = _chunk_reads(log, lambda: bioqpfs.select(D, y, n_genes=6))
     np.testing.assert_array_equal(got.ranking, want.ranking)
     assert got.params["discretization_used"] == "zero_quantile"
-    assert reads == 11 * 4, reads / 4
+    assert reads == 9 * 4, reads / 4
 
 
 def _chunk_first_row(x):

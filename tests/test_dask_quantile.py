@@ -18,6 +18,7 @@ from bioqpfs._kernels.discretize_dask import (
     dask_codes,
     dask_order_statistics,
     dask_quantile_edges,
+    prefetch_quantile_edges,
 )
 
 RULES = {"quantile": discretize.quantile_codes, "zero_quantile": discretize.zero_quantile_codes}
@@ -87,6 +88,47 @@ def test_edges_are_bit_identical_to_np_quantile_through_many_passes(hard, rng, s
                 np.quantile(v, np.arange(1, nb - 1) / (nb - 1)) if v.size else np.zeros(0)
             np.testing.assert_array_equal(edges[:want.size, g], want, err_msg=f"gene {g}")
             assert np.isinf(edges[want.size:, g]).all() and offset[g] == (0 if full else 1)
+
+
+def _nonzero_quantile_oracle(X, nb):
+    """np.quantile of each gene's non-zero values: ``nb`` bins for a gene without zeros, else ``nb - 1`` cuts of
+    ``nb - 1`` bins after the zero bin (``+inf`` padded), and the offsets of the zero_quantile rule."""
+    edges, offset = np.full((nb - 1, X.shape[1]), np.inf), np.ones(X.shape[1], dtype=np.uint8)
+    for g in range(X.shape[1]):
+        v = X[:, g][X[:, g] != 0]
+        full = v.size == X.shape[0]
+        want = np.quantile(v, np.arange(1, nb) / nb) if full else \
+            np.quantile(v, np.arange(1, nb - 1) / (nb - 1)) if v.size else np.zeros(0)
+        edges[:want.size, g], offset[g] = want, 0 if full else 1
+    return edges, offset
+
+
+@pytest.mark.parametrize("negative", [False, True], ids=["non-negative", "negative non-zeros"])
+def test_prefetched_edges_of_several_rules_are_np_quantile_from_one_search(hard, negative, monkeypatch):
+    """The default recipe's three rules (3 and 32 bins of the non-zero values, 255 levels of all values) searched
+    together: one search among all values, a non-zero value's rank shifted by its gene's zeros (every non-zero
+    value positive), else one search per kind.  Oracle: np.quantile of each column / of its non-zero values."""
+    from bioqpfs._kernels import discretize_dask
+    from bioqpfs._kernels.counting_dask import pass_memo
+
+    searches = []
+    search = discretize_dask.dask_order_statistics
+    monkeypatch.setattr(discretize_dask, "dask_order_statistics", lambda *a, **k: searches.append(1) or search(*a, **k))
+    X = hard if negative else np.abs(hard)
+    D = dask_of(X, (50, 0, 33, 77), True)
+    requests = [(3, True), (32, True), (255, False)]
+    with pass_memo():
+        prefetch_quantile_edges(D, requests)
+        got = [dask_quantile_edges(D, nb, nonzero_only=nz) for nb, nz in requests]
+    for (nb, nonzero_only), (edges, offset, _) in zip(requests, got):
+        if nonzero_only:
+            want, want_offset = _nonzero_quantile_oracle(X, nb)
+            np.testing.assert_array_equal(offset, want_offset)
+        else:
+            want = np.quantile(X, np.arange(1, nb) / nb, axis=0)
+            assert offset is None
+        np.testing.assert_array_equal(edges, want, err_msg=f"{nb} bins, nonzero_only={nonzero_only}")
+    assert len(searches) == (2 if negative else 1)  # one search for all, or one per kind; none in the calls
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])

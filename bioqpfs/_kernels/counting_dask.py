@@ -171,6 +171,17 @@ def memoized(kind, x, compute):
     return value
 
 
+def memo_active():
+    """Whether a :func:`pass_memo` is open (results of :func:`memoized` are kept)."""
+    return _MEMO.get() is not None
+
+
+def memo_holds(kind, x):
+    """Whether the open :func:`pass_memo` keeps a result of ``kind`` for this X (False when none is open)."""
+    memo = _MEMO.get()
+    return memo is not None and _memo_get(memo, _memo_key(kind, x), x) is not None
+
+
 #: memoized kinds whose results are per gene (tuples of scalars and per-gene vectors): a gene subset's are a slice
 GENEWISE_KINDS = ("first pass", "moments")
 

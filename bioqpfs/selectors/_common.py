@@ -54,7 +54,7 @@ from .._kernels import correlation as _corr
 from .._kernels import discretize as _disc
 from .._kernels import information as _info
 from .._kernels.counting_dask import class_sums, is_dask_array
-from .._kernels.discretize_dask import nonzero_counts
+from .._kernels.discretize_dask import nonzero_counts, prefetch_quantile_edges
 from .._selection import rank_by_weight
 from .._validation import (
     check_base,
@@ -782,7 +782,7 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
     Chosen by ``benchmarks/bench_panels.py`` (README "Panel quality")."""
     y_codes = np.asarray(y_codes, dtype=np.int64)
     _info.class_sample_weights(y_codes, class_weight)  # a bad value is named here
-    fine_bins = min(_disc.MAX_LEVELS, max(int(fine_bins), 8 * int(n_bins)))  # several fine bins per coarse one
+    fine_bins = relevance_fine_bins(n_bins, fine_bins)
     n_batches = 1 if batch is None else len(batch.weights)
     # the counts of every (class, batch) in every fine bin, twice (the backend's and ours), and one class's tables
     memory_guard(8 * (2 * n_classes * n_batches + 8) * X.shape[1] * fine_bins,
@@ -806,6 +806,24 @@ def per_class_bin_relevance(X, y_codes, n_classes, *, rule, n_bins, class_weight
         has_zero = has_zeros[b]
         F += w_b * _per_class_bins(counts[:, b], sizes, has_zero, n_bins, class_weight)
     return F / np.log(base)
+
+
+def relevance_fine_bins(n_bins, fine_bins=FINE_BINS):
+    """The fine bins of :func:`per_class_bin_relevance`: at least 8 per coarse bin, at most 255 (the codes' limit)."""
+    return min(_disc.MAX_LEVELS, max(int(fine_bins), 8 * int(n_bins)))
+
+
+def prefetch_recipe_edges(X, rule, n_bins, *, per_class_bins, pair_order):
+    """On a Dask X, the equal-frequency edges the default recipe will ask for -- Q's ``n_bins`` of ``rule``, the
+    per-class relevance's fine bins (``per_class_bins``) and the pair order's 255 levels of all values
+    (``pair_order``) -- searched in one set of passes over X instead of one search each
+    (:func:`bioqpfs._kernels.discretize_dask.prefetch_quantile_edges`; the same edges).  Nothing for other X or
+    rules."""
+    if not is_dask_array(X) or rule not in EQUAL_FREQUENCY_RULES:
+        return
+    zero = rule == "zero_quantile"
+    requests = [(n_bins, zero)] + [(relevance_fine_bins(n_bins), zero)] * per_class_bins
+    prefetch_quantile_edges(X, requests + [(_disc.MAX_LEVELS, False)] * pair_order)
 
 
 #: the relevance F_c of :func:`bioqpfs.qpfs_cover`'s per-class problems: the one-vs-rest MI (``"mi"``), the

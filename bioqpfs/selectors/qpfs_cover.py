@@ -58,6 +58,7 @@ from ._common import (
     one_vs_rest_relevance,
     pair_order_information,
     per_class_bin_relevance,
+    prefetch_recipe_edges,
     prepare,
     resolve_preselected,
     similarity_and_relevance,
@@ -262,6 +263,8 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     # a sparse X's genes sorted once for the codes of Q, the per-class bins and the pair-order levels; Q itself is
     # counted after the block, without the sorted form (the two largest working sets of the recipe never meet)
     several_rules = own_bins or relevance_used != "mi"
+    if strata is None and several_rules:  # a Dask X: the edges of all the rules in one search (the same edges)
+        prefetch_recipe_edges(Xk, rule, n_bins, per_class_bins=own_bins, pair_order=relevance_used != "mi")
     with sharing_sorted_columns(Xk) if several_rules else contextlib.nullcontext():
         _, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
                                                   discretization=rule, n_bins=n_bins, base=base,
