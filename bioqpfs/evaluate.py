@@ -164,7 +164,18 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         warn_single_class_levels(names_of, present, single, stacklevel=3)
         levels = [v for i, v in enumerate(levels) if i not in single]
     y_select = np.column_stack([np.asarray(v, dtype=object) for v in levels]) if len(levels) > 1 else levels[0]
-    return X, levels[-1], names, np.flatnonzero(mask), y_select
+    return X, _sortable(levels[-1]), names, np.flatnonzero(mask), y_select
+
+
+def _sortable(values):
+    """``values`` (labels or batches checked by check_labels), as their texts when they mix numbers and text
+    (``1, 'b'``): the folds and the classifiers sort them, which numpy cannot do for mixed types.  The texts are
+    distinct, since check_labels refuses one class written in two ways (``1`` beside ``'1'``)."""
+    try:
+        np.unique(values)
+    except TypeError:
+        return np.asarray([str(v) for v in values], dtype=object)
+    return values
 
 
 def _batches(data, batch, n_samples):
@@ -178,7 +189,7 @@ def _batches(data, batch, n_samples):
         batch = obs_batch(data, batch)
     codes, names = check_labels(batch, n_samples, name="batch", min_classes=1, sample_names=sample_names_of(data),
                                 check_continuous=False)
-    return np.asarray(names, dtype=object)[codes]
+    return _sortable(np.asarray(names, dtype=object)[codes])
 
 
 def _gene_indices(genes, names, n_vars, label):
@@ -644,7 +655,8 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         fold, then averaged; with leave-one-out a fold has one sample, so its balanced accuracy and
         macro-F1 are just its accuracy -- use k-fold for those.  A score that needs every class in a
         test fold (``"roc_auc"``, ``"neg_log_loss"``) is refused before the CV runs when a test fold
-        lacks a class (leave-one-out, for one).
+        lacks a class (leave-one-out, for one).  A score that is NaN on some fold fits makes that row's
+        mean, sd and se NaN (with a warning), never a mean over the other folds.
     refit_selection : bool or None
         ``None`` (default): methods given by name are refit on the training samples of every fold,
         so selection never sees the test samples (no selection bias); fixed rankings are used as
@@ -826,8 +838,21 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     g = folds.groupby(["method", "n_genes"], sort=False)
     summary = g.size().rename("n_folds").reset_index()
     stats = []
+    undefined = folds[score_name].isna()
+    if undefined.any():   # pandas' mean would skip them: a mean over fewer folds than n_folds says
+        import warnings
+
+        from ._validation import user_stacklevel
+
+        first = folds[undefined].iloc[0]
+        warnings.warn(f"scoring={score_name!r} is NaN on {int(undefined.sum())} of {len(folds)} fold fits (e.g. "
+                      f"{first['method']!r} at n_genes={first['n_genes']}, fold {first['fold']}); their mean_"
+                      f"{score_name}, sd_ and se_ are NaN; use a score defined on every test fold (e.g. "
+                      "'balanced_accuracy')", UserWarning, stacklevel=user_stacklevel())
     for name in [score_name] + [m for m in metrics if m != score_name]:   # the chosen score first
-        mean, sd = g[name].mean().to_numpy(), g[name].std(ddof=1).to_numpy()
+        # skipna=False: a NaN fold score makes its row NaN instead of a mean over the other folds
+        mean = g[name].agg(lambda s: s.mean(skipna=False)).to_numpy(dtype=float)
+        sd = g[name].agg(lambda s: s.std(ddof=1, skipna=False)).to_numpy(dtype=float)
         stats += [(f"mean_{name}", mean), (f"sd_{name}", sd), (f"se_{name}", sd / np.sqrt(summary["n_folds"].to_numpy()))]
     for col, values in stats:
         summary[col] = values

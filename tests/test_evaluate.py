@@ -480,3 +480,42 @@ def test_reserved_method_params_and_regressors_are_refused(three_classes):
             evaluate.error_curve(X, y, {"mine": ("maxrel", {key: 3})}, n_genes=2)
     with pytest.raises(TypeError, match="classifier LinearRegression is a regressor"):
         evaluate.error_curve(X, y == "a", {"p": [0, 1]}, n_genes=2, classifier=LinearRegression())
+
+
+def test_nan_fold_score_is_not_skipped_by_the_mean():
+    """A scorer that is NaN on some folds: the row's mean and sd are NaN (with a warning), not a mean over the
+    other folds while n_folds counts them all."""
+    rng = np.random.default_rng(0)
+    X = rng.poisson(2, (60, 10)).astype(float)
+    y = np.repeat(["a", "b", "c"], 20)
+    calls = []
+
+    def sometimes_nan(estimator, X_test, y_test):
+        calls.append(1)
+        return np.nan if len(calls) % 3 == 0 else 0.5
+
+    with pytest.warns(UserWarning, match=r"scoring='sometimes_nan' is NaN on \d+ of 10 fold fits"):
+        df, folds = evaluate.error_curve(X, y, {"fixed": [0, 1, 2, 3]}, n_genes=[2, 4], cv=5,
+                                         scoring=sometimes_nan, return_folds=True)
+    assert folds["sometimes_nan"].isna().any()
+    assert df["mean_sometimes_nan"].isna().all() and df["sd_sometimes_nan"].isna().all()
+    assert (df["n_folds"] == 5).all() and df["mean_error"].notna().all()
+    with pytest.raises(ValueError, match="NaN"):
+        evaluate.suggest_n_genes(df)
+
+
+def test_labels_mixing_numbers_and_text():
+    """Labels such as 1, 'b', 2.5 (accepted by bioqpfs.select) are evaluated as their texts, not a TypeError from
+    numpy's sort deep inside the fold split."""
+    rng = np.random.default_rng(1)
+    X = rng.poisson(2, (60, 12)).astype(float)
+    mixed = np.array([1] * 20 + ["b"] * 20 + [2.5] * 20, dtype=object)
+    X[:20, :2] += 4
+    text = np.array(["1"] * 20 + ["b"] * 20 + ["2.5"] * 20, dtype=object)
+    got = evaluate.error_curve(X, mixed, {"fixed": [0, 1, 2, 3], "qpfs": "qpfs"}, n_genes=[2, 4], cv=4)
+    want = evaluate.error_curve(X, text, {"fixed": [0, 1, 2, 3], "qpfs": "qpfs"}, n_genes=[2, 4], cv=4)
+    pd.testing.assert_frame_equal(got.drop(columns="seconds_select"), want.drop(columns="seconds_select"))
+    batch = np.array([1, "x", 2] * 20, dtype=object)   # batches too: leave-one-batch-out sorts them
+    got = evaluate.error_curve(X, mixed, ["qpfs"], n_genes=[2, 4], cv="leave_one_batch_out", batch=batch)
+    want = evaluate.error_curve(X, text, ["qpfs"], n_genes=[2, 4], cv="leave_one_batch_out", batch=batch.astype(str))
+    pd.testing.assert_frame_equal(got.drop(columns="seconds_select"), want.drop(columns="seconds_select"))
