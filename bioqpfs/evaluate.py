@@ -128,7 +128,10 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}"
                   + (f" (the matrix stored in the file read whole: {whole})" if whole else
                      " (read lazily in sample chunks)" if is_dask_array(X) else ""))
-        y = obs_labels(data, labels) if isinstance(labels, (str, list, tuple)) else labels
+        # a list is .obs column names, unless it holds one label per cell that are not all column names
+        columns = isinstance(labels, str) or (isinstance(labels, (list, tuple)) and (
+            len(labels) != data.n_obs or all(isinstance(c, str) and c in data.obs.columns for c in labels)))
+        y = obs_labels(data, labels) if columns else labels
     else:
         if layer is not None or use_raw or isinstance(mask_var, str):
             raise ValueError("layer=, use_raw= and a mask_var column name need an AnnData; with an array pass "
@@ -607,7 +610,8 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         method.  Otherwise X is read whole after a memory check.  An AnnData of
         ``anndata.experimental.read_lazy`` needs its ``.obs``/``.var`` loaded first (the error says how).
     labels : str, list of str or array-like
-        Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData.  Hierarchical labels
+        Class labels, or the ``.obs`` column holding them when ``data`` is an AnnData (with an AnnData a list is
+        column names unless it holds one label per cell that are not all column names).  Hierarchical labels
         (a list of ``.obs`` columns, or an array / DataFrame with one column per level, coarse to fine): the
         selections refit in the folds get every level (README "Hierarchical labels"); the folds, the
         classifier and the scores use the finest level.

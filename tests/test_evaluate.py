@@ -519,3 +519,15 @@ def test_labels_mixing_numbers_and_text():
     got = evaluate.error_curve(X, mixed, ["qpfs"], n_genes=[2, 4], cv="leave_one_batch_out", batch=batch)
     want = evaluate.error_curve(X, text, ["qpfs"], n_genes=[2, 4], cv="leave_one_batch_out", batch=batch.astype(str))
     pd.testing.assert_frame_equal(got.drop(columns="seconds_select"), want.drop(columns="seconds_select"))
+
+
+def test_anndata_with_labels_as_a_list(srbct_small):
+    """With an AnnData, a list of one label per cell is labels (array-like, as documented), not .obs column names
+    ("groupby lists column(s) ... more than once")."""
+    adata = srbct_small
+    by_column = evaluate.error_curve(adata, "class", {"fixed": [3, 17, 40]}, n_genes=[2, 3], cv=4)
+    for labels in (adata.obs["class"].astype(str).tolist(), tuple(adata.obs["class"].astype(str))):
+        got = evaluate.error_curve(adata, labels, {"fixed": [3, 17, 40]}, n_genes=[2, 3], cv=4)
+        pd.testing.assert_frame_equal(got, by_column)
+    with pytest.raises(KeyError, match="not a column of adata.obs"):   # a short list is still column names
+        evaluate.error_curve(adata, ["class", "nope"], {"fixed": [3, 17, 40]}, n_genes=[2, 3], cv=4)
