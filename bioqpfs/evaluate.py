@@ -99,6 +99,20 @@ def make_classifier(classifier: str | BaseEstimator = "linear_svm") -> BaseEstim
     return clone(classifier)
 
 
+def _seeded(clf, seed):
+    """``clf`` with every ``random_state`` left at ``None`` (its own, or a pipeline step's) set to ``seed``.
+
+    scikit-learn draws a seed from NumPy's global RNG at every fit of such an estimator (``SVC``, ``LinearSVC``,
+    ``RandomForestClassifier`` ...): the error curve then changed the caller's ``np.random`` state, and a
+    stochastic classifier's scores followed that state instead of error_curve's ``random_state``.
+    """
+    if not hasattr(clf, "get_params"):
+        return clf
+    unset = {key: seed for key, value in clf.get_params(deep=True).items()
+             if key.rsplit("__", 1)[-1] == "random_state" and value is None}
+    return clf.set_params(**unset) if unset else clf
+
+
 # --------------------------------------------------------------------------------------------
 # inputs
 # --------------------------------------------------------------------------------------------
@@ -688,8 +702,9 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     feature_names : sequence of str, optional
         Gene names of an array ``data`` (to resolve gene-name lists).
     random_state : int, None or numpy.random.Generator
-        Seeds the folds and every method's random choices (fold f of repeat r gets
-        ``random_state + 1000 * r + f``).  A NumPy Generator/RandomState is turned into one int seed
+        Seeds the folds, every method's random choices and the classifier's (a ``random_state`` left at
+        ``None`` in it or its pipeline's steps; fold f of repeat r gets ``random_state + 1000 * r + f``),
+        so NumPy's global RNG is never used.  A NumPy Generator/RandomState is turned into one int seed
         drawn from it; ``None`` only with ``cv="loo"`` or a splitter (k-fold needs a seed).
     return_folds : bool
         Also return the per-fold table (one row per repeat, fold, method, k).
@@ -774,7 +789,8 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
             raise ValueError(f"refit_selection=True but {fixed} are precomputed rankings, which cannot be refit "
                              "inside the folds; pass method names instead, or refit_selection=None")
     refit = refit_selection is not False
-    base_clf = make_classifier(classifier)
+    seed0 = 0 if random_state is None else int(random_state)
+    base_clf = make_classifier(classifier)   # seeded for each fit below (_seeded)
     clf_name = classifier if isinstance(classifier, str) else type(classifier).__name__
     if cv is None:
         cv, why = _auto_cv(y)
@@ -782,11 +798,11 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     splits = _splits(cv, y, repeats, random_state, batch)
     _check_folds(splits, y)
     if scorer is not None:
-        _check_scorer(scorer, score_name, base_clf, clf_name, lambda rows: _dense(X[rows][:, cand[:min(2, cand.size)]]),
+        _check_scorer(scorer, score_name, _seeded(clone(base_clf), seed0), clf_name,
+                      lambda rows: _dense(X[rows][:, cand[:min(2, cand.size)]]),
                       y, splits)
     Xc = X[:, cand]
     cand_names = None if names is None else names[cand]
-    seed0 = 0 if random_state is None else int(random_state)
 
     def run(name, params, rows, seed):
         t0 = time.perf_counter()
@@ -831,7 +847,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                 for k in fitted:
                     Ptr = Pte = None
                     Ptr, Pte = panel[train, :k], panel[test, :k]
-                    clf = clone(base_clf).fit(Ptr, y[train])
+                    clf = _seeded(clone(base_clf), seed0 + 1000 * r + f).fit(Ptr, y[train])
                     scores = _prediction_metrics(y[test], clf.predict(Pte))
                     if scorer is not None:
                         scores[score_name] = _score(scorer, score_name, clf, Pte, y[test], lab, k, r, f)

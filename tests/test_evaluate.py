@@ -531,3 +531,28 @@ def test_anndata_with_labels_as_a_list(srbct_small):
         pd.testing.assert_frame_equal(got, by_column)
     with pytest.raises(KeyError, match="not a column of adata.obs"):   # a short list is still column names
         evaluate.error_curve(adata, ["class", "nope"], {"fixed": [3, 17, 40]}, n_genes=[2, 3], cv=4)
+
+
+@pytest.mark.parametrize("classifier", ["linear_svm", "liblinear", "random_forest"])
+def test_classifier_seeded_from_random_state_not_the_global_rng(classifier):
+    """scikit-learn draws the seed of an estimator whose random_state is None from NumPy's global RNG at every fit:
+    the curve consumed the caller's np.random stream, and a stochastic classifier's scores followed it."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(2, (60, 12)).astype(float)
+    y = np.repeat(["a", "b", "c"], 20)
+    X[:20, :3] += 2
+    clf = RandomForestClassifier(n_estimators=3) if classifier == "random_forest" else classifier
+    runs = []
+    for seed in (0, 1):
+        np.random.seed(seed)
+        before = np.random.get_state()
+        _, folds = evaluate.error_curve(X, y, {"fixed": list(range(8))}, n_genes=[4, 8], cv=3, classifier=clf,
+                                        scoring="accuracy", random_state=2, return_folds=True)
+        after = np.random.get_state()
+        assert np.array_equal(before[1], after[1]) and before[2] == after[2]
+        runs.append(folds)
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    if classifier == "random_forest":
+        assert clf.random_state is None   # the caller's estimator is left as it was
