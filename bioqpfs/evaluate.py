@@ -637,7 +637,8 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     n_genes : int or sequence of int
         Panel sizes k (positive integers; a string or float is an error); the classifier uses the
         top-k genes of each ranking.  Sizes beyond the
-        genes a method ranked give no row (e.g. a fixed gene list shorter than the size).
+        genes a method ranked give no row (e.g. a fixed gene list shorter than the size); a fixed panel
+        shorter than every size is an error.
     classifier : str or sklearn classifier
         ``"linear_svm"`` (default; SVC, linear kernel, C=1 as in the papers), ``"liblinear"``,
         ``"knn3"``, ``"logreg"`` (StandardScaler + LogisticRegression, C=1), or any classifier or
@@ -773,6 +774,11 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     adata = data if _is_anndata(data) else None
     batch = _batches(data, batch, y.size)
     specs = _specs(selections, adata, names, X.shape[1], cand, method_params)
+    short = [(lab, payload.size) for lab, kind, payload in specs if kind == "fixed" and payload.size < ks[0]]
+    if short:   # it would get no row at all: missing from the table, or an empty table
+        lab, size = short[0]
+        raise ValueError(f"the panel {lab!r} has {size} gene(s), fewer than the smallest n_genes ({ks[0]}), so it "
+                         f"would get no row; include panel sizes up to {size} in n_genes, or pass a longer panel")
     aware = with_batches
     in_mask = np.zeros(X.shape[1], dtype=bool)
     in_mask[cand] = True

@@ -556,3 +556,18 @@ def test_classifier_seeded_from_random_state_not_the_global_rng(classifier):
     pd.testing.assert_frame_equal(runs[0], runs[1])
     if classifier == "random_forest":
         assert clf.random_state is None   # the caller's estimator is left as it was
+
+
+def test_fixed_panel_shorter_than_every_size_is_refused():
+    """A fixed panel shorter than the smallest n_genes got no row: it vanished from the table without a word (an
+    empty table when it was the only selection)."""
+    rng = np.random.default_rng(0)
+    X = rng.poisson(2, (60, 20)).astype(float)
+    y = np.repeat(["a", "b", "c"], 20)
+    with pytest.raises(ValueError, match=r"the panel 'short' has 3 gene\(s\), fewer than the smallest n_genes \(5\)"):
+        evaluate.error_curve(X, y, {"short": [0, 1, 2], "long": list(range(12))}, n_genes=[5, 10], cv=3)
+    with pytest.raises(ValueError, match="'short' has 3 gene"):
+        evaluate.error_curve(X, y, {"short": [0, 1, 2]}, n_genes=[5, 10], cv=3)
+    # a panel shorter than some sizes only: those sizes give no row, as documented
+    df = evaluate.error_curve(X, y, {"short": [0, 1, 2, 3, 4, 5], "long": list(range(12))}, n_genes=[5, 10], cv=3)
+    assert df.groupby("method", sort=False).size().to_dict() == {"short": 1, "long": 2}
