@@ -552,6 +552,12 @@ def _check_scorer(scorer, score_name, clf, clf_name, panel, y, splits):
                                 or "multiclass" in text):
             hint = (f"the labels have {n_classes} classes; use a multiclass score, e.g. 'f1_macro', "
                     "'precision_macro', 'recall_macro', or 'roc_auc_ovr' with classifier='logreg'")
+        elif "pos_label" in text:   # a binary score ('f1', 'precision', 'recall') on labels that are not 0/1
+            positive = np.unique(y)[-1]
+            func = getattr(getattr(scorer, "_score_func", None), "__name__", "f1_score")
+            hint = (f"it scores one positive class, pos_label, which is not among the labels {list(map(str, np.unique(y)))}; "
+                    f"name it: scoring=sklearn.metrics.make_scorer(sklearn.metrics.{func}, pos_label={positive!r}), "
+                    "or use a score of all classes (e.g. 'f1_macro', 'balanced_accuracy')")
         elif "convert" in text and "float" in text:
             hint = "it is a regression score; use a classification score (e.g. 'balanced_accuracy', 'f1_macro')"
         else:

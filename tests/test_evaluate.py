@@ -571,3 +571,20 @@ def test_fixed_panel_shorter_than_every_size_is_refused():
     # a panel shorter than some sizes only: those sizes give no row, as documented
     df = evaluate.error_curve(X, y, {"short": [0, 1, 2, 3, 4, 5], "long": list(range(12))}, n_genes=[5, 10], cv=3)
     assert df.groupby("method", sort=False).size().to_dict() == {"short": 1, "long": 2}
+
+
+def test_binary_score_on_text_labels_names_pos_label():
+    """'f1' on labels 'a'/'b' fails on sklearn's pos_label=1; the advice was "use a classification score", which f1
+    is: the message now says to name the positive class, and that advice works."""
+    from sklearn.metrics import f1_score, make_scorer
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(2, (40, 6)).astype(float)
+    y = np.repeat(["a", "b"], 20)
+    X[20:, :2] += 3
+    with pytest.raises(ValueError, match=r"pos_label=.b.\), or use a score of all classes") as info:
+        evaluate.error_curve(X, y, {"fixed": [0, 1, 2]}, n_genes=[2, 3], cv=4, scoring="f1")
+    assert "use a classification score" not in str(info.value)
+    df = evaluate.error_curve(X, y, {"fixed": [0, 1, 2]}, n_genes=[2, 3], cv=4,
+                              scoring=make_scorer(f1_score, pos_label="b"))
+    assert df["mean_f1"].between(0, 1).all()
