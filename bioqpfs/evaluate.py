@@ -74,7 +74,7 @@ def make_classifier(classifier: str | BaseEstimator = "linear_svm") -> BaseEstim
     often fit.  The classifier always sees the panel's columns as a dense array (see :func:`error_curve`),
     so scaling pipelines work on sparse data too.
     """
-    from sklearn.base import clone, is_classifier, is_regressor
+    from sklearn.base import clone, is_classifier, is_clusterer, is_regressor
 
     if isinstance(classifier, str):
         from sklearn.linear_model import LogisticRegression
@@ -95,6 +95,9 @@ def make_classifier(classifier: str | BaseEstimator = "linear_svm") -> BaseEstim
         raise TypeError(f"classifier must be a name or a scikit-learn classifier, got {type(classifier).__name__}")
     if is_regressor(classifier):  # it would predict numbers, scored as (almost always wrong) class labels
         raise TypeError(f"classifier {type(classifier).__name__} is a regressor; pass a classifier, e.g. "
+                        "'logreg' or sklearn.linear_model.LogisticRegression()")
+    if is_clusterer(classifier):  # its cluster numbers would be scored as class labels (an error near 1 - 1/C)
+        raise TypeError(f"classifier {type(classifier).__name__} is a clustering estimator; pass a classifier, e.g. "
                         "'logreg' or sklearn.linear_model.LogisticRegression()")
     return clone(classifier)
 
@@ -648,7 +651,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     classifier : str or sklearn classifier
         ``"linear_svm"`` (default; SVC, linear kernel, C=1 as in the papers), ``"liblinear"``,
         ``"knn3"``, ``"logreg"`` (StandardScaler + LogisticRegression, C=1), or any classifier or
-        pipeline instance (cloned for every fit; a regressor is refused).  It is fitted on the panel's columns as a dense
+        pipeline instance (cloned for every fit; a regressor or a clusterer is refused).  It is fitted on the panel's columns as a dense
         array, so a pipeline that centres (``StandardScaler()``) works on sparse data too: the panel
         is small, and densifying k columns costs k x n_samples values.
     cv : None, int, "loo", "leave_one_batch_out" or sklearn splitter

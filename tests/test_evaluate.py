@@ -588,3 +588,18 @@ def test_binary_score_on_text_labels_names_pos_label():
     df = evaluate.error_curve(X, y, {"fixed": [0, 1, 2]}, n_genes=[2, 3], cv=4,
                               scoring=make_scorer(f1_score, pos_label="b"))
     assert df["mean_f1"].between(0, 1).all()
+
+
+def test_clusterer_is_not_a_classifier():
+    """KMeans has fit and predict, so it passed as a classifier: its cluster numbers were scored as class labels
+    (mean_error ~0.9 on separable data, no error)."""
+    from sklearn.cluster import KMeans
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(2, (60, 6)).astype(float)
+    y = np.repeat([0, 1, 2], 20)
+    for clf in (KMeans(3, n_init=2), make_pipeline(StandardScaler(), KMeans(3, n_init=2))):
+        with pytest.raises(TypeError, match="is a clustering estimator; pass a classifier"):
+            evaluate.error_curve(X, y, {"fixed": [0, 1, 2]}, n_genes=[2, 3], cv=3, classifier=clf)
