@@ -69,11 +69,15 @@
 #'   `NA` weight and rank and `<key>_selected = FALSE`; only the subset is sent
 #'   to the engine.
 #' @param keyAdded Prefix of the result columns and name of the metadata
-#'   entry; default the method name, `"bioqpfs"` for the default recipe.
+#'   entry (one character string); default the method name, `"bioqpfs"` for
+#'   the default recipe.
 #' @param randomState Integer seed for methods that make random choices.
 #' @param ... Named parameters of the method, passed to the engine, e.g.
 #'   `similarity = "correlation"`, `alpha = 0.5`, `discretization =
 #'   "quantile"` for QPFS (see the Python documentation of the method).
+#'   Arguments of the Python function that `selectGenes()` sets itself
+#'   (`n_genes`, `random_state`, `key_added`, `batch_key`, `layer`, ...) are
+#'   refused, naming the R argument to use.
 #'   `preselected` (every method) forces genes into the panel, ranked first
 #'   in the given order: gene names, row indices (1-based) or a logical
 #'   vector with one value per row. `backend = "gpu"` counts on a GPU (the
@@ -187,6 +191,22 @@ setGeneric("selectGenes", function(x, labels, ...) {
     if (length(params) && (is.null(names(params)) || any(!nzchar(names(params))))) {
         stop("bioqpfs: extra arguments must be named method parameters, e.g. similarity = \"correlation\"",
              call. = FALSE)
+    }
+    if (!is.null(keyAdded) && (!is.character(keyAdded) || length(keyAdded) != 1L || is.na(keyAdded))) {
+        stop("bioqpfs: 'keyAdded' must be NULL (the method's name) or one character string, not ",
+             deparse(keyAdded), call. = FALSE)
+    }
+    ## arguments of the Python function that selectGenes() sets itself: in `...` Python answered
+    ## "got multiple values for keyword argument" (or, for copy, lost the result)
+    python <- c(n_genes = "nGenes", random_state = "randomState", key_added = "keyAdded", groupby = "labels",
+                batch_key = "block", layer = "assay.type", method = "method", adata = "x", copy = NA,
+                use_raw = NA)
+    clash <- intersect(names(params), names(python))
+    if (length(clash)) {
+        r <- python[[clash[[1]]]]
+        stop("bioqpfs: '", clash[[1]], "' is an argument of the Python function, not a method parameter; ",
+             if (is.na(r)) "selectGenes() has no such option: leave it out" else paste0("use selectGenes()'s '", r,
+                                                                                   "' instead"), call. = FALSE)
     }
     for (nm in names(params)) {   # reticulate would turn NA into True (logical) or a large negative integer
         v <- params[[nm]]

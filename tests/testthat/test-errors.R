@@ -70,3 +70,20 @@ test_that("numbers R would coerce, NA parameters and empty objects are refused b
     expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 3, subset.row = 1:10, preselected = "gene20"),
                  "preselected gene\\(s\\) gene20 are left out by subset.row")
 })
+
+test_that("Python-only arguments in ... and a keyAdded that is not one string are refused in R's words", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    ## Python answered "select_genes() got multiple values for keyword argument 'random_state'"
+    expect_error(selectGenes(t$m, t$cls, nGenes = 5, random_state = 3),
+                 "'random_state' is an argument of the Python function.*use selectGenes\\(\\)'s 'randomState'")
+    expect_error(selectGenes(t$m, t$cls, nGenes = 5, n_genes = 3), "use selectGenes\\(\\)'s 'nGenes'")
+    expect_error(selectGenes(t$m, t$cls, nGenes = 5, batch_key = "b"), "use selectGenes\\(\\)'s 'block'")
+    ## copy = TRUE lost the result: "no selection stored under key 'bioqpfs'"
+    expect_error(selectGenes(t$m, t$cls, nGenes = 5, copy = TRUE), "'copy' .* has no such option: leave it out")
+    ## keyAdded = NA stored the result under "NA" (columns NA_weight, ...)
+    expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5, keyAdded = NA),
+                 "'keyAdded' must be NULL .* or one character string, not NA")
+    expect_error(selectGenes(toySE(), "type", method = "qpfs", nGenes = 5, keyAdded = c("a", "b")),
+                 "'keyAdded' must be NULL")
+})
