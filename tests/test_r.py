@@ -576,3 +576,18 @@ def test_select_genes_block_vector_beside_a_labels_column_named_block():
     ref = bioqpfs.select(X, y, method="mrmr_mid", n_genes=4, batch=np.array(batches))
     assert _panel(out, "mrmr_mid")[:4] == list(ref.selected)
     assert rvalue("metadata(x)$mrmr_mid$params$batch_key", out) == ["block_1"]
+
+
+def test_metadata_na_in_integer_and_logical_vectors_stays_numeric():
+    """metadata(x) integer/logical vectors with NA came back as strings ('1', 'None'); now float64 with NaN."""
+    se = R('SummarizedExperiment(list(a = matrix(1:4, 2, 2)), metadata = list(i = c(1L, NA, 3L), '
+           'l = c(TRUE, NA, FALSE), l1 = NA, ok = c(2L, 5L), d = c(1.5, NA)))')
+    uns = br.to_anndata(se).uns
+    np.testing.assert_array_equal(uns["i"], [1.0, np.nan, 3.0])
+    assert uns["i"].dtype == np.float64
+    np.testing.assert_array_equal(uns["l"], [1.0, np.nan, 0.0])
+    assert isinstance(uns["l1"], float) and np.isnan(uns["l1"])
+    assert uns["ok"].dtype.kind == "i" and list(uns["ok"]) == [2, 5]   # without NA: unchanged
+    np.testing.assert_array_equal(uns["d"], [1.5, np.nan])
+    back = br.from_anndata(br.to_anndata(se))   # and back to R: NA, not the string "None"
+    rtrue('is.double(metadata(x)$i) && identical(is.na(metadata(x)$i), c(FALSE, TRUE, FALSE))', back)

@@ -109,7 +109,8 @@ _UNSUPPORTED = object()
 def _value_to_py(v, where="metadata"):
     """R metadata value -> Python (named list -> dict, list -> list, length-1 vector -> scalar, matrix -> 2-d).
 
-    Values of other kinds (S4 objects, data frames, functions...) are left out with a warning.
+    An integer or logical vector with NA becomes float64 with NaN for NA (as an integer assay's NA does),
+    never strings.  Values of other kinds (S4 objects, data frames, functions...) are left out with a warning.
     """
     ro, default_converter, numpy2ri, localconverter = rpy2_modules()
     from rpy2 import rinterface as ri
@@ -129,6 +130,8 @@ def _value_to_py(v, where="metadata"):
     if isinstance(v, (ri.FloatSexpVector, ri.IntSexpVector, ri.BoolSexpVector, ri.StrSexpVector)):
         arr = column_to_py(v)
         if arr is not None:
+            if isinstance(arr, (pd.arrays.IntegerArray, pd.arrays.BooleanArray)):   # NA: NaN, not the string "None"
+                arr = arr.to_numpy(dtype=np.float64, na_value=np.nan)
             arr = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr
             if arr.dtype == object:
                 arr = np.asarray(["None" if x is None or x is pd.NA else str(x) for x in arr], dtype=str)
