@@ -31,15 +31,20 @@ def _plain(v):
     return v
 
 
-#: Python words of the engine's messages -> the R package's (selectGenes()'s arguments, the object's slots)
-_R_WORDS = (("adata.uns[", "metadata(x)["), ("adata.var has", "rowData(x) has"), ("key_added", "keyAdded"),
-            ("n_genes=", "nGenes = "), ("random_state=", "randomState = "), ("batch_key", "block"))
+#: Python words of the engine's messages -> the R object's slots (both routes); the gene names are the row names
+_R_SLOTS = (("adata.uns[", "metadata(x)["), ("adata.var has", "rowData(x) has"),
+            ("adata.var_names_make_unique()", "rownames(x) <- make.unique(rownames(x))"),
+            ("adata.var_names", "rownames(x)"), (" and bioqpfs.get.selection_df could", " could"),
+            (".uns[", "metadata(x)["))
+#: ... and selectGenes()'s arguments (the R package only: bioqpfs.r.select_genes takes Python's)
+_R_ARGUMENTS = (("key_added", "keyAdded"), ("n_genes=", "nGenes = "), ("random_state=", "randomState = "),
+                ("batch_key", "block"))
 
 
 def in_r_words(text, arguments=True):
     """An engine message in the words of R's ``selectGenes()`` (``arguments=False``: only the object's slots, for
     :func:`bioqpfs.r.select_genes`, whose arguments are Python's)."""
-    for python, r in _R_WORDS[:2] if not arguments else _R_WORDS:
+    for python, r in _R_SLOTS + (_R_ARGUMENTS if arguments else ()):
         text = text.replace(python, r)
     return text
 
@@ -194,9 +199,11 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
         order = [order] if isinstance(order, str) else [str(v) for v in order]
         return pd.Categorical(values, categories=list(dict.fromkeys(order)))
 
-    adata = ad.AnnData(X=X, var=pd.DataFrame(index=pd.Index([str(g) for g in genes])),
-                       obs=pd.DataFrame({g: categorical(lab, o) for g, lab, o in zip(names, levels, orders)},
-                                        index=pd.Index([str(i) for i in range(n_samples)])))
+    with warnings.catch_warnings():   # duplicated row names: tl.select_genes warns in R's words (below)
+        warnings.filterwarnings("ignore", "Variable names are not unique", UserWarning)
+        adata = ad.AnnData(X=X, var=pd.DataFrame(index=pd.Index([str(g) for g in genes])),
+                           obs=pd.DataFrame({g: categorical(lab, o) for g, lab, o in zip(names, levels, orders)},
+                                            index=pd.Index([str(i) for i in range(n_samples)])))
     batch_key = None
     if block is not None:
         block = [block] if isinstance(block, (str, int, float)) else list(block)
@@ -223,7 +230,7 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
                             random_state=None if random_state is None else int(random_state), **params)
         except (ValueError, TypeError, KeyError) as e:
             raise type(e)(in_r_words(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))) from e
-    messages = list(dict.fromkeys(str(w.message) for w in caught))
+    messages = list(dict.fromkeys(in_r_words(str(w.message)) for w in caught))
     record_assay(adata, key, assay)
     columns, kinds = {}, {}
     for c in result_columns(adata, key):

@@ -87,3 +87,21 @@ test_that("Python-only arguments in ... and a keyAdded that is not one string ar
     expect_error(selectGenes(toySE(), "type", method = "qpfs", nGenes = 5, keyAdded = c("a", "b")),
                  "'keyAdded' must be NULL")
 })
+
+test_that("duplicated row names are reported in R's words, not AnnData's", {
+    skipIfNoEngine()
+    t <- toyMatrix()
+    m <- t$m
+    rownames(m)[2] <- "gene1"   # gene1 and gene2 both separate classes: the panel holds a duplicated name
+    ## was: "not unique in adata.var_names ... call adata.var_names_make_unique()"
+    err <- tryCatch(suppressWarnings(selectGenes(m, t$cls, method = "qpfs", nGenes = 5)),
+                    error = conditionMessage)
+    expect_match(err, "not unique in rownames\\(x\\) \\(gene1\\)")
+    expect_match(err, "rownames(x) <- make.unique(rownames(x))", fixed = TRUE)
+    expect_false(grepl("adata\\.|var_names|selection_df", err))
+    m <- t$m
+    rownames(m)[40] <- "gene39"   # noise genes, outside the panel: a warning, in R's words too
+    expect_warning(res <- selectGenes(m, t$cls, method = "qpfs", nGenes = 3),
+                   "rownames\\(x\\) are not unique .* rownames\\(x\\) <- make.unique\\(rownames\\(x\\)\\)")
+    expect_equal(sum(res$qpfs_selected), 3)
+})
