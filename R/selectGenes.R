@@ -467,7 +467,8 @@ setGeneric("selectGenes", function(x, labels, ...) {
     ok <- if (is.character(assay.type)) {
         length(assay.type) == 1L && assay.type %in% available
     } else {
-        is.numeric(assay.type) && length(assay.type) == 1L && assay.type >= 1 && assay.type <= length(available)
+        is.numeric(assay.type) && length(assay.type) == 1L && !is.na(assay.type) && assay.type == round(assay.type) &&
+            assay.type >= 1 && assay.type <= length(available)   # 1.5 read assay 1
     }
     if (!ok) {
         stop("bioqpfs: assay.type = ", deparse(assay.type), " is not ", what, "; available: ",

@@ -25,6 +25,9 @@ test_that("a wrong assay name is an error listing the assays", {
     expect_error(selectGenes(toySE(), "type", assay.type = "tpm"),
                  "assay.type = \"tpm\" is not an assay of x; available: logcounts, counts")
     expect_error(selectGenes(toySE(), "type", assay.type = 3), "available: logcounts, counts")
+    ## a fractional index read the assay it truncates to (1.5: logcounts); NA failed inside if()
+    expect_error(selectGenes(toySE(), "type", assay.type = 1.5), "assay.type = 1.5 is not an assay of x")
+    expect_error(selectGenes(toySE(), "type", assay.type = NA_real_), "assay.type = NA_real_ is not an assay of x")
     sce <- SingleCellExperiment::SingleCellExperiment(assays = list(counts = toyMatrix()$m),
                                                       colData = S4Vectors::DataFrame(type = toyMatrix()$cls))
     expect_error(selectGenes(sce, "type"), "assay.type = \"logcounts\" is not an assay of x; available: counts")
