@@ -591,3 +591,16 @@ def test_metadata_na_in_integer_and_logical_vectors_stays_numeric():
     np.testing.assert_array_equal(uns["d"], [1.5, np.nan])
     back = br.from_anndata(br.to_anndata(se))   # and back to R: NA, not the string "None"
     rtrue('is.double(metadata(x)$i) && identical(is.na(metadata(x)$i), c(FALSE, TRUE, FALSE))', back)
+
+
+def test_select_genes_missing_labels_in_r_words():
+    """NA labels or batches on an R object: the message named adata.obs and advised adata = adata[...].copy()."""
+    se = R('s <- SummarizedExperiment(list(logcounts = matrix(sin(1:120), 4, 30, dimnames = list(paste0("g", 1:4), '
+           'paste0("s", 1:30)))), colData = DataFrame(type = factor(rep(c("a", "b", NA), 10)), '
+           'batch = rep(c("x", NA), 15))); s')
+    for labels, block, match in (("type", None, r"labels column 'type' has 10 missing value\(s\) \(samples s3, "),
+                                 (R("rep(c('a', NA), 15)"), None, r"labels has 15 missing value\(s\) \(samples s2, "),
+                                 (R("rep(c('a', 'b'), 15)"), "batch", r"block column 'batch' has 15 missing")):
+        with pytest.raises(ValueError, match=match) as info:
+            br.select_genes(se, labels, block=block, method="qpfs", n_genes=2)
+        assert "adata" not in str(info.value) and "!is.na(" in str(info.value)

@@ -40,6 +40,7 @@ def _labels_to_obs(adata, labels, where, what="labels"):
             if name not in adata.obs.columns:
                 raise KeyError(f"{what}={name!r} is not a column of {where}; available: "
                                f"{', '.join(map(str, adata.obs.columns)) or 'none'}")
+            _refuse_missing(adata, adata.obs[name], f"{what} column {name!r}", f"x${name}")
         return labels if isinstance(labels, str) else names
     try:
         from rpy2.rinterface import Sexp
@@ -64,11 +65,24 @@ def _labels_to_obs(adata, labels, where, what="labels"):
     if len(values) != adata.n_obs:
         raise ValueError(f"{what} has {len(values)} values but the object has {adata.n_obs} samples")
     values = pd.Series(values, index=adata.obs_names)
+    _refuse_missing(adata, values, what, what)
     column, k = what, 1   # a colData column of that name (e.g. "block" holding the classes) is left as it is
     while column in adata.obs.columns:
         column, k = f"{what}_{k}", k + 1
     adata.obs[column] = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.array
     return column
+
+
+def _refuse_missing(adata, values, what, expression):
+    """Refuse missing labels (batches) in the words of the R object: the engine's message and its advice are about
+    an AnnData, which the caller of :func:`select_genes` does not hold."""
+    from .._validation import describe_indices
+
+    missing = np.flatnonzero(pd.isna(pd.Series(values)).to_numpy())
+    if missing.size:
+        raise ValueError(f"{what} has {missing.size} missing value(s) (samples "
+                         f"{describe_indices(missing, adata.obs_names)}); remove those samples (e.g. "
+                         f"x[, !is.na({expression})] in R) or give them a value")
 
 
 def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added=None, random_state=0,
