@@ -252,7 +252,9 @@ setGeneric("selectGenes", function(x, labels, ...) {
                                     existing_results = .existingResults(existingMeta))
     }, error = function(e) {
         engine$`_reticulate_discard`()
-        stop("bioqpfs: ", sub("^.*?(Error|Exception): ", "", conditionMessage(e)), call. = FALSE)
+        ## reticulate's message ends with a newline: R printed an empty line after the error
+        stop("bioqpfs: ", sub("[[:space:]]+$", "", sub("^.*?(Error|Exception): ", "", conditionMessage(e))),
+             call. = FALSE)
     })
     .bioqpfsState$lastTransfer <- res$transfer
     for (w in unlist(res$warnings)) warning("bioqpfs: ", w, call. = FALSE)   # the engine's warnings, as R's

@@ -43,6 +43,8 @@ test_that("bad method, nGenes or parameters give the engine's message", {
                  "'method' must be NULL \\(the default recipe\\) or one method name")
     expect_error(selectGenes(t$m, t$cls, nGenes = 0), "'nGenes' must be one positive whole number or \"auto\"")
     expect_error(selectGenes(t$m, t$cls, bogus = 1), "does not take parameter\\(s\\) bogus")
+    ## the engine's messages ended with a newline (an empty line after R's error)
+    expect_error(selectGenes(t$m, t$cls, bogus = 1), "bogus; it accepts: [a-z_, ]+$")
     expect_error(selectGenes(t$m, t$cls, method = "qpfs", nGenes = 5, keyAdded = NULL, randomState = 0, 1),
                  "must be named method parameters")
 })
