@@ -604,3 +604,18 @@ def test_select_genes_missing_labels_in_r_words():
         with pytest.raises(ValueError, match=match) as info:
             br.select_genes(se, labels, block=block, method="qpfs", n_genes=2)
         assert "adata" not in str(info.value) and "!is.na(" in str(info.value)
+
+
+def test_select_genes_without_row_names_names_genes_from_one():
+    """A matrix without row names failed after the selection ("40 elements in value to replace 0 elements"), and an
+    SE without row names recorded the panel as AnnData's 0-based names; both now use 1, 2, ... as selectGenes()."""
+    X, y = toy_expression()
+    m = R("function(m) t(m)")(ro.r.matrix(ro.FloatVector(X.ravel()), nrow=X.shape[0], byrow=True))
+    out = br.select_genes(m, ro.StrVector(list(y)), method="qpfs", n_genes=3)
+    assert rvalue("rownames(x)", out) == [str(i) for i in range(1, X.shape[1] + 1)]
+    rtrue("setequal(metadata(x)$qpfs$selected, rownames(x)[x$qpfs_selected])", out)
+    se = R("function(m, y) SummarizedExperiment(assays = list(logcounts = m), colData = DataFrame(type = y))")(
+        m, ro.StrVector(list(y)))
+    out = br.select_genes(se, "type", method="qpfs", n_genes=3)
+    rtrue("is.null(rownames(x)) && setequal(metadata(x)$qpfs$selected, "
+          "as.character(which(rowData(x)$qpfs_selected)))", out)

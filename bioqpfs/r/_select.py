@@ -122,7 +122,8 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
         ``metadata(x)[[key]]`` (``notes(x)[[key]]`` for an ExpressionSet) = list(params,
         diagnostics, selected), plus ``n_genes_auto`` (``n_genes``, ``rule``, ``grid``, ``curve``: a
         named list of columns) with ``n_genes="auto"``.  A matrix gives an S4Vectors DataFrame of those columns, with the
-        record in its ``metadata()``.
+        record in its ``metadata()``.  Genes without row names are named by their row number, ``"1"``, ``"2"``, ...
+        (in the DataFrame's row names and the record's ``selected``), as the R package's ``selectGenes()`` names them.
     """
     from ..tl import select_genes as tl_select_genes
 
@@ -130,6 +131,11 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
     if assay is None and cls == "SingleCellExperiment":   # as the R package: scran's log-normalised assay
         assay = "logcounts"
     adata = r_to_anndata(robj, assay=assay, only_x=True)
+    ro, default_converter, _, localconverter = rpy2_modules()
+    with localconverter(default_converter):
+        unnamed = bool(ro.r("function(x) is.null(rownames(x))")(robj)[0])
+    if unnamed:   # genes named by their R row number, 1, 2, ... (as the R package does), not AnnData's 0, 1, ...
+        adata.var_names = [str(i) for i in range(1, adata.n_vars + 1)]
     where = "the pData of the ExpressionSet" if cls == "ExpressionSet" else (
         "colData(x)" if cls != "matrix" else "a matrix (pass a vector of labels)")
     groupby = _labels_to_obs(adata, labels, where)
@@ -138,7 +144,6 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
             raise TypeError("pass the batches once: block= (the R name) or batch_key=, not both")
         params["batch_key"] = _labels_to_obs(adata, block, where, what="block")
     key = result_key(method, key_added)
-    ro, default_converter, _, localconverter = rpy2_modules()
     with localconverter(default_converter):
         existing = call("existing_result", robj, ro.StrVector([cls]), ro.StrVector([key]))
         columns = [str(c) for c in existing.rx2("columns")]

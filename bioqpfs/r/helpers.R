@@ -85,8 +85,8 @@ existing_result <- function(x, cls, key) {
   list(columns = as.character(cols), kind = kind, var_columns = owned)
 }
 write_result <- function(x, cls, cols, key, record, dropped = character()) {
-  if (cls == "matrix") {
-    out <- frame(cols, rownames(x), TRUE)
+  if (cls == "matrix") {   # no row names: 1, 2, ... as the R package's selectGenes() names them
+    out <- frame(cols, if (is.null(rownames(x))) as.character(seq_len(nrow(x))) else rownames(x), TRUE)
     S4Vectors::metadata(out)[[key]] <- record
     return(out)
   }
