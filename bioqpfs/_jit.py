@@ -13,7 +13,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-__all__ = ["announce_compilation", "MESSAGE"]
+__all__ = ["announce_compilation", "skip_failed_cache_writes", "MESSAGE"]
 
 MESSAGE = "compiling kernels (first run only; numba caches them on disk, later runs start at once)"
 
@@ -60,3 +60,41 @@ def announce_compilation(log):
 
     with event.install_listener("numba:compile", _Listener()):
         yield state
+
+
+_cache_warned = threading.Event()
+
+
+def skip_failed_cache_writes(namespace):
+    """Let the ``@njit(cache=True)`` kernels of ``namespace`` (a kernel module's ``globals()``) run when numba
+    cannot write their machine code to its on-disk cache.
+
+    The cache only saves compilation time, but numba raises the ``OSError`` of a failed write (a full disk, a
+    quota) from the call that compiled the kernel, so every selection failed ("No space left on device") until
+    the cache was warm.  The write of each kernel's cache is wrapped: a failed write is skipped with one
+    ``RuntimeWarning`` per process, and the kernel runs from the machine code just compiled.  Only these
+    kernels: numba's behaviour for other code is left as it is.
+    """
+    for obj in list(namespace.values()):
+        cache = getattr(obj, "_cache", None)
+        save = getattr(cache, "save_overload", None)
+        if save is None or getattr(save, "skips_failed_writes", False):
+            continue
+
+        def save_or_skip(sig, data, save=save):
+            try:
+                save(sig, data)
+            except OSError as e:
+                if not _cache_warned.is_set():
+                    _cache_warned.set()
+                    import warnings
+
+                    from ._validation import user_stacklevel
+
+                    warnings.warn(f"numba could not write the compiled kernels to its cache ({e}); bioqpfs runs, "
+                                  "but compiles them again in every new process: free some space, or point "
+                                  "NUMBA_CACHE_DIR at a writable directory", RuntimeWarning,
+                                  stacklevel=user_stacklevel())
+
+        save_or_skip.skips_failed_writes = True
+        cache.save_overload = save_or_skip

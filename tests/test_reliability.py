@@ -481,6 +481,38 @@ def test_a_signal_whose_exception_is_lost_in_a_finaliser_still_stops_the_run(tmp
     assert sorted(os.listdir(tmp_path)) == ["in.h5ad"]
 
 
+_FULL_CACHE_DISK = textwrap.dedent("""
+    import errno, warnings
+    import numba.core.caching as caching
+
+    def full(self, *args, **kwargs):  # every write of numba's on-disk cache fails as on a full disk
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    caching.IndexDataCacheFile.save = full
+    import numpy as np
+    import bioqpfs
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 12)), np.arange(40) % 2
+    X[y == 1, 3] += 3.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ranking = bioqpfs.select(X, y, method="maxrel", n_genes=3).ranking
+    print(int(ranking[0]), sum("could not write the compiled kernels" in str(w.message) for w in caught))
+""")
+
+
+def test_a_full_disk_for_numbas_cache_does_not_fail_the_selection(tmp_path):
+    """numba raises the OSError of a failed cache write from the call that compiled: on a full disk every
+    selection failed until the cache was warm.  With an empty cache directory (everything compiles) and every
+    cache write failing, the selection runs and warns once."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    proc = subprocess.run([sys.executable, "-c", _FULL_CACHE_DISK], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["3", "1"], proc.stdout + proc.stderr[-3000:]
+
+
 def test_two_concurrent_writers_leave_one_whole_result(tmp_path):
     """Two ``bioqpfs select`` runs (different methods) write the same -o at the same time: both succeed,
     and the file is a valid h5ad holding exactly one of the two selections, equal to that run's own TSV."""

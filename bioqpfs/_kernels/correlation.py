@@ -11,6 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .._jit import skip_failed_cache_writes
+
 __all__ = ["abs_pearson", "pearson", "hall_relevance", "column_moments", "scaled_column_moments",
            "shared_column_moments", "column_scales", "divide_columns", "column_blocks", "dense_columns",
            "MOMENT_BLOCK_BYTES", "product_block_width", "sparse_slice_bytes", "MIN_PRODUCT_BLOCK"]
@@ -399,3 +401,6 @@ def hall_relevance(X, y_codes):
 def _chunk_class_products(x, *, ind_c, s):
     """``(x / s)^T ind_c`` of a block of samples (genes x classes, float64)."""
     return np.asarray(divide_columns(x, s).T @ ind_c)
+
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .._jit import skip_failed_cache_writes
 from .counting import CountingBackend
 from .counting_numpy import NumpyCounting
 
@@ -709,3 +710,5 @@ class DaskCounting(CountingBackend):
                           n_classes=C, result_bytes=result_bytes, device=self.device)
         return G  # a fresh array from the reduction: ``out`` is not needed
 
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection

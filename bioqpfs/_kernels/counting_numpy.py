@@ -37,6 +37,7 @@ import threading
 import numpy as np
 from numba import njit
 
+from .._jit import skip_failed_cache_writes
 from .counting import CountingBackend, class_runs, weight_level_runs
 
 __all__ = ["NumpyCounting", "SparseCodes", "ONEHOT_BUDGET", "SPARSE_COST", "DIRECT_GENES"]
@@ -866,3 +867,6 @@ def _restore_2(K, m_I, m_J, n_rows, imp_I, imp_J, out, value, first):
             else:
                 v = mj - k if imp_J[j] == 1 else n_rows - mi - mj + k
             _put(out, i, j, v, value, scaled, first)
+
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection

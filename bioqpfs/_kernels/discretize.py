@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from .._jit import skip_failed_cache_writes
 from .correlation import (
     EXTREME_EXP,
     column_blocks,
@@ -1098,3 +1099,6 @@ def vector_codes(v, rule, n_bins, out):
     for s in range(n):
         out[s] = rank[out[s]]
     return levels
+
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection

@@ -59,6 +59,7 @@ from functools import partial
 import numpy as np
 from numba import njit
 
+from .._jit import skip_failed_cache_writes
 from . import discretize as _disc
 from .correlation import scaled_column_moments, scales_of_amax
 from .counting_dask import is_dask_array, memo_active, memo_holds, memoized, reduce_chunks, sample_chunked
@@ -857,3 +858,6 @@ def _chunk_group_codes(x, g, *, rules, ranks):
         rows = np.flatnonzero(g == b)
         out[rows] = _chunk_codes(x[rows], rules[b], ranks[b])
     return out
+
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection

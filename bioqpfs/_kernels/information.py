@@ -52,6 +52,7 @@ import numpy as np
 from numba import njit
 
 from .. import _progress, _threads
+from .._jit import skip_failed_cache_writes
 from .._validation import check_base
 from . import counting as _counting
 
@@ -1034,3 +1035,6 @@ def _stratified_information(table_rows, table_cols, kind, rows, base, dtype, out
             np.multiply(part, w, out=part)
         np.add(out, part, out=out)
     return out
+
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection

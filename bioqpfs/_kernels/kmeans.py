@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from .._jit import skip_failed_cache_writes
 from .discretize import VECTOR_RULES, entropy_of_counts, vector_codes
 from .information import CodeTable, pairwise_information
 
@@ -372,3 +373,6 @@ def two_level(space: GeneSpace, genes, k_first, tau, max_split):
         for s in range(sub.representatives.size):
             leaves.append((sub.members(s), int(sub.representatives[s]), 2, float("nan")))
     return leaves, dict(level1_radii=radii, level1_split=n_split)
+
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection

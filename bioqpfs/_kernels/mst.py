@@ -51,6 +51,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._jit import skip_failed_cache_writes
+
 __all__ = ["cross_edges_1d", "permutation_expectation", "mst_relevance", "mst_cross_count", "mst_cpx",
            "MAX_CPX_WORK"]
 
@@ -249,3 +251,6 @@ def mst_cpx(X, y_codes, *, standardize_genes=True, max_work=MAX_CPX_WORK):
     f_loo = _prim_leave_one_out(D2, np.asfortranarray(Z), labels)
     delta = (f_loo - f) / max(f, 1)
     return delta, f, f_loo
+
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection

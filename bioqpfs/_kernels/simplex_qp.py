@@ -51,6 +51,7 @@ import scipy.linalg as sla
 from numba import njit
 
 from .. import _device, _progress, _threads
+from .._jit import skip_failed_cache_writes
 
 __all__ = ["solve_quadprog", "solve_spg", "solve_active_set", "solve", "SOLVERS", "ACTIVE_SET_MAX_SUPPORT",
            "solve_linear", "is_linear", "kkt_residual",
@@ -862,3 +863,6 @@ def solve(G, a, *, solver="auto", convex=True, **kwargs):
     if solver == "active_set":
         return solve_active_set(G, a, convex=convex, **kwargs)
     raise ValueError(f"unknown solver {solver!r}; choose one of {SOLVERS}")
+
+
+skip_failed_cache_writes(globals())  # numba's cache is an optimisation: a full disk must not fail a selection
