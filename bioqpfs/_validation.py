@@ -254,10 +254,13 @@ def _frame_values(X, name="X"):
     if numeric and (nullable or mixed):
         return X.to_numpy(dtype=np.float64, na_value=np.nan)
     if not numeric and isinstance(X, pd.DataFrame):  # name the columns (the dtype check would say only "object")
-        bad = [str(c) for c, d in X.dtypes.items() if isinstance(d, pd.CategoricalDtype)
+        # (label, dtype) pairs: a label need not be a str (the default columns are 0, 1, ...), so the dtype is not
+        # looked up again by the label's text
+        bad = [(c, d) for c, d in X.dtypes.items() if isinstance(d, pd.CategoricalDtype)
                or not (pd.api.types.is_numeric_dtype(d) or pd.api.types.is_bool_dtype(d))]
-        raise TypeError(f"{name} must be numeric, but {len(bad)} column(s) are not: {', '.join(bad[:5])}"
-                        f"{' ...' if len(bad) > 5 else ''} ({X.dtypes[bad[0]]}); drop annotation columns "
+        raise TypeError(f"{name} must be numeric, but {len(bad)} column(s) are not: "
+                        f"{', '.join(str(c) for c, _ in bad[:5])}"
+                        f"{' ...' if len(bad) > 5 else ''} ({bad[0][1]}); drop annotation columns "
                         f"({name}.drop(columns=[...])) or convert them (pd.to_numeric)")
     return X.to_numpy()
 

@@ -340,3 +340,14 @@ def test_integer_levels_past_the_int64_range_are_kept_apart():
     U = np.array([[0, 0], [2 ** 63, 1], [0, 2], [2 ** 63 + 5, 0]], dtype=np.uint64)
     np.testing.assert_array_equal(measures.discretize(U, None)[:, 0], [0, 1, 0, 2])
     np.testing.assert_allclose(measures.entropy(U, discretization=None), [1.5, 1.5])
+
+
+def test_a_frame_with_a_non_numeric_column_and_default_labels_is_refused_by_name():
+    """The default column labels are the ints 0, 1, ...: the message looked the dtype up by the label's text
+    ("0"), and a KeyError '0' from pandas came instead of the TypeError naming the column."""
+    import pandas as pd
+
+    frame = pd.DataFrame(np.random.default_rng(0).normal(size=(10, 3)))
+    frame[1] = frame[1].astype(str)
+    with pytest.raises(TypeError, match=r"1 column\(s\) are not: 1 \(object\)"):
+        measures.mutual_information(frame)
