@@ -180,7 +180,8 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
         Expression, discretised by ``discretization``; or integer codes (any integer levels per
         gene) with ``discretization=None``.
     Yd : array-like, shape (n_samples,) or (n_samples, n_cols), optional
-        Discrete columns (e.g. class labels); the result is then ``n_genes x n_cols``.
+        Discrete columns (e.g. class labels); the result is then ``n_genes x n_cols`` (``n_cols = 0``: an
+        empty ``n_genes x 0`` array).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         How to discretise ``Xd`` first (see :func:`discretize`; default ``"mean_sd"``, QPFS
         section 2.5, as every measure and selector); ``None``: ``Xd`` already holds codes.
@@ -224,6 +225,8 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
         if Y.shape[0] != table.n_samples:
             raise ValueError(f"Yd has {Y.shape[0]} rows but Xd has {table.n_samples} samples")
         columns = [Y[:, j] for j in range(Y.shape[1])]
+    if not columns:   # no variable to measure: an empty n_genes x 0 result, as slicing the matrix would give
+        return np.zeros((table.n_genes, 0), dtype=dtype)
     names = sample_names_of(Xd)
     ycodes = np.empty((table.n_samples, len(columns)), dtype=np.intp)  # any number of levels (uint8 would wrap)
     ylev = np.empty(len(columns), dtype=np.int64)

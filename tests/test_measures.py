@@ -351,3 +351,14 @@ def test_a_frame_with_a_non_numeric_column_and_default_labels_is_refused_by_name
     frame[1] = frame[1].astype(str)
     with pytest.raises(TypeError, match=r"1 column\(s\) are not: 1 \(object\)"):
         measures.mutual_information(frame)
+
+
+def test_mi_against_no_columns_is_an_empty_matrix():
+    """Yd with 0 columns (an empty selection of covariates) failed deep in numpy ("zero-size array to reduction
+    operation maximum"); it is the n_genes x 0 result."""
+    import pandas as pd
+
+    X = np.random.default_rng(0).normal(size=(20, 4))
+    for Yd in (np.zeros((20, 0)), pd.DataFrame(index=range(20))):
+        out = measures.mutual_information(X, Yd, dtype=np.float32)
+        assert out.shape == (4, 0) and out.dtype == np.float32
