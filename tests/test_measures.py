@@ -362,3 +362,21 @@ def test_mi_against_no_columns_is_an_empty_matrix():
     for Yd in (np.zeros((20, 0)), pd.DataFrame(index=range(20))):
         out = measures.mutual_information(X, Yd, dtype=np.float32)
         assert out.shape == (4, 0) and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("value", [0.1, 4.2, -3.3e-7])
+def test_a_constant_gene_whose_mean_rounds_has_no_correlation(value):
+    """QPFS eq. 3 and Hall's relevance are undefined for a constant gene: 0 by the documented rule.  A gene equal
+    to 0.1 everywhere has a centred sum of squares of ~1e-32 from the rounding of its mean, not 0: it was scaled by
+    1 / sqrt(1e-32) and got a correlation of 1 with itself, noise with the others and a Hall relevance above the
+    real genes'."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 3))
+    X[:, 1] = value
+    y = np.repeat([0, 1], 25)
+    C = measures.correlation(X)
+    assert not C[1].any() and not C[:, 1].any()
+    assert C[0, 0] == C[2, 2] == 1.0
+    assert measures.relevance(X, y, kind="hall")[1] == 0.0
+    np.testing.assert_allclose(measures.relevance(X, y, kind="hall")[[0, 2]],
+                               measures.relevance(X[:, [0, 2]], y, kind="hall"))

@@ -244,8 +244,24 @@ def _standardised(X, cols, mean, scale, s=None):
     return block
 
 
-def _inverse_norms(ss):
-    nz = ss > 0
+#: a gene whose values differ by less than this many units in the last place of its mean is constant
+CONSTANT_ULPS = 64
+
+
+def constant_columns(mean, ss, n):
+    """Whether each gene is constant: its centred sum of squares is at most ``n * (CONSTANT_ULPS * eps * mean)**2``.
+
+    A relative tolerance: a gene equal to 0.1 (or 4.2) in every sample has a centred sum of squares of ~1e-32
+    (~1e-28) from the rounding of its mean, not 0; scaled by that it would get a correlation of any size.
+    ``mean`` and ``ss`` as :func:`scaled_column_moments` gives them (the rule is the same for ``X / s``).
+    """
+    return ss <= n * (CONSTANT_ULPS * np.finfo(np.float64).eps * mean) ** 2
+
+
+def _inverse_norms(ss, mean, n):
+    """``(scale, nz)``: ``1 / sqrt(ss)`` of the genes that vary (``nz``), 0 for the constant ones
+    (:func:`constant_columns`)."""
+    nz = ~constant_columns(mean, ss, n)
     scale = np.zeros(ss.size)
     scale[nz] = 1.0 / np.sqrt(ss[nz])
     return scale, nz
@@ -267,7 +283,7 @@ def pearson(X, *, rows=None, dtype=np.float64, block=2048, absolute=False, momen
     the caller has them already.  As :func:`abs_pearson` otherwise."""
     n, m = X.shape
     mean, ss, s = scaled_column_moments(X) if moments is None else moments
-    scale, nz = _inverse_norms(ss)
+    scale, nz = _inverse_norms(ss, mean, n)
     row_idx = np.arange(m) if rows is None else np.asarray(rows, dtype=np.int64)
     out_bytes = row_idx.size * m * np.dtype(dtype).itemsize
     from .counting_dask import is_dask_array
@@ -384,7 +400,7 @@ def hall_relevance(X, y_codes):
     ind_c = ind - p
     ind_scale = 1.0 / np.sqrt((ind_c**2).sum(axis=0))
     mean, ss, s = shared_column_moments(X)
-    scale, _ = _inverse_norms(ss)
+    scale, _ = _inverse_norms(ss, mean, n)
     # sum_s (x_s - mean) ind_c[s, k] = sum_s x_s ind_c[s, k]  (ind_c columns sum to 0)
     if is_dask_array(X):
         XtI = reduce_chunks(_chunk_class_products, [sample_chunked(X)], vectors=dict(ind_c=ind_c), s=s)

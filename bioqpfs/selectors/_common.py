@@ -73,7 +73,8 @@ RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
 
 
 #: a gene whose values differ by less than this many units in the last place of its mean is constant
-CONSTANT_ULPS = 64
+#: (:func:`bioqpfs._kernels.correlation.constant_columns`)
+CONSTANT_ULPS = _corr.CONSTANT_ULPS
 
 
 def prepare(X, y, feature_names=None):
@@ -107,7 +108,7 @@ def prepare(X, y, feature_names=None):
     mean, ss, _ = _corr.shared_column_moments(X)
     # relative tolerance: a gene equal to 4.2 in every sample has a centred sum of squares of ~1e-28 from
     # the rounding of its mean; spreads within CONSTANT_ULPS units in the last place of the mean are none
-    constant = ss <= X.shape[0] * (CONSTANT_ULPS * np.finfo(np.float64).eps * mean) ** 2
+    constant = _corr.constant_columns(mean, ss, X.shape[0])
     return X, y_codes, classes, constant
 
 
