@@ -380,3 +380,15 @@ def test_a_constant_gene_whose_mean_rounds_has_no_correlation(value):
     assert measures.relevance(X, y, kind="hall")[1] == 0.0
     np.testing.assert_allclose(measures.relevance(X, y, kind="hall")[[0, 2]],
                                measures.relevance(X[:, [0, 2]], y, kind="hall"))
+
+
+def test_a_constant_gene_has_mst_relevance_exactly_zero():
+    """A constant gene gets the permutation expectation of cross edges, F = 0 (bioqpfs._kernels.mst); its tied
+    group's sum rounded differently from the closed form and gave F = 1.1e-16, ranking it above genes at chance."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(50, 4))
+    X[:, 1] = 3.0
+    y = rng.integers(0, 2, 50)
+    F = measures.relevance(X, y, kind="mst")
+    assert F[1] == 0.0
+    np.testing.assert_array_equal(F[[0, 2, 3]], measures.relevance(X[:, [0, 2, 3]], y, kind="mst"))

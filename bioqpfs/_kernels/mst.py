@@ -142,10 +142,17 @@ def cross_edges_1d(X, y_codes, n_classes=None):
 
 
 def mst_relevance(X, y_codes, n_classes=None):
-    """``"mst"`` relevance F_i = max(0, 1 - R_i / E[R]) and the cross counts R_i (see module doc)."""
+    """``"mst"`` relevance F_i = max(0, 1 - R_i / E[R]) and the cross counts R_i (see module doc).
+
+    A constant gene's R_i is E[R] (one tied group), but summed group by group it can differ from the closed form
+    of :func:`permutation_expectation` in the last bit (F = 1e-16, above the genes at chance); its F is set to
+    the exact 0."""
     cross = cross_edges_1d(X, y_codes, n_classes)
     expected = permutation_expectation(y_codes, n_classes)
-    return np.maximum(0.0, 1.0 - cross / expected), cross
+    F = np.maximum(0.0, 1.0 - cross / expected)
+    X = np.asarray(X)
+    F[(X == X[:1]).all(axis=0)] = 0.0
+    return F, cross
 
 
 @njit(cache=True)
