@@ -69,8 +69,9 @@ codes_and_levels = _disc.codes
 
 def _matrix(X, discretization):
     """Validated X (:func:`bioqpfs._validation.check_matrix`); integer codes with ``discretization=None`` stay
-    integers, so codes are never copied to float64 and back."""
-    if discretization is None and isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "iu" \
+    integers, so codes are never copied to float64 and back.  Only a plain ndarray takes that path: a subclass
+    (``np.matrix``, a masked array) goes through the validation, which makes it an ndarray."""
+    if discretization is None and type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind in "iu" \
             and X.shape[0] >= 2 and X.shape[1]:
         return X
     return check_matrix(X)

@@ -392,3 +392,13 @@ def test_a_constant_gene_has_mst_relevance_exactly_zero():
     F = measures.relevance(X, y, kind="mst")
     assert F[1] == 0.0
     np.testing.assert_array_equal(F[[0, 2, 3]], measures.relevance(X[:, [0, 2, 3]], y, kind="mst"))
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_codes_in_a_numpy_matrix_give_ndarray_codes():
+    """discretization=None took any ndarray subclass as it was: discretize(np.matrix) returned an np.matrix (whose
+    ``*`` is a matrix product and whose columns stay 2-D), not the documented ndarray."""
+    codes = np.random.default_rng(0).integers(0, 3, size=(20, 4))
+    out = measures.discretize(np.matrix(codes), None)
+    assert type(out) is np.ndarray
+    np.testing.assert_array_equal(out, measures.discretize(codes, None))
