@@ -203,6 +203,15 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     else:
         if hasattr(X, "to_numpy"):
             X = _frame_values(X, name)
+        if isinstance(X, np.ma.MaskedArray) and np.ma.getmaskarray(X).any():
+            # np.asarray would keep the values under the mask: missing entries counted as data, silently
+            masked = np.ma.getmaskarray(X)
+            cols = np.flatnonzero(masked.any(axis=0)) if masked.ndim == 2 else np.array([0])
+            if feature_names is not None and len(feature_names) != masked.shape[-1]:
+                feature_names = None   # refused below with its own message once the mask is dealt with
+            raise ValueError(f"{name} is a masked array with {int(masked.sum())} masked (missing) value(s) in "
+                             f"{cols.size} gene(s): {describe_indices(cols, feature_names)}; the values under the "
+                             f"mask would be read as data: impute them ({name}.filled(value)) or drop those genes")
         X = np.asarray(X)
         if X.dtype == object and X.ndim == 0 and sp.issparse(X.item()):  # np.asarray(sparse) wraps, not converts
             raise TypeError(f"{name} is a 0-d NumPy object array holding a scipy.sparse matrix (np.asarray(sparse) "

@@ -402,3 +402,20 @@ def test_codes_in_a_numpy_matrix_give_ndarray_codes():
     out = measures.discretize(np.matrix(codes), None)
     assert type(out) is np.ndarray
     np.testing.assert_array_equal(out, measures.discretize(codes, None))
+
+
+def test_a_masked_array_with_masked_values_is_refused():
+    """np.asarray of a masked array keeps the values under the mask: the missing entries were counted as data and
+    the measures returned the unmasked matrix's values, silently; codes with discretization=None as well."""
+    rng = np.random.default_rng(0)
+    X = np.ma.masked_array(rng.normal(size=(30, 4)), mask=np.zeros((30, 4), bool))
+    X.mask[3, 2] = True
+    with pytest.raises(ValueError, match=r"masked array with 1 masked \(missing\) value\(s\) in 1 gene\(s\): 2"):
+        measures.mutual_information(X)
+    with pytest.raises(ValueError, match="masked"):
+        measures.correlation(X)
+    codes = np.ma.masked_array(rng.integers(0, 3, size=(30, 4)), mask=X.mask)
+    with pytest.raises(ValueError, match="masked"):
+        measures.entropy(codes, discretization=None)
+    X.mask[:] = False   # nothing masked: the plain values
+    np.testing.assert_array_equal(measures.mutual_information(X), measures.mutual_information(X.data))
