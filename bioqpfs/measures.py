@@ -219,7 +219,9 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
     elif isinstance(Yd, pd.DataFrame):
         columns = [Yd.iloc[:, j] for j in range(Yd.shape[1])]
     else:
-        Y = np.asarray(Yd)
+        # a masked array keeps its mask (np.asarray would read the values under it): its masked entries are
+        # missing values, refused by check_labels as those of any other label array
+        Y = Yd if isinstance(Yd, np.ma.MaskedArray) else np.asarray(Yd)
         if Y.ndim not in (1, 2):
             raise ValueError(f"Yd must be 1-D (one variable) or 2-D (samples x variables), got shape {Y.shape}")
         Y = Y[:, None] if Y.ndim == 1 else Y

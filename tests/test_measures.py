@@ -419,3 +419,17 @@ def test_a_masked_array_with_masked_values_is_refused():
         measures.entropy(codes, discretization=None)
     X.mask[:] = False   # nothing masked: the plain values
     np.testing.assert_array_equal(measures.mutual_information(X), measures.mutual_information(X.data))
+
+
+def test_masked_entries_of_yd_are_missing_values():
+    """relevance(X, y) refused masked labels as missing, but mutual_information(X, Yd) read Yd through np.asarray,
+    which keeps the values under the mask: the masked samples were counted with their hidden labels, silently."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 3)), rng.integers(0, 2, 30)
+    Yd = np.ma.masked_array(np.c_[y, 1 - y], mask=np.zeros((30, 2), bool))
+    Yd.mask[4, 1] = True
+    with pytest.raises(ValueError, match=r"Yd column 1 has 1 missing value\(s\) \(at samples 4\)"):
+        measures.mutual_information(X, Yd)
+    with pytest.raises(ValueError, match="missing value"):
+        measures.mutual_information(X, Yd[:, 1])
+    np.testing.assert_allclose(measures.mutual_information(X, Yd[:, 0]), measures.relevance(X, y)[:, None])
