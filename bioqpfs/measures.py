@@ -180,7 +180,7 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
     Xd : array-like or sparse, shape (n_samples, n_genes)
         Expression, discretised by ``discretization``; or integer codes (any integer levels per
         gene) with ``discretization=None``.
-    Yd : array-like, shape (n_samples,) or (n_samples, n_cols), optional
+    Yd : array-like or sparse, shape (n_samples,) or (n_samples, n_cols), optional
         Discrete columns (e.g. class labels); the result is then ``n_genes x n_cols`` (``n_cols = 0``: an
         empty ``n_genes x 0`` array).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
@@ -221,6 +221,10 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
     else:
         # a masked array keeps its mask (np.asarray would read the values under it): its masked entries are
         # missing values, refused by check_labels as those of any other label array
+        import scipy.sparse as sp
+
+        if sp.issparse(Yd):   # np.asarray would wrap it in a 0-d object array; its n_samples x n_cols is label-sized
+            Yd = Yd.toarray()
         Y = Yd if isinstance(Yd, np.ma.MaskedArray) else np.asarray(Yd)
         if Y.ndim not in (1, 2):
             raise ValueError(f"Yd must be 1-D (one variable) or 2-D (samples x variables), got shape {Y.shape}")

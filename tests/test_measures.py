@@ -433,3 +433,13 @@ def test_masked_entries_of_yd_are_missing_values():
     with pytest.raises(ValueError, match="missing value"):
         measures.mutual_information(X, Yd[:, 1])
     np.testing.assert_allclose(measures.mutual_information(X, Yd[:, 0]), measures.relevance(X, y)[:, None])
+
+
+@pytest.mark.parametrize("fmt", ["csr_matrix", "csc_array"])
+def test_mi_against_sparse_columns(fmt):
+    """A scipy.sparse Yd (e.g. one-hot covariates) was wrapped by np.asarray into a 0-d object array and refused
+    as "got shape ()"; it is read as its dense columns."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(30, 3)), rng.integers(0, 3, size=(30, 2))
+    np.testing.assert_array_equal(measures.mutual_information(X, getattr(sp, fmt)(Y)),
+                                  measures.mutual_information(X, Y))
