@@ -312,7 +312,7 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
         Expression (continuous for ``"hall"`` and the MST kinds; for ``"mi"`` discretised by
         ``discretization``, or integer codes with ``discretization=None``).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
-        As in :func:`mutual_information` (``"mi"`` only).
+        As in :func:`mutual_information` (``"mi"`` only; the other kinds warn when it or ``n_bins`` is given).
     {n_bins}
     kind : {"mi", "hall", "mst", "mst_cpx"}
         ``"mi"``: F_i = I(X_i; C) on the discretised gene (``discretization``; ``None`` if X holds
@@ -337,6 +337,14 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
         Where ``"mi"``'s counts are computed, as in :func:`mutual_information`.
     """
     base = check_base(base)
+    if kind in ("hall", "mst", "mst_cpx") and (discretization != "mean_sd" or n_bins != 3):
+        import warnings
+
+        from ._validation import user_stacklevel
+
+        warnings.warn(f"relevance(kind={kind!r}) works on the continuous X: discretization={discretization!r} and "
+                      f"n_bins={n_bins!r} are not used (they apply to kind='mi' only)", UserWarning,
+                      stacklevel=user_stacklevel())
     names = sample_names_of(X)
     X = _matrix(X, discretization if kind == "mi" else "mean_sd")
     y_codes, _ = check_labels(y, X.shape[0], name="y", sample_names=names)

@@ -443,3 +443,16 @@ def test_mi_against_sparse_columns(fmt):
     X, Y = rng.normal(size=(30, 3)), rng.integers(0, 3, size=(30, 2))
     np.testing.assert_array_equal(measures.mutual_information(X, getattr(sp, fmt)(Y)),
                                   measures.mutual_information(X, Y))
+
+
+@pytest.mark.parametrize("kind", ["hall", "mst"])
+def test_discretization_given_to_a_continuous_relevance_warns(kind):
+    """relevance(kind="hall", discretization="quantile") returned the continuous relevance without a word, as if
+    the genes had been coded by quantiles; n_bins given to discretization="mean_sd" warns, so does this."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 3)), np.repeat([0, 1], 15)
+    with pytest.warns(UserWarning, match="discretization='quantile' and n_bins=3 are not used"):
+        F = measures.relevance(X, y, kind=kind, discretization="quantile")
+    np.testing.assert_array_equal(F, measures.relevance(X, y, kind=kind))
+    with pytest.warns(UserWarning, match="n_bins=5 are not used"):
+        measures.relevance(X, y, kind=kind, n_bins=5)
