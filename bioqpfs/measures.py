@@ -216,8 +216,10 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
 
     if isinstance(Yd, pd.Series):   # a Series (or a DataFrame's columns) is matched to Xd's samples by name
         columns = [Yd]
-    elif isinstance(Yd, pd.DataFrame):
+        labels = ["Yd column 0" if Yd.name is None else f"Yd ({Yd.name!r})"]
+    elif isinstance(Yd, pd.DataFrame):   # messages name the DataFrame's column, not its position
         columns = [Yd.iloc[:, j] for j in range(Yd.shape[1])]
+        labels = [f"Yd column {c!r}" for c in Yd.columns]
     else:
         # a masked array keeps its mask (np.asarray would read the values under it): its masked entries are
         # missing values, refused by check_labels as those of any other label array
@@ -232,13 +234,14 @@ def mutual_information(Xd: MatrixLike, Yd: ArrayLike | None = None, *, discretiz
         if Y.shape[0] != table.n_samples:
             raise ValueError(f"Yd has {Y.shape[0]} rows but Xd has {table.n_samples} samples")
         columns = [Y[:, j] for j in range(Y.shape[1])]
+        labels = [f"Yd column {j}" for j in range(Y.shape[1])]
     if not columns:   # no variable to measure: an empty n_genes x 0 result, as slicing the matrix would give
         return np.zeros((table.n_genes, 0), dtype=dtype)
     names = sample_names_of(Xd)
     ycodes = np.empty((table.n_samples, len(columns)), dtype=np.intp)  # any number of levels (uint8 would wrap)
     ylev = np.empty(len(columns), dtype=np.int64)
     for j, column in enumerate(columns):
-        codes_j, _ = check_labels(column, table.n_samples, name=f"Yd column {j}", min_classes=1,
+        codes_j, _ = check_labels(column, table.n_samples, name=labels[j], min_classes=1,
                                   sample_names=names, check_continuous=False)
         ycodes[:, j] = codes_j
         ylev[j] = codes_j.max() + 1

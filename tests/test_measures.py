@@ -456,3 +456,17 @@ def test_discretization_given_to_a_continuous_relevance_warns(kind):
     np.testing.assert_array_equal(F, measures.relevance(X, y, kind=kind))
     with pytest.warns(UserWarning, match="n_bins=5 are not used"):
         measures.relevance(X, y, kind=kind, n_bins=5)
+
+
+def test_messages_about_yd_name_the_dataframe_column():
+    """A DataFrame Yd's bad column was named by its position ("Yd column 1"), which reads as the column named 1."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 3)), rng.integers(0, 2, 30).astype(float)
+    bad = y.copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match=r"Yd column 'donor' has 1 missing value\(s\) \(at samples 3\)"):
+        measures.mutual_information(X, pd.DataFrame({"batch": y, "donor": bad}))
+    with pytest.raises(ValueError, match=r"Yd \('donor'\) has 1 missing value"):
+        measures.mutual_information(X, pd.Series(bad, name="donor"))
