@@ -381,11 +381,30 @@ def correlation(X: MatrixLike, *, rows: Sequence[int] | np.ndarray | None = None
                 dtype: DTypeLike = np.float64) -> np.ndarray:
     """|Pearson correlation| between genes (QPFS eq. 3); constant genes give 0 rows/columns.
 
-    ``rows`` and ``dtype`` as in :func:`mutual_information`.
+    ``rows`` and ``dtype`` as in :func:`mutual_information`.  The whole gene x gene matrix is exactly symmetric
+    (``Q == Q.T``, its lower triangle the upper one mirrored), as the information matrices are: the blocked
+    products ``Z_I^T Z_J`` and ``Z_J^T Z_I`` round differently in the last bit.
     """
     dtype = _check_dtype(dtype)
     X = check_matrix(X)
     rows_arr = _check_rows(rows, X.shape[1])
     r = X.shape[1] if rows is None else len(rows_arr)
     output_guard(r, X.shape[1], dtype, "correlation")
-    return _corr.abs_pearson(X, rows=rows_arr, dtype=dtype)
+    out = _corr.abs_pearson(X, rows=rows_arr, dtype=dtype)
+    if rows is None:
+        _mirror_upper(out)
+    return out
+
+
+def _mirror_upper(out, block=1024):
+    """Copy the upper triangle of the square ``out`` onto its lower one, in place, block by block (no index arrays
+    of the whole matrix)."""
+    m = out.shape[0]
+    for i0 in range(0, m, block):
+        i1 = min(m, i0 + block)
+        diag = out[i0:i1, i0:i1]
+        lower = np.tril(np.ones(diag.shape, dtype=bool), -1)
+        diag[lower] = diag.T[lower]
+        for j0 in range(i1, m, block):
+            j1 = min(m, j0 + block)
+            out[j0:j1, i0:i1] = out[i0:i1, j0:j1].T

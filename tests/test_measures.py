@@ -470,3 +470,16 @@ def test_messages_about_yd_name_the_dataframe_column():
         measures.mutual_information(X, pd.DataFrame({"batch": y, "donor": bad}))
     with pytest.raises(ValueError, match=r"Yd \('donor'\) has 1 missing value"):
         measures.mutual_information(X, pd.Series(bad, name="donor"))
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_correlation_matrix_is_exactly_symmetric(fmt):
+    """|Pearson| of genes i, j and of j, i came from different GEMM blocks and differed in the last bit (2e-16),
+    so Q != Q.T where the information matrices are symmetric bit for bit (exact symmetry checks, e.g.
+    scipy.linalg.issymmetric, failed).  1100 genes: more than one block of the mirroring."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 1100))
+    A = X if fmt == "dense" else sp.csr_matrix(X)
+    C = measures.correlation(A)
+    np.testing.assert_array_equal(C, C.T)
+    np.testing.assert_allclose(C, np.abs(np.corrcoef(X.T)), rtol=0, atol=1e-14)
