@@ -114,6 +114,9 @@ def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins:
     if method is not _UNSET:
         import warnings
 
+        if discretization != "mean_sd" and discretization != method:   # both given: which one was meant?
+            raise TypeError(f"discretize got discretization={discretization!r} and its deprecated name "
+                            f"method={method!r}; pass discretization= alone")
         warnings.warn("discretize(method=...) is renamed discretization=..., as in every other measure and "
                       "selector", FutureWarning, stacklevel=2)
         discretization = method

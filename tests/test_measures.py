@@ -483,3 +483,14 @@ def test_correlation_matrix_is_exactly_symmetric(fmt):
     C = measures.correlation(A)
     np.testing.assert_array_equal(C, C.T)
     np.testing.assert_allclose(C, np.abs(np.corrcoef(X.T)), rtol=0, atol=1e-14)
+
+
+def test_discretize_refuses_two_different_rules():
+    """discretize(X, "quantile", method="mean_sd") coded by mean +- sd: the deprecated name silently overrode the
+    rule given by its new name."""
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    with pytest.raises(TypeError, match="discretization='quantile' and its deprecated name method='mean_sd'"):
+        measures.discretize(X, "quantile", n_bins=5, method="mean_sd")
+    with pytest.warns(FutureWarning):
+        np.testing.assert_array_equal(measures.discretize(X, "quantile", method="quantile"),
+                                      measures.discretize(X, "quantile"))
