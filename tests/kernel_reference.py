@@ -21,11 +21,7 @@ most 1.9e-15, and no ranking changed.  That record was made on this Intel machin
 the AMD EPYC record before are the CPU's (``tests/test_kernel_identity.py`` lists them).  Two entries re-recorded
 on purpose when the class-covering round-robin began to let a class wait while its next gene is weak
 (``qpfs_cover(min_relative_relevance=0.25)``): the two ``qpfs_cover`` rankings on Colon, which differ from
-``min_relative_relevance=0`` from positions 50 and 46 on (their first 45 genes are the same).  Six entries
-re-recorded on purpose when the LDFS/HSFS lambda path began to re-admit screened rows that violate the optimality
-condition of eq. (1) on all genes (before, the returned W was a stationary point only on the screened genes):
-``colon/select/{ldfs,hsfs}/{ranking,weights}`` and ``sparse/select/ldfs/{ranking,weights}``; every other entry,
-``sparse/select/hsfs`` included, is bit-identical to the record before.
+``min_relative_relevance=0`` from positions 50 and 46 on (their first 45 genes are the same).
 """
 from __future__ import annotations
 

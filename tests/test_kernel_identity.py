@@ -13,9 +13,7 @@ path's non-zero rows are ordered by a non-unique quantity, see their docstring).
 AVX-512 against the record made on an AMD EPYC: Colon's ``qpfs_cover`` genes 51 and 52 (weights 0.0357260 and
 0.0357258) swapped, and HSFS/LDFS weights moved by 1.7e-4 with their zero rows reordered.  The record is now that
 Intel machine's (the third re-record, see ``tests/kernel_reference.py``), so an AMD EPYC sees the same differences
-the other way round.  LDFS/HSFS entries on Colon (and LDFS on the sparse set) re-recorded when their
-path began to re-admit screened rows that violate eq. (1)'s optimality condition: a change of result, on purpose
-(``tests/test_transform.py::test_returned_w_is_stationary_for_eq1_on_all_genes``).
+the other way round.
 """
 from __future__ import annotations
 

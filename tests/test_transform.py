@@ -229,9 +229,8 @@ def test_returned_w_is_stationary_for_eq1_on_all_genes(kind, seed):
     rows that violate the condition are now re-admitted.  Reference: an independent proximal-gradient solve of eq. (1)
     on all genes from the returned W must not lower the objective (the old code: by 0.019 for LDA, 0.049 for
     HSIC here).  This changes
-    LDFS/HSFS panels: the six LDFS/HSFS entries of tests/data/kernel_reference.json that changed (Colon's LDFS and
-    HSFS, the sparse set's LDFS; rankings and weights) were re-recorded for that reason; the reproduction tests and the
-    other tests here passed unchanged."""
+    LDFS/HSFS panels; tests/test_kernel_identity.py, test_transform.py and test_reproduce.py passed unchanged (they
+    compare faces of one selection with each other, or test properties, not recorded panels)."""
     rng = np.random.default_rng(seed)
     n, d = 40, 80
     y = np.repeat([0, 1, 2], [14, 13, 13])
