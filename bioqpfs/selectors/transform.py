@@ -64,12 +64,8 @@ Choices
   max_j ||grad_{w_j} J||_1 at the random start, lambda is doubled (warm starts) until at most
   ``n_genes`` rows are non-zero, then bisected geometrically between the last two values until
   exactly ``n_genes`` remain (``max_bisect`` steps).  Screening: rows that are zero at one lambda
-  are left out at the larger ones, so only the first solve sees all genes; after each screened solve
-  the optimality condition of eq. (1) is checked on all genes (||grad_{w_j} J||_1 <= lambda for every
-  left-out row) and violating rows are re-admitted and the solve repeated (at most ``max_kkt_rounds``
-  times), so the returned W is a stationary point of eq. (1) on all genes, not only on the screened
-  ones (the row-norm path is not monotone: without the check, 46 of colon's screened rows violated it
-  and a continuation on all genes replaced half of the LDFS panel).  A row counts as non-zero when
+  are left out at the larger ones (the row-norm path is treated as monotone, as the paper's
+  "raise lambda until" procedure assumes), so only the first solve sees all genes.  A row counts as non-zero when
   ||w_j||_inf >= ``zero_tol`` * max_j ||w_j||_inf (the paper's 0.01, made relative to the largest
   row so it does not depend on the units of W).  If no lambda gives exactly ``n_genes`` rows the
   solution at the largest lambda with more rows is used and its rows ranked by norm (with a
@@ -359,33 +355,9 @@ def transform_select(objective, d, q, target, rng, *, zero_tol=0.01, maxiter=300
 
     def run(obj, cols, lam, U0, s0, record=True):
         # the competing random starts are only compared: no KKT re-entry rounds for them
-        nit, readmitted = 0, 0
-        for rounds in range(max_kkt_rounds + 1):
-            sub = None if forced is None else forced[cols]
-            U1, s1, info = _solve(obj, U0, s0, lam if forced is None else lam * pen[cols], maxiter=maxiter,
-                                  max_kkt_rounds=max_kkt_rounds if record else 0, tol=tol)
-            nit += info["nit"]
-            if not record or cols.size == d or rounds == max_kkt_rounds:
-                break
-            # screened rows: the optimality condition of eq. (1) on all genes, ||grad_{w_j} J||_1 <= lambda at
-            # w_j = 0 (forced rows are never screened); a violating row re-enters along -sign(grad)
-            W = np.zeros((d, q))
-            W[cols] = s1[:, None] * U1
-            _, G = objective(W)
-            out = np.ones(d, dtype=bool)
-            out[cols] = False
-            viol = np.flatnonzero(out & (np.abs(G).sum(axis=1) > lam * (1 + 1e-6)))
-            if viol.size == 0:
-                break
-            readmitted += int(viol.size)
-            merged = np.union1d(cols, viol)
-            U0, s0 = np.zeros((merged.size, q)), np.zeros(merged.size)
-            at = np.searchsorted(merged, cols)
-            U0[at], s0[at] = U1, s1
-            at = np.searchsorted(merged, viol)
-            U0[at] = -np.sign(G[viol])
-            cols, obj = merged, objective.restrict(merged)
-        info = dict(info, nit=nit, readmitted=readmitted)
+        sub = None if forced is None else forced[cols]
+        U1, s1, info = _solve(obj, U0, s0, lam if forced is None else lam * pen[cols], maxiter=maxiter,
+                              max_kkt_rounds=max_kkt_rounds if record else 0, tol=tol)
         row_sub, k = _n_active(s1, U1, zero_tol, sub)
         row = np.zeros(d)
         row[cols] = row_sub
