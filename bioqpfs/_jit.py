@@ -81,7 +81,7 @@ def skip_failed_cache_writes(namespace):
         if save is None or getattr(save, "skips_failed_writes", False):
             continue
 
-        def save_or_skip(sig, data, save=save):
+        def save_or_warn(sig, data, save=save):
             try:
                 save(sig, data)
             except OSError as e:
@@ -96,5 +96,5 @@ def skip_failed_cache_writes(namespace):
                                   "NUMBA_CACHE_DIR at a writable directory", RuntimeWarning,
                                   stacklevel=user_stacklevel())
 
-        save_or_skip.skips_failed_writes = True
-        cache.save_overload = save_or_skip
+        save_or_warn.skips_failed_writes = True
+        cache.save_overload = save_or_warn
