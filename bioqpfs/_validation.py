@@ -828,7 +828,15 @@ FIXED_LEVEL_RULES = ("mean_sd", "mdl", None, "none")
 
 def warn_unused_n_bins(func_name, n_bins, discretization):
     """A ``UserWarning`` when ``n_bins`` was given to a method whose discretization does not use it (``mean_sd``:
-    three levels; ``mdl``: as many as its cuts; ``None``: the given codes) -- it was silently ignored."""
+    three levels; ``mdl``: as many as its cuts; ``None``: the given codes) -- it was silently ignored.  A value that
+    no rule could use (not an integer from 2 to 255: ``n_bins=-1``, ``2.5``, ``"3"``) is refused whatever the rule,
+    as the rules that use it refuse it: it is a mistake, not an unused setting."""
+    from ._kernels.discretize import check_n_bins
+
+    try:
+        check_n_bins(n_bins)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{func_name}: {e}") from None
     if isinstance(discretization, str) or discretization is None:
         if discretization in FIXED_LEVEL_RULES and n_bins != 3:
             levels = {"mean_sd": "always three levels (QPFS section 2.5)", "mdl": "as many levels as its cuts"}.get(

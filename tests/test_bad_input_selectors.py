@@ -231,3 +231,9 @@ def test_n_bins_given_with_a_discretization_that_ignores_it_warns_at_the_users_l
             call(n_bins=3, discretization="mean_sd")
     with pytest.warns(UserWarning, match=r"n_bins=4 is not used with discretization=None \(the levels of the given"):
         bioqpfs.measures.mutual_information(np.round(X).astype(int) % 3, discretization=None, n_bins=4)
+    # a value no rule could use is a mistake, refused whatever the rule (it was only "not used" with mean_sd)
+    for call in calls + [lambda **kw: bioqpfs.measures.mutual_information(X, **kw)]:
+        with pytest.raises(ValueError, match=r"n_bins must be between 2 and 255, got -1"):
+            call(n_bins=-1)
+        with pytest.raises(ValueError, match=r"n_bins must be between 2 and 255, got 256"):
+            call(n_bins=256, discretization="mdl")
