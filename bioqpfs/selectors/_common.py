@@ -72,10 +72,6 @@ SIMILARITIES = ("mi", "correlation")
 RELEVANCES = ("mi", "hall", "mst", "mst_cpx")
 
 
-#: a gene whose values differ by less than this many units in the last place of its mean is constant
-#: (:func:`bioqpfs._kernels.correlation.constant_columns`)
-CONSTANT_ULPS = _corr.CONSTANT_ULPS
-
 
 def prepare(X, y, feature_names=None):
     """Validate (X, y); return (X, y_codes, classes, constant_mask).
@@ -83,8 +79,8 @@ def prepare(X, y, feature_names=None):
     ``y`` is one level of labels: hierarchical labels (2-D, several columns) are refused with a message naming
     the methods that take them (:func:`check_levels` turns them into the finest level first).
 
-    Constant genes: centred sum of squares at most ``n * (CONSTANT_ULPS * eps * mean)**2`` (a
-    relative tolerance, so that the round-off of the mean of a constant gene does not count).
+    Constant genes: :func:`bioqpfs._kernels.correlation.constant_columns` (a relative tolerance, so that the
+    round-off of the mean of a constant gene does not count).
 
     When X is a pandas DataFrame and y a Series, y is matched to the rows by index
     (see :func:`bioqpfs._validation.check_labels`).
@@ -106,8 +102,6 @@ def prepare(X, y, feature_names=None):
                          "replicates, at least two samples in some class")
     # scaled: no overflow/underflow for extreme genes; kept for the rest of the call (the mean +- sd thresholds)
     mean, ss, _ = _corr.shared_column_moments(X)
-    # relative tolerance: a gene equal to 4.2 in every sample has a centred sum of squares of ~1e-28 from
-    # the rounding of its mean; spreads within CONSTANT_ULPS units in the last place of the mean are none
     constant = _corr.constant_columns(mean, ss, X.shape[0])
     return X, y_codes, classes, constant
 
