@@ -236,7 +236,7 @@ def level_sum(relevance_of, y_codes, levels=None):
     return sum(v * relevance_of(c) for v, c in zip(levels.weights, levels.codes))
 
 
-def warn_constant(constant, feature_names):
+def warn_constant(constant, feature_names, stacklevel=3):
     idx = np.flatnonzero(constant)
     if idx.size:
         warnings.warn(
@@ -244,7 +244,7 @@ def warn_constant(constant, feature_names):
             f"stays where it was put): "
             f"{describe_indices(idx, feature_names)}",
             UserWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 

@@ -16,10 +16,11 @@ from .. import _threads
 from .._kernels import simplex_qp
 from .._kernels.psd import CLIP_DENSE_MAX, CLIP_LANCZOS_MAX, apply_psd_fix
 from .._validation import available_memory, memory_guard
-from ._common import preselected_record
+from ._common import preselected_record, resolve_preselected, warn_constant
 
 __all__ = ["WEIGHT_TOL", "QUADPROG_MAX_GENES", "FLOAT32_FROM", "SOLVERS", "alpha_hat", "alpha_from_means", "solve_qpfs",
-           "solver_working_bytes", "active_set_bytes", "finite_weights", "forced_in_qp", "preselected_params"]
+           "solver_working_bytes", "active_set_bytes", "finite_weights", "forced_in_qp", "kept_and_forced",
+           "preselected_params"]
 
 #: weights below this (the solution sums to 1) are exact zeros of the optimum up to solver round-off
 WEIGHT_TOL = 1e-10
@@ -81,6 +82,49 @@ def forced_in_qp(P_all, keep, m_total, n_genes, preselected_share):
     if P_all.size and share is None:
         share = P_all.size / n_genes if (n_genes is not None and n_genes > P_all.size) else 0.5
     return P, (share if P.size else None)
+
+
+def kept_and_forced(preselected, constant, feature_names, n_genes, preselected_share=None, *, min_kept=1):
+    """The genes a QP selector optimises over and its forced genes, in one step for every QP selector.
+
+    Validates ``preselected=`` (:func:`bioqpfs.selectors._common.resolve_preselected`), keeps the non-constant
+    genes (fewer than ``min_kept`` is an error; the constant ones are reported by a warning) and places the
+    forced genes in the QP (:func:`forced_in_qp`).
+
+    Parameters
+    ----------
+    preselected : None, str, int or sequence of str / int
+        The user's forced genes.
+    constant : ndarray of bool, shape (M,)
+        The constant genes of X (from :func:`bioqpfs.selectors._common.prepare`).
+    feature_names : sequence of str or None
+    n_genes : int or None
+        The panel size (already checked).
+    preselected_share : float or None
+        The user's total weight of the forced genes (see :func:`forced_in_qp`).
+    min_kept : int
+        The fewest non-constant genes the method can work with.
+
+    Returns
+    -------
+    P_all : ndarray of int
+        The forced genes as indices into X.
+    keep : ndarray of int
+        The non-constant genes of X, in order.
+    P : ndarray of int
+        Positions among ``keep`` of the forced genes in the QP.
+    share : float or None
+        Their total weight (see :func:`forced_in_qp`).
+    """
+    m_total = constant.size
+    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)
+    keep = np.flatnonzero(~constant)
+    if keep.size < min_kept:
+        raise ValueError("every gene is constant across samples; there is nothing to select" if min_kept == 1
+                         else f"fewer than {min_kept} non-constant genes; there is nothing to select")
+    warn_constant(constant, feature_names, stacklevel=4)
+    P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
+    return P_all, keep, P, share
 
 
 def preselected_params(P_all, feature_names, share=None):

@@ -33,11 +33,9 @@ from ._common import (
     discretized,
     information_relevance,
     prepare,
-    resolve_preselected,
-    warn_constant,
     weights_and_ranking,
 )
-from ._qp import SOLVERS, forced_in_qp, preselected_params, solve_qpfs, solver_working_bytes
+from ._qp import SOLVERS, kept_and_forced, preselected_params, solve_qpfs, solver_working_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -133,13 +131,9 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     check_batch_crosses_classes(strata, y_codes)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
-    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)
-    keep = np.flatnonzero(~constant)
-    if keep.size < 2:
-        raise ValueError("fewer than 2 non-constant genes; there is nothing to select")
-    warn_constant(constant, feature_names)
+    P_all, keep, P, share = kept_and_forced(preselected, constant, feature_names, n_genes, preselected_share,
+                                            min_kept=2)
     m = keep.size
-    P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
 
     # one path for plain, batch and hierarchical labels; a Dask X's codes stay lazy (counted chunk by chunk)
     Xk = take_genes(X, keep)

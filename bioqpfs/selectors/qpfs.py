@@ -57,7 +57,6 @@ from ._common import (
     prepare,
     resolve_preselected,
     similarity_and_relevance,
-    warn_constant,
     weights_and_ranking,
 )
 from ._qp import (
@@ -65,7 +64,7 @@ from ._qp import (
     QUADPROG_MAX_GENES,
     SOLVERS,
     alpha_hat,
-    forced_in_qp,
+    kept_and_forced,
     preselected_params,
     solve_qpfs,
     solver_working_bytes,
@@ -259,13 +258,8 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
                          "matrix are not batch-aware); use the exact QPFS (nystrom_rate=None) or similarity='mi'")
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
-    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)
-    keep = np.flatnonzero(~constant)
-    if keep.size == 0:
-        raise ValueError("every gene is constant across samples; there is nothing to select")
-    warn_constant(constant, feature_names)
+    P_all, keep, P, share = kept_and_forced(preselected, constant, feature_names, n_genes, preselected_share)
     m = keep.size
-    P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
     Xk = take_genes(X, keep)
     rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
     relevance = _relevance_of_kept(relevance, m_total, keep)

@@ -60,18 +60,16 @@ from ._common import (
     per_class_bin_relevance,
     prefetch_recipe_edges,
     prepare,
-    resolve_preselected,
     similarity_and_relevance,
     similarity_guard,
     sorted_class_order,
-    warn_constant,
 )
 from ._qp import (
     FLOAT32_FROM,
     SOLVERS,
     alpha_hat,
     class_qp_workers,
-    forced_in_qp,
+    kept_and_forced,
     preselected_params,
     solve_qpfs,
     solver_working_bytes,
@@ -244,13 +242,8 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     check_batch_crosses_classes(strata, y_codes)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
-    P_all = resolve_preselected(preselected, m_total, feature_names, n_genes, constant)
-    keep = np.flatnonzero(~constant)
-    if keep.size == 0:
-        raise ValueError("every gene is constant across samples; there is nothing to select")
-    warn_constant(constant, feature_names)
+    P_all, keep, P, share = kept_and_forced(preselected, constant, feature_names, n_genes)
     m, C = keep.size, classes.size
-    P, share = forced_in_qp(P_all, keep, m_total, n_genes, None)
     Xk = take_genes(X, keep)
     dtype = np.float32 if m >= FLOAT32_FROM else np.float64
     rule = discretization_rule(Xk, discretization)  # "auto" resolved once (a pass on a Dask X); recorded

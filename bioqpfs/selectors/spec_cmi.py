@@ -77,10 +77,8 @@ from ._common import (
     info_table,
     prepare,
     preselected_record,
-    resolve_preselected,
-    warn_constant,
 )
-from ._qp import forced_in_qp
+from ._qp import kept_and_forced
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -233,12 +231,7 @@ def _prepare(X, y, n_genes, feature_names, preselected=None):
     """Validated inputs plus the forced genes: ``P_all`` (indices into X) and ``P`` (among the kept genes)."""
     X, y_codes, classes, constant = prepare(X, y, feature_names)
     n_genes = check_n_genes(n_genes, X.shape[1])
-    P_all = resolve_preselected(preselected, X.shape[1], feature_names, n_genes, constant)
-    keep = np.flatnonzero(~constant)
-    if keep.size == 0:
-        raise ValueError("every gene is constant across samples; there is nothing to select")
-    warn_constant(constant, feature_names)
-    P = forced_in_qp(P_all, keep, X.shape[1], n_genes, None)[0]
+    P_all, keep, P, _ = kept_and_forced(preselected, constant, feature_names, n_genes)
     return X, y_codes, classes, constant, keep, n_genes, P_all, P
 
 
