@@ -166,6 +166,18 @@ def gene_positions(genes, names, m, what):
     return idx
 
 
+def _check_shape(shape, name, min_samples, feature_names):
+    """A 2-D X's shape against what every method needs: a gene, ``min_samples`` samples, one name per gene."""
+    n, m = shape
+    if m == 0:
+        raise ValueError(f"{name} has no genes (shape {shape})")
+    if n < min_samples:
+        raise ValueError(f"{name} has {n} sample(s); at least {min_samples} are needed")
+    if feature_names is not None and len(feature_names) != m:
+        raise ValueError(f"feature_names has {len(feature_names)} entries but {name} has {m} genes (columns); "
+                         "pass one name per gene, in column order")
+
+
 def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samples=2):
     """Validate an expression matrix (samples x genes); never modifies or copies needlessly.
 
@@ -227,18 +239,11 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
         data = X
     if X.ndim != 2:
         raise ValueError(f"{name} must be 2-D (samples x genes), got shape {X.shape}")
-    n, m = X.shape
-    if m == 0:
-        raise ValueError(f"{name} has no genes (shape {X.shape})")
-    if n < min_samples:
-        raise ValueError(f"{name} has {n} sample(s); at least {min_samples} are needed")
-    if feature_names is not None and len(feature_names) != m:
-        raise ValueError(f"feature_names has {len(feature_names)} entries but {name} has {m} genes (columns); "
-                         "pass one name per gene, in column order")
+    _check_shape(X.shape, name, min_samples, feature_names)
     if not np.isfinite(data).all():
         if sp.issparse(X):
             Xc = X.tocsc()
-            bad_cols = np.unique(np.repeat(np.arange(m), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
+            bad_cols = np.unique(np.repeat(np.arange(X.shape[1]), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
         else:
             bad_cols = np.flatnonzero(~np.isfinite(X).all(axis=0))
         raise ValueError(
@@ -344,14 +349,7 @@ def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min
     X = sample_chunked(X, name)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
-    n, m = X.shape
-    if m == 0:
-        raise ValueError(f"{name} has no genes (shape {X.shape})")
-    if n < min_samples:
-        raise ValueError(f"{name} has {n} sample(s); at least {min_samples} are needed")
-    if feature_names is not None and len(feature_names) != m:
-        raise ValueError(f"feature_names has {len(feature_names)} entries but {name} has {m} genes (columns); "
-                         "pass one name per gene, in column order")
+    _check_shape(X.shape, name, min_samples, feature_names)
     bad_cols = dask_nonfinite_genes(X)
     if bad_cols.size:
         raise ValueError(
