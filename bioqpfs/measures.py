@@ -318,7 +318,8 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
         Expression (continuous for ``"hall"`` and the MST kinds; for ``"mi"`` discretised by
         ``discretization``, or integer codes with ``discretization=None``).
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
-        As in :func:`mutual_information` (``"mi"`` only; the other kinds warn when it or ``n_bins`` is given).
+        As in :func:`mutual_information` (``"mi"`` only; the other kinds warn when it or ``n_bins`` is given, and
+        refuse an ``n_bins`` that no rule could use, as ``"mi"`` does).
     {n_bins}
     kind : {"mi", "hall", "mst", "mst_cpx"}
         ``"mi"``: F_i = I(X_i; C) on the discretised gene (``discretization``; ``None`` if X holds
@@ -343,6 +344,11 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
         Where ``"mi"``'s counts are computed, as in :func:`mutual_information`.
     """
     base = check_base(base)
+    if kind in ("hall", "mst", "mst_cpx"):
+        try:   # unused by these kinds, but a value no rule could use is a mistake, refused as kind="mi" refuses it
+            _disc.check_n_bins(n_bins)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"relevance: {e}") from None
     if kind in ("hall", "mst", "mst_cpx") and (discretization != "mean_sd" or n_bins != 3):
         import warnings
 

@@ -458,6 +458,19 @@ def test_discretization_given_to_a_continuous_relevance_warns(kind):
         measures.relevance(X, y, kind=kind, n_bins=5)
 
 
+@pytest.mark.parametrize("kind", ["hall", "mst", "mst_cpx"])
+@pytest.mark.parametrize("n_bins", [-1, 0, 1, 256])
+def test_a_continuous_relevance_refuses_an_n_bins_no_rule_could_use(kind, n_bins):
+    """relevance(kind="hall"/"mst"/"mst_cpx", n_bins=-1) only warned "not used", while kind="mi" and every selector
+    refuse an n_bins outside 2..255: a mistake, not an unused setting, refused the same way whatever the kind."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 3)), np.repeat([0, 1], 15)
+    with pytest.raises(ValueError, match=f"relevance: n_bins must be between 2 and 255, got {n_bins}"):
+        measures.relevance(X, y, kind=kind, n_bins=n_bins)
+    with pytest.raises(TypeError, match="relevance: n_bins must be an integer"):
+        measures.relevance(X, y, kind=kind, n_bins=2.5)
+
+
 def test_messages_about_yd_name_the_dataframe_column():
     """A DataFrame Yd's bad column was named by its position ("Yd column 1"), which reads as the column named 1."""
     import pandas as pd
