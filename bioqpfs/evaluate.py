@@ -426,6 +426,31 @@ def _splits(cv, y, repeats, random_state, batch=None):
     return out
 
 
+def _check_repeats(repeats, cv, chosen):
+    """Refuse ``repeats > 1`` with a scheme that does not repeat: leave-one-out and leave-one-batch-out give the same
+    folds every time, and a splitter object is used as given (once), so ``repeats`` would be silently dropped.  When
+    ``cv=None`` chose leave-one-out (a class of one sample) the user did not pick the scheme: a warning instead."""
+    if repeats == 1 or (isinstance(cv, Integral) and not isinstance(cv, bool)):
+        return
+    if chosen:
+        import warnings
+
+        from ._validation import user_stacklevel
+
+        warnings.warn(f"repeats={repeats} is not used: cv=None chose leave-one-out (a class has a single sample), "
+                      "whose folds are the same every time, so the curve is computed once", UserWarning,
+                      stacklevel=user_stacklevel())
+        return
+    if isinstance(cv, str):
+        why = f"cv={cv!r} gives the same folds every time"
+        instead = "pass an int k-fold cv to repeat shuffled folds"
+    else:
+        why = f"the splitter cv={type(cv).__name__} is used as given, once"
+        instead = ("pass a repeated splitter instead (e.g. sklearn.model_selection.RepeatedStratifiedKFold("
+                   f"n_repeats={repeats})), or an int k-fold cv")
+    raise ValueError(f"repeats={repeats} applies to k-fold CV (cv an int), but {why}; drop repeats, or {instead}")
+
+
 def _check_folds(splits, y):
     """Refuse a fold whose training part holds a single class (nothing can be fit); warn when test parts hold classes
     that their training parts lack: a classifier cannot predict a class it never saw, so those samples count as
@@ -659,17 +684,21 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         has fewer than 10 samples (as many folds as it has samples) and leave-one-out when a class has
         a single sample; the choice is logged (scanpy's ``logg.info``) and stored in the ``cv`` column.
         ``int``: stratified k-fold, shuffled with seed ``random_state + r`` for repeat r;
-        ``"loo"``: leave-one-out (the papers' choice below ~100 samples; ``repeats`` is ignored since
-        the folds are always the same); ``"leave_one_batch_out"``: one fold per batch of ``batch``,
+        ``"loo"``: leave-one-out (the papers' choice below ~100 samples; the folds are always the same, so
+        ``repeats`` > 1 is refused); ``"leave_one_batch_out"``: one fold per batch of ``batch``,
         testing on that batch and selecting and training on the others (how a panel carries over to an
-        unseen donor or study; ``repeats`` is ignored); a splitter object is used as given (once): a
+        unseen donor or study; ``repeats`` > 1 is refused); a splitter object is used as given (once;
+        ``repeats`` > 1 is refused, a repeated splitter repeats itself): a
         group splitter (``GroupKFold``, ``StratifiedGroupKFold`` ...) gets ``batch`` as its groups, and a
         repeated one (``RepeatedStratifiedKFold``) numbers its folds by repeat (the ``repeat`` column
         and the ``repeats`` count).  A fold whose training part holds a single class is refused; test
         samples of a class that their training part lacks (a splitter that does not stratify, a class
         found in one batch only) get a warning: no classifier can predict them.
     repeats : int
-        Repetitions of k-fold CV with different shuffles (QPFS section 3.1 used 10 x 10-fold).
+        Repetitions of k-fold CV with different shuffles (QPFS section 3.1 used 10 x 10-fold).  Only for an
+        int ``cv`` (or ``cv=None``): with ``"loo"``, ``"leave_one_batch_out"`` or a splitter object a value
+        above 1 is an error (it would be silently dropped); when ``cv=None`` chooses leave-one-out it is
+        not used, with a warning.
     scoring : None, str or callable
         The score the table and :func:`bioqpfs.pl.error_curve` lead with (its name goes to the
         ``scoring`` column).  ``None`` or ``"error"``: the misclassification rate of the papers.  A
@@ -807,10 +836,12 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     seed0 = 0 if random_state is None else int(random_state)
     base_clf = make_classifier(classifier)   # seeded for each fit below (_seeded)
     clf_name = classifier if isinstance(classifier, str) else type(classifier).__name__
-    if cv is None:
+    chosen = cv is None
+    if chosen:
         cv, why = _auto_cv(y)
         logg.info(f"evaluate: cv=None -> {why}")
     splits = _splits(cv, y, repeats, random_state, batch)
+    _check_repeats(repeats, cv, chosen)
     _check_folds(splits, y)
     if scorer is not None:
         _check_scorer(scorer, score_name, _seeded(clone(base_clf), seed0), clf_name,

@@ -603,3 +603,30 @@ def test_clusterer_is_not_a_classifier():
     for clf in (KMeans(3, n_init=2), make_pipeline(StandardScaler(), KMeans(3, n_init=2))):
         with pytest.raises(TypeError, match="is a clustering estimator; pass a classifier"):
             evaluate.error_curve(X, y, {"fixed": [0, 1, 2]}, n_genes=[2, 3], cv=3, classifier=clf)
+
+
+def test_repeats_with_a_scheme_that_does_not_repeat_is_refused(three_classes):
+    """repeats=3 with cv="loo", "leave_one_batch_out" or a splitter object ran once and reported repeats=1 without a
+    word; it is refused, saying what repeats instead.  When cv=None chooses leave-one-out it warns."""
+    from sklearn.model_selection import GroupKFold
+
+    X, y = three_classes
+    donor = np.tile(["d1", "d2", "d3", "d4"], 15)
+    with pytest.raises(ValueError, match=r"repeats=3 applies to k-fold CV .* cv='loo' gives the same folds"):
+        evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv="loo", repeats=3)
+    with pytest.raises(ValueError, match=r"cv='leave_one_batch_out' gives the same folds"):
+        evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv="leave_one_batch_out", batch=donor, repeats=2)
+    with pytest.raises(ValueError, match=r"splitter cv=StratifiedKFold is used as given.*RepeatedStratifiedKFold\("
+                                         r"n_repeats=3\)"):
+        evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=StratifiedKFold(3), repeats=3)
+    with pytest.raises(ValueError, match="splitter cv=GroupKFold is used as given"):
+        evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=GroupKFold(4), batch=donor, repeats=2)
+    # repeats=1 (the default, or given) is the one run these schemes make: accepted
+    df = evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=2, cv=StratifiedKFold(3), repeats=1)
+    assert df.repeats.iloc[0] == 1
+    # cv=None chose leave-one-out: the user did not pick the scheme, so a warning
+    y1 = y.copy()
+    y1[0] = "z"
+    with pytest.warns(UserWarning, match="repeats=2 is not used: cv=None chose leave-one-out"):
+        df = evaluate.error_curve(X, y1, {"p": [0, 1]}, n_genes=2, repeats=2)
+    assert df.cv.iloc[0] == "loo" and df.repeats.iloc[0] == 1
