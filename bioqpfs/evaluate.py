@@ -490,6 +490,8 @@ def _check_folds(splits, y):
 
 #: metrics computed for every fold from the predictions, beside the chosen ``scoring``
 DEFAULT_METRICS = ("error", "balanced_accuracy", "f1_macro")
+#: the per-fold table's columns that say which fit a row is (beside one column per score)
+FOLD_COLUMNS = ("method", "n_genes", "repeat", "fold", "n_test")
 
 
 def _prediction_metrics(y_true, y_pred):
@@ -541,8 +543,11 @@ def resolve_scoring(scoring):
         func = getattr(scoring, "_score_func", scoring)
         name = getattr(func, "__name__", None) or type(scoring).__name__
         name = name.removesuffix("_score") if name != "<lambda>" else "score"
-        if name in DEFAULT_METRICS:
-            name = f"{name}_scorer"      # never overwrite the columns computed from the predictions
+        if name in DEFAULT_METRICS or name in FOLD_COLUMNS:
+            # never overwrite the columns computed from the predictions, nor clash with the per-fold table's own
+            # columns (a scorer named "fold" failed after the first fold's selection with dict()'s "got multiple
+            # values for keyword argument 'fold'")
+            name = f"{name}_scorer"
         return name, scoring
     raise TypeError(f"scoring must be None, a scorer name (str) or a callable scorer(estimator, X, y), "
                     f"got {type(scoring).__name__}")
@@ -705,7 +710,10 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         scikit-learn scorer name (``sklearn.metrics.get_scorer_names()``, e.g. ``"accuracy"``,
         ``"roc_auc_ovr"``) or a callable ``scorer(estimator, X, y)`` (e.g. from
         :func:`sklearn.metrics.make_scorer`) adds ``mean_<name>``/``sd_<name>``/``se_<name>`` columns;
-        its name is the scorer's (for a callable, its score function's name without ``_score``).
+        its name is the scorer's (for a callable, its score function's name without ``_score``, with
+        ``_scorer`` appended when it is that of a score always reported or of a per-fold table column:
+        ``"error"``, ``"balanced_accuracy"``, ``"f1_macro"``, ``"method"``, ``"n_genes"``, ``"repeat"``,
+        ``"fold"``, ``"n_test"``).
         Error, balanced accuracy and macro-F1 are always reported (``mean_error``,
         ``mean_balanced_accuracy``, ``mean_f1_macro`` ...): panel users weigh rare cell types
         equally, which balanced accuracy does and the error rate does not.  All scores are per test
@@ -900,7 +908,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                     rows.append(dict(method=lab, n_genes=k, repeat=r, fold=f, **scores, n_test=test.size))
             pbar.update(1)
     metrics = list(DEFAULT_METRICS) + ([score_name] if scorer is not None else [])
-    folds = pd.DataFrame(rows, columns=["method", "n_genes", "repeat", "fold", *metrics, "n_test"])
+    folds = pd.DataFrame(rows, columns=[*FOLD_COLUMNS[:-1], *metrics, FOLD_COLUMNS[-1]])
     g = folds.groupby(["method", "n_genes"], sort=False)
     summary = g.size().rename("n_folds").reset_index()
     stats = []

@@ -630,3 +630,22 @@ def test_repeats_with_a_scheme_that_does_not_repeat_is_refused(three_classes):
     with pytest.warns(UserWarning, match="repeats=2 is not used: cv=None chose leave-one-out"):
         df = evaluate.error_curve(X, y1, {"p": [0, 1]}, n_genes=2, repeats=2)
     assert df.cv.iloc[0] == "loo" and df.repeats.iloc[0] == 1
+
+
+@pytest.mark.parametrize("name", ["method", "n_genes", "repeat", "fold", "n_test", "error"])
+def test_a_scorer_named_like_a_table_column_gets_its_own_columns(three_classes, name):
+    """A callable scorer whose function is named like a per-fold table column ("fold", "method", "n_genes", "repeat",
+    "n_test") failed after the first fold's selection with dict()'s "got multiple values for keyword argument";
+    like a scorer named "error", it is renamed "<name>_scorer", and the table's own columns keep their values."""
+    X, y = three_classes
+
+    def scorer(estimator, X_test, y_test):
+        return float(np.mean(estimator.predict(X_test) == y_test))
+
+    scorer.__name__ = name
+    df, folds = evaluate.error_curve(X, y, {"p": [0, 1]}, n_genes=[1, 2], cv=3, scoring=scorer, return_folds=True)
+    assert df.scoring.tolist() == [f"{name}_scorer"] * 2
+    assert list(df.columns[2:5]) == [f"mean_{name}_scorer", f"sd_{name}_scorer", f"se_{name}_scorer"]
+    assert df.method.tolist() == ["p", "p"] and df.n_genes.tolist() == [1, 2]
+    assert folds.fold.tolist() == [0, 0, 1, 1, 2, 2] and (folds.repeat == 0).all()
+    np.testing.assert_allclose(folds[f"{name}_scorer"], 1 - folds.error, atol=1e-12)
