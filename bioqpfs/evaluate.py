@@ -752,7 +752,10 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
         Seeds the folds, every method's random choices and the classifier's (a ``random_state`` left at
         ``None`` in it or its pipeline's steps; fold f of repeat r gets ``random_state + 1000 * r + f``),
         so NumPy's global RNG is never used.  A NumPy Generator/RandomState is turned into one int seed
-        drawn from it; ``None`` only with ``cv="loo"`` or a splitter (k-fold needs a seed).
+        drawn from it (pass ``numpy.random.default_rng()`` for a fresh draw on every call).  ``None`` only
+        with ``cv="loo"``, ``"leave_one_batch_out"`` or a splitter (k-fold needs a seed): the folds are then
+        the scheme's own, and the methods and the classifier are still seeded as with ``random_state=0``, so
+        the table stays reproducible -- unlike :func:`bioqpfs.select`, where ``None`` is unseeded.
     return_folds : bool
         Also return the per-fold table (one row per repeat, fold, method, k).
     progress : bool, optional

@@ -649,3 +649,22 @@ def test_a_scorer_named_like_a_table_column_gets_its_own_columns(three_classes, 
     assert df.method.tolist() == ["p", "p"] and df.n_genes.tolist() == [1, 2]
     assert folds.fold.tolist() == [0, 0, 1, 1, 2, 2] and (folds.repeat == 0).all()
     np.testing.assert_allclose(folds[f"{name}_scorer"], 1 - folds.error, atol=1e-12)
+
+
+def test_random_state_none_seeds_the_methods_as_zero_and_says_so(three_classes):
+    """random_state=None (allowed with leave-one-out, leave-one-batch-out or a splitter) seeds the methods and the
+    classifier as 0, while bioqpfs.select(random_state=None) is unseeded (scikit-learn's convention, and the
+    package's "None: unseeded"); the docstring did not say so.  The behaviour is kept (the table stays reproducible)
+    and documented; a Generator gives a fresh draw."""
+    X, y = three_classes
+    cv = StratifiedKFold(3, shuffle=True, random_state=1)
+
+    def curve(seed):
+        return evaluate.error_curve(X, y, ["random"], n_genes=[2, 4], cv=cv, random_state=seed, return_folds=True)[1]
+
+    none = curve(None)
+    pd.testing.assert_frame_equal(none, curve(None))
+    pd.testing.assert_frame_equal(none, curve(0))
+    doc = " ".join(evaluate.error_curve.__doc__.split())
+    assert "the methods and the classifier are still seeded as with ``random_state=0``" in doc
+    assert "``numpy.random.default_rng()`` for a fresh draw" in doc
