@@ -1,4 +1,6 @@
 """LDFS / HSFS: analytic gradients vs finite differences, the criteria vs direct formulas, selection on synthetic data."""
+import warnings
+
 import numpy as np
 import pytest
 import reference as ref
@@ -187,3 +189,29 @@ def test_ldfs_gives_one_panel_for_int_labels_and_their_text():
         other = bioqpfs.select(X, labels, method="ldfs", n_genes=8)
         np.testing.assert_array_equal(other.ranking, as_int.ranking)
         assert np.array_equal(other.weights, as_int.weights)
+
+
+def test_all_converged_is_false_when_a_solve_leaves_a_row_violating_the_optimality_condition(monkeypatch):
+    """all_converged read only the last L-BFGS-B run of each solve: a solve whose re-entry rounds ran out with zero
+    rows still violating ||grad_{w_j} J||_1 <= lambda (not an optimum of eq. 1) counted as converged.  Here every
+    L-BFGS-B run is reported converged (only the flag is changed, not the numbers) and HSFS's path on these data
+    ends one solve with such a row: all_converged is False, the weights are those of the unpatched run."""
+    rng = np.random.default_rng(5)
+    X, y = rng.normal(size=(40, 60)), np.repeat([0, 1, 2, 3], 10)
+    X[:, :6] += 0.8 * y[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = bioqpfs.select(X, y, method="hsfs", n_genes=5)
+    minimize = T.minimize
+
+    def converged_minimize(*args, **kwargs):
+        res = minimize(*args, **kwargs)
+        res.success = True
+        return res
+
+    monkeypatch.setattr(T, "minimize", converged_minimize)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sel = bioqpfs.select(X, y, method="hsfs", n_genes=5)
+    np.testing.assert_array_equal(sel.weights, plain.weights)
+    assert sel.diagnostics["all_converged"] is False

@@ -307,8 +307,15 @@ def _solve(objective, U, s, lam, *, maxiter, max_kkt_rounds, tol):
         v[: d * q] = U.ravel()
     U = v[: d * q].reshape(d, q)
     s = v[d * q :]
-    return U, s, dict(success=bool(res.success), message=str(res.message), nit=n_iter, kkt_rounds=kkt_rounds,
-                      objective=float(res.fun))
+    # converged: the last L-BFGS-B run converged and no zero row is left violating the optimality condition (an
+    # earlier run that stopped short was continued by the next, so its status does not describe the result; rows
+    # still violating it after max_kkt_rounds re-entries do: that solution is not an optimum of eq. (1))
+    message = str(res.message)
+    if viol.any():
+        message += f"; {int(viol.sum())} zero row(s) still violate the optimality condition after {kkt_rounds} " \
+                   "re-entry round(s)"
+    return U, s, dict(success=bool(res.success) and not viol.any(), message=message, nit=n_iter,
+                      kkt_rounds=kkt_rounds, objective=float(res.fun))
 
 
 def _penalised_top(row, forced):
@@ -543,7 +550,10 @@ _DOC_COMMON = """
     -------
     Selection
         ``weights`` = ||w_j||_inf at the chosen lambda, ``ranking`` all genes, ``relevance`` =
-        ||w_j||_inf at the first (smallest) lambda; ``diagnostics`` hold the lambda path.  The ranking is the
+        ||w_j||_inf at the first (smallest) lambda; ``diagnostics`` hold the lambda path, and ``all_converged``:
+        whether every solve on it ended at an optimum (its last L-BFGS-B run converged within ``maxiter`` and left
+        no zero row violating the optimality condition, re-entries included; rows screened out at a smaller
+        lambda are not checked, see the module docstring).  The ranking is the
         panel by weight, then the other genes by the lambda at which their row last stayed non-zero on the
         path (later first), genes that left at the same lambda by ``relevance``.  That tie-break is not unique:
         near lambda = 0 the criterion is almost flat along W -> W A, so ||w_j||_inf there depends on the last
