@@ -436,7 +436,8 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         is taken as positional (refused when the samples are named by the same numbers in another
         order: by position and by name differ, and nothing tells which is meant); any other index that does not hold exactly the sample names is
         an error naming a few missing/extra names.  Without ``sample_names`` (plain arrays)
-        labels are always positional.
+        labels are always positional.  Messages about missing or blank labels name the samples by
+        these names (by position without them, or with a default ``RangeIndex``).
 
     check_continuous : bool
         Apply the continuous-label rules below (off for arbitrary discrete variables, e.g. the
@@ -476,10 +477,12 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         cat = pd.Categorical(arr)
     if len(cat) != n_samples:
         raise ValueError(f"{name} has {len(cat)} entries but the data have {n_samples} samples")
+    # name the samples in messages where they have names (a DataFrame's index, obs_names), else their positions
+    shown = None if sample_names is None or is_default_index(sample_names) else sample_names
     missing = np.flatnonzero(np.asarray(cat.isna()))
     if missing.size:
         raise ValueError(
-            f"{name} has {missing.size} missing value(s) (at samples {describe_indices(missing)}); "
+            f"{name} has {missing.size} missing value(s) (at samples {describe_indices(missing, shown)}); "
             "remove those samples or give them a label"
         )
     cat = cat.remove_unused_categories()
@@ -490,7 +493,7 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         at = np.flatnonzero(np.isin(np.asarray(cat.astype(object)), blank))
         raise ValueError(
             f"{name} has {at.size} empty or 'nan' label(s) ({', '.join(repr(c) for c in blank)}; at samples "
-            f"{describe_indices(at)}): a blank cell or the text of a missing value (astype(str) writes NaN as "
+            f"{describe_indices(at, shown)}): a blank cell or the text of a missing value (astype(str) writes NaN as "
             "'nan') is a missing label, not a class; remove those samples or give them a label"
         )
     classes = np.asarray(cat.categories)

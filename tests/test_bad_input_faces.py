@@ -13,7 +13,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from bioqpfs import evaluate, get, pl, tl  # noqa: E402
+import bioqpfs  # noqa: E402
+from bioqpfs import evaluate, get, measures, pl, tl  # noqa: E402
 from bioqpfs.estimators import QPFSSelector  # noqa: E402
 
 
@@ -257,6 +258,21 @@ def test_estimator_missing_labels_named():
     y = ["a", "b", None, "a", "b", "a", "b", "a"]
     with pytest.raises(ValueError, match=r"y has 1 missing value\(s\) \(at samples 2\)"):
         QPFSSelector(n_features_to_select=2).fit(X, y)
+
+
+def test_missing_and_blank_labels_are_named_by_the_samples_names_when_they_have_them():
+    """With a DataFrame X (or an AnnData) the samples have names: messages about missing or blank labels gave their
+    positions, which the user has to look up; they name the samples, and keep positions for a default RangeIndex."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(8, 4)), index=[f"cell{i}" for i in range(8)], columns=list("abcd"))
+    y = np.array(["a", "b", None, "a", "b", "a", "b", "a"], dtype=object)
+    with pytest.raises(ValueError, match=r"y has 1 missing value\(s\) \(at samples cell2\)"):
+        bioqpfs.select(X, y, method="maxrel", n_genes=2)
+    y[2] = " "
+    with pytest.raises(ValueError, match=r"1 empty or 'nan' label\(s\) \(' '; at samples cell2\)"):
+        measures.relevance(X, y)
+    with pytest.raises(ValueError, match=r"\(at samples 2\)"):
+        bioqpfs.select(X.reset_index(drop=True), np.where(y == " ", None, y), method="maxrel", n_genes=2)
 
 
 @pytest.fixture
