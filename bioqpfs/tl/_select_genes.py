@@ -364,7 +364,10 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     _hint_long_exact_run(method, params, Xm.shape, logg)
     auto = None
     if n_genes == "auto":
-        n_genes, auto = _auto_n_genes(adata, groupby, labels, method, params, n_candidates=Xm.shape[1], layer=layer,
+        # the user's preselected: error_curve renumbers positions among mask_var's genes itself (params holds them
+        # renumbered already, which read again as positions among all genes named other genes, or refused them)
+        given = params if preselected is None else {**params, "preselected": preselected}
+        n_genes, auto = _auto_n_genes(adata, groupby, labels, method, given, n_candidates=Xm.shape[1], layer=layer,
                                       use_raw=use_raw, mask_var=mask_var, random_state=random_state,
                                       progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, logg=logg,
                                       batch_key=batch_key, backend=backend)

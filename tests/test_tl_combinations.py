@@ -1,0 +1,35 @@
+"""tl.select_genes with combinations of options (hunt): each test pairs two calls that must agree, or a
+combination whose error must name what the user passed."""
+import anndata as ad
+import numpy as np
+import pandas as pd
+
+import bioqpfs
+
+
+def make_adata(seed=0, n=60, m=20):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(["a", "b", "c"], n // 3)
+    X = rng.normal(size=(n, m))
+    for k, c in enumerate("abc"):
+        X[y == c, k] += 3
+    obs = pd.DataFrame({"ct": pd.Categorical(y), "batch": np.tile(["b1", "b2"], n // 2)},
+                       index=[f"c{i}" for i in range(n)])
+    return ad.AnnData(X, obs=obs, var=pd.DataFrame(index=[f"g{j}" for j in range(m)]))
+
+
+def test_auto_n_genes_reads_preselected_positions_among_all_genes_with_mask_var():
+    # n_genes="auto" cross-validated with the positions renumbered twice (among mask_var's genes, then again):
+    # [15] forced g13 in the folds, and [5] was refused as gene g3, which the user did not pass
+    curves = []
+    for forced in ([15], ["g15"]):
+        a = make_adata()
+        a.var["hv"] = ~np.isin(np.arange(a.n_vars), [3, 4])
+        bioqpfs.tl.select_genes(a, "ct", method="mrmr_mid", n_genes="auto", mask_var="hv", preselected=forced)
+        assert a.uns["mrmr_mid"]["selected"][0] == "g15"
+        curves.append(a.uns["mrmr_mid"]["n_genes_auto"]["curve"]["mean_error"])
+    np.testing.assert_array_equal(curves[0], curves[1])
+    a = make_adata()
+    a.var["hv"] = ~np.isin(np.arange(a.n_vars), [3, 4])
+    bioqpfs.tl.select_genes(a, "ct", method="mrmr_mid", n_genes="auto", mask_var="hv", preselected=[5])
+    assert a.uns["mrmr_mid"]["selected"][0] == "g5"
