@@ -253,20 +253,32 @@ def check_mask(adata, mask_var):
         if mask_var not in adata.var.columns:
             raise KeyError(f"mask_var={mask_var!r} is not a column of adata.var (e.g. run sc.pp.highly_variable_genes first)")
         column = adata.var[mask_var]
-        if pd.api.types.is_bool_dtype(column.dtype) and column.isna().any():  # pandas' nullable "boolean"
-            raise ValueError(f"mask_var={mask_var!r} has {int(column.isna().sum())} missing value(s) (NA, e.g. gene "
-                             f"{column.index[column.isna().to_numpy()][0]}); a mask needs True or False for every "
-                             "gene: fill them (True keeps a gene as a candidate)")
+        _check_mask_na(column, column.index, f"mask_var={mask_var!r}")
         mask = column.to_numpy()
     elif isinstance(mask_var, pd.Series):  # aligned to the genes by its index, as labels and batches are
+        _check_mask_na(mask_var, mask_var.index, "the mask_var Series")
         mask = _aligned_to_genes(adata, mask_var)
     else:
+        _check_mask_na(mask_var, adata.var_names, "the mask_var array")
         mask = np.asarray(mask_var)
     if mask.dtype != bool or mask.shape != (adata.n_vars,):
         raise ValueError(f"mask_var must be a boolean column or array with one entry per gene ({adata.n_vars})")
     if not mask.any():
         raise ValueError("mask_var selects no gene")
     return mask
+
+
+def _check_mask_na(values, genes, what):
+    """Refuse a pandas nullable boolean ``mask_var`` (``"boolean"`` dtype) that holds NA, naming the first such gene
+    (``genes``: its index, or ``adata.var_names`` for an array; ``what`` names the mask) -- otherwise it became an
+    object array, refused as not boolean without a word about the NA."""
+    if not pd.api.types.is_bool_dtype(getattr(values, "dtype", None)):
+        return
+    na = np.asarray(pd.isna(values), dtype=bool)
+    if na.any():
+        first = f", e.g. gene {genes[np.flatnonzero(na)[0]]}" if len(genes) == na.size else ""
+        raise ValueError(f"{what} has {int(na.sum())} missing value(s) (NA{first}); a mask needs True or "
+                         "False for every gene: fill them (True keeps a gene as a candidate)")
 
 
 def _aligned_to_genes(adata, series):

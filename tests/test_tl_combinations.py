@@ -3,6 +3,7 @@ combination whose error must name what the user passed."""
 import anndata as ad
 import numpy as np
 import pandas as pd
+import pytest
 
 import bioqpfs
 
@@ -33,3 +34,17 @@ def test_auto_n_genes_reads_preselected_positions_among_all_genes_with_mask_var(
     a.var["hv"] = ~np.isin(np.arange(a.n_vars), [3, 4])
     bioqpfs.tl.select_genes(a, "ct", method="mrmr_mid", n_genes="auto", mask_var="hv", preselected=[5])
     assert a.uns["mrmr_mid"]["selected"][0] == "g5"
+
+
+@pytest.mark.parametrize("kind", ["Series", "array"])
+def test_nullable_boolean_mask_var_with_na_is_refused_naming_the_gene(kind):
+    # a .var column of pandas' "boolean" dtype with NA was refused naming the gene; the same values as a Series or
+    # array became an object array: "mask_var must be a boolean column or array with one entry per gene (20)"
+    a = make_adata()
+    values = pd.array([True] * 19 + [pd.NA], dtype="boolean")
+    mask = pd.Series(values, index=a.var_names) if kind == "Series" else values
+    with pytest.raises(ValueError, match=f"the mask_var {kind} has 1 missing value\\(s\\) \\(NA, e.g. gene g19\\)"):
+        bioqpfs.tl.select_genes(a, "ct", method="mrmr_mid", n_genes=4, mask_var=mask)
+    assert "mrmr_mid" not in a.uns
+    bioqpfs.tl.select_genes(a, "ct", method="mrmr_mid", n_genes=4, mask_var=values.fillna(True))
+    assert a.var["mrmr_mid_selected"].sum() == 4
