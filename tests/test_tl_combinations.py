@@ -48,3 +48,19 @@ def test_nullable_boolean_mask_var_with_na_is_refused_naming_the_gene(kind):
     assert "mrmr_mid" not in a.uns
     bioqpfs.tl.select_genes(a, "ct", method="mrmr_mid", n_genes=4, mask_var=values.fillna(True))
     assert a.var["mrmr_mid_selected"].sum() == 4
+
+
+def test_batch_as_a_method_parameter_is_refused_before_any_work():
+    # batch= through **method_params ran batch-aware with .uns[key]["params"]["batch_key"] None; with batch_key too,
+    # or feature_names=/y=/X=, it failed inside select() ("got multiple values for keyword argument"), after the
+    # matrix was read
+    a = make_adata()
+    with pytest.raises(TypeError, match=r"batch= is not a parameter of select_genes, which takes it from the "
+                                        r"AnnData: pass batch_key="):
+        bioqpfs.tl.select_genes(a, "ct", method="qpfs", n_genes=4, batch=a.obs["batch"].to_numpy())
+    with pytest.raises(TypeError, match="batch= is not a parameter"):
+        bioqpfs.tl.select_genes(a, "ct", method="qpfs", n_genes=4, batch=a.obs["batch"].to_numpy(),
+                                batch_key="batch")
+    with pytest.raises(TypeError, match="feature_names= is not a parameter.*adata.var_names"):
+        bioqpfs.tl.select_genes(a, "ct", method="qpfs", n_genes=4, feature_names=list(a.var_names))
+    assert "qpfs" not in a.uns

@@ -93,6 +93,24 @@ def _check_panel_names(panel, duplicated, key):
                          "and run again")
 
 
+#: arguments of the selectors that select_genes takes from the AnnData itself, with what to pass instead
+FACE_PARAMS = {"X": "pass layer= or use_raw= to choose the matrix",
+               "y": "pass groupby=, a column of adata.obs",
+               "batch": "pass batch_key=, a column of adata.obs (recorded in .uns[key]['params'], and used by "
+                        "n_genes='auto' too)",
+               "feature_names": "the genes are named by adata.var_names"}
+
+
+def _check_face_params(method_params):
+    """Refuse, before any work, a method parameter that select_genes sets from the AnnData (:data:`FACE_PARAMS`):
+    ``batch=`` ran batch-aware while ``.uns`` recorded ``batch_key=None`` (the batches of every cell stored as
+    a parameter instead), and with ``batch_key`` or the others it failed after the matrix was read."""
+    given = [name for name in FACE_PARAMS if name in method_params]
+    if given:
+        raise TypeError("; ".join(f"{name}= is not a parameter of select_genes, which takes it from the AnnData: "
+                                  f"{FACE_PARAMS[name]}" for name in given))
+
+
 #: exact runs predicted to take longer than this get a logged hint towards QPFS+Nystrom
 LONG_RUN_SECONDS = 60.0
 
@@ -318,6 +336,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
                          "first: adata = adata[mask].to_memory()")
     n_genes = _check_n_genes(n_genes)
     _device.check_backend(backend)
+    _check_face_params(method_params)
     named = method
     method, params, preset = resolve_method(method, method_params)
     func = method_function(method)
