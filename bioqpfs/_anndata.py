@@ -360,7 +360,8 @@ def source_params(adata, *, groupby, layer, use_raw, mask_var, assay=None):
     for a boolean array, or ``None``; ``assay`` (the R assay or ExpressionSet element the matrix came
     from) is added when given.  Absent values are real ``None``, never the string ``"None"``.
     """
-    record = {"groupby": str(groupby) if isinstance(groupby, str) else [str(g) for g in groupby], "layer": layer, "use_raw": check_use_raw(adata, layer, use_raw)[0],
+    one = isinstance(groupby, str) or not pd.api.types.is_list_like(groupby)  # a column name may be an int
+    record = {"groupby": str(groupby) if one else [str(g) for g in groupby], "layer": layer, "use_raw": check_use_raw(adata, layer, use_raw)[0],
               "mask_var": mask_var if isinstance(mask_var, str) or mask_var is None else "array"}
     if assay is not None:
         record["assay"] = str(assay)

@@ -64,3 +64,16 @@ def test_batch_as_a_method_parameter_is_refused_before_any_work():
     with pytest.raises(TypeError, match="feature_names= is not a parameter.*adata.var_names"):
         bioqpfs.tl.select_genes(a, "ct", method="qpfs", n_genes=4, feature_names=list(a.var_names))
     assert "qpfs" not in a.uns
+
+
+def test_an_obs_column_named_by_an_int_is_recorded_and_nothing_is_half_written():
+    # an .obs column named 0 was selected on, then recording groupby failed ("'int' object is not iterable") after
+    # the .var columns were written: a selection in .var without its .uns entry
+    a = make_adata()
+    a.obs[0] = a.obs["ct"].to_numpy()
+    bioqpfs.tl.select_genes(a, 0, method="mrmr_mid", n_genes=4)
+    assert a.uns["mrmr_mid"]["params"]["groupby"] == "0"
+    b = make_adata()
+    bioqpfs.tl.select_genes(b, "ct", method="mrmr_mid", n_genes=4)
+    assert list(a.uns["mrmr_mid"]["selected"]) == list(b.uns["mrmr_mid"]["selected"])
+    assert list(a.var.columns) == list(b.var.columns)

@@ -402,6 +402,21 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     idx = np.flatnonzero(mask)
     _check_panel_names(genes[idx[sel.selected]], duplicated, key)  # before anything is written
     _check_foreign(adata, key, [f"{key}_{c}" for c in sel.extra_columns], stale)
+    # the record, before anything is written: a failure here leaves adata as it was (not new .var columns
+    # without their .uns entry)
+    record = dict(method=method, preset=preset or "paper",
+                  **source_params(adata, groupby=groupby, layer=layer, use_raw=use_raw, mask_var=mask_var),
+                  n_genes=n_genes, random_state=random_state, batch_key=batch_key)
+    record.update(params)  # what the user asked for ...
+    record.update(sel.params)  # ... and what the method resolved (defaults, estimated alpha)
+    written = [f"{key}_{c}" for c in ("weight", "rank", "selected", *sel.extra_columns)]
+    stored = to_storable({
+        "params": record,
+        "diagnostics": sel.diagnostics,
+        "selected": [str(g) for g in genes[idx[sel.selected]]],
+        "var_columns": written,  # what a re-run under this key may drop: only bioqpfs's own columns
+        **({"n_genes_auto": auto} if auto is not None else {}),
+    })
     if copy:
         adata = adata.copy()  # X above is read-only input; results go to this object
     elif adata.is_view:  # as scanpy's tools (scanpy._utils.view_to_actual): the view becomes an actual AnnData
@@ -421,7 +436,6 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     adata.var[f"{key}_weight"] = weight
     adata.var[f"{key}_rank"] = rank
     adata.var[f"{key}_selected"] = selected
-    written = [f"{key}_weight", f"{key}_rank", f"{key}_selected"]
     for col, values in sel.extra_columns.items():
         values = np.asarray(values)
         if values.dtype.kind == "b":  # False outside mask_var
@@ -433,19 +447,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
             values = values.astype(str)
         full[idx] = values
         adata.var[f"{key}_{col}"] = full
-        written.append(f"{key}_{col}")
-    record = dict(method=method, preset=preset or "paper",
-                  **source_params(adata, groupby=groupby, layer=layer, use_raw=use_raw, mask_var=mask_var),
-                  n_genes=n_genes, random_state=random_state, batch_key=batch_key)
-    record.update(params)  # what the user asked for ...
-    record.update(sel.params)  # ... and what the method resolved (defaults, estimated alpha)
-    adata.uns[key] = to_storable({
-        "params": record,
-        "diagnostics": sel.diagnostics,
-        "selected": [str(g) for g in genes[idx[sel.selected]]],
-        "var_columns": written,  # what a re-run under this key may drop: only bioqpfs's own columns
-        **({"n_genes_auto": auto} if auto is not None else {}),
-    })
+    adata.uns[key] = stored
     logg.info("    finished", time=start,
               deep="added\n" + "\n".join(f"    '{c}', .var" for c in written) + f"\n    '{key}', .uns (params, diagnostics, selected{', n_genes_auto' if auto else ''})")
     return adata if copy else None
