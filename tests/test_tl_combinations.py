@@ -1,5 +1,7 @@
 """tl.select_genes with combinations of options (hunt): each test pairs two calls that must agree, or a
 combination whose error must name what the user passed."""
+import warnings
+
 import anndata as ad
 import numpy as np
 import pandas as pd
@@ -77,3 +79,20 @@ def test_an_obs_column_named_by_an_int_is_recorded_and_nothing_is_half_written()
     bioqpfs.tl.select_genes(b, "ct", method="mrmr_mid", n_genes=4)
     assert list(a.uns["mrmr_mid"]["selected"]) == list(b.uns["mrmr_mid"]["selected"])
     assert list(a.var.columns) == list(b.var.columns)
+
+
+def test_a_coarse_level_confounded_with_the_batch_is_warned_about():
+    # batch_key equal to the coarse level: every batch holds one lineage, so the batch-aware I(X; lineage) is 0 for
+    # every gene and the lineage marker (g2, only in lineage L2's class c) silently left the panel
+    a = make_adata()
+    a.obs["lin"] = pd.Categorical(np.where(a.obs["ct"] == "c", "L2", "L1"))
+    with pytest.warns(UserWarning, match=r"every batch of adata.obs\['lin'\] holds a single class of level\(s\) "
+                                         r"'lin'") as record:
+        bioqpfs.tl.select_genes(a, ["lin", "ct"], method="qpfs", n_genes=5, batch_key="lin")
+    assert all(w.filename == __file__ for w in record if "holds a single class" in str(w.message))
+    b = make_adata()
+    b.obs["lin"] = a.obs["lin"]
+    with warnings.catch_warnings(record=True) as record:   # a batch that crosses the levels: no warning
+        warnings.simplefilter("always")
+        bioqpfs.tl.select_genes(b, ["lin", "ct"], method="qpfs", n_genes=5, batch_key="batch")
+    assert not [w for w in record if "holds a single class" in str(w.message)]
