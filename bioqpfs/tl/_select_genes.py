@@ -430,8 +430,8 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     record = dict(method=method, preset=preset or "paper",
                   **source_params(adata, groupby=groupby, layer=layer, use_raw=use_raw, mask_var=mask_var),
                   n_genes=n_genes, random_state=random_state, batch_key=batch_key)
-    record.update(params)  # what the user asked for ...
-    record.update(sel.params)  # ... and what the method resolved (defaults, estimated alpha)
+    record.update(params)  # what the user asked for, then
+    record.update(sel.params)  # what the method resolved (defaults, estimated alpha)
     written = [f"{key}_{c}" for c in ("weight", "rank", "selected", *sel.extra_columns)]
     stored = to_storable({
         "params": record,
