@@ -6,6 +6,7 @@ them and sets BIOQPFS_REQUIRE_R=1, which turns a missing rpy2/R into a failure i
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -619,3 +620,22 @@ def test_select_genes_without_row_names_names_genes_from_one():
     out = br.select_genes(se, "type", method="qpfs", n_genes=3)
     rtrue("is.null(rownames(x)) && setequal(metadata(x)$qpfs$selected, "
           "as.character(which(rowData(x)$qpfs_selected)))", out)
+
+
+def test_repeated_rowdata_and_coldata_names_are_made_unique_with_a_warning():
+    """Two rowData (colData) columns of one name: to_anndata kept the last one and dropped the first silently; now
+    both are kept, named as R's make.unique() names them (the first keeps the name, as x$name reads it in R)."""
+    se = R('SummarizedExperiment(list(logcounts = matrix(sin(1:24), 4, 6, dimnames = list(paste0("g", 1:4), '
+           'paste0("s", 1:6)))), rowData = DataFrame(sym = letters[1:4], sym = LETTERS[1:4], sym.1 = 1:4, '
+           'check.names = FALSE), colData = DataFrame(type = rep(c("a", "b"), 3), type = rep(c("u", "v", "w"), 2), '
+           'check.names = FALSE))')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        adata = br.to_anndata(se)
+    messages = [str(w.message) for w in caught if "repeated column name(s) made unique" in str(w.message)]
+    assert len(messages) == 2 and "(sym -> sym.2)" in messages[1] and "(type -> type.1)" in messages[0]
+    assert list(adata.var.columns) == ["sym", "sym.2", "sym.1"]
+    assert list(adata.var["sym"]) == list("abcd") and list(adata.var["sym.2"]) == list("ABCD")
+    assert list(adata.obs.columns) == ["type", "type.1"]
+    assert list(adata.obs["type"]) == ["a", "b"] * 3 and list(adata.obs["type.1"]) == ["u", "v", "w"] * 2
+    rtrue('identical(make.unique(c("sym", "sym", "sym.1")), c("sym", "sym.2", "sym.1"))', se)

@@ -89,17 +89,32 @@ def column_to_py(rvec):
 
 
 def _frame_to_py(rdf, index):
-    """R data.frame -> pandas DataFrame with ``index``; unsupported (list/S4) columns are dropped with a warning."""
-    cols, dropped = {}, []
+    """R data.frame -> pandas DataFrame with ``index``; unsupported (list/S4) columns are dropped with a warning.
+
+    Repeated column names (an R data frame allows them) are made unique as R's ``make.unique()`` does, with a
+    warning: the first column keeps its name (the one ``x$name`` reads in R), the others become ``name.1``,
+    ``name.2`` and so on.
+    """
+    cols, dropped, renamed = {}, [], []
     if rdf is not None:
-        for j, name in enumerate(_names(rdf)):
+        names = _names(rdf)
+        for j, name in enumerate(names):
             v = column_to_py(rdf[j])
             if v is None:
                 dropped.append(name)
-            else:
-                cols[name] = v
+                continue
+            if name in cols:
+                k = 1
+                while f"{name}.{k}" in cols or f"{name}.{k}" in names:
+                    k += 1
+                renamed.append(f"{name} -> {name}.{k}")
+                name = f"{name}.{k}"
+            cols[name] = v
     if dropped:
         warnings.warn(f"bioqpfs.r: column(s) {dropped} are not atomic vectors and were not converted", stacklevel=3)
+    if renamed:
+        warnings.warn(f"bioqpfs.r: repeated column name(s) made unique as make.unique() does ({', '.join(renamed)}); "
+                      "the first column of a name keeps it, as x$name reads it in R", stacklevel=3)
     return pd.DataFrame(cols, index=pd.Index(index))
 
 
