@@ -112,7 +112,7 @@
 #'   re-run under the same key replaces them (and only them).  A rowData
 #'   column or metadata entry that bioqpfs did not write is never
 #'   overwritten: the call fails and asks for another `keyAdded`.  Python's
-#'   warnings arrive as R warnings.
+#'   warnings arrive as R warnings, also those given before an error.
 #' * ExpressionSet: the same columns in `fData(x)`, the record in
 #'   `notes(x)[[key]]`.
 #' * matrix (any matrix-like object): an [S4Vectors::DataFrame] with those
@@ -251,7 +251,8 @@ setGeneric("selectGenes", function(x, labels, ...) {
                                     existing_columns = if (length(existingColumns)) as.list(existingColumns),
                                     existing_results = .existingResults(existingMeta))
     }, error = function(e) {
-        engine$`_reticulate_discard`()
+        ## the engine's warnings given before the error, as R's (they were lost with the Python exception)
+        for (w in unlist(engine$`_reticulate_discard`())) warning("bioqpfs: ", w, call. = FALSE)
         ## reticulate's message ends with a newline: R printed an empty line after the error
         stop("bioqpfs: ", sub("[[:space:]]+$", "", sub("^.*?(Error|Exception): ", "", conditionMessage(e))),
              call. = FALSE)

@@ -639,3 +639,20 @@ def test_repeated_rowdata_and_coldata_names_are_made_unique_with_a_warning():
     assert list(adata.obs.columns) == ["type", "type.1"]
     assert list(adata.obs["type"]) == ["a", "b"] * 3 and list(adata.obs["type.1"]) == ["u", "v", "w"] * 2
     rtrue('identical(make.unique(c("sym", "sym", "sym.1")), c("sym", "sym.2", "sym.1"))', se)
+
+
+def test_reticulate_warnings_given_before_an_error_reach_r():
+    """selectGenes(): the engine's warnings came back only with a result, so a call that then failed lost them (the
+    R user saw the error alone); _reticulate_discard, which R's error handler calls, now hands them over."""
+    X, y = toy_expression(seed=11)
+    data = np.asfortranarray(X.T).astype("<f8").tobytes(order="F")
+    genes = [f"g{i}" for i in range(X.shape[1])]
+    genes[1] = "g0"   # genes 0 and 1 both separate classes: the panel holds a repeated name (an error, after a warning)
+    with pytest.raises(ValueError, match=r"not unique in rownames\(x\) \(g0\)"):
+        br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="qpfs", n_genes=4.0)
+    messages = br._reticulate_discard()
+    assert len(messages) == 1 and "rownames(x) are not unique" in messages[0] and "adata" not in messages[0]
+    assert br._reticulate_discard() == []   # handed over once
+    genes[1] = "g1"
+    res = br._reticulate_select(bytearray(data), X.shape[0], X.shape[1], genes, list(y), method="qpfs", n_genes=4.0)
+    assert res["warnings"] == [] and br._reticulate_discard() == []

@@ -63,6 +63,10 @@ def _coerce_params(method, params):
     return out
 
 
+# The warnings the last failed selection gave before its error, in R's words: _reticulate_discard hands them to the
+# R side, which raises them as R warnings before the error (they were lost with the exception).
+_FAILED_WARNINGS: list = []
+
 # Matrices arriving from R in blocks of samples (a sparse dgCMatrix, or a DelayedMatrix read block by block),
 # keyed by a token the R side picks; taken (and forgotten) by _reticulate_select.
 _INCOMING: dict = {}
@@ -101,8 +105,12 @@ def _reticulate_receive(token, n_samples, n_features, start, n_rows, data, indic
 
 
 def _reticulate_discard():
-    """Forget every partly received matrix (the R side calls this when a transfer or selection failed)."""
+    """Forget every partly received matrix (the R side calls this when a transfer or selection failed); return the
+    warnings the failed selection gave before its error (a list of messages in R's words, then forgotten)."""
     _INCOMING.clear()
+    messages = list(_FAILED_WARNINGS)
+    _FAILED_WARNINGS.clear()
+    return messages
 
 
 def _take_incoming(token):
@@ -143,7 +151,8 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
     ``existing_columns``, ``existing_results``: the object's rowData columns and what its metadata holds (name ->
     ``"foreign"``, or a bioqpfs result's ``var_columns``; :func:`bioqpfs.r._select.take_existing`), so that a user's column or entry is not
     overwritten and an earlier run's columns are dropped (``dropped`` in the answer).  Python warnings come
-    back as ``warnings`` (messages), which R raises as R warnings.
+    back as ``warnings`` (messages), which R raises as R warnings; when the selection fails, the warnings it gave
+    before the error are kept for :func:`_reticulate_discard`, which the R side calls before it stops.
     ``method=None`` (R's ``method = NULL``) is the default recipe and ``n_genes="auto"`` the one-SE size of a
     cross-validated error curve, both as in :func:`bioqpfs.tl.select_genes`.  ``block`` (R's ``block =``, scran's
     name): the batch of every sample, stored as ``obs[block_key]`` (the colData column it came from, else
@@ -159,6 +168,7 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
 
     from ..tl import select_genes as tl_select_genes
 
+    _FAILED_WARNINGS.clear()
     n_samples, n_features = int(n_samples), int(n_features)
     if isinstance(data, str):
         X, transfer = _take_incoming(data)
@@ -228,7 +238,10 @@ def _reticulate_select(data, n_samples, n_features, genes, labels, method=None, 
         try:
             tl_select_genes(adata, groupby, method=method, n_genes=n_genes, key_added=key, batch_key=batch_key,
                             random_state=None if random_state is None else int(random_state), **params)
-        except (ValueError, TypeError, KeyError) as e:
+        except Exception as e:   # the warnings given before the error still reach R (_reticulate_discard)
+            _FAILED_WARNINGS[:] = list(dict.fromkeys(in_r_words(str(w.message)) for w in caught))
+            if not isinstance(e, (ValueError, TypeError, KeyError)):
+                raise
             raise type(e)(in_r_words(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))) from e
     messages = list(dict.fromkeys(in_r_words(str(w.message)) for w in caught))
     record_assay(adata, key, assay)

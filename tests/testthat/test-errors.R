@@ -104,6 +104,14 @@ test_that("duplicated row names are reported in R's words, not AnnData's", {
     expect_match(err, "not unique in rownames\\(x\\) \\(gene1\\)")
     expect_match(err, "rownames(x) <- make.unique(rownames(x))", fixed = TRUE)
     expect_false(grepl("adata\\.|var_names|selection_df", err))
+    ## the engine's warning given before that error reached R only with a result: it was lost
+    seen <- character()
+    withCallingHandlers(tryCatch(selectGenes(m, t$cls, method = "qpfs", nGenes = 5), error = function(e) NULL),
+                        warning = function(w) {
+                            seen <<- c(seen, conditionMessage(w))
+                            invokeRestart("muffleWarning")
+                        })
+    expect_length(grep("rownames\\(x\\) are not unique", seen), 1L)
     m <- t$m
     rownames(m)[40] <- "gene39"   # noise genes, outside the panel: a warning, in R's words too
     expect_warning(res <- selectGenes(m, t$cls, method = "qpfs", nGenes = 3),
