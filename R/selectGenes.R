@@ -65,7 +65,8 @@
 #'   SingleCellExperiment), or an `assayData` element of an ExpressionSet
 #'   (default `"exprs"`).
 #' @param subset.row Genes to select from (scran's name): a logical vector
-#'   with one value per row, row indices or row names.  Genes outside it get
+#'   with one value per row, row indices or row names (a name of several rows
+#'   is refused: give indices, or `make.unique()` the names).  Genes outside it get
 #'   `NA` weight and rank and `<key>_selected = FALSE`; only the subset is sent
 #'   to the engine.
 #' @param keyAdded Prefix of the result columns and name of the metadata
@@ -328,6 +329,15 @@ setGeneric("selectGenes", function(x, labels, ...) {
         if (length(bad)) {
             stop("bioqpfs: subset.row names ", length(bad), " gene(s) not in the row names (",
                  paste(utils::head(bad, 5), collapse = ", "), if (length(bad) > 5) ", ...", ")", call. = FALSE)
+        }
+        ## a name of several rows: match() took the first of them, silently (which gene was meant?)
+        ambiguous <- unique(subset.row[subset.row %in% genes[duplicated(genes)]])
+        if (length(ambiguous)) {
+            stop("bioqpfs: subset.row names ", length(ambiguous), " gene(s) that name several rows (",
+                 paste(utils::head(ambiguous, 5), collapse = ", "),
+                 if (length(ambiguous) > 5) paste0(" and ", length(ambiguous) - 5, " more"),
+                 "), so which row is meant is unclear; give row indices or a logical vector, or make the names ",
+                 "unique first: rownames(x) <- make.unique(rownames(x))", call. = FALSE)
         }
         match(subset.row, genes)
     } else if (is.numeric(subset.row) && !anyNA(subset.row) && all(subset.row == round(subset.row)) &&

@@ -87,6 +87,13 @@ test_that("subset.row restricts the candidates (logical, indices or names) like 
     expect_error(selectGenes(t$m, t$cls, subset.row = c("gene1", "nosuch")), "1 gene\\(s\\) not in the row names \\(nosuch\\)")
     expect_error(selectGenes(t$m, t$cls, subset.row = c(TRUE, FALSE)), "one TRUE/FALSE per gene \\(40\\)")
     expect_error(selectGenes(t$m, t$cls, subset.row = 0:3), "row indices in 1..40")
+    ## a name of several rows took the first of them, silently: refused, naming it (indices still pick one)
+    m <- t$m
+    rownames(m)[c(7, 9)] <- "gene3"
+    expect_error(selectGenes(m, t$cls, method = "qpfs", nGenes = 3, subset.row = c("gene2", "gene3", "gene20")),
+                 "subset.row names 1 gene\\(s\\) that name several rows \\(gene3\\).*make.unique\\(rownames\\(x\\)\\)")
+    res <- selectGenes(m, t$cls, method = "qpfs", nGenes = 3, subset.row = c(2, 9, 20))
+    expect_identical(which(!is.na(res$qpfs_rank)), c(2L, 9L, 20L))
 })
 
 test_that("a dgCMatrix goes through the ANY method and stays sparse across the bridge", {
