@@ -922,11 +922,11 @@ def _in_cli_words(text, parser, command, keep=()):
     named both (``chunk_size= / --chunk-size``) names the flag once.  Keywords the command has no option for
     (method parameters of the API only) are left as they are; so is the Python code of a hint
     (``(adata = adata[...].copy())``, dropped) and every string in ``keep`` (the user's paths: a folder
-    ``n_genes=20/`` is not a flag)."""
+    ``n_genes=20/`` is not a flag, nor is a file ``batch_key.csv`` a parameter)."""
     import re
 
     kept = {}
-    for i, value in enumerate(sorted({k for k in keep if k and "=" in k}, key=len, reverse=True)):
+    for i, value in enumerate(sorted({k for k in keep if k and ("=" in k or "_" in k)}, key=len, reverse=True)):
         if value in text:
             kept[f"\0{i}\0"] = value
             text = text.replace(value, f"\0{i}\0")

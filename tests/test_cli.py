@@ -556,3 +556,22 @@ def test_gene_names_with_a_carriage_return_read_back_from_the_table(tmp_path, su
     b = ad.read_h5ad(tmp_path / "out.h5ad")
     assert len(df) == 12 and df["rank"].tolist() == list(range(1, 13))
     assert df["gene"].tolist() == list(b.var_names[np.argsort(b.var["maxrel_rank"].to_numpy())])
+
+
+def test_error_rewriter_leaves_paths_named_like_parameters_alone(tmp_path, capsys, monkeypatch):
+    """Before: an empty n_genes.csv was reported as '--n-genes.csv is empty', a --labels file batch_key.csv as
+    '--batch-key.csv' (a bare name with an underscore read as a parameter name)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "n_genes.csv").write_text("")
+    rc, err = _main(capsys, "select", "n_genes.csv", "--orientation", "samples-by-genes", "--groupby", "cls",
+                    "--quiet", "-o", "a.h5ad")
+    assert rc == 1 and "bioqpfs: error: n_genes.csv is empty" in err, err
+    pd.DataFrame(np.ones((2, 2)), index=["g0", "g1"], columns=["c0", "c1"]).to_csv(tmp_path / "gbs.csv")
+    pd.DataFrame({"cls": ["a", "b"]}, index=["x0", "x1"]).to_csv(tmp_path / "batch_key.csv")
+    rc, err = _main(capsys, "select", "gbs.csv", "--orientation", "genes-by-samples", "--groupby", "cls",
+                    "--labels", "batch_key.csv", "--quiet", "-o", "a.h5ad")
+    assert rc == 1 and "have no label in batch_key.csv" in err and "--batch-key" not in err, err
+    from bioqpfs.cli import _in_cli_words, _parser
+
+    assert _in_cli_words("mask_var.h5ad: mask_var must be boolean", _parser(), "select", ["mask_var.h5ad"]) == \
+        "mask_var.h5ad: --mask-var must be boolean"
