@@ -196,7 +196,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         _check_unique_columns(X)
         n_samples = _n_rows(X)
         codes = None
-        if y is not None and n_samples is not None:
+        if y is not None and n_samples:   # no samples: left to validate_data, which names the empty X
             # bioqpfs's label check first: it names missing labels, refuses continuous values and takes what select
             # takes (integers mixed with strings, an "unknown" target type to scikit-learn); scikit-learn then
             # checks the class codes, in y's shape (a column vector still gets its DataConversionWarning)

@@ -279,3 +279,10 @@ def test_estimator_defaults_and_seeds_are_select_s(rng):
         QPFSSelector(preselected=["g5"]).fit(X.to_numpy(), y)
     with pytest.raises(ValueError, match="feature_names.*fit on a pandas DataFrame"):
         QPFSSelector(method_params={"feature_names": list(X.columns)}).fit(X, y)
+
+
+def test_empty_x_is_named_as_such():
+    """Before: X with no samples was refused as 'y has 0 class(es) (); gene selection needs at least 1 classes'."""
+    for X in (np.ones((0, 8)), pd.DataFrame(np.ones((0, 3)), columns=["a", "b", "c"])):
+        with pytest.raises(ValueError, match=r"0 sample\(s\)"):
+            QPFSSelector(n_features_to_select=2).fit(X, np.array([], dtype=object))
