@@ -539,7 +539,7 @@ def _add_input_args(p, datasets):
     p.add_argument("--mask-var", default=None, help="boolean .var column restricting the candidate genes")
     p.add_argument("--random-state", type=_random_state_arg, default=0, help="seed, a non-negative integer (default: 0)")
     p.add_argument("--force", action="store_true",
-                   help="allow an output to overwrite an input file (the input or --labels)")
+                   help="allow an output to overwrite an input file (the input, --labels or a --preselected file)")
     p.add_argument("--quiet", action="store_true", help="no progress messages")
     p.add_argument("--chunk-size", type=_chunk_size_arg, default=None, metavar="N",
                    help="samples per chunk when an .h5ad or .zarr is read lazily (default: as many as fit 128 MiB as "
@@ -700,14 +700,17 @@ def _check_paths(args, outputs):
     """Validate every input and output path before any computation.
 
     ``outputs`` is ``[(option, path, suffixes or None)]``.  An input (the input file -- or zarr store --,
-    ``--labels``) must exist; an output must not be a directory, its nearest existing ancestor must be a writable
-    directory (missing directories are created), its suffix must be one of ``suffixes``, it must
-    not name an input unless ``--force``, and no two outputs may name the same file (never allowed).
+    ``--labels``; a ``--preselected`` value that names a file) must exist; an output must not be a directory, its
+    nearest existing ancestor must be a writable directory (missing directories are created), its suffix must be
+    one of ``suffixes``, it must not name an input unless ``--force``, and no two outputs may name the same file
+    (never allowed).
     """
     from ._io import is_zarr_store
 
     inputs = [(opt, path) for opt, path in (("input", getattr(args, "input", None)),
                                             ("--labels", getattr(args, "labels", None))) if path is not None]
+    if getattr(args, "preselected", None) is not None and os.path.isfile(args.preselected):
+        inputs.append(("--preselected", args.preselected))   # a file of gene names, read as one (_preselected_arg)
     if getattr(args, "labels", None) is not None and not (getattr(args, "input", None) is not None
                                                           and _is_table(args.input)):
         source = "--dataset" if getattr(args, "input", None) is None else repr(args.input)

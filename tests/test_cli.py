@@ -575,3 +575,21 @@ def test_error_rewriter_leaves_paths_named_like_parameters_alone(tmp_path, capsy
 
     assert _in_cli_words("mask_var.h5ad: mask_var must be boolean", _parser(), "select", ["mask_var.h5ad"]) == \
         "mask_var.h5ad: --mask-var must be boolean"
+
+
+def test_an_output_may_not_overwrite_the_preselected_file(h5ad, tmp_path, capsys):
+    """Before: --tsv (or -o, --plot) naming the --preselected file replaced the user's gene list with the ranked
+    table, without --force (which the input and --labels files need)."""
+    panel = tmp_path / "panel.txt"
+    panel.write_text("g3\ng4\n")
+    base = ["select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "--quiet",
+            "--preselected", str(panel), "-o", str(tmp_path / "a.h5ad")]
+    rc, err = _main(capsys, *base, "--tsv", str(panel))
+    assert rc == 1 and "--tsv" in err and "is the --preselected file; choose another path or pass --force" in err, err
+    assert panel.read_text() == "g3\ng4\n" and not (tmp_path / "a.h5ad").exists()
+    rc, err = _main(capsys, *base, "--tsv", str(panel), "--force")
+    assert rc == 0, err
+    assert panel.read_text().startswith("gene\trank")
+    rc, err = _main(capsys, "select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "--quiet",
+                    "--preselected", "g3,g4", "-o", str(tmp_path / "b.h5ad"))    # names, not a file: no input
+    assert rc == 0, err
