@@ -299,6 +299,10 @@ def _read_table(args):
     rows_cols = ("samples", "genes") if args.orientation == "samples-by-genes" else ("genes", "samples")
     df = _read_delimited(args.input, rows_cols)
     levels = _levels(args)
+    repeated = sorted({c for c in levels if levels.count(c) > 1})
+    if repeated:  # as for an .h5ad (a second pop of the table's column failed with a bare KeyError)
+        raise ValueError(f"--groupby lists column(s) {', '.join(map(repr, repeated))} more than once; give each "
+                         "level once, coarse to fine")
     labels = None
     batch_key = getattr(args, "batch_key", None)
     lab = None

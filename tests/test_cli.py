@@ -593,3 +593,13 @@ def test_an_output_may_not_overwrite_the_preselected_file(h5ad, tmp_path, capsys
     rc, err = _main(capsys, "select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "--quiet",
                     "--preselected", "g3,g4", "-o", str(tmp_path / "b.h5ad"))    # names, not a file: no input
     assert rc == 0, err
+
+
+def test_a_repeated_groupby_column_of_a_table_is_named(tmp_path, capsys):
+    """Before: --groupby cls,cls with a samples-by-genes table failed with 'bioqpfs: error: cls' (a KeyError)."""
+    df = pd.DataFrame(np.arange(12.0).reshape(4, 3), index=[f"s{i}" for i in range(4)], columns=["g0", "g1", "g2"])
+    df.assign(cls=["a", "a", "b", "b"]).to_csv(tmp_path / "t.csv")
+    for command in ("select", "evaluate"):
+        rc, err = _main(capsys, command, str(tmp_path / "t.csv"), "--orientation", "samples-by-genes", "--groupby",
+                        "cls,cls", "--quiet", "-o", str(tmp_path / ("o.h5ad" if command == "select" else "o.tsv")))
+        assert rc == 1 and "--groupby lists column(s) 'cls' more than once; give each level once" in err, err
