@@ -954,8 +954,10 @@ def _in_cli_words(text, parser, command, keep=()):
         name = options[dest][0].option_strings[-1]
         if dest == "use_raw" and value in ("True", "False", "None"):
             return f"{name} {use_raw[None if value == 'None' else value == 'True']}"
-        if value == "None":  # the default: the option's own word for it (--cv auto), else leaving the option out
+        if value == "None":  # the option's own word for it (--cv auto, --discretization none), else leaving it out
             for a in options[dest]:
+                if a.choices is not None and "none" in a.choices:   # None is a choice, not the option's default
+                    return f"{name} none"
                 try:
                     if callable(a.type) and a.type("auto") is None:
                         return f"{name} auto"

@@ -603,3 +603,15 @@ def test_a_repeated_groupby_column_of_a_table_is_named(tmp_path, capsys):
         rc, err = _main(capsys, command, str(tmp_path / "t.csv"), "--orientation", "samples-by-genes", "--groupby",
                         "cls,cls", "--quiet", "-o", str(tmp_path / ("o.h5ad" if command == "select" else "o.tsv")))
         assert rc == 1 and "--groupby lists column(s) 'cls' more than once; give each level once" in err, err
+
+
+def test_discretization_none_is_named_as_given(h5ad, tmp_path, capsys):
+    """Before: '--discretization none' on continuous data failed with 'no --discretization needs integer-coded
+    data' (None read as the option's default), sending the user to the opposite of what they had passed."""
+    rc, err = _main(capsys, "select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "2",
+                    "--discretization", "none", "--quiet", "-o", str(tmp_path / "o.h5ad"))
+    assert rc == 1 and "error: --discretization none needs integer-coded data" in err, err
+    from bioqpfs.cli import _in_cli_words, _parser
+
+    text = "discretization=None needs codes; cv=None; layer=None"
+    assert _in_cli_words(text, _parser(), "select") == "--discretization none needs codes; cv=None; no --layer"
