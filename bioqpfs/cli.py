@@ -672,8 +672,8 @@ def _random_state_arg(text):
 
 def _preselected_arg(text):
     """``--preselected``: the names in the file ``text`` when it exists (one per line; blank lines and ``#``
-    comments ignored), else ``text`` split at commas.  A value that looks like a path (a path separator, or a
-    .txt/.tsv/.csv/.list suffix) but names no file is an error, not a gene name."""
+    comments ignored), else ``text`` split at commas.  A directory, or a value that looks like a path (a path
+    separator, or a .txt/.tsv/.csv/.list suffix) but names no file, is an error, not a gene name."""
     if os.path.isfile(text):
         try:
             with open(text, encoding="utf-8-sig") as fh:  # a byte-order mark (Excel, Notepad) is not a name
@@ -683,6 +683,9 @@ def _preselected_arg(text):
         if not names:
             raise ValueError(f"--preselected file {text} lists no gene names (one name per line)")
         return names
+    if os.path.isdir(text):  # read as a gene name before, or as "no such file" with a trailing separator
+        raise ValueError(f"--preselected {text} is a directory; give a file of gene names (one per line) or "
+                         "comma-separated gene names")
     if os.sep in text or (os.altsep and os.altsep in text) or text.lower().endswith((".txt", ".tsv", ".csv", ".list")):
         raise ValueError(f"--preselected {text}: no such file; give an existing file of gene names (one per line) "
                          "or comma-separated gene names")

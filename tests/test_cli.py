@@ -615,3 +615,12 @@ def test_discretization_none_is_named_as_given(h5ad, tmp_path, capsys):
 
     text = "discretization=None needs codes; cv=None; layer=None"
     assert _in_cli_words(text, _parser(), "select") == "--discretization none needs codes; cv=None; no --layer"
+
+
+def test_preselected_directory_is_named_as_one(h5ad, tmp_path, capsys):
+    """Before: --preselected DIR was looked up as a gene named DIR, and DIR/ was 'no such file'."""
+    (tmp_path / "panels").mkdir()
+    for value in (str(tmp_path / "panels"), str(tmp_path / "panels") + os.sep):
+        rc, err = _main(capsys, "select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "2",
+                        "--preselected", value, "--quiet", "-o", str(tmp_path / "o.h5ad"))
+        assert rc == 1 and f"--preselected {value} is a directory" in err, err
