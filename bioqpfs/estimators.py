@@ -139,6 +139,11 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             raise ValueError(f"method_params must not contain {reserved}: use "
                              f"{'; '.join(instead[r] for r in reserved)} instead")
         clash = sorted(set(extra) & set(kwargs))
+        if clash and all(_same(getattr(self, name), defaults[name].default) for name in clash):
+            # given once, in method_params, but the estimator has its own parameter (at its default) for it
+            raise ValueError(f"{clash} {'is a parameter' if len(clash) == 1 else 'are parameters'} of "
+                             f"{type(self).__name__}: set {', '.join(f'{n}={extra[n]!r}' for n in clash)} on the "
+                             "estimator (so GridSearchCV and get_params see it), not in method_params")
         if clash:
             raise ValueError(f"{clash} given both as estimator parameter(s) and in method_params; give each once")
         kwargs.update(extra)

@@ -286,3 +286,15 @@ def test_empty_x_is_named_as_such():
     for X in (np.ones((0, 8)), pd.DataFrame(np.ones((0, 3)), columns=["a", "b", "c"])):
         with pytest.raises(ValueError, match=r"0 sample\(s\)"):
             QPFSSelector(n_features_to_select=2).fit(X, np.array([], dtype=object))
+
+
+def test_a_family_parameter_given_only_in_method_params_is_named():
+    """Before: QPFSSelector(method_params={"n_bins": 4}) was refused as given 'both as estimator parameter(s) and in
+    method_params', though the user gave it once."""
+    X, y = _blobs(np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"\['n_bins'\] is a parameter of QPFSSelector: set n_bins=4 on the estimator"):
+        QPFSSelector(n_features_to_select=2, method_params={"n_bins": 4}).fit(X, y)
+    with pytest.raises(ValueError, match="given both as estimator parameter"):
+        QPFSSelector(n_features_to_select=2, n_bins=5, method_params={"n_bins": 4}).fit(X, y)
+    with pytest.raises(ValueError, match="given both as estimator parameter"):
+        QPFSSelector(alpha=0.2, method_params={"alpha": 0.3}).fit(X, y)
