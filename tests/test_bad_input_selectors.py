@@ -1,5 +1,6 @@
 """Bad and edge-case input to the selectors: alpha at the ends of [0, 1], degenerate (information-free)
 data, invalid random_state, ambiguous or too many preselected genes, and the no-NaN guarantee."""
+import inspect
 import warnings
 
 import numpy as np
@@ -237,3 +238,26 @@ def test_n_bins_given_with_a_discretization_that_ignores_it_warns_at_the_users_l
             call(n_bins=-1)
         with pytest.raises(ValueError, match=r"n_bins must be between 2 and 255, got 256"):
             call(n_bins=256, discretization="mdl")
+
+
+# -- messages name the user's genes -----------------------------------------------------------------------
+
+_DISCRETISING = sorted(m for m in _registry._METHODS
+                       if "discretization" in inspect.signature(_registry.method_function(m)).parameters)
+
+
+@pytest.mark.parametrize("method", _DISCRETISING)
+@pytest.mark.parametrize("names", [None, list("abcdef")], ids=["positions", "names"])
+def test_not_integer_coded_gene_is_named_in_x_not_among_the_non_constant_genes(method, names):
+    """discretization=None with a non-integer gene: the selectors that leave the constant genes out before coding
+    (qpfs, spec_cmi, the IKM family...) named it by its position among the non-constant genes (gene 2 here, a
+    gene with integer values), or by no name at all; the message names gene 3 of X, or 'd'."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 3, size=(30, 6)).astype(float)
+    X[:, 0] = 1.0          # constant: left out before coding
+    X[:, 3] += 0.5         # not integer-coded
+    y = np.tile([0, 1, 2], 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=rf"gene\(s\) {'d' if names else 3} hold non-integer values"):
+            bioqpfs.select(X, y, method=method, n_genes=2, discretization=None, feature_names=names)

@@ -424,12 +424,19 @@ def discretization_rule(X, discretization):
     return _disc.resolve_discretization(X, discretization)
 
 
-def discretized(X, discretization, n_bins, y_codes, batch=None):
+def gene_labels(feature_names, genes):
+    """How messages name the columns ``genes`` of X (a selector's non-constant genes, say): their names, else
+    their positions in X (not in the subset, which the user never sees)."""
+    return np.asarray(genes) if feature_names is None else np.asarray(feature_names)[genes]
+
+
+def discretized(X, discretization, n_bins, y_codes, batch=None, genes=None):
     """``(codes, n_levels)`` of X (:func:`bioqpfs._kernels.discretize.codes`); with ``batch`` (per-batch
     discretisation) the same rule applied to each batch's samples separately, so that thresholds follow the
-    batch (a gene shifted by batch gets the same codes in every batch)."""
+    batch (a gene shifted by batch gets the same codes in every batch).  ``genes``: how messages name X's columns
+    (:func:`gene_labels`; default their positions in X)."""
     if batch is None or batch.discretization == "global" or discretization is None:
-        return _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes)
+        return _disc.codes(X, discretization, n_bins=n_bins, y_codes=y_codes, feature_names=genes)
     rule = _disc.resolve_discretization(X, discretization)
     if is_dask_array(X):  # lazy codes, chunk by chunk, each batch's thresholds from its own rows
         from .._kernels.discretize_dask import dask_group_codes
@@ -448,14 +455,15 @@ def discretized(X, discretization, n_bins, y_codes, batch=None):
     return codes, levels
 
 
-def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped=False, batch=None):
+def info_table(X, y_codes, *, discretization, n_bins, class_weight=None, grouped=False, batch=None, genes=None):
     """The code table every MI-based selector counts from: X discretised once, with the class-weighted
     sample weights of ``class_weight`` (None or "balanced"; :func:`bioqpfs._kernels.information.class_sample_weights`)
     and, when ``grouped``, the samples grouped by class (for the class-conditional kinds).  ``batch``
     (:class:`Batches`): discretised per batch (:func:`discretized`) and stratified by batch, so that every
     measure of the table is ``sum_b w_b I_b`` (:class:`bioqpfs._kernels.information.CodeTable` ``strata=``), with
-    ``class_weight="balanced"`` the classes balanced within every batch."""
-    codes, levels = discretized(X, discretization, n_bins, y_codes, batch)
+    ``class_weight="balanced"`` the classes balanced within every batch.  ``genes``: how messages name X's columns
+    (:func:`gene_labels`)."""
+    codes, levels = discretized(X, discretization, n_bins, y_codes, batch, genes)
     weights = _info.class_sample_weights(y_codes, class_weight, None if batch is None else batch.codes)
     return _info.CodeTable(codes, levels, groups=y_codes if grouped else None, weights=weights,
                            strata=None if batch is None else batch.codes,
@@ -565,7 +573,7 @@ def similarity_guard(r, m, dtype, similarity, working_bytes=0, remedies=("genes"
 
 def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretization, n_bins, base, need_full=True,
                              rows=None, dtype=np.float64, class_weight=None, working_bytes=0, batch=None,
-                             levels=None):
+                             levels=None, genes=None):
     """Redundancy Q (|Pearson| or MI) and relevance F of the genes of X -- the one place selectors get them.
 
     ``relevance`` is a kind ("mi", "hall", "mst", "mst_cpx") or a precomputed vector; the defaults follow
@@ -578,6 +586,7 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
     within each batch (:func:`within_batch_standardized`); the MST relevances refuse it.  ``levels``
     (:class:`Levels`, hierarchical labels): F = sum_l v_l F(C_l) (:func:`level_sum`) for every relevance kind;
     Q and the class weights use the finest level ``y_codes``; a precomputed vector refuses it.
+    ``genes``: how messages name X's columns (:func:`gene_labels`).
     Returns ``(Q, F, relevance_name, code_table_or_None)``."""
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}; choose one of {SIMILARITIES}")
@@ -591,7 +600,7 @@ def similarity_and_relevance(X, y_codes, *, similarity, relevance, discretizatio
                          f"relevance='mi'), not to similarity={similarity!r} with relevance={relevance!r}")
     if similarity == "mi" or (isinstance(relevance, str) and relevance == "mi"):
         table = info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
-                           batch=batch)
+                           batch=batch, genes=genes)
     if batch is not None and (similarity == "correlation" or relevance in ("hall", "mst", "mst_cpx")):
         if relevance in ("mst", "mst_cpx"):
             raise ValueError(f"relevance={relevance!r} has no batch-aware form; use relevance='mi' or 'hall' with "

@@ -130,7 +130,7 @@ def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None,
     warn_constant(constant, feature_names)
     rule = discretization_rule(X, discretization)  # "auto" decided once, on the matrix discretised; recorded
     by_class = info_table(X, y_codes, discretization=rule, n_bins=n_bins, class_weight=class_weight,
-                          grouped=True, batch=strata)
+                          grouped=True, batch=strata, genes=feature_names)
     F = information_relevance(by_class, y_codes, base, levels)
     F[constant] = 0.0
     params = {"discretization_used": rule, **({} if strata is None else strata.params()),

@@ -31,6 +31,7 @@ from ._common import (
     check_levels,
     discretization_rule,
     discretized,
+    gene_labels,
     information_relevance,
     prepare,
     weights_and_ranking,
@@ -138,7 +139,7 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     # one path for plain, batch and hierarchical labels; a Dask X's codes stay lazy (counted chunk by chunk)
     Xk = take_genes(X, keep)
     rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
-    codes, levels = discretized(Xk, rule, n_bins, y_codes, strata)
+    codes, levels = discretized(Xk, rule, n_bins, y_codes, strata, gene_labels(feature_names, keep))
     f = information_relevance(_info.CodeTable(codes, levels, groups=y_codes,
                                               strata=None if strata is None else strata.codes,
                                               strata_weights=None if strata is None else strata.weights),

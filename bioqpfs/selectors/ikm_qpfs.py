@@ -50,7 +50,7 @@ from .._kernels.correlation import shared_column_moments
 from .._kernels.counting_dask import take_genes
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
-from ._common import discretization_rule, forced_first, prepare, resolve_preselected, warn_constant
+from ._common import discretization_rule, forced_first, gene_labels, prepare, resolve_preselected, warn_constant
 from ._qp import alpha_hat, forced_in_qp, preselected_params, solve_qpfs
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ class _Context:
                      ["genes", "samples"])
         Xk = take_genes(X, self.keep)  # carries prepare's column moments over (computed once per call)
         self.rule = discretization_rule(Xk, discretization)  # recorded ("auto" and "mdl" are refused above)
-        codes, levels = measures.codes_and_levels(Xk, self.rule, n_bins=n_bins, y_codes=y_codes)
+        codes, levels = measures.codes_and_levels(Xk, self.rule, n_bins=n_bins, y_codes=y_codes,
+                                                  feature_names=gene_labels(feature_names, self.keep))
         # moments of X[:, g] / s[g] (a power of two, 1 for ordinary genes): no overflow/underflow at any scale
         mean, ss, s = shared_column_moments(Xk)  # those of the codes' mean +- sd thresholds
         scale = 1.0 / np.sqrt(ss / max(1, n - 1))

@@ -54,6 +54,7 @@ from ._common import (
     check_batch_crosses_classes,
     check_levels,
     discretization_rule,
+    gene_labels,
     prepare,
     resolve_preselected,
     similarity_and_relevance,
@@ -275,7 +276,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
                                             discretization=rule, n_bins=n_bins, base=base,
                                             need_full=True, dtype=dtype, class_weight=class_weight,
                                             working_bytes=solver_working_bytes(m, solver, psd_fix), batch=strata,
-                                            levels=levels)
+                                            levels=levels, genes=gene_labels(feature_names, keep))
         t_measures = time.perf_counter() - t0
         a_hat, q_bar, f_bar = alpha_hat(Q, F)
         alpha_used = a_hat if alpha is None else float(alpha)
@@ -289,7 +290,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
         _, F, relevance_used, table = similarity_and_relevance(Xk, y_codes, similarity=similarity, relevance=relevance,
                                                 discretization=rule, n_bins=n_bins, base=base,
                                                 need_full=False, class_weight=class_weight, batch=strata,
-                                                levels=levels)
+                                                levels=levels, genes=gene_labels(feature_names, keep))
         t_measures = time.perf_counter() - t0
         t1 = time.perf_counter()
         x, alpha_used, a_hat, q_bar, f_bar, solve_diag = nystrom_qpfs(

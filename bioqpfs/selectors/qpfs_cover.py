@@ -54,6 +54,7 @@ from ._common import (
     check_batch_crosses_classes,
     discretization_rule,
     forced_first,
+    gene_labels,
     higher_in_class,
     one_vs_rest_relevance,
     pair_order_information,
@@ -261,7 +262,8 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     with sharing_sorted_columns(Xk) if several_rules else contextlib.nullcontext():
         _, F, _, table = similarity_and_relevance(Xk, y_codes, similarity="mi", relevance="mi",
                                                   discretization=rule, n_bins=n_bins, base=base,
-                                                  need_full=False, class_weight=class_weight, batch=strata)
+                                                  need_full=False, class_weight=class_weight, batch=strata,
+                                                  genes=gene_labels(feature_names, keep))
         if own_bins:
             F_c = per_class_bin_relevance(Xk, y_codes, C, rule=rule, n_bins=n_bins, class_weight=class_weight, base=base,
                                           batch=strata)

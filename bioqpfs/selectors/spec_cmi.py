@@ -74,6 +74,7 @@ from ._common import (
     check_batch_crosses_classes,
     discretization_rule,
     forced_first,
+    gene_labels,
     info_table,
     prepare,
     preselected_record,
@@ -157,9 +158,9 @@ def _relevance(table, base):
     return _info.class_relevance(table) / np.log(base)
 
 
-def _table(X, y_codes, discretization, n_bins, class_weight=None, batch=None):
+def _table(X, y_codes, discretization, n_bins, class_weight=None, batch=None, genes=None):
     return info_table(X, y_codes, discretization=discretization, n_bins=n_bins, class_weight=class_weight,
-                      grouped=True, batch=batch)
+                      grouped=True, batch=batch, genes=genes)
 
 
 def _panel_qip(X, y_codes, genes, discretization, n_bins, base, class_weight=None, batch=None):
@@ -352,7 +353,7 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
                            ["genes"] + (["float32"] if dtype != np.float32 else []) + ["nystrom"])
     Xk = take_genes(X, keep) if m < X.shape[1] else X
     disc_rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
-    table = _table(Xk, y_codes, disc_rule, n_bins, class_weight, strata)
+    table = _table(Xk, y_codes, disc_rule, n_bins, class_weight, strata, gene_labels(feature_names, keep))
     Q, q_info = cmi_q_rows(table, base=base, dtype=dtype)
     _check_informative(Q, discretization, X.shape[0])
     F = np.diag(Q).astype(np.float64)
@@ -499,7 +500,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     err_rows = _nys.error_rows(m, rows, n_error_rows, rng)
     Xk = take_genes(X, keep) if m < X.shape[1] else X
     disc_rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
-    table = _table(Xk, y_codes, disc_rule, n_bins, class_weight)
+    table = _table(Xk, y_codes, disc_rule, n_bins, class_weight, genes=gene_labels(feature_names, keep))
     # the landmark rows and the few exact rows of the error estimate in one pass over the genes
     Qall, q_info = cmi_q_rows(table, np.concatenate([rows, err_rows]), base=base)
     Qr, Qe = Qall[:r], Qall[r:]
@@ -694,7 +695,8 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
     memory_guard(est_bytes, f"SDP_CMI on {m} genes", ["spec_cmi", "genes"])
     Xk = take_genes(X, keep) if m < X.shape[1] else X
     disc_rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
-    Q_full, q_info = cmi_q_rows(_table(Xk, y_codes, disc_rule, n_bins, class_weight), base=base)
+    Q_full, q_info = cmi_q_rows(_table(Xk, y_codes, disc_rule, n_bins, class_weight,
+                                       genes=gene_labels(feature_names, keep)), base=base)
     _check_informative(Q_full, discretization, X.shape[0])
     F = np.diag(Q_full).copy()
     # forced genes: QIP_CMI on the other genes with Q' and k - |P| (module docstring); every objective below
