@@ -107,6 +107,24 @@ def test_levels_with_batches():
     np.testing.assert_allclose(maxrel(X, y, batch=batch).relevance, expected, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("method", HIERARCHY_METHODS)
+def test_a_coarse_level_confounded_with_the_batch_is_warned_about_on_every_face(method):
+    """A batch that holds one lineage each (the lineage is the batch): the batch-aware I(X; lineage) is 0 for every
+    gene, so the lineage level silently contributed nothing.  Every selector of hierarchical labels warns, naming
+    the level, at the user's line; a batch that crosses the lineages gives no such warning."""
+    import warnings
+
+    X, y = _planted(n_per_type=12, n_noise=4)
+    lineage = y[:, 0]
+    with pytest.warns(UserWarning, match=r"every batch holds a single class of level\(s\) 'level 0'") as record:
+        bioqpfs.select(X, y, method=method, n_genes=3, batch=lineage)
+    assert all(w.filename == __file__ for w in record if "holds a single class" in str(w.message))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        bioqpfs.select(X, y, method=method, n_genes=3, batch=np.tile([0, 1], X.shape[0] // 2))
+    assert not [w for w in record if "holds a single class" in str(w.message)]
+
+
 # ---- one level: exactly the plain call -----------------------------------------------------------------------
 @pytest.mark.parametrize("method", HIERARCHY_METHODS)
 def test_one_level_or_a_repeated_finest_level_equals_the_plain_call(method):

@@ -86,8 +86,7 @@ def test_a_coarse_level_confounded_with_the_batch_is_warned_about():
     # every gene and the lineage marker (g2, only in lineage L2's class c) silently left the panel
     a = make_adata()
     a.obs["lin"] = pd.Categorical(np.where(a.obs["ct"] == "c", "L2", "L1"))
-    with pytest.warns(UserWarning, match=r"every batch of adata.obs\['lin'\] holds a single class of level\(s\) "
-                                         r"'lin'") as record:
+    with pytest.warns(UserWarning, match=r"every batch holds a single class of level\(s\) 'lin'") as record:
         bioqpfs.tl.select_genes(a, ["lin", "ct"], method="qpfs", n_genes=5, batch_key="lin")
     assert all(w.filename == __file__ for w in record if "holds a single class" in str(w.message))
     b = make_adata()

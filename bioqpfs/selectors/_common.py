@@ -66,6 +66,7 @@ from .._validation import (
     memory_guard,
     output_guard,
     sample_names_of,
+    user_stacklevel,
 )
 
 SIMILARITIES = ("mi", "correlation")
@@ -391,7 +392,13 @@ def check_batch(batch, X, *, batch_weights="size", batch_discretization="per_bat
     return out
 
 
-def check_batch_crosses_classes(batch, y_codes):
+def _single_class_batches(batch, codes):
+    """Whether every batch holds samples of a single class of ``codes``."""
+    pairs = np.unique(np.column_stack([batch.codes, np.asarray(codes)]), axis=0)
+    return np.bincount(pairs[:, 0], minlength=len(batch.names)).max() < 2
+
+
+def check_batch_crosses_classes(batch, y_codes, levels=None):
     """Refuse batches that are confounded with the labels: every batch holds a single class.
 
     Batch-aware measures compare the classes *within* each batch (``sum_b w_b I_b``, within-batch
@@ -399,12 +406,21 @@ def check_batch_crosses_classes(batch, y_codes):
     relevance would be 0 -- the user would get "no gene carries information" with no hint that the batch
     is the cause.  A typical case: ``batch_key`` names the donor in a case/control study, each donor
     being a case or a control.  ``batch`` is a :class:`Batches` (or ``None``: nothing to check).
+    ``levels`` (:class:`Levels`, hierarchical labels; ``y_codes`` is the finest): a coarser level confounded with
+    the batch is warned about, since its relevance is then 0 for every gene and its weight only shrinks F.
     """
     if batch is None:
         return
-    y_codes = np.asarray(y_codes)
-    pairs = np.unique(np.column_stack([batch.codes, y_codes]), axis=0)
-    if np.bincount(pairs[:, 0], minlength=len(batch.names)).max() < 2:
+    if levels is not None:
+        confounded = [str(name) for name, codes in zip(levels.names[:-1], levels.codes[:-1])
+                      if np.unique(codes).size > 1 and _single_class_batches(batch, codes)]
+        if confounded:
+            warnings.warn(f"every batch holds a single class of level(s) {', '.join(map(repr, confounded))}: "
+                          "batch-aware measures compare the classes within each batch, so these levels carry no "
+                          "information for any gene and their groupby_weights only shrink the relevance; drop them "
+                          "from the labels, or give a batch that crosses them", UserWarning,
+                          stacklevel=user_stacklevel())
+    if _single_class_batches(batch, y_codes):
         shown = ", ".join(repr(str(batch.names[b])) for b in range(min(3, len(batch.names))))  # not np.int64(0)
         raise ValueError(f"every batch holds samples of a single class (batches {shown}"
                          f"{', ...' if len(batch.names) > 3 else ''}): the batch is confounded with the labels, and "

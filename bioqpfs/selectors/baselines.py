@@ -126,7 +126,7 @@ def _setup(X, y, feature_names, discretization, n_bins, base, class_weight=None,
     if hierarchical:
         y, levels = check_levels(y, X, groupby_weights)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
-    check_batch_crosses_classes(strata, y_codes)
+    check_batch_crosses_classes(strata, y_codes, levels)
     warn_constant(constant, feature_names)
     rule = discretization_rule(X, discretization)  # "auto" decided once, on the matrix discretised; recorded
     by_class = info_table(X, y_codes, discretization=rule, n_bins=n_bins, class_weight=class_weight,

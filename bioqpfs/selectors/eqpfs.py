@@ -129,7 +129,7 @@ def eqpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, alpha: flo
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     y, hierarchy = check_levels(y, X, groupby_weights)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
-    check_batch_crosses_classes(strata, y_codes)
+    check_batch_crosses_classes(strata, y_codes, hierarchy)
     m_total = X.shape[1]
     n_genes = check_n_genes(n_genes, m_total)
     P_all, keep, P, share = kept_and_forced(preselected, constant, feature_names, n_genes, preselected_share,

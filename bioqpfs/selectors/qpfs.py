@@ -253,7 +253,7 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     y, levels = check_levels(y, X, groupby_weights)
     X, y_codes, classes, constant = prepare(X, y, feature_names)
-    check_batch_crosses_classes(strata, y_codes)
+    check_batch_crosses_classes(strata, y_codes, levels)
     if strata is not None and nystrom_rate is not None and similarity != "mi":
         raise ValueError("QPFS+Nystrom with batch= needs similarity='mi' (the landmark rows of the |correlation| "
                          "matrix are not batch-aware); use the exact QPFS (nystrom_rate=None) or similarity='mi'")

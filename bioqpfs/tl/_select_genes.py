@@ -31,7 +31,6 @@ from .._validation import (
     gene_list,
     one_labels_warning,
     preselected_in_mask,
-    user_stacklevel,
 )
 from ..selectors._common import check_levels
 
@@ -110,27 +109,6 @@ def _check_face_params(method_params):
     if given:
         raise TypeError("; ".join(f"{name}= is not a parameter of select_genes, which takes it from the AnnData: "
                                   f"{FACE_PARAMS[name]}" for name in given))
-
-
-def _warn_levels_within_batches(labels, batch, batch_key):
-    """Warn when a coarser level of hierarchical labels is confounded with ``batch_key`` (every batch holds one of
-    its classes): batch-aware measures compare classes within each batch, so that level's relevance is 0 for every
-    gene and its weight only shrinks F (the finest level confounded is refused by the selector)."""
-    if batch is None:
-        return
-    batch_codes = pd.factorize(np.asarray(batch, dtype=object))[0]
-    confounded = []
-    for level in labels.columns[:-1]:
-        codes = pd.factorize(labels[level].to_numpy(dtype=object))[0]
-        pairs = np.unique(np.column_stack([batch_codes, codes]), axis=0)
-        if np.unique(codes).size > 1 and np.bincount(pairs[:, 0]).max() < 2:
-            confounded.append(str(level))
-    if confounded:
-        warnings.warn(f"every batch of adata.obs[{batch_key!r}] holds a single class of level(s) "
-                      f"{', '.join(map(repr, confounded))}: batch-aware measures compare the classes within each "
-                      "batch, so these levels carry no information for any gene and their groupby_weights only "
-                      "shrink the relevance; drop them from groupby, or give a batch_key that crosses them",
-                      UserWarning, stacklevel=user_stacklevel())
 
 
 #: exact runs predicted to take longer than this get a logged hint towards QPFS+Nystrom
@@ -392,7 +370,6 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     check_levels_supported(method, labels, preset)
     if isinstance(labels, pd.DataFrame):  # hierarchical labels: nesting and weights checked before any work
         check_levels(labels, adata, params.get("groupby_weights"), warn=False)  # the selector warns
-        _warn_levels_within_batches(labels, batch, batch_key)
     key = result_key(named, key_added)
     stale = _check_key(adata, key)
     duplicated = _warn_duplicated_names(adata)
