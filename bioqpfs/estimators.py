@@ -35,6 +35,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._kernels.counting_dask import is_dask_array
 from ._registry import FAMILIES, check_levels_supported, family, method_function, methods, select
 from ._validation import check_labels, is_default_index, refuse_ambiguous_default_index, sample_names_of
 from .selectors._common import label_levels
@@ -199,6 +200,9 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             levels = y if hasattr(y, "iloc") else np.asarray(y, dtype=object)   # a DataFrame keeps its level names
             y = levels.iloc[:, -1].to_numpy(dtype=object) if hasattr(levels, "iloc") else levels[:, -1]
         _check_unique_columns(X)
+        dask_x = is_dask_array(X)
+        if dask_x:  # selected chunk by chunk (validate_data would read X whole, and fails on sparse chunks)
+            X = _dask_fit_input(self, X)
         n_samples = _n_rows(X)
         codes = None
         if y is not None and n_samples:   # no samples: left to validate_data, which names the empty X
@@ -211,9 +215,13 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
                 y = np.asarray(y, dtype=object).ravel()
         # at least 2 features: choosing among one gene is no selection (and some methods refuse it); NaN/Inf are
         # left to bioqpfs's check, which names the genes (scikit-learn's message suggests another estimator)
-        X, checked = validate_data(self, X, y if codes is None else codes, accept_sparse=("csr", "csc"),
-                                   dtype=(np.float64, np.float32), ensure_min_features=2, ensure_all_finite=False)
-        _check_finite(X, getattr(self, "feature_names_in_", None))
+        if dask_x:  # its values are checked by select(), chunk by chunk (NaN/Inf naming the genes)
+            if codes is None:
+                raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        else:
+            X, checked = validate_data(self, X, y if codes is None else codes, accept_sparse=("csr", "csc"),
+                                       dtype=(np.float64, np.float32), ensure_min_features=2, ensure_all_finite=False)
+            _check_finite(X, getattr(self, "feature_names_in_", None))
         if codes is None:  # X without a length before validate_data (which made it an array)
             y = checked
             codes, classes = check_labels(y, X.shape[0], name="y", min_classes=1)
@@ -243,6 +251,27 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         self.ranking_ = rank
         self.n_features_to_select_ = k
         return self
+
+    def transform(self, X):
+        """Reduce X to the selected features.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            The samples; a Dask array is indexed lazily (``X[:, selected]``, nothing computed).
+
+        Returns
+        -------
+        X_r : array of shape (n_samples, n_selected_features)
+            The selected features of X, of X's type.
+        """
+        if not is_dask_array(X):
+            return super().transform(X)
+        check_is_fitted(self)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has shape {X.shape}, but {type(self).__name__} is expecting {self.n_features_in_} "
+                             "features as input.")
+        return X[:, self.get_support(indices=True)]
 
     def _get_support_mask(self):
         check_is_fitted(self)
@@ -484,6 +513,23 @@ class BaselineSelector(BioQPFSSelector):
 def registered_families():
     """Which estimator class serves each registered method: the family named by its ``register(...)`` line."""
     return {name: globals()[FAMILIES[family(name)]] for name in methods()}
+
+
+def _dask_fit_input(estimator, X):
+    """A Dask ``X`` for ``fit``, as scikit-learn's ``validate_data`` would take it but never read: 2-D, with known
+    chunk sizes (:func:`bioqpfs._kernels.counting_dask.sample_chunked` refuses others, naming the fix) and at least
+    2 features; ``n_features_in_`` is set (a Dask array has no feature names).  Its values are read by
+    :func:`bioqpfs.select`, chunk by chunk by the methods of ``DASK_METHODS`` (README "Large data (Dask)")."""
+    from ._kernels.counting_dask import sample_chunked
+
+    sample_chunked(X)  # refuses a non-2-D X or unknown chunk sizes; lazy, nothing computed
+    if X.shape[1] < 2:
+        raise ValueError(f"Found array with {X.shape[1]} feature(s) (shape={X.shape}) while a minimum of 2 is "
+                         f"required by {type(estimator).__name__}.")
+    estimator.n_features_in_ = X.shape[1]
+    if hasattr(estimator, "feature_names_in_"):
+        del estimator.feature_names_in_
+    return X
 
 
 def _n_rows(X):

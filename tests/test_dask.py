@@ -891,3 +891,36 @@ def test_a_dask_x_mixing_csr_and_dense_blocks_gives_the_in_memory_panel(meta):
         want, got = bioqpfs.select(X, y, n_genes=4, **kw), bioqpfs.select(D, y, n_genes=4, **kw)
         np.testing.assert_array_equal(got.selected, want.selected)
         np.testing.assert_allclose(got.weights, want.weights, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("chunk", ["dense", "csr"])
+def test_the_estimators_fit_a_dask_x_chunk_by_chunk_and_transform_it_lazily(chunk):
+    """A Dask X given to a scikit-learn estimator went through ``validate_data``, which read it whole (np.asarray),
+    failed on CSR chunks ("Expected 2D array, got scalar array instead") and on unknown chunk sizes ("cannot
+    convert float NaN to integer"); it now goes to select() as a Dask array (the in-memory panel), transform
+    indexes it lazily, and unknown chunk sizes are refused with the fix."""
+    import dask
+    import scipy.sparse as sp
+
+    from bioqpfs.estimators import BaselineSelector, QPFSSelector
+
+    rng = np.random.default_rng(3)
+    n, m = 90, 12
+    y = rng.integers(0, 3, n)
+    X = np.abs(rng.normal(size=(n, m))) * (rng.random((n, m)) < 0.6) + y[:, None] * (np.arange(m) % 3 == 0)
+    D = da.from_array(sp.csr_matrix(X) if chunk == "csr" else X, chunks=(30, m))
+    for cls in (QPFSSelector, BaselineSelector):
+        want = cls(4).fit(X, y)
+        with dask.config.set(scheduler="synchronous"):
+            got = cls(4).fit(D, y)
+        np.testing.assert_array_equal(got.get_support(indices=True), want.get_support(indices=True))
+        np.testing.assert_allclose(got.weights_, want.weights_, rtol=1e-12, atol=1e-15)
+        assert got.n_features_in_ == m and not hasattr(got, "feature_names_in_")
+        Xr = got.transform(D)
+        assert isinstance(Xr, da.Array) and Xr.shape == (n, 4)
+        kept = Xr.compute()
+        np.testing.assert_array_equal(kept.toarray() if sp.issparse(kept) else kept, want.transform(X))
+        with pytest.raises(ValueError, match="expecting 12 features"):
+            got.transform(D[:, :5])
+    with pytest.raises(ValueError, match="compute_chunk_sizes"):
+        QPFSSelector(4).fit(D[da.from_array(np.ones(n, dtype=bool), chunks=30)], y)
