@@ -283,10 +283,19 @@ def _frame_values(X, name="X"):
 CHECKED_CHUNKS = "bioqpfs-checked-chunks-"
 
 
-def _canonical_chunk(x):
+def _canonical_chunk(x, what="X", block_info=None):
     """A sparse chunk as CSR in canonical format (sorted indices, no duplicates): itself if it is, else a converted or
     summed copy; a dense block (a Dask array may mix them whatever its meta says: every chunk kernel takes both) as
-    it is."""
+    it is.  A chunk whose shape is not the one the array declares for it (``block_info``: a ``map_blocks`` that
+    changed the shape without ``chunks=``) is refused naming ``what`` and its samples: the passes would count it as
+    it is (a silently wrong mean) or fail deep inside an indexing kernel."""
+    declared = None if block_info is None else block_info.get(None, {}).get("chunk-shape")
+    if declared is not None and tuple(np.shape(x)) != tuple(declared):
+        (lo, hi), _ = block_info[None]["array-location"]
+        raise ValueError(f"a chunk of the Dask array {what} holds shape {tuple(np.shape(x))} where the array declares "
+                         f"{tuple(declared)} (samples {lo}..{hi - 1}): its blocks do not match its .chunks (a "
+                         f"map_blocks that changes the shape needs chunks=...); fix the array's chunks, or load "
+                         f"{what} into memory ({what}.compute())")
     if not sp.issparse(x):
         return x
     if x.format != "csr":
@@ -345,7 +354,7 @@ def check_dask_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min
     if not X.name.startswith(CHECKED_CHUNKS):
         from dask.base import tokenize
 
-        X = X.map_blocks(_canonical_chunk, dtype=X.dtype, meta=meta, name=f"{CHECKED_CHUNKS}{tokenize(X)}")
+        X = X.map_blocks(_canonical_chunk, what=name, dtype=X.dtype, meta=meta, name=f"{CHECKED_CHUNKS}{tokenize(X)}")
     X = sample_chunked(X, name)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)

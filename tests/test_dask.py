@@ -924,3 +924,20 @@ def test_the_estimators_fit_a_dask_x_chunk_by_chunk_and_transform_it_lazily(chun
             got.transform(D[:, :5])
     with pytest.raises(ValueError, match="compute_chunk_sizes"):
         QPFSSelector(4).fit(D[da.from_array(np.ones(n, dtype=bool), chunks=30)], y)
+
+
+def test_a_chunk_whose_shape_is_not_the_declared_one_is_refused_naming_its_samples():
+    """A block of another shape than the array's chunks declare (map_blocks that drops a row, without chunks=) was
+    counted as it was: the |Pearson| matrix came back silently (from 57 of the 60 declared samples), the selection
+    failed deep in numpy ("index 10 is out of bounds", a matmul "mismatch in its core dimension")."""
+    import bioqpfs
+    from bioqpfs import measures
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 6))
+    y = np.repeat([0, 1, 2], 20)
+    lying = da.from_array(X, chunks=(20, 6)).map_blocks(lambda b: b[:-1], dtype=float)
+    for call in (lambda: measures.correlation(lying), lambda: measures.relevance(lying, y, kind="hall"),
+                 lambda: bioqpfs.select(lying, y, method="qpfs", n_genes=2)):
+        with pytest.raises(ValueError, match=r"holds shape \(19, 6\) where the array declares \(20, 6\) \(samples "):
+            call()
