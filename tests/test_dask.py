@@ -941,3 +941,18 @@ def test_a_chunk_whose_shape_is_not_the_declared_one_is_refused_naming_its_sampl
                  lambda: bioqpfs.select(lying, y, method="qpfs", n_genes=2)):
         with pytest.raises(ValueError, match=r"holds shape \(19, 6\) where the array declares \(20, 6\) \(samples "):
             call()
+
+
+def test_refusals_on_dask_name_every_rule_with_a_dask_path():
+    """discretization='mdl' on a Dask X named only 'mean_sd' or 'quantile' as what to use (not 'zero_quantile' or
+    'auto', the default recipe's), and non-integer values under discretization=None suggested 'mdl', which a Dask X
+    refuses."""
+    from bioqpfs import measures
+
+    X = da.from_array(np.random.default_rng(0).random((20, 3)), chunks=(10, 3))
+    y = np.arange(20) % 2
+    with pytest.raises(ValueError, match="'mean_sd', 'quantile', 'zero_quantile' or 'auto'"):
+        measures.discretize(X, "mdl", y=y)
+    with pytest.raises(ValueError, match="non-integer values") as refused:
+        measures.discretize(X, None)
+    assert "'zero_quantile'" in str(refused.value) and "'mdl' has no Dask path" in str(refused.value)

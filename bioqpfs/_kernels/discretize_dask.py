@@ -652,8 +652,8 @@ def _dask_rule(X, discretization, *, n_bins=3, _search=None):
         return rule, n_bins
     if discretization == "mdl":
         raise ValueError("discretization='mdl' is not available for a Dask array (MDL sorts every gene's values: "
-                         "not in bounded memory); use discretization='mean_sd' or 'quantile', or load X into memory "
-                         "(X.compute())")
+                         "not in bounded memory); use discretization='mean_sd', 'quantile', 'zero_quantile' or 'auto' (the "
+                         "rules with a Dask path), or load X into memory (X.compute())")
     raise ValueError(f"unknown discretization {discretization!r}; choose one of {_disc.DISCRETIZATIONS}")
 
 
@@ -671,7 +671,8 @@ def dask_compact_codes(X, *, feature_names=None):
 
         raise ValueError(
             f"discretization=None needs integer-coded data, but gene(s) {describe_indices(np.flatnonzero(bad), names)} "
-            "hold non-integer values; pass discretization='mean_sd' (or 'quantile'/'mdl') to discretise them")
+            "hold non-integer values; pass discretization='mean_sd' (or 'quantile', 'zero_quantile', 'auto': 'mdl' has "
+            "no Dask path) to discretise them")
     n_levels = np.array([v.size for v in values], dtype=np.int64)
     if many.any() or (m and n_levels.max() > _disc.MAX_LEVELS):
         j = int(np.flatnonzero(many)[0]) if many.any() else int(np.argmax(n_levels))
