@@ -245,7 +245,7 @@ def _whole_unless_dask_method(X, method):
     a check that it fits as dense float64 (what those methods make of it: gene clustering standardises genes,
     HSFS z-scores X, at most :data:`bioqpfs.selectors.transform.MAX_HSIC_SAMPLES` samples); then the method runs
     exactly as in memory.  Anything else is returned unchanged."""
-    from ._kernels.counting_dask import compute, is_dask_array
+    from ._kernels.counting_dask import compute, csr_chunks, is_dask_array
     from ._validation import memory_guard
 
     if method in DASK_METHODS or not is_dask_array(X) or X.ndim != 2:
@@ -256,7 +256,7 @@ def _whole_unless_dask_method(X, method):
         check_hsic_samples(X.shape[0])
     memory_guard(8 * X.shape[0] * X.shape[1], f"reading the {X.shape[0]} x {X.shape[1]} Dask array whole "
                  f"(method {method!r} has no Dask path)", ["lazy"])
-    return compute(X)
+    return compute(csr_chunks(X))
 
 
 def hierarchy_methods():

@@ -35,7 +35,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._kernels.counting_dask import is_dask_array
+from ._kernels.counting_dask import csr_chunks, is_dask_array
 from ._registry import FAMILIES, check_levels_supported, family, method_function, methods, select
 from ._validation import check_labels, is_default_index, refuse_ambiguous_default_index, sample_names_of
 from .selectors._common import label_levels
@@ -258,7 +258,8 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         Parameters
         ----------
         X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
-            The samples; a Dask array is indexed lazily (``X[:, selected]``, nothing computed).
+            The samples; a Dask array is indexed lazily (``X[:, selected]``, nothing computed; its sparse chunks
+            as CSR).
 
         Returns
         -------
@@ -271,7 +272,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}, but {type(self).__name__} is expecting {self.n_features_in_} "
                              "features as input.")
-        return X[:, self.get_support(indices=True)]
+        return csr_chunks(X)[:, self.get_support(indices=True)]
 
     def _get_support_mask(self):
         check_is_fitted(self)

@@ -956,3 +956,29 @@ def test_refusals_on_dask_name_every_rule_with_a_dask_path():
     with pytest.raises(ValueError, match="non-integer values") as refused:
         measures.discretize(X, None)
     assert "'zero_quantile'" in str(refused.value) and "'mdl' has no Dask path" in str(refused.value)
+
+
+@pytest.mark.parametrize("fmt", ["coo", "dok"])
+def test_sparse_chunks_of_any_format_are_read_whole_or_indexed_as_csr(fmt):
+    """The paths that read a Dask X whole (the methods without a Dask path) or take its columns (the estimators'
+    transform) got COO or DOK chunks as they were: DOK blocks failed inside scipy when Dask concatenated them
+    ("scipy sparse array classes do not support instantiation from a scalar"), COO blocks when indexed
+    ("'coo_matrix' object is not subscriptable"); the chunked paths already read them as CSR."""
+    import scipy.sparse as sp
+
+    import bioqpfs
+    from bioqpfs.estimators import QPFSSelector
+
+    rng = np.random.default_rng(6)
+    n, m = 60, 8
+    y = rng.integers(0, 3, n)
+    X = np.abs(rng.normal(size=(n, m))) * (rng.random((n, m)) < 0.6) + y[:, None] * (np.arange(m) % 3 == 0)
+    make = getattr(sp, f"{fmt}_matrix")
+    D = da.from_array(X, chunks=(20, m)).map_blocks(make, dtype=float, meta=sp.csr_matrix((0, 0)))
+    for method in ("ikm_qpfs", "hsfs"):
+        want = bioqpfs.select(X, y, method=method, n_genes=3)
+        got = bioqpfs.select(D, y, method=method, n_genes=3)
+        np.testing.assert_array_equal(got.ranking, want.ranking)
+        np.testing.assert_allclose(got.weights, want.weights, rtol=1e-12, atol=1e-15)
+    sel = QPFSSelector(3).fit(D, y)
+    np.testing.assert_array_equal(sel.transform(D).compute().toarray(), X[:, sel.get_support()])

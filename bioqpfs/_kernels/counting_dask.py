@@ -33,7 +33,8 @@ from .counting_numpy import NumpyCounting
 
 __all__ = ["DaskCounting", "is_dask_array", "refuse_dask", "class_sums", "FULL_COUNTS_BUDGET", "STRIP_BYTES", "sample_chunked",
            "reduce_chunks", "SPLIT_EVERY", "CHAIN_BYTES", "parallel_slots", "chains_that_fit", "pass_memo",
-           "with_pass_memo", "memoized", "take_genes", "WorkerDiedError", "compute", "CODES_CACHE_BYTES", "kept_codes"]
+           "with_pass_memo", "memoized", "take_genes", "WorkerDiedError", "compute", "CODES_CACHE_BYTES", "kept_codes",
+           "csr_chunks"]
 
 #: chunk results combined per task of the reduction tree (at most)
 SPLIT_EVERY = 8
@@ -295,6 +296,21 @@ def sample_chunked(x, name="X"):
     if len(x.chunks[1]) > 1 or rows != x.chunks[0]:
         x = x.rechunk((rows, -1))
     return x
+
+
+def _csr_block(block):
+    return block.tocsr() if sp.issparse(block) and block.format != "csr" else block
+
+
+def csr_chunks(x):
+    """``x`` (a Dask array) with its sparse chunks of any format read as CSR, lazily; dense chunks as they are.
+
+    Dask indexes and concatenates CSR blocks, but not COO blocks (not subscriptable) nor DOK ones (their
+    concatenation fails inside scipy): what reads a Dask X whole, or takes its columns, goes through this."""
+    meta = getattr(x, "_meta", None)
+    if sp.issparse(meta):
+        meta = sp.csr_matrix((0, 0), dtype=meta.dtype)
+    return x.map_blocks(_csr_block, dtype=x.dtype, meta=meta)
 
 
 def _worker_processes():
