@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import lazy_rows, read_backed, stored_bytes
-from ._kernels.counting_dask import compute, is_dask_array
+from ._kernels.counting_dask import compute, csr_chunks, is_dask_array
 from ._validation import check_labels, describe_indices
 
 __all__ = ["in_memory", "check_use_raw", "check_has_x", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
@@ -137,7 +137,8 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
     whose error names the fix).  A backed file's layers are in memory already (anndata reads them when it
     opens the file).  A matrix that already is such a Dask array of file chunks (the CLI's lazily read
     zarr store puts them in ``.X``, ``.layers`` and ``.raw``) is treated the same way: kept lazy, or read
-    whole after the memory check.
+    whole after the memory check; so is any other Dask matrix (checked as the dense float64 it may become), which
+    the runs without a Dask path (``discretization="mdl"``, the MST relevances) refused.
 
     Returns
     -------
@@ -154,14 +155,17 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
         source = adata.layers[layer] if layer is not None and layer in adata.layers else (
             adata.raw.X if raw and adata.raw is not None else adata.X)
         X = whole()
-        stored = getattr(source, "bioqpfs_stored_bytes", None)
-        if stored is None or not is_dask_array(X):
+        if not is_dask_array(X):
             return X, None
         why = _refusal(runs, X, dask_refusal)
         if why is None:
             return X, None
-        _guard(stored, "a lazily read matrix", why)
-        return compute(X), why
+        stored = getattr(source, "bioqpfs_stored_bytes", None)
+        if stored is None:  # a Dask array of the user's: checked as the dense float64 it may become
+            _guard(8 * X.shape[0] * X.shape[1], "the Dask matrix", why)
+        else:
+            _guard(stored, "a lazily read matrix", why)
+        return compute(csr_chunks(X)), why
     if raw:
         if adata.raw is None:
             raise ValueError("use_raw=True but adata.raw is not set")
