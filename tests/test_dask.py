@@ -1007,3 +1007,20 @@ def test_an_anndata_with_a_dask_x_is_read_whole_for_a_run_without_a_dask_path():
         layered = ad.AnnData(np.zeros_like(X), obs=obs, layers={"L": da.from_array(X, chunks=(20, m))})
         got = bioqpfs.tl.select_genes(layered, "ct", method="qpfs", n_genes=3, copy=True, layer="L", **params)
         pd.testing.assert_frame_equal(got.var, want.var)
+
+
+def test_mean_sd_of_a_subnormal_gene_with_an_all_zero_chunk_is_the_in_memory_one():
+    """A gene of subnormal values (scale s below 2**-1024) whose chunk holds only zeros (that chunk's scale 1) had
+    its chunk mean rescaled by s_b / s = inf: 0 * inf made its Dask mean and sd NaN and its codes all 0, silently;
+    the chunk means are now rescaled by their exponent difference."""
+    from bioqpfs import measures
+
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(40, 3))
+    X[:, 1] = 5e-324 * rng.integers(0, 3, 40)
+    X[:10, 1] = 0.0
+    want = measures.discretize(X, "mean_sd")
+    assert np.unique(want[:, 1]).size > 1
+    for chunks in ((10, 3), (1, 3)):
+        got = np.asarray(measures.discretize(da.from_array(X, chunks=chunks), "mean_sd"))
+        np.testing.assert_array_equal(got, want)

@@ -88,13 +88,18 @@ def _chunk_moments(x):
 
 
 def _combine_moments(*parts):
-    """Chan's pairwise update of chunk means, at the common power-of-two scale of the larger max |x|."""
+    """Chan's pairwise update of chunk means, at the common power-of-two scale of the larger max |x|.
+
+    A chunk mean is brought to that scale by its exponent difference (``ldexp``: exact, as multiplying by the power
+    of two ``s_b / s`` is), not by the ratio itself, which overflows for a gene of subnormal values (``s`` below
+    2**-1024) whose chunk holds only zeros (``s_b`` = 1): ``0 * inf`` made its mean NaN, and its thresholds."""
     amax = np.max([p[0] for p in parts], axis=0)
     s = scales_of_amax(amax)
+    e = np.frexp(s)[1]
     n, mean = 0.0, None
     with np.errstate(invalid="ignore", over="ignore"):
         for _, n_b, mean_b, s_b, _, _ in parts:
-            mean_b = mean_b * (s_b / s)  # a power of two: exact
+            mean_b = np.ldexp(mean_b, np.frexp(s_b)[1] - e)  # times the power of two s_b / s: exact
             if mean is None:
                 n, mean = n_b, mean_b
                 continue
