@@ -146,7 +146,7 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
         The matrix, and why a backed or lazy X was read whole (for the log; ``None`` when it is lazy or was in
         memory).
     """
-    from ._registry import dask_refusal
+    from ._registry import DASK_METHODS, dask_refusal
 
     whole = lambda: get_obs_rep(adata, layer=layer, use_raw=use_raw)  # noqa: E731
     raw = check_use_raw(adata, layer, use_raw)[0]
@@ -157,11 +157,13 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
         X = whole()
         if not is_dask_array(X):
             return X, None
-        why = _refusal(runs, X, dask_refusal)
+        stored = getattr(source, "bioqpfs_stored_bytes", None)
+        # a Dask array of the user's: a method without a Dask path reads it itself (select(), HSFS's sample limit
+        # checked first); read here for the settings that a method with one refuses (mdl, the MST relevances)
+        why = _refusal(runs if stored is not None else [r for r in runs if r[0] in DASK_METHODS], X, dask_refusal)
         if why is None:
             return X, None
-        stored = getattr(source, "bioqpfs_stored_bytes", None)
-        if stored is None:  # a Dask array of the user's: checked as the dense float64 it may become
+        if stored is None:  # checked as the dense float64 it may become
             _guard(8 * X.shape[0] * X.shape[1], "the Dask matrix", why)
         else:
             _guard(stored, "a lazily read matrix", why)

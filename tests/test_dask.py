@@ -1024,3 +1024,22 @@ def test_mean_sd_of_a_subnormal_gene_with_an_all_zero_chunk_is_the_in_memory_one
     for chunks in ((10, 3), (1, 3)):
         got = np.asarray(measures.discretize(da.from_array(X, chunks=chunks), "mean_sd"))
         np.testing.assert_array_equal(got, want)
+
+
+def test_an_anndata_with_a_dask_x_is_refused_by_hsfs_before_it_is_read():
+    """A method without a Dask path reads a user's Dask X itself, after its own checks: HSFS refuses more than
+    4,000 samples before any chunk is computed (the AnnData faces must not read X whole for it first)."""
+    import anndata as ad
+    import pandas as pd
+    from dask.callbacks import Callback
+
+    import bioqpfs
+
+    n = 4001
+    X = da.random.random((n, 3), chunks=(2000, 3))
+    obs = pd.DataFrame({"ct": pd.Categorical(np.arange(n) % 2)}, index=[f"c{i}" for i in range(n)])
+    ran = []
+    with Callback(posttask=lambda key, result, dsk, state, worker_id: ran.append(key)):
+        with pytest.raises(ValueError, match="above 4000"):
+            bioqpfs.tl.select_genes(ad.AnnData(X, obs=obs), "ct", method="hsfs", n_genes=2)
+    assert not ran
