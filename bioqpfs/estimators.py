@@ -171,8 +171,10 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Expression (samples x genes).
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            Expression (samples x genes).  A Dask array is passed to :func:`bioqpfs.select` as it is: counted
+            chunk by chunk by the methods with a Dask path (README "Large data (Dask)"), never read whole by
+            scikit-learn's checks.
         y : array-like of shape (n_samples,) or (n_samples, n_levels)
             Class labels; or hierarchical labels, one column per level, coarse to fine, for the methods of
             :func:`bioqpfs.hierarchy_methods` (the relevance is summed over the levels; ``groupby_weights``
