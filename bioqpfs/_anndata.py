@@ -341,8 +341,9 @@ def obs_labels(adata, groupby, *, min_classes=2):
 
 def obs_batch(adata, batch_key):
     """The batch of every cell, ``adata.obs[batch_key]`` (a Series), checked and named by its column: present,
-    no missing values (one batch is fine: the batch-aware measures then equal the plain ones)."""
-    if not isinstance(batch_key, str):
+    no missing values (one batch is fine: the batch-aware measures then equal the plain ones).  As for ``groupby``
+    (:func:`obs_labels`), a column name need not be a str (an int-named column, ``batch_key=0``)."""
+    if pd.api.types.is_list_like(batch_key) or batch_key is None:
         raise TypeError(f"batch_key must be the name of one .obs column, got {batch_key!r}; to use batches that "
                         "are not in .obs, add them first: adata.obs['batch'] = batches")
     if batch_key not in adata.obs.columns:

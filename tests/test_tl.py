@@ -462,3 +462,19 @@ def test_selections_compare_by_identity_and_are_hashable():
     twin = pickle.loads(pickle.dumps(sel))
     assert sel == sel and sel != twin and sel in [twin, sel] and len({sel, twin}) == 2
     np.testing.assert_array_equal(twin.ranking, sel.ranking)
+
+
+def test_int_named_batch_key_column_is_accepted_as_groupby_is(rng):
+    """groupby=0 read an int-named .obs column while batch_key=0 was refused as "not the name of one .obs column"."""
+    a = make_adata(rng)
+    a.obs["batch"] = np.array(["b1", "b2"])[np.arange(a.n_obs) % 2]
+    a.obs[0] = a.obs["group"]
+    a.obs[1] = a.obs["batch"]
+    bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=4, batch_key="batch", key_added="named")
+    bioqpfs.tl.select_genes(a, 0, method="qpfs", n_genes=4, batch_key=1, key_added="numbered")
+    assert list(a.uns["numbered"]["selected"]) == list(a.uns["named"]["selected"])
+    np.testing.assert_array_equal(a.var["numbered_weight"], a.var["named_weight"])
+    with pytest.raises(KeyError, match="batch_key=2 is not a column of adata.obs"):
+        bioqpfs.tl.select_genes(a, 0, method="qpfs", n_genes=4, batch_key=2)
+    with pytest.raises(TypeError, match="batch_key must be the name of one .obs column"):
+        bioqpfs.tl.select_genes(a, 0, method="qpfs", n_genes=4, batch_key=["batch"])
