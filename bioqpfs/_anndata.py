@@ -22,7 +22,7 @@ from ._kernels.counting_dask import compute, csr_chunks, is_dask_array
 from ._validation import check_labels, describe_indices
 
 __all__ = ["in_memory", "check_use_raw", "check_has_x", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
-           "obs_labels", "source_params", "is_record", "key_columns"]
+           "obs_labels", "obs_column", "source_params", "is_record", "key_columns"]
 
 
 def in_memory(adata, get):
@@ -356,6 +356,17 @@ def obs_batch(adata, batch_key):
             f"adata.obs[{batch_key!r}] has {missing.size} missing value(s) (cells "
             f"{describe_indices(missing, adata.obs_names)}); remove those cells or give them a batch")
     return batch
+
+
+def obs_column(adata, name):
+    """The ``.obs`` column a recorded name refers to: ``name`` itself when it is a column, else the one column whose
+    text is ``name`` (:func:`source_params` records an int-named column, ``groupby=0``, as ``"0"``); ``None`` when
+    there is no such column (or several, e.g. ``0`` and ``"0"``)."""
+    columns = adata.obs.columns
+    if name in columns:
+        return name
+    matches = [c for c in columns if str(c) == str(name)]
+    return matches[0] if len(matches) == 1 else None
 
 
 def source_params(adata, *, groupby, layer, use_raw, mask_var, assay=None):

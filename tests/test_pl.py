@@ -550,3 +550,24 @@ def test_every_method_that_discretises_records_the_rule_it_applied(method):
         Z = X * (rng.random(X.shape) < 0.5)
         sel = bioqpfs.select(Z, y, method=method, n_genes=4, discretization="auto")
         assert sel.params["discretization"] == "auto" and sel.params["discretization_used"] == "zero_quantile"
+
+
+def test_panel_and_redundancy_find_an_int_named_groupby_column_recorded_as_text(adata):
+    """tl records groupby=0 (an int-named .obs column) as "0": pl.panel failed (TypeError while joining the column
+    names of its KeyError) and pl.redundancy of the default recipe (class-weighted Q) drew Q without the labels,
+    warning that the column was gone."""
+    import warnings
+
+    a = adata.copy()
+    a.obs[0] = a.obs["class"]
+    bioqpfs.tl.select_genes(a, 0, n_genes=6, key_added="intcol")
+    bioqpfs.tl.select_genes(a, "class", n_genes=6, key_added="named")
+    assert a.uns["intcol"]["params"]["groupby"] == "0"
+    assert pl.panel(a, "intcol", show=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from bioqpfs.pl._redundancy import redundancy_matrix
+
+        np.testing.assert_array_equal(redundancy_matrix(a, "intcol")[0], redundancy_matrix(a, "named")[0])
+    with pytest.raises(KeyError, match="groupby='nope' is not a column of adata.obs; available: "):
+        pl.panel(a, "intcol", groupby="nope", show=False)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._anndata import check_use_raw, selection_key
+from .._anndata import check_use_raw, obs_column, selection_key
 from ._utils import finish, gene_columns, panel_genes
 
 if TYPE_CHECKING:
@@ -34,7 +34,9 @@ def _panel_data(adata, genes, groupby, layer, use_raw):
     part = X[:, idx]
     if hasattr(part, "compute"):   # a Dask X: the panel's columns are small
         part = part.compute()
-    obs = adata.obs[[groupby]].copy()
+    # named by its text: scanpy takes a non-str groupby (an int-named column, groupby=0) for a list of columns
+    obs = pd.DataFrame({str(groupby): adata.obs[groupby]}, index=adata.obs_names)
+    groupby = str(groupby)
     if not isinstance(obs[groupby].dtype, pd.CategoricalDtype):   # numbers: scanpy would bin them into intervals
         obs[groupby] = pd.Categorical(obs[groupby])
     var = adata.var.iloc[idx].copy()
@@ -92,8 +94,11 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
             raise ValueError(f"groupby not given and not recorded in .uns[{key!r}]['params']")
         if not isinstance(groupby, str):   # hierarchical labels (coarse to fine): group by the finest level
             groupby = str(list(groupby)[-1])
-    if groupby not in adata.obs.columns:
-        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: {', '.join(adata.obs.columns)}")
+    column = obs_column(adata, groupby)   # a recorded int-named column (groupby=0) is stored as "0"
+    if column is None:
+        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: "
+                       f"{', '.join(map(str, adata.obs.columns)) or 'none'}")
+    groupby = column
     use_raw = kwargs.get("use_raw")
     if check_use_raw(adata, kwargs.get("layer"), use_raw)[0]:   # the matrix scanpy will read: .raw
         missing = [g for g in genes if adata.raw is None or g not in adata.raw.var_names]
@@ -104,7 +109,7 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
     data = _panel_data(adata, genes, groupby, kwargs.pop("layer", None), kwargs.pop("use_raw", None))
-    axes = func(data, genes, groupby=groupby, show=False, **kwargs)
+    axes = func(data, genes, groupby=str(groupby), show=False, **kwargs)
     if kwargs.get("return_fig"):   # scanpy's plot object (DotPlot, MatrixPlot) or Figure: the caller draws/saves it
         if save:
             raise ValueError("save= with return_fig=True: save the returned object instead (its .savefig(path))")

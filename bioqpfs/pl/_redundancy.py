@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._anndata import selection_key
+from .._anndata import obs_column, selection_key
 from ._utils import finish, gene_columns, new_axes, panel_genes, stored
 
 if TYPE_CHECKING:
@@ -81,8 +81,9 @@ def _labels_and_batches(adata, params):
     from ..selectors import _common
 
     def column(name, what):
-        if name in adata.obs.columns:
-            return adata.obs[name]
+        found = obs_column(adata, name)   # a recorded int-named column (groupby=0) is stored as "0"
+        if found is not None:
+            return adata.obs[found]
         warnings.warn(f"the selection's {what} column {name!r} is no longer in adata.obs, so the redundancy is drawn "
                       f"without it (not the Q the selection used)", UserWarning, stacklevel=user_stacklevel())
         return None
