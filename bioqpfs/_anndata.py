@@ -21,7 +21,7 @@ from ._io import lazy_rows, read_backed, stored_bytes
 from ._kernels.counting_dask import compute, csr_chunks, is_dask_array
 from ._validation import check_labels, describe_indices
 
-__all__ = ["in_memory", "check_use_raw", "check_has_x", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
+__all__ = ["in_memory", "check_use_raw", "matrix_name", "check_has_x", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
            "obs_labels", "obs_column", "source_params", "is_record", "key_columns"]
 
 
@@ -61,10 +61,16 @@ def check_use_raw(adata, layer, use_raw):
     if use_raw is not None and not isinstance(use_raw, (bool, np.bool_)):
         raise TypeError(f"use_raw must be None, True or False, got {use_raw!r}")
     resolved = (layer is None and adata.raw is not None) if use_raw is None else bool(use_raw)
-    what = f"adata.layers[{layer!r}]" if layer is not None else "adata.raw.X" if resolved else "adata.X"
+    what = matrix_name(layer, resolved)
     if use_raw is None and resolved:
         what += " (use_raw=None and adata.raw is set, as in scanpy's rank_genes_groups; use_raw=False for adata.X)"
     return resolved, what
+
+
+def matrix_name(layer, raw):
+    """The name of the matrix read (``adata.layers['counts']``, ``adata.raw.X``, ``adata.X``), for the checks of it
+    (:func:`bioqpfs._validation.check_matrix`'s ``name``); ``raw``: :func:`check_use_raw`'s resolved ``use_raw``."""
+    return f"adata.layers[{layer!r}]" if layer is not None else "adata.raw.X" if raw else "adata.X"
 
 
 def _x_of(adata):

@@ -29,7 +29,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _device, _progress, _threads
-from ._anndata import check_annotations, check_mask, check_use_raw, obs_batch, obs_labels, obs_rep_for
+from ._anndata import check_annotations, check_mask, check_use_raw, matrix_name, obs_batch, obs_labels, obs_rep_for
 from ._jit import announce_compilation
 from ._kernels.counting_dask import compute, is_dask_array
 from ._registry import batch_methods, select
@@ -142,6 +142,7 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         mask = check_mask(data, mask_var)
         X, whole = obs_rep_for(data, [] if runs is None else runs(names, data.n_vars, np.flatnonzero(mask)),
                                layer=layer, use_raw=use_raw, chunk_size=chunk_size, progress=progress)
+        name = matrix_name(layer, check_use_raw(data, layer, use_raw)[0])   # in the errors of its checks (NaN ...)
         logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}"
                   + (f" (the matrix stored in the file read whole: {whole})" if whole else
                      " (read lazily in sample chunks)" if is_dask_array(X) else ""))
@@ -157,7 +158,7 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
                                        and all(isinstance(c, str) for c in labels) and len(labels) != np.shape(data)[0]):
             what = "a column name" if isinstance(labels, str) else "a list of .obs column names"
             raise ValueError(f"labels={labels!r} is {what}, which needs an AnnData; pass the label array")
-        X, y = data, labels
+        X, y, name = data, labels, "X"
         if feature_names is None and isinstance(X, pd.DataFrame):  # as bioqpfs.select: the columns name the genes
             feature_names = X.columns
         names = None if feature_names is None else np.asarray(feature_names).astype(str)
@@ -165,7 +166,7 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         mask = np.ones(n_vars, dtype=bool) if mask_var is None else np.asarray(mask_var)
         if mask.dtype != bool or mask.shape != (n_vars,):
             raise ValueError(f"mask_var must be a boolean array with one entry per gene ({n_vars})")
-    X = check_matrix(X, feature_names=names)
+    X = check_matrix(X, feature_names=names, name=name)
     if sp.issparse(X):
         X = X.tocsr()
     # a labels Series is aligned to the samples by its index (check_labels' rules)

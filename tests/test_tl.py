@@ -478,3 +478,30 @@ def test_int_named_batch_key_column_is_accepted_as_groupby_is(rng):
         bioqpfs.tl.select_genes(a, 0, method="qpfs", n_genes=4, batch_key=2)
     with pytest.raises(TypeError, match="batch_key must be the name of one .obs column"):
         bioqpfs.tl.select_genes(a, 0, method="qpfs", n_genes=4, batch_key=["batch"])
+
+
+def test_non_finite_values_are_named_by_the_matrix_read(rng, tmp_path):
+    """A NaN in a layer or in .raw was reported as "X contains NaN ..." by tl.select_genes (and evaluate on an
+    AnnData), although adata.X was not read; the message names the matrix read."""
+    a = make_adata(rng)
+    a.layers["counts"] = a.X.copy()
+    a.layers["counts"][3, 2] = np.nan
+    with pytest.raises(ValueError, match=r"^adata\.layers\['counts'\] contains NaN or infinite values in 1 gene\(s\): g2"):
+        bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes=3, layer="counts")
+    with pytest.raises(ValueError, match=r"^adata\.layers\['counts'\] contains NaN or infinite values"):
+        bioqpfs.tl.select_genes(a, "group", method="qpfs", n_genes="auto", layer="counts")
+    with pytest.raises(ValueError, match=r"^adata\.layers\['counts'\] contains NaN or infinite values"):
+        bioqpfs.evaluate.error_curve(a, "group", "qpfs", n_genes=[2, 3], layer="counts")
+    r = a.copy()
+    r.raw = ad.AnnData(a.layers["counts"], obs=a.obs[[]], var=a.var[[]])
+    with pytest.raises(ValueError, match=r"^adata\.raw\.X contains NaN or infinite values in 1 gene\(s\): g2"):
+        bioqpfs.tl.select_genes(r, "group", method="qpfs", n_genes=3)
+    a.X[0, 5] = np.inf
+    with pytest.raises(ValueError, match=r"^adata\.X contains NaN or infinite values in 1 gene\(s\): g5"):
+        bioqpfs.tl.select_genes(a, "group", n_genes=3, mask_var=np.arange(a.n_vars) != 2)
+    b = make_adata(np.random.default_rng(7))
+    b.X[1, 4] = np.nan
+    b.write_h5ad(tmp_path / "nan.h5ad")
+    backed = ad.read_h5ad(tmp_path / "nan.h5ad", backed="r")   # read lazily in chunks (a Dask X)
+    with pytest.raises(ValueError, match=r"^adata\.X contains NaN or infinite values in 1 gene\(s\): g4"):
+        bioqpfs.tl.select_genes(backed, "group", method="qpfs", n_genes=3)

@@ -14,6 +14,7 @@ from .._anndata import (
     check_use_raw,
     is_record,
     key_columns,
+    matrix_name,
     obs_batch,
     obs_labels,
     obs_rep_for,
@@ -22,10 +23,11 @@ from .._anndata import (
 from .._docs import BACKEND_DOC, doc_params
 from .._io import to_storable
 from .._jit import announce_compilation
-from .._kernels.counting_dask import is_dask_array
+from .._kernels.counting_dask import is_dask_array, pass_memo
 from .._registry import batch_methods, check_levels_supported, method_function, resolve_method, result_key, select
 from .._validation import (
     InvalidParameterError,
+    check_matrix,
     check_positive_int,
     describe_indices,
     gene_list,
@@ -390,8 +392,12 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
                                       use_raw=use_raw, mask_var=mask_var, random_state=random_state,
                                       progress=progress, n_jobs=n_jobs, chunk_size=chunk_size, logg=logg,
                                       batch_key=batch_key, backend=backend)
-    with _progress.requested(progress), _threads.limited(n_jobs), _device.requested(backend), \
+    with pass_memo(), _progress.requested(progress), _threads.limited(n_jobs), _device.requested(backend), \
             _device.mark_gpu_input(gpu_input), announce_compilation(logg.info) as jit:
+        # checked here so that its errors (NaN/inf ...) name the matrix read, e.g. adata.layers['counts'], not "X";
+        # the selector's own check then finds it valid (a Dask X's pass over the chunks is kept in the memo)
+        Xm = check_matrix(Xm, name=matrix_name(layer, check_use_raw(adata, layer, use_raw)[0]),
+                          feature_names=genes[mask])
         y = labels if isinstance(labels, pd.DataFrame) else \
             labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array
         sel = select(Xm, y,
