@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ._typing import MatrixLike, SeedLike
 
 __all__ = ["select", "methods", "register", "hierarchy_methods", "method_function", "family", "FAMILIES",
-           "DEFAULT_PANEL", "DEFAULT_KEY", "resolve_method", "result_key", "DASK_METHODS", "dask_refusal"]
+           "DEFAULT_PANEL", "DEFAULT_KEY", "extra_columns", "resolve_method", "result_key", "DASK_METHODS", "dask_refusal"]
 
 from typing import NamedTuple
 
@@ -30,6 +30,7 @@ class _Method(NamedTuple):
     function: str
     description: str
     family: str
+    extra_columns: tuple = ()
 
 
 #: the estimator families (:mod:`bioqpfs.estimators`): which sklearn class serves a method and which of
@@ -41,16 +42,25 @@ FAMILIES = {"qpfs": "QPFSSelector", "spec_cmi": "SpecCMISelector", "clustering":
 _METHODS: dict[str, _Method] = {}
 
 
-def register(name, module, function, description, *, family):
+def register(name, module, function, description, *, family, extra_columns=()):
     """Add a method; ``module:function`` is imported lazily on first use.
 
     ``family`` (a key of :data:`FAMILIES`) names the estimator class that serves the method, explicitly:
-    nothing is guessed from the method's name.  Adding a method = one selector module + one ``register``
+    nothing is guessed from the method's name.  ``extra_columns``: the keys of the method's
+    ``Selection.extra_columns`` (``tl.select_genes`` writes them as ``.var`` columns ``<key>_<name>``, and refuses
+    a user's column of such a name before any work).  Adding a method = one selector module + one ``register``
     line (the contract is written down in :mod:`bioqpfs.selectors._common`).
     """
     if family not in FAMILIES:
         raise ValueError(f"register({name!r}): family must be one of {sorted(FAMILIES)}, got {family!r}")
-    _METHODS[name] = _Method(module, function, description, family)
+    _METHODS[name] = _Method(module, function, description, family, tuple(extra_columns))
+
+
+def extra_columns(method):
+    """The names of the extra per-gene results a registered method returns (``Selection.extra_columns``), e.g.
+    ``("class",)`` for ``qpfs_cover``; ``()`` for most methods."""
+    method_function(method)   # an unknown name: the one error message
+    return _METHODS[method].extra_columns
 
 
 def family(method):
@@ -72,16 +82,16 @@ register("sdp_cmi", "bioqpfs.selectors.spec_cmi", "sdp_cmi", "SDP_CMI: semidefin
 register("maxrel", "bioqpfs.selectors.baselines", "maxrel", "Max-relevance ranking by I(X;C) (Peng et al. 2005)",
          family="baseline")
 register("mrmr_mid", "bioqpfs.selectors.baselines", "mrmr_mid", "Greedy mRMR, difference form MID (Peng et al. 2005)",
-         family="baseline")
+         family="baseline", extra_columns=("greedy_score",))
 register("mrmr_miq", "bioqpfs.selectors.baselines", "mrmr_miq", "Greedy mRMR, quotient form MIQ (Ding & Peng 2005)",
-         family="baseline")
+         family="baseline", extra_columns=("greedy_score",))
 register("jmi", "bioqpfs.selectors.baselines", "jmi", "Greedy joint mutual information, = EMRMR (Yang & Moody 1999)",
-         family="baseline")
+         family="baseline", extra_columns=("greedy_score",))
 register("cife", "bioqpfs.selectors.baselines", "cife", "Greedy conditional infomax feature extraction (Lin & Tang 2006)",
-         family="baseline")
+         family="baseline", extra_columns=("greedy_score",))
 register("qpfs_cover", "bioqpfs.selectors.qpfs_cover", "qpfs_cover",
          "Class-covering QPFS: one QPFS per class on one-vs-rest MI, panel round-robin over classes (bioqpfs)",
-         family="generic")
+         family="generic", extra_columns=("class",))
 register("random", "bioqpfs.selectors.baselines", "random_genes", "Seeded uniform random ranking (baseline)",
          family="baseline")
 register("ldfs", "bioqpfs.selectors.transform", "ldfs", "Linear Discriminant Feature Selection, l1/linf row-sparse LDA (Masaeli et al. 2010)",
@@ -89,11 +99,11 @@ register("ldfs", "bioqpfs.selectors.transform", "ldfs", "Linear Discriminant Fea
 register("hsfs", "bioqpfs.selectors.transform", "hsfs", "Hilbert-Schmidt Feature Selection, l1/linf row-sparse HSIC (Masaeli et al. 2010)",
          family="baseline")
 register("tlkm_qpfs", "bioqpfs.selectors.ikm_qpfs", "tlkm_qpfs", "QPFS on two-level k-means gene-cluster representatives (Prasad & Biswas)",
-         family="clustering")
+         family="clustering", extra_columns=("cluster", "representative", "cluster_level"))
 register("ikm_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikm_qpfs", "Interleaved k-means and QPFS on gene clusters, O(M) memory (Prasad & Biswas)",
-         family="clustering")
+         family="clustering", extra_columns=("cluster", "representative", "cluster_level"))
 register("ikma_qpfs", "bioqpfs.selectors.ikm_qpfs", "ikma_qpfs", "IKM-QPFS dropping every zero-weight cluster at once (Prasad & Biswas)",
-         family="clustering")
+         family="clustering", extra_columns=("cluster", "representative", "cluster_level"))
 
 
 #: The panel recipe used when no method is named (``method=None``) by :func:`select`, ``tl.select_genes``, the

@@ -505,3 +505,33 @@ def test_non_finite_values_are_named_by_the_matrix_read(rng, tmp_path):
     backed = ad.read_h5ad(tmp_path / "nan.h5ad", backed="r")   # read lazily in chunks (a Dask X)
     with pytest.raises(ValueError, match=r"^adata\.X contains NaN or infinite values in 1 gene\(s\): g4"):
         bioqpfs.tl.select_genes(backed, "group", method="qpfs", n_genes=3)
+
+
+def test_a_users_column_named_like_a_methods_extra_column_is_refused_before_the_selection(rng, monkeypatch):
+    """A user's .var column bioqpfs_class (the default recipe writes <key>_class) was refused only after the
+    selection had run, which may take long; it is now refused before it, from the registry's declaration."""
+    from bioqpfs.tl import _select_genes
+
+    a = make_adata(rng)
+    a.var["bioqpfs_class"] = "mine"
+    a.var["mrmr_mid_greedy_score"] = 1.0
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the selection ran before the column was refused")
+
+    monkeypatch.setattr(_select_genes, "select", must_not_run)
+    with pytest.raises(ValueError, match="adata.var has column.s. bioqpfs_class that were not written by bioqpfs"):
+        bioqpfs.tl.select_genes(a, "group", n_genes=3)
+    with pytest.raises(ValueError, match="mrmr_mid_greedy_score that were not written by bioqpfs"):
+        bioqpfs.tl.select_genes(a, "group", method="mrmr_mid", n_genes=3)
+    assert list(a.var["bioqpfs_class"].unique()) == ["mine"]
+
+
+@pytest.mark.parametrize("method", sorted(bioqpfs.methods()))
+def test_registered_extra_columns_are_those_each_method_returns(method):
+    """tl refuses a colliding column before the run from the registry's declaration, so it must match the run."""
+    from bioqpfs._registry import extra_columns
+
+    a = make_adata(np.random.default_rng(3))
+    sel = bioqpfs.select(a.X, a.obs["group"].to_numpy(), method=method, n_genes=3)
+    assert sorted(sel.extra_columns) == sorted(extra_columns(method))

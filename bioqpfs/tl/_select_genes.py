@@ -24,7 +24,15 @@ from .._docs import BACKEND_DOC, doc_params
 from .._io import to_storable
 from .._jit import announce_compilation
 from .._kernels.counting_dask import is_dask_array, pass_memo
-from .._registry import batch_methods, check_levels_supported, method_function, resolve_method, result_key, select
+from .._registry import (
+    batch_methods,
+    check_levels_supported,
+    extra_columns,
+    method_function,
+    resolve_method,
+    result_key,
+    select,
+)
 from .._validation import (
     InvalidParameterError,
     check_matrix,
@@ -45,12 +53,13 @@ if TYPE_CHECKING:
     from .._typing import MaskLike, SeedLike
 
 
-def _check_key(adata, key):
+def _check_key(adata, key, method):
     """Validate ``key_added``; return the ``.var`` columns of an earlier bioqpfs run under it (to drop).
 
     Refuses to overwrite content bioqpfs did not write: an ``.uns[key]`` entry that is not a bioqpfs
     selection (e.g. scanpy's ``"pca"``), or a ``<key>_weight``/``_rank``/``_selected`` column of
-    ``.var`` that no bioqpfs run under ``key`` wrote (see :func:`_check_foreign` for the others).
+    ``.var``, or one of ``method``'s extra columns (:func:`bioqpfs._registry.extra_columns`, e.g.
+    ``<key>_class``), that no bioqpfs run under ``key`` wrote -- before any work.
     """
     # '/' and '\\' separate groups and '.' / '..' name them in h5py and zarr: written, such a key replaced or
     # restructured the file's .uns (key_added='.' wrote uns/., the uns group itself, and lost every other entry)
@@ -61,7 +70,7 @@ def _check_key(adata, key):
         raise ValueError(f"adata.uns[{key!r}] exists and was not written by bioqpfs; choose another key_added "
                          "so that it is not overwritten")
     columns = key_columns(adata, key)
-    _check_foreign(adata, key, [f"{key}_{c}" for c in ("weight", "rank", "selected")], columns)
+    _check_foreign(adata, key, [f"{key}_{c}" for c in ("weight", "rank", "selected", *extra_columns(method))], columns)
     return columns
 
 
@@ -373,7 +382,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     if isinstance(labels, pd.DataFrame):  # hierarchical labels: nesting and weights checked before any work
         check_levels(labels, adata, params.get("groupby_weights"), warn=False)  # the selector warns
     key = result_key(named, key_added)
-    stale = _check_key(adata, key)
+    stale = _check_key(adata, key, method)
     duplicated = _warn_duplicated_names(adata)
     start = logg.info(f"selecting {n_genes if n_genes != 'auto' else 'n_genes=auto'} genes with {method!r} by {groupby!r} on {source}")
     if whole is not None:
