@@ -571,3 +571,18 @@ def test_panel_and_redundancy_find_an_int_named_groupby_column_recorded_as_text(
         np.testing.assert_array_equal(redundancy_matrix(a, "intcol")[0], redundancy_matrix(a, "named")[0])
     with pytest.raises(KeyError, match="groupby='nope' is not a column of adata.obs; available: "):
         pl.panel(a, "intcol", groupby="nope", show=False)
+
+
+def test_panel_groups_by_several_columns_and_names_a_recorded_column_that_is_gone(adata):
+    """groupby=["lin", "class"] (as tl takes hierarchical labels) failed inside pandas ("unhashable type: 'list'");
+    it groups by the columns' combinations, as scanpy does.  A recorded groupby column removed from .obs is named
+    as the selection's, with the fix (pass groupby=)."""
+    a = adata.copy()
+    a.obs["lin"] = a.obs["class"].map({"EWS": "x", "BL": "x", "NB": "y", "RMS": "y"}).astype(str)
+    axes = pl.panel(a, "qpfs", groupby=["lin", "class"], kind="matrixplot", show=False)
+    labels = [t.get_text() for t in axes["mainplot_ax"].get_yticklabels()]
+    assert len(labels) == a.obs["class"].nunique() and all("_" in t for t in labels)
+    del a.obs["class"]
+    with pytest.raises(KeyError, match=r"groupby='class' is not a column of adata.obs \(the column the selection "
+                                       r"used, .uns\['qpfs'\]\['params'\]\['groupby'\]: pass groupby=\)"):
+        pl.panel(a, "qpfs", show=False)

@@ -20,7 +20,7 @@ _KINDS = ("dotplot", "heatmap", "matrixplot")
 def _panel_data(adata, genes, groupby, layer, use_raw):
     """What the plot reads, as a small in-memory AnnData: the panel's columns of the matrix scanpy would read
     (``layer``, ``.raw`` or X: :func:`bioqpfs._anndata.get_obs_rep`, which reads a backed or lazily read file
-    correctly), ``.obs[groupby]``, the genes' ``.var`` rows and the group colours.  scanpy then plots it whatever
+    correctly), ``.obs[groupby]`` (a list of columns), the genes' ``.var`` rows and the group colours.  scanpy then plots it whatever
     ``adata`` is -- a view (a copy of a backed view fails in anndata), backed, or read lazily (scanpy's dot plot
     failed on one) -- and writes into it, not into the caller's object (string columns made categoricals, group
     colours)."""
@@ -34,17 +34,18 @@ def _panel_data(adata, genes, groupby, layer, use_raw):
     part = X[:, idx]
     if hasattr(part, "compute"):   # a Dask X: the panel's columns are small
         part = part.compute()
-    # named by its text: scanpy takes a non-str groupby (an int-named column, groupby=0) for a list of columns
-    obs = pd.DataFrame({str(groupby): adata.obs[groupby]}, index=adata.obs_names)
-    groupby = str(groupby)
-    if not isinstance(obs[groupby].dtype, pd.CategoricalDtype):   # numbers: scanpy would bin them into intervals
-        obs[groupby] = pd.Categorical(obs[groupby])
+    # named by their text: scanpy takes a non-str groupby (an int-named column, groupby=0) for a list of columns
+    obs = pd.DataFrame({str(g): adata.obs[g] for g in groupby}, index=adata.obs_names)
+    for g in obs.columns:
+        if not isinstance(obs[g].dtype, pd.CategoricalDtype):   # numbers: scanpy would bin them into intervals
+            obs[g] = pd.Categorical(obs[g])
     var = adata.var.iloc[idx].copy()
     var.index = pd.Index([str(g) for g in genes])
     data = ad.AnnData(part, obs=obs, var=var)
-    colors = f"{groupby}_colors"
-    if colors in adata.uns:
-        data.uns[colors] = adata.uns[colors]
+    for g in groupby:
+        colors = f"{g}_colors"
+        if colors in adata.uns:
+            data.uns[colors] = adata.uns[colors]
     return data
 
 
@@ -61,9 +62,10 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
     key : str, optional
         The selection's key (``key_added``); default ``"bioqpfs"`` (:func:`bioqpfs.tl.select_genes`'s default) when
         stored, else the one stored selection.
-    groupby : str, optional
+    groupby : str or list of str, optional
         ``.obs`` column to group cells by; default the column the selection used
-        (``.uns[key]["params"]["groupby"]``; its finest level for hierarchical labels).
+        (``.uns[key]["params"]["groupby"]``; its finest level for hierarchical labels).  A list of columns groups
+        by their combinations, as in scanpy.
     kind : {"dotplot", "heatmap", "matrixplot"}
         :func:`scanpy.pl.dotplot`, :func:`scanpy.pl.heatmap` or :func:`scanpy.pl.matrixplot`.
     n_genes : int, optional
@@ -94,11 +96,15 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
             raise ValueError(f"groupby not given and not recorded in .uns[{key!r}]['params']")
         if not isinstance(groupby, str):   # hierarchical labels (coarse to fine): group by the finest level
             groupby = str(list(groupby)[-1])
-    column = obs_column(adata, groupby)   # a recorded int-named column (groupby=0) is stored as "0"
-    if column is None:
-        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; available: "
-                       f"{', '.join(map(str, adata.obs.columns)) or 'none'}")
-    groupby = column
+        recorded = f" (the column the selection used, .uns[{key!r}]['params']['groupby']: pass groupby=)"
+    else:
+        recorded = ""
+    columns = list(groupby) if isinstance(groupby, (list, tuple)) else [groupby]   # several: scanpy's combinations
+    found = [obs_column(adata, g) for g in columns]   # a recorded int-named column (groupby=0) is stored as "0"
+    missing = [g for g, c in zip(columns, found) if c is None]
+    if missing or not columns:
+        raise KeyError(f"groupby={missing[0] if missing else groupby!r} is not a column of adata.obs{recorded}; "
+                       f"available: {', '.join(map(str, adata.obs.columns)) or 'none'}")
     use_raw = kwargs.get("use_raw")
     if check_use_raw(adata, kwargs.get("layer"), use_raw)[0]:   # the matrix scanpy will read: .raw
         missing = [g for g in genes if adata.raw is None or g not in adata.raw.var_names]
@@ -108,8 +114,9 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
                                  + ("" if adata.raw is not None else " (adata.raw is not set)"))
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
-    data = _panel_data(adata, genes, groupby, kwargs.pop("layer", None), kwargs.pop("use_raw", None))
-    axes = func(data, genes, groupby=str(groupby), show=False, **kwargs)
+    data = _panel_data(adata, genes, found, kwargs.pop("layer", None), kwargs.pop("use_raw", None))
+    axes = func(data, genes, groupby=[str(c) for c in found] if len(found) > 1 else str(found[0]), show=False,
+                **kwargs)
     if kwargs.get("return_fig"):   # scanpy's plot object (DotPlot, MatrixPlot) or Figure: the caller draws/saves it
         if save:
             raise ValueError("save= with return_fig=True: save the returned object instead (its .savefig(path))")
