@@ -586,3 +586,14 @@ def test_panel_groups_by_several_columns_and_names_a_recorded_column_that_is_gon
     with pytest.raises(KeyError, match=r"groupby='class' is not a column of adata.obs \(the column the selection "
                                        r"used, .uns\['qpfs'\]\['params'\]\['groupby'\]: pass groupby=\)"):
         pl.panel(a, "qpfs", show=False)
+
+
+def test_error_curve_refuses_an_empty_or_repeated_methods_list():
+    """methods=[] drew empty axes (and a legend warning) and methods=["a", "a"] drew the method twice in two
+    colours, one-SE line included, without a word."""
+    df = pd.DataFrame({"method": ["a", "a", "b", "b"], "n_genes": [2, 4, 2, 4], "mean_error": [0.4, 0.2, 0.5, 0.3],
+                       "sd_error": [0.1] * 4, "se_error": [0.05] * 4})
+    for methods in ([], ["a", "a"]):
+        with pytest.raises(ValueError, match=r"methods must name each method to draw once, got .*present: \['a', 'b'\]"):
+            pl.error_curve(df, methods=methods, show=False)
+    assert len(pl.error_curve(df, methods=["b"], show=False).lines) >= 1

@@ -91,6 +91,8 @@ def error_curve(df: pd.DataFrame, *, score: str | None = None, band: Literal["sd
     missing = [m for m in methods if m not in present]
     if missing:
         raise ValueError(f"method(s) {missing} not in df; present: {present}")
+    if not methods or len(set(methods)) < len(methods):   # an empty plot, or a method drawn twice in two colours
+        raise ValueError(f"methods must name each method to draw once, got {methods!r}; present: {present}")
     ax = new_axes(ax, figsize)
     means = df[f"mean_{score}"].to_numpy(dtype=float)
     unit = bool(np.all((means[np.isfinite(means)] >= 0) & (means[np.isfinite(means)] <= 1)))  # a rate or a [0, 1] score
