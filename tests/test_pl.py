@@ -597,3 +597,15 @@ def test_error_curve_refuses_an_empty_or_repeated_methods_list():
         with pytest.raises(ValueError, match=r"methods must name each method to draw once, got .*present: \['a', 'b'\]"):
             pl.error_curve(df, methods=methods, show=False)
     assert len(pl.error_curve(df, methods=["b"], show=False).lines) >= 1
+
+
+def test_panel_whose_genes_were_all_subset_away_says_so(adata):
+    """After adata[:, other_genes] removed every panel gene, pl.panel / pl.redundancy said only "no gene is marked
+    selected", as if the selection had chosen none; the error says the stored panel's genes are gone."""
+    genes = set(adata.uns["qpfs"]["selected"])
+    a = adata[:, [g for g in adata.var_names if g not in genes]].copy()
+    for plot in (pl.panel, pl.redundancy):
+        with pytest.raises(ValueError, match=r"none of the 8 genes of the stored panel \(.uns\['qpfs'\]\['selected'\]\) "
+                                             r"is in adata.var any more .*pass n_genes="):
+            plot(a, "qpfs", show=False)
+    assert pl.redundancy(a, "qpfs", n_genes=3, show=False) is not None

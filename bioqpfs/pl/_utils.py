@@ -18,11 +18,15 @@ def stored(adata, key):
 
 def panel_genes(adata, key, n_genes):
     """Names of the panel in rank order: the stored ``_selected`` genes, or the top ``n_genes`` ranks."""
-    df, _ = stored(adata, key)
+    df, uns = stored(adata, key)
     if n_genes is None:
         genes = df.loc[df["selected"].astype(bool), "gene"].to_numpy()
         if genes.size == 0:
-            raise ValueError(f"no gene is marked selected under {key!r}; pass n_genes=")
+            panel = np.atleast_1d(uns.get("selected", []))
+            gone = (f": none of the {panel.size} genes of the stored panel (.uns[{key!r}]['selected']) is in "
+                    "adata.var any more (genes subset away after select_genes); pass n_genes= for the top ranks "
+                    "left, or run tl.select_genes again" if panel.size else "; pass n_genes=")
+            raise ValueError(f"no gene is marked selected under {key!r}{gone}")
         return genes.astype(str)
     n_genes = check_positive_int(n_genes, "n_genes")
     if n_genes > len(df):
