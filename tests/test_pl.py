@@ -609,3 +609,20 @@ def test_panel_whose_genes_were_all_subset_away_says_so(adata):
                                              r"is in adata.var any more .*pass n_genes="):
             plot(a, "qpfs", show=False)
     assert pl.redundancy(a, "qpfs", n_genes=3, show=False) is not None
+
+
+@pytest.mark.parametrize("kind", ["dotplot", "heatmap", "matrixplot"])
+def test_panel_draws_the_groups_present_when_a_category_has_no_cell(adata, kind):
+    """A category no cell has (left by a cell subset, adata[adata.obs["class"] != "BL"] as a view or after
+    remove/add of categories) made pl.panel fail inside pandas ("['ZZ'] not in index") instead of drawing the
+    groups present; their colours stay theirs."""
+    a = adata.copy()
+    a.obs["class"] = a.obs["class"].cat.add_categories(["ZZ"])
+    a.uns["class_colors"] = np.array(["#111111", "#222222", "#333333", "#444444", "#555555"])
+    axes = pl.panel(a, "qpfs", kind=kind, show=False)
+    if kind != "heatmap":
+        shown = [t.get_text() for t in axes["mainplot_ax"].get_yticklabels()]
+        assert shown == list(adata.obs["class"].cat.categories)
+    assert list(a.obs["class"].cat.categories)[-1] == "ZZ" and len(a.uns["class_colors"]) == 5   # left as it was
+    view = adata[adata.obs["class"] != adata.obs["class"].cat.categories[0]]
+    assert pl.panel(view, "qpfs", kind=kind, show=False)

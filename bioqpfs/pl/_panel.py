@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .._anndata import check_use_raw, obs_column, selection_key
 from ._utils import finish, gene_columns, panel_genes
 
@@ -36,16 +38,22 @@ def _panel_data(adata, genes, groupby, layer, use_raw):
         part = part.compute()
     # named by their text: scanpy takes a non-str groupby (an int-named column, groupby=0) for a list of columns
     obs = pd.DataFrame({str(g): adata.obs[g] for g in groupby}, index=adata.obs_names)
+    used = {}
     for g in obs.columns:
         if not isinstance(obs[g].dtype, pd.CategoricalDtype):   # numbers: scanpy would bin them into intervals
             obs[g] = pd.Categorical(obs[g])
+        # a category no cell has (left by a cell subset: adata[adata.obs[g] != "T"]) failed in scanpy (pandas KeyError)
+        used[g] = obs[g].cat.categories.isin(obs[g].unique())
+        obs[g] = obs[g].cat.remove_unused_categories()
     var = adata.var.iloc[idx].copy()
     var.index = pd.Index([str(g) for g in genes])
     data = ad.AnnData(part, obs=obs, var=var)
     for g in groupby:
         colors = f"{g}_colors"
-        if colors in adata.uns:
-            data.uns[colors] = adata.uns[colors]
+        if colors in adata.uns:   # one colour per category: those of the categories kept
+            kept = used[str(g)]
+            data.uns[colors] = np.asarray(adata.uns[colors])[kept] if len(adata.uns[colors]) == kept.size else \
+                adata.uns[colors]
     return data
 
 
