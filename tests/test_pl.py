@@ -626,3 +626,21 @@ def test_panel_draws_the_groups_present_when_a_category_has_no_cell(adata, kind)
     assert list(a.obs["class"].cat.categories)[-1] == "ZZ" and len(a.uns["class_colors"]) == 5   # left as it was
     view = adata[adata.obs["class"] != adata.obs["class"].cat.categories[0]]
     assert pl.panel(view, "qpfs", kind=kind, show=False)
+
+
+def test_redundancy_names_the_recorded_matrix_that_is_gone(adata):
+    """The selection's layer (or .raw) removed since: pl.redundancy said only "layer 'l' not found" (or "use_raw=True
+    but adata.raw is not set", a parameter the caller never passed); it says the selection read it, and how to go on."""
+    a = adata.copy()
+    a.layers["l"] = a.X.copy()
+    bioqpfs.tl.select_genes(a, "class", method="qpfs", n_genes=4, layer="l", key_added="L")
+    a.raw = a.copy()
+    bioqpfs.tl.select_genes(a, "class", method="qpfs", n_genes=4, key_added="R")
+    del a.layers["l"]
+    a.raw = None
+    with pytest.raises(KeyError, match=r"the selection read adata.layers\['l'\] \(.uns\['L'\]\['params'\]\), which "
+                                       r"this AnnData no longer has; pass layer= or use_raw="):
+        pl.redundancy(a, "L", show=False)
+    with pytest.raises(KeyError, match=r"the selection read adata.raw \(.uns\['R'\]\['params'\]\)"):
+        pl.redundancy(a, "R", show=False)
+    assert pl.redundancy(a, "L", use_raw=False, show=False) is not None

@@ -39,6 +39,10 @@ def redundancy_matrix(adata, key=None, *, n_genes=None, measure=None, layer=None
         raise ValueError(f"measure must be 'mi' or 'correlation', got {measure!r}")
     if layer is None and use_raw is None:   # the matrix the selection read (absent values: None)
         layer, use_raw = params.get("layer"), bool(params.get("use_raw", False))
+        if (layer is not None and layer not in adata.layers) or (use_raw and adata.raw is None):
+            read = f"adata.layers[{layer!r}]" if layer is not None else "adata.raw"
+            raise KeyError(f"the selection read {read} (.uns[{key!r}]['params']), which this AnnData no longer has; "
+                           "pass layer= or use_raw= to draw the redundancy on another matrix")
     idx = gene_columns(adata, genes)   # before reading X: a repeated panel name is refused at once
     X = get_obs_rep(adata, layer=layer, use_raw=use_raw)
     Xp = X[:, idx]
