@@ -142,7 +142,7 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         mask = check_mask(data, mask_var)
         X, whole = obs_rep_for(data, [] if runs is None else runs(names, data.n_vars, np.flatnonzero(mask)),
                                layer=layer, use_raw=use_raw, chunk_size=chunk_size, progress=progress)
-        name = matrix_name(layer, check_use_raw(data, layer, use_raw)[0])   # in the errors of its checks (NaN ...)
+        name = matrix_name(layer, check_use_raw(data, layer, use_raw)[0])   # in the errors of its checks (NaN, inf)
         logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}"
                   + (f" (the matrix stored in the file read whole: {whole})" if whole else
                      " (read lazily in sample chunks)" if is_dask_array(X) else ""))

@@ -481,7 +481,7 @@ def test_int_named_batch_key_column_is_accepted_as_groupby_is(rng):
 
 
 def test_non_finite_values_are_named_by_the_matrix_read(rng, tmp_path):
-    """A NaN in a layer or in .raw was reported as "X contains NaN ..." by tl.select_genes (and evaluate on an
+    """A NaN in a layer or in .raw was reported as "X contains NaN or infinite values" by tl.select_genes (and evaluate on an
     AnnData), although adata.X was not read; the message names the matrix read."""
     a = make_adata(rng)
     a.layers["counts"] = a.X.copy()

@@ -403,7 +403,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
                                       batch_key=batch_key, backend=backend)
     with pass_memo(), _progress.requested(progress), _threads.limited(n_jobs), _device.requested(backend), \
             _device.mark_gpu_input(gpu_input), announce_compilation(logg.info) as jit:
-        # checked here so that its errors (NaN/inf ...) name the matrix read, e.g. adata.layers['counts'], not "X";
+        # checked here so that its errors (NaN, inf) name the matrix read, e.g. adata.layers['counts'], not "X";
         # the selector's own check then finds it valid (a Dask X's pass over the chunks is kept in the memo)
         Xm = check_matrix(Xm, name=matrix_name(layer, check_use_raw(adata, layer, use_raw)[0]),
                           feature_names=genes[mask])
