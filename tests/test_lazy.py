@@ -724,7 +724,7 @@ def test_pl_panel_on_backed_views_and_lazily_read_stores(zarr_store, tmp_path):
     for data in (backed, backed[:150], bioqpfs.read_lazy(store, chunk_size=100)):
         axes = bioqpfs.pl.panel(data, "qpfs", show=False)
         assert axes
-        part = _panel_data(data, genes, "cell_type", None, None).X
+        part = _panel_data(data, genes, ["cell_type"], None, None).X
         part = part.toarray() if sp.issparse(part) else np.asarray(part)
         np.testing.assert_allclose(part, want[:data.n_obs])
     backed.file.close()
