@@ -97,6 +97,48 @@ def test_faces_show_bars_when_asked_or_verbose(face, data, monkeypatch, verbosit
     np.testing.assert_array_equal(quiet, loud)
 
 
+def _spg_of_many_steps(X, y):
+    from bioqpfs._kernels import simplex_qp
+
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(200, 200))
+    G = A @ A.T / 200 + np.diag(np.logspace(-3, 2, 200))  # 30 SPG iterations: the bar's update every 20 is reached
+    with _progress.enabled():
+        simplex_qp.solve_spg(G, rng.normal(size=200), polish=False)
+
+
+@pytest.mark.parametrize("run, step", [
+    (lambda X, y: bioqpfs.select(X, y, method="qpfs", n_genes=5, progress=True), "mi matrix"),  # the block pool
+    (_spg_of_many_steps, "QP (spg)"),
+    (lambda X, y: bioqpfs.select(X, y, method="ikm_qpfs", n_genes=5, progress=True),
+     "QPFS on cluster representatives"),
+    (lambda X, y: bioqpfs.select(X, y, method="tlkm_qpfs", n_genes=5, progress=True),
+     "QPFS on cluster representatives"),
+    # an error after the bar was made, before its first step
+    (lambda X, y: bioqpfs.select(X, y, method="ikm_qpfs", n_genes=10**6, progress=True), None),
+])
+def test_a_failing_run_closes_its_bars(run, step, data, monkeypatch):
+    """A Ctrl-C (or an error) inside a step closed none of the bars: they stayed on the terminal and in tqdm's
+    instances, so the next run's bars were drawn one line lower."""
+    made = []
+    warm = _progress._warm_tqdm()
+
+    class Interrupted(warm):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
+
+        def update(self, n=1):
+            if self.desc == step:
+                raise KeyboardInterrupt
+            return super().update(n)
+
+    monkeypatch.setattr(_progress, "_warm_tqdm", lambda: Interrupted)
+    with pytest.raises(KeyboardInterrupt if step else ValueError):
+        run(*data)
+    assert made and all(b.disable for b in made), [b.desc for b in made if not b.disable]
+
+
 def test_first_eta_ignores_the_warm_up_step():
     """A slow first step (JIT compilation) must not set the rate: after it, 5 fast steps set the ETA."""
     with _progress.enabled(True):

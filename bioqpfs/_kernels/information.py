@@ -920,9 +920,8 @@ def _blocked_information(table_rows, tc, same, conditional, rows, row_idx, symme
             up_t, scr_t = buffer("up_t", (bJ, bI)), buffer("scratch_t", (bJ, bI))
             fused(np.ascontiguousarray(G.transpose(0, 2, 1)), J, I, up_t, scr_t, True)
         _write_ordered(out, I, J, up, scr, up_t, scr_t, r_lo_all, c_lo_all, diag)
-    progress = _progress.bar(len(pairs), f"{kind} matrix", unit="block")
-    run_tasks(block_pair if order is None else ordered_block_pair, pairs, progress, n_workers)
-    progress.close()
+    with _progress.bar(len(pairs), f"{kind} matrix", unit="block") as progress:  # closed on an error too
+        run_tasks(block_pair if order is None else ordered_block_pair, pairs, progress, n_workers)
 
 
 def _array_phi_sums(xp, G, margI, margJ, sizes, nbI, nbJ, need_tc):

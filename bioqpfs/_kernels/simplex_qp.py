@@ -614,42 +614,41 @@ def _solve_spg(G, a, *, x0, tol, max_iter, polish, max_polish, convex):
     it = 0
     converged = False
     kkt = _kkt_from_gradient(g, x)
-    progress = _progress.bar(None, "QP (spg)", unit="it")
-    for it in range(1, max_iter + 1):
-        p = project_simplex(x - s * g)
-        d = p - x
-        idx = np.flatnonzero(d)
-        if idx.size == 0:
-            kkt = _kkt_from_gradient(g, x)
-            converged = kkt <= tol * scale
-            if converged:
+    with _progress.bar(None, "QP (spg)", unit="it") as progress:  # closed on an error too
+        for it in range(1, max_iter + 1):
+            p = project_simplex(x - s * g)
+            d = p - x
+            idx = np.flatnonzero(d)
+            if idx.size == 0:
+                kkt = _kkt_from_gradient(g, x)
+                converged = kkt <= tol * scale
+                if converged:
+                    break
+                s = min(s * 10.0, s_max)
+                continue
+            dv = d[idx]
+            Gd = G.dot_sparse(idx, dv)
+            dGd = float(dv @ Gd[idx])
+            gd = float(g[idx] @ dv)
+            if gd >= 0:  # no descent left (round-off level): stop, the polish takes over
+                kkt = _kkt_from_gradient(g, x)
+                converged = kkt <= tol * scale
                 break
-            s = min(s * 10.0, s_max)
-            continue
-        dv = d[idx]
-        Gd = G.dot_sparse(idx, dv)
-        dGd = float(dv @ Gd[idx])
-        gd = float(g[idx] @ dv)
-        if gd >= 0:  # no descent left (round-off level): stop, the polish takes over
-            kkt = _kkt_from_gradient(g, x)
-            converged = kkt <= tol * scale
-            break
-        t = 1.0 if dGd <= 0 else min(1.0, -gd / dGd)
-        x[idx] += t * dv
-        x[idx] = np.maximum(x[idx], 0.0)
-        g += t * Gd
-        s = float(dv @ dv) / dGd if dGd > 0 else s_max
-        s = min(max(s, s_min), s_max)
-        if it % 20 == 0:
-            progress.update(20)
-            x /= x.sum()
-            supp = np.flatnonzero(x)
-            g = G.dot_sparse(supp, x[supp]) - a  # refresh: no drift from the incremental updates
-            kkt = _kkt_from_gradient(g, x)
-            if kkt <= tol * scale:
-                converged = True
-                break
-    progress.close()
+            t = 1.0 if dGd <= 0 else min(1.0, -gd / dGd)
+            x[idx] += t * dv
+            x[idx] = np.maximum(x[idx], 0.0)
+            g += t * Gd
+            s = float(dv @ dv) / dGd if dGd > 0 else s_max
+            s = min(max(s, s_min), s_max)
+            if it % 20 == 0:
+                progress.update(20)
+                x /= x.sum()
+                supp = np.flatnonzero(x)
+                g = G.dot_sparse(supp, x[supp]) - a  # refresh: no drift from the incremental updates
+                kkt = _kkt_from_gradient(g, x)
+                if kkt <= tol * scale:
+                    converged = True
+                    break
     x /= x.sum()
     n_polish = 0
     if polish:

@@ -205,7 +205,6 @@ class _Context:
         relevance), then every other non-constant gene by relevance F = I(X; C) alone (weight 0, ties by
         index: MaxRel's order), then the constant genes.
         """
-        self.progress.close()
         keep = self.keep
         weights = np.zeros(self.m_total)
         weights[keep] = local_weights
@@ -432,26 +431,27 @@ def tlkm_qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_clus
     alpha_rows = _check_int("alpha_rows", alpha_rows, 1)
     ctx = _Context(X, y, feature_names, discretization=discretization, n_bins=n_bins, base=base, alpha=alpha,
                    shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows)
-    n_clusters = _resolve_clusters(n_clusters, ctx.keep.size)
-    n_genes = check_n_genes(n_genes, ctx.m_total)
-    P_all, P, share = ctx.forced(preselected, n_genes)
-    t = time.perf_counter()
-    leaves, info = _km.two_level(ctx.space, ctx.order, n_clusters, tau, max_split)
-    t_cluster = time.perf_counter() - t
-    reps = _with_forced(P, np.array([leaf[1] for leaf in leaves], dtype=np.int64))
-    x, a, solve_diag = ctx.qpfs(reps, P.size, share)
-    local_w = np.zeros(ctx.keep.size)
-    local_w[reps] = x
-    leaf_dicts = [dict(members=mem, rep=rep, level=lev) for mem, rep, lev, _ in leaves]
-    params = dict(n_clusters=n_clusters, tau=tau, max_split=max_split,
-                  alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows, discretization=discretization,
-                  n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes, similarity="mi", relevance="mi",
-                  **preselected_params(P_all, feature_names, share))
-    diagnostics = dict(levels_reached=int(max(leaf[2] for leaf in leaves)), n_representatives=int(reps.size),
-                       alpha_used=float(a), level1_radii=[float(r) for r in info["level1_radii"]],
-                       level1_split=[int(s) for s in info["level1_split"]], seconds_clustering=t_cluster,
-                       **{f"qpfs_{k}": v for k, v in solve_diag.items()})
-    return ctx.finish("tlkm_qpfs", reps, local_w, n_genes, params, diagnostics, leaf_dicts, P_all)
+    with ctx.progress:  # the bar is closed on an error too
+        n_clusters = _resolve_clusters(n_clusters, ctx.keep.size)
+        n_genes = check_n_genes(n_genes, ctx.m_total)
+        P_all, P, share = ctx.forced(preselected, n_genes)
+        t = time.perf_counter()
+        leaves, info = _km.two_level(ctx.space, ctx.order, n_clusters, tau, max_split)
+        t_cluster = time.perf_counter() - t
+        reps = _with_forced(P, np.array([leaf[1] for leaf in leaves], dtype=np.int64))
+        x, a, solve_diag = ctx.qpfs(reps, P.size, share)
+        local_w = np.zeros(ctx.keep.size)
+        local_w[reps] = x
+        leaf_dicts = [dict(members=mem, rep=rep, level=lev) for mem, rep, lev, _ in leaves]
+        params = dict(n_clusters=n_clusters, tau=tau, max_split=max_split,
+                      alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows, discretization=discretization,
+                      n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes, similarity="mi", relevance="mi",
+                      **preselected_params(P_all, feature_names, share))
+        diagnostics = dict(levels_reached=int(max(leaf[2] for leaf in leaves)), n_representatives=int(reps.size),
+                           alpha_used=float(a), level1_radii=[float(r) for r in info["level1_radii"]],
+                           level1_split=[int(s) for s in info["level1_split"]], seconds_clustering=t_cluster,
+                           **{f"qpfs_{k}": v for k, v in solve_diag.items()})
+        return ctx.finish("tlkm_qpfs", reps, local_w, n_genes, params, diagnostics, leaf_dicts, P_all)
 
 
 def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau, max_levels, alpha, alpha_rows,
@@ -465,87 +465,88 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
     alpha_rows = _check_int("alpha_rows", alpha_rows, 1)
     ctx = _Context(X, y, feature_names, discretization=discretization, n_bins=n_bins, base=base, alpha=alpha,
                    shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows)
-    n_clusters = _resolve_clusters(n_clusters, ctx.keep.size)
-    n_genes = check_n_genes(n_genes, ctx.m_total)
-    P_all, P, share = ctx.forced(preselected, n_genes)
-    sp = ctx.space
-    kept = []  # F of Algorithm IRR: representatives (local indices) of relevant terminal clusters
-    leaves = []
-    counts = dict(kmeans=0, radius=0, depth_check=0, dropped_zero=0, dropped_aggressive=0, split=0)
-    depth = [1]
-    wide_kept = []  # (size, radius) of kept leaves at the depth limit with radius >= tau
+    with ctx.progress:  # the bar is closed on an error too
+        n_clusters = _resolve_clusters(n_clusters, ctx.keep.size)
+        n_genes = check_n_genes(n_genes, ctx.m_total)
+        P_all, P, share = ctx.forced(preselected, n_genes)
+        sp = ctx.space
+        kept = []  # F of Algorithm IRR: representatives (local indices) of relevant terminal clusters
+        leaves = []
+        counts = dict(kmeans=0, radius=0, depth_check=0, dropped_zero=0, dropped_aggressive=0, split=0)
+        depth = [1]
+        wide_kept = []  # (size, radius) of kept leaves at the depth limit with radius >= tau
 
-    def irr(km, level):
-        x, _, _ = ctx.qpfs(km.representatives)  # step 2 of IKM-QPFS / step 9 of IRR
-        for c, rep in enumerate(km.representatives):
-            members = km.members(c)
-            rep = int(rep)
-            if aggressive and x[c] <= 0.0:  # IKMA: drop irrelevant clusters at any level
-                counts["dropped_aggressive"] += 1
-                leaves.append(dict(members=members, rep=rep, level=level))
-                continue
-            terminal = level >= max_levels
-            if not terminal:
-                before = sp.n_distances
-                terminal = _km.radius(sp, members, rep) < tau  # IRR step 3-4
-                counts["radius"] += sp.n_distances - before
-            elif x[c] > 0.0 and members.size > 1:  # kept at the depth limit: is it still wider than tau?
-                before = sp.n_distances
-                r = _km.radius(sp, members, rep)
-                counts["depth_check"] += sp.n_distances - before
-                if r >= tau:  # one representative stands for all of it
-                    wide_kept.append((int(members.size), float(r)))
-            if terminal:
-                if x[c] > 0.0:
-                    kept.append(rep)  # IRR step 6
-                else:
-                    counts["dropped_zero"] += 1
-                leaves.append(dict(members=members, rep=rep, level=level))
-            else:  # IRR steps 8-11: split into n_split sub-clusters and recurse
-                counts["split"] += 1
-                depth[0] = max(depth[0], level + 1)
-                sub = _km.variant_macqueen(sp, members, min(n_split, members.size))
-                counts["kmeans"] += sub.n_distances
-                irr(sub, level + 1)
+        def irr(km, level):
+            x, _, _ = ctx.qpfs(km.representatives)  # step 2 of IKM-QPFS / step 9 of IRR
+            for c, rep in enumerate(km.representatives):
+                members = km.members(c)
+                rep = int(rep)
+                if aggressive and x[c] <= 0.0:  # IKMA: drop irrelevant clusters at any level
+                    counts["dropped_aggressive"] += 1
+                    leaves.append(dict(members=members, rep=rep, level=level))
+                    continue
+                terminal = level >= max_levels
+                if not terminal:
+                    before = sp.n_distances
+                    terminal = _km.radius(sp, members, rep) < tau  # IRR step 3-4
+                    counts["radius"] += sp.n_distances - before
+                elif x[c] > 0.0 and members.size > 1:  # kept at the depth limit: is it still wider than tau?
+                    before = sp.n_distances
+                    r = _km.radius(sp, members, rep)
+                    counts["depth_check"] += sp.n_distances - before
+                    if r >= tau:  # one representative stands for all of it
+                        wide_kept.append((int(members.size), float(r)))
+                if terminal:
+                    if x[c] > 0.0:
+                        kept.append(rep)  # IRR step 6
+                    else:
+                        counts["dropped_zero"] += 1
+                    leaves.append(dict(members=members, rep=rep, level=level))
+                else:  # IRR steps 8-11: split into n_split sub-clusters and recurse
+                    counts["split"] += 1
+                    depth[0] = max(depth[0], level + 1)
+                    sub = _km.variant_macqueen(sp, members, min(n_split, members.size))
+                    counts["kmeans"] += sub.n_distances
+                    irr(sub, level + 1)
 
-    t = time.perf_counter()
-    first = _km.variant_macqueen(sp, ctx.order, n_clusters)  # step 1
-    counts["kmeans"] += first.n_distances
-    irr(first, 1)
-    t_cluster = time.perf_counter() - t - ctx.t_qpfs
-    kept = np.array(kept, dtype=np.int64)
-    if kept.size == 0 and not P.size:
-        raise ValueError(
-            f"{method}: every cluster was dropped (no representative got a positive QPFS weight), so no gene is "
-            "left to rank; use a smaller alpha, more clusters (n_clusters / n_split) or fewer levels"
-            + (", or ikm_qpfs instead of ikma_qpfs" if aggressive else ""))
-    kept = _with_forced(P, kept)
-    x, a, solve_diag = ctx.qpfs(kept, P.size, share)  # step 5: final QPFS on F (given the forced genes)
-    local_w = np.zeros(ctx.keep.size)
-    local_w[kept] = x
-    kept_set = set(kept.tolist())
-    dropped_genes = sum(leaf["members"].size for leaf in leaves if leaf["rep"] not in kept_set)
-    params = dict(n_clusters=n_clusters, n_split=n_split, tau=tau, max_levels=max_levels,
-                  alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows,
-                  discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes,
-                  similarity="mi", relevance="mi", aggressive=aggressive, **preselected_params(P_all, feature_names, share))
-    diagnostics = dict(
-        levels_reached=int(depth[0]), n_kept=int(kept.size), n_clusters_split=counts["split"],
-        n_clusters_dropped=counts["dropped_zero"] + counts["dropped_aggressive"],
-        n_clusters_dropped_aggressive=counts["dropped_aggressive"], n_genes_dropped=int(dropped_genes),
-        n_distances_kmeans=int(counts["kmeans"]), n_distances_radius=int(counts["radius"]),
-        n_distances_depth_check=int(counts["depth_check"]),
-        n_wide_at_depth_limit=len(wide_kept), wide_at_depth_limit_sizes=[w[0] for w in wide_kept],
-        alpha_used=float(a), seconds_clustering=t_cluster, **{f"qpfs_{k}": v for k, v in solve_diag.items()})
-    splittable = [w for w in wide_kept if w[0] > n_split]  # a split would have made sub-clusters of it
-    if splittable:
-        big = max(splittable)
-        warnings.warn(
-            f"{method}: {len(splittable)} kept cluster(s) of more than n_split={n_split} genes reached the depth limit max_levels={max_levels} still wider "
-            f"than tau={tau:g} (largest: {big[0]} genes, radius {big[1]:.3f}); each keeps one representative, so "
-            "distinct class signals inside one of them can be lost. Raise max_levels, n_split or n_clusters "
-            "(diagnostics['wide_at_depth_limit_sizes'] lists their sizes)", UserWarning, stacklevel=3)
-    return ctx.finish(method, kept, local_w, n_genes, params, diagnostics, leaves, P_all)
+        t = time.perf_counter()
+        first = _km.variant_macqueen(sp, ctx.order, n_clusters)  # step 1
+        counts["kmeans"] += first.n_distances
+        irr(first, 1)
+        t_cluster = time.perf_counter() - t - ctx.t_qpfs
+        kept = np.array(kept, dtype=np.int64)
+        if kept.size == 0 and not P.size:
+            raise ValueError(
+                f"{method}: every cluster was dropped (no representative got a positive QPFS weight), so no gene is "
+                "left to rank; use a smaller alpha, more clusters (n_clusters / n_split) or fewer levels"
+                + (", or ikm_qpfs instead of ikma_qpfs" if aggressive else ""))
+        kept = _with_forced(P, kept)
+        x, a, solve_diag = ctx.qpfs(kept, P.size, share)  # step 5: final QPFS on F (given the forced genes)
+        local_w = np.zeros(ctx.keep.size)
+        local_w[kept] = x
+        kept_set = set(kept.tolist())
+        dropped_genes = sum(leaf["members"].size for leaf in leaves if leaf["rep"] not in kept_set)
+        params = dict(n_clusters=n_clusters, n_split=n_split, tau=tau, max_levels=max_levels,
+                      alpha="per_call" if alpha is None else ctx.alpha, alpha_rows=alpha_rows,
+                      discretization=discretization, n_bins=n_bins, base=base, shuffle=shuffle, n_genes=n_genes,
+                      similarity="mi", relevance="mi", aggressive=aggressive, **preselected_params(P_all, feature_names, share))
+        diagnostics = dict(
+            levels_reached=int(depth[0]), n_kept=int(kept.size), n_clusters_split=counts["split"],
+            n_clusters_dropped=counts["dropped_zero"] + counts["dropped_aggressive"],
+            n_clusters_dropped_aggressive=counts["dropped_aggressive"], n_genes_dropped=int(dropped_genes),
+            n_distances_kmeans=int(counts["kmeans"]), n_distances_radius=int(counts["radius"]),
+            n_distances_depth_check=int(counts["depth_check"]),
+            n_wide_at_depth_limit=len(wide_kept), wide_at_depth_limit_sizes=[w[0] for w in wide_kept],
+            alpha_used=float(a), seconds_clustering=t_cluster, **{f"qpfs_{k}": v for k, v in solve_diag.items()})
+        splittable = [w for w in wide_kept if w[0] > n_split]  # a split would have made sub-clusters of it
+        if splittable:
+            big = max(splittable)
+            warnings.warn(
+                f"{method}: {len(splittable)} kept cluster(s) of more than n_split={n_split} genes reached the depth limit max_levels={max_levels} still wider "
+                f"than tau={tau:g} (largest: {big[0]} genes, radius {big[1]:.3f}); each keeps one representative, so "
+                "distinct class signals inside one of them can be lost. Raise max_levels, n_split or n_clusters "
+                "(diagnostics['wide_at_depth_limit_sizes'] lists their sizes)", UserWarning, stacklevel=3)
+        return ctx.finish(method, kept, local_w, n_genes, params, diagnostics, leaves, P_all)
 
 
 
