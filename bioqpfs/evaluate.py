@@ -808,6 +808,7 @@ def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
     score_name, scorer = resolve_scoring(scoring)
     if chunk_size is not None:
         check_positive_int(chunk_size, "chunk_size")
+    _threads.resolve(n_jobs)  # a bad n_jobs (or scanpy.settings.n_jobs) fails before X is read, not after
 
     with_batches = set(batch_methods()) if batch is not None and batch_selection else set()
     selections = _read_once(selections)  # read twice below (the lazy-read plan, then the specs)

@@ -183,6 +183,30 @@ def test_bad_n_jobs_is_a_clear_error(bad, data):
         bioqpfs.select(X, y, method="qpfs", n_genes=5, n_jobs=bad)
 
 
+def test_error_curve_checks_n_jobs_before_reading_x(sc_jobs):
+    """error_curve read X (a backed or Dask matrix: possibly minutes) before it refused a bad n_jobs."""
+    import anndata as ad
+    import dask
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(60, 40))
+    reads = []
+
+    def read():
+        reads.append(1)
+        return values
+
+    adata = ad.AnnData(da.from_delayed(dask.delayed(read, pure=False)(), shape=values.shape, dtype=values.dtype))
+    adata.obs["c"] = np.repeat(["a", "b", "c"], 20)
+    with pytest.raises(ValueError, match=r"n_jobs must be a positive integer or -1"):
+        bioqpfs.evaluate.error_curve(adata, "c", ["qpfs"], n_genes=[3], cv=3, n_jobs=0)
+    sc.settings.n_jobs = -2
+    with pytest.raises(ValueError, match=r"scanpy.settings.n_jobs must be a positive integer or -1"):
+        bioqpfs.evaluate.error_curve(adata, "c", ["qpfs"], n_genes=[3], cv=3)
+    assert reads == []
+
+
 def test_faces_pass_n_jobs_to_the_counting_pool(data, monkeypatch, sc_jobs):
     X, y = data
     seen = []
