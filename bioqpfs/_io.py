@@ -171,6 +171,8 @@ class _Staged:
         while parent and not os.path.exists(parent):
             missing.append(parent)
             parent = os.path.dirname(parent)
+        if parent and not os.path.isdir(parent):  # os.makedirs would say "File exists" about it
+            raise NotADirectoryError(errno.ENOTDIR, f"cannot write {given}: {parent} is a file, not a directory")
         os.makedirs(d, exist_ok=True)
         self.created = missing + self.created
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + TMP_MARK,

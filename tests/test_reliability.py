@@ -269,6 +269,17 @@ def test_symlinked_output_replaces_the_target_not_the_link(tmp_path):
     assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "real.txt").read_text() == "new"
 
 
+@pytest.mark.parametrize("under", [["weights.png"], ["sub", "weights.png"]])
+def test_an_output_under_a_file_is_named_as_such(tmp_path, under):
+    """A file where a directory of the path should be was reported by os.makedirs as "File exists" (pl's save=
+    "panel.png/weights.png", say); open() calls it "Not a directory".  Nothing is left behind."""
+    (tmp_path / "panel.png").write_text("old")
+    with pytest.raises(NotADirectoryError, match=r"panel\.png is a file, not a directory"):
+        with _io.atomic_path(tmp_path.joinpath("panel.png", *under)) as tmp:
+            open(tmp, "w").write("new")
+    assert (tmp_path / "panel.png").read_text() == "old" and os.listdir(tmp_path) == ["panel.png"]
+
+
 # ---------------------------------------------------------------------------------------------------
 # item 3 (the output side): a full disk, a file-size limit, an unwritable directory
 # ---------------------------------------------------------------------------------------------------
