@@ -127,7 +127,8 @@ def atomic_path(path):
     give it (``0666 & ~umask`` for a new file; an existing file keeps its mode).  The temporary file is
     removed on every exit path (error, signal;
     not ``kill -9``, which leaves only a hidden temporary file, never a partial ``path``).  A
-    symbolic link is followed (the file it names is replaced, as ``open()`` would write it); an
+    symbolic link is followed (the file it names is replaced, as ``open()`` would write it; links that form a
+    loop are an error, as for ``open()``); an
     existing non-regular file (``/dev/null``, ``/dev/full``, a FIFO) is written directly, since it
     cannot be replaced.  Out of space, quota, permission and read-only errors name ``path``.
 
@@ -163,6 +164,8 @@ class _Staged:
             self.current = path
             self.entries.append((path, None))
             return path
+        if os.path.islink(path):  # realpath stops at a loop of links; replacing the link would hide the loop
+            raise OSError(errno.ELOOP, f"cannot write {given}: its symbolic links form a loop")
         self.current = path
         if self._hold is not None:  # not for a device alone: a Ctrl-C must still end a write blocked on a FIFO
             self.received, self._hold = self._hold(), None

@@ -269,6 +269,18 @@ def test_symlinked_output_replaces_the_target_not_the_link(tmp_path):
     assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "real.txt").read_text() == "new"
 
 
+def test_a_loop_of_symlinks_is_an_error_not_replaced(tmp_path):
+    """realpath stops at a loop of links and the write replaced the link with a file, hiding the loop; open() says
+    "Too many levels of symbolic links"."""
+    (tmp_path / "a.txt").symlink_to("b.txt")
+    (tmp_path / "b.txt").symlink_to("a.txt")
+    with pytest.raises(OSError, match="symbolic links form a loop"):
+        with _io.atomic_path(tmp_path / "a.txt") as tmp:
+            open(tmp, "w").write("new")
+    assert (tmp_path / "a.txt").is_symlink() and (tmp_path / "b.txt").is_symlink()
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
+
+
 @pytest.mark.parametrize("under", [["weights.png"], ["sub", "weights.png"]])
 def test_an_output_under_a_file_is_named_as_such(tmp_path, under):
     """A file where a directory of the path should be was reported by os.makedirs as "File exists" (pl's save=
