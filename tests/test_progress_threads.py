@@ -229,6 +229,40 @@ def test_faces_pass_n_jobs_to_the_counting_pool(data, monkeypatch, sc_jobs):
     assert seen and set(seen) == {1}
 
 
+def test_a_failed_pool_run_restores_the_blas_threads(monkeypatch):
+    """The pool lifted its one-BLAS-thread limit before waiting for the tasks still running after one failed; such a
+    task limiting BLAS itself (qpfs_cover's class QP solves) then restored the one thread it had found, and the
+    process went on with one BLAS thread.  The limit is modelled as threadpoolctl's: saved on entry, restored on
+    exit, one count for the process."""
+    import contextlib
+    import threading
+
+    blas = {"threads": 4}
+
+    @contextlib.contextmanager
+    def limited(n=1):
+        saved, blas["threads"] = blas["threads"], n
+        try:
+            yield
+        finally:
+            blas["threads"] = saved
+
+    monkeypatch.setattr(_threads, "blas_limited", limited)
+    entered = threading.Event()
+
+    def task(i):
+        if i == 0:
+            entered.wait(5)
+            raise ValueError("a failing task")
+        with _threads.blas_limited(1):
+            entered.set()
+            time.sleep(0.3)   # still running when the failure reaches the caller
+
+    with pytest.raises(ValueError, match="a failing task"):
+        info.run_tasks(task, [0, 1], _progress.bar(2, "tasks"), workers=2)
+    assert blas["threads"] == 4
+
+
 # ----------------------------------------------------------------------------------------------
 # the hint for long exact runs
 # ----------------------------------------------------------------------------------------------

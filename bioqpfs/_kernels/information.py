@@ -662,18 +662,20 @@ def run_tasks(task, items, progress, workers=None):
             progress.update()
         return
     futures = []
-    try:
-        with _threads.blas_limited(1):
+    # the limit is lifted only once no task runs: a task that limits BLAS itself (a QP solve) and ends after it
+    # would restore the one thread it found, leaving the process with one BLAS thread after a failed run
+    with _threads.blas_limited(1):
+        try:
             pool = _executor(pool_size)
             futures = [pool.submit(task, it) for it in items]
             for f in as_completed(futures):
                 f.result()
                 progress.update()
-    except BaseException:
-        for f in futures:
-            f.cancel()
-        wait(futures)
-        raise
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            wait(futures)
+            raise
 
 
 def split_ranges(n, parts=None):
