@@ -184,6 +184,24 @@ def test_scanpy_style_save_values_get_a_clear_error(adata):
         pl.weights(adata, "qpfs", show=False, save=".png")
 
 
+@pytest.mark.parametrize("plot", ["weights", "redundancy", "panel", "error_curve"])
+@pytest.mark.parametrize("save", ["w.xyz", 5, "a_directory"])
+def test_a_bad_save_fails_before_drawing(adata, tmp_path, monkeypatch, plot, save):
+    """save= was checked only when the drawn figure was saved: the call failed after the work (redundancy's
+    gene x gene matrix) and left its figure open (drawn under the error in a notebook)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_directory").mkdir()
+    table = pd.DataFrame({"method": ["qpfs"] * 2, "n_genes": [2, 4], "mean_error": [0.3, 0.2],
+                          "sd_error": [0.1, 0.1], "scoring": ["error"] * 2})
+    calls = {"weights": lambda: pl.weights(adata, "qpfs", show=False, save=save),
+             "redundancy": lambda: pl.redundancy(adata, "qpfs", show=False, save=save),
+             "panel": lambda: pl.panel(adata, "qpfs", show=False, save=save),
+             "error_curve": lambda: pl.error_curve(table, show=False, save=save)}
+    with pytest.raises((TypeError, ValueError), match="save="):
+        calls[plot]()
+    assert plt.get_fignums() == []
+
+
 def test_show_and_save(adata, tmp_path):
     out = tmp_path / "w.png"
     assert pl.weights(adata, "qpfs", show=True, save=str(out)) is None   # shown (no-op with Agg): returns None

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..evaluate import suggest_n_genes
-from ._utils import finish, new_axes
+from ._utils import check_save, finish, new_axes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,6 +60,7 @@ def error_curve(df: pd.DataFrame, *, score: str | None = None, band: Literal["sd
         One ``Line2D`` per method (label = method), one filled band per method, then (with
         ``suggest``) one vertical ``Line2D`` per marked method.
     """
+    check_save(save)
     if score is None:
         score = str(df["scoring"].iloc[0]) if "scoring" in df.columns and len(df) else "error"
     need = {"method", "n_genes", f"mean_{score}"}

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._anndata import check_use_raw, obs_column, selection_key
-from ._utils import finish, gene_columns, panel_genes
+from ._utils import check_save, finish, gene_columns, panel_genes
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -92,6 +92,7 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
         ``"heatmap_ax"`` for a heat map).  ``adata`` is left as it was, a view included (scanpy itself
         would turn string ``.obs`` columns into categoricals and store group colours in ``.uns``).
     """
+    check_save(save)
     key = selection_key(adata, key)
     import scanpy as sc
 

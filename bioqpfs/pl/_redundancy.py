@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._anndata import obs_column, selection_key
-from ._utils import finish, gene_columns, new_axes, panel_genes, stored
+from ._utils import check_save, finish, gene_columns, new_axes, panel_genes, stored
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -140,6 +140,7 @@ def redundancy(adata: AnnData, key: str | None = None, *, n_genes: int | None = 
     Axes or None
         One image (``ax.images[0]``) of the n x n matrix, gene names as tick labels, a colour bar.
     """
+    check_save(save)
     key = selection_key(adata, key)
     Q, genes, measure, unit = redundancy_matrix(adata, key, n_genes=n_genes, measure=measure, layer=layer,
                                                 use_raw=use_raw)

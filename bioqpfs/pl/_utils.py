@@ -44,12 +44,15 @@ def new_axes(ax, figsize):
     return ax
 
 
-def save_figure(fig, save):
-    """Write ``fig`` to exactly the path ``save`` (format from its suffix), atomically."""
+def check_save(save):
+    """Refuse a ``save=`` that names no image file to write (a plot function calls it first: nothing is computed or
+    drawn for a call that would fail, and no figure is left open); a false ``save`` (``None``) writes nothing."""
     import os
 
-    from .._io import atomic_path
+    from matplotlib.backend_bases import FigureCanvasBase
 
+    if not save:
+        return
     if isinstance(save, bool) or not isinstance(save, (str, os.PathLike)):
         raise TypeError(f"save= is the path of the file to write (e.g. save='figures/weights.png'), got {save!r}; "
                         "scanpy's save=True / suffix convention is not used here")
@@ -57,15 +60,24 @@ def save_figure(fig, save):
     if save.startswith(".") and os.path.splitext(save)[1] == "" and "/" not in save:   # ".png": a suffix alone
         raise ValueError(f"save={save!r} is a suffix alone; give the path of the file to write, e.g. "
                          f"save='figures/weights{save}' (scanpy's suffix convention is not used here)")
-    ext = os.path.splitext(save)[1].lstrip(".").lower()
-    formats = fig.canvas.get_supported_filetypes()
-    if ext not in formats:
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if os.path.splitext(save)[1].lstrip(".").lower() not in formats:
         raise ValueError(f"save={save!r}: the file name must end in an image format matplotlib writes "
                          f"({', '.join('.' + f for f in sorted(formats))})")
     if os.path.isdir(save):
         raise ValueError(f"save={save!r} is a directory; give a file name")
+
+
+def save_figure(fig, save):
+    """Write ``fig`` to exactly the path ``save`` (format from its suffix, :func:`check_save`), atomically."""
+    import os
+
+    from .._io import atomic_path
+
+    check_save(save)
+    save = os.fspath(save)
     with atomic_path(save) as tmp:  # a partial file never replaces an existing one
-        fig.savefig(tmp, bbox_inches="tight", format=ext)
+        fig.savefig(tmp, bbox_inches="tight", format=os.path.splitext(save)[1].lstrip(".").lower())
 
 
 def finish(ax, show, save, *, fig=None):

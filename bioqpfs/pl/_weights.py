@@ -6,7 +6,7 @@ import numpy as np
 
 from .._anndata import selection_key
 from .._validation import check_positive_int
-from ._utils import finish, new_axes, stored
+from ._utils import check_save, finish, new_axes, stored
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -51,6 +51,7 @@ def weights(adata: AnnData, key: str | None = None, *, n_genes: int | None = Non
         One line (weight by rank, ``x = 1..n_ranks``), the panel drawn as markers, a vertical cut
         line between rank ``n_genes`` and ``n_genes + 1``.
     """
+    check_save(save)
     key = selection_key(adata, key)
     n_genes = None if n_genes is None else check_positive_int(n_genes, "n_genes")
     if isinstance(n_ranks, str) and n_ranks not in ("auto", "all"):
