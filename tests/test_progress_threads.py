@@ -263,6 +263,27 @@ def test_a_failed_pool_run_restores_the_blas_threads(monkeypatch):
     assert blas["threads"] == 4
 
 
+def test_pools_of_two_threads_with_different_counts_do_not_stop_each_other():
+    """A face in one thread (n_jobs=2) and one in another (n_jobs=3): the second shut the shared pool of the first
+    down while the first was still submitting its tasks ("cannot schedule new futures after shutdown")."""
+    import threading
+
+    done = []
+
+    class Items(list):
+        def __iter__(self):   # while this caller submits its tasks, another thread runs with another count
+            for k, item in enumerate(list.__iter__(self)):
+                if k == 1:
+                    other = threading.Thread(target=info.run_tasks,
+                                             args=(done.append, [0, 1, 2], _progress.bar(3, "b"), 3))
+                    other.start()
+                    other.join()
+                yield item
+
+    info.run_tasks(done.append, Items(range(4)), _progress.bar(4, "a"), workers=2)
+    assert sorted(done) == [0, 0, 1, 1, 2, 2, 3]
+
+
 # ----------------------------------------------------------------------------------------------
 # the hint for long exact runs
 # ----------------------------------------------------------------------------------------------

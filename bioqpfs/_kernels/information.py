@@ -633,12 +633,14 @@ os.register_at_fork(after_in_child=_forget_executor)
 
 
 def _executor(workers):
-    """A persistent pool of ``workers`` threads (recreated when the count changes)."""
+    """A persistent pool of ``workers`` threads (a new one when the count changes).
+
+    The pool it replaces is not shut down: another thread may still be submitting to it (faces run in two threads
+    with different ``n_jobs``: "cannot schedule new futures after shutdown"); its threads end once the last caller
+    holding it has dropped it (ThreadPoolExecutor's own clean-up of an unreferenced pool)."""
     global _EXECUTOR
     with _EXECUTOR_LOCK:
         if _EXECUTOR is None or _EXECUTOR._max_workers != workers:
-            if _EXECUTOR is not None:
-                _EXECUTOR.shutdown(wait=False)
             _EXECUTOR = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bioqpfs-count")
         return _EXECUTOR
 
@@ -696,7 +698,8 @@ def run_ranges(func, ranges):
         for item in ranges:
             func(*item)
         return
-    futures = [_executor(n_workers()).submit(func, *item) for item in ranges]
+    pool = _executor(n_workers())
+    futures = [pool.submit(func, *item) for item in ranges]
     try:
         for f in futures:
             f.result()
