@@ -16,6 +16,8 @@ import contextvars
 import sys
 from contextlib import contextmanager
 
+import numpy as np
+
 __all__ = ["bar", "enabled", "requested", "wanted"]
 
 #: True / False inside an enabled() block, None where nothing has chosen (then scanpy's verbosity decides)
@@ -54,9 +56,9 @@ def wanted(progress=None):
     enclosing choice (e.g. the CLI's) or follows scanpy's verbosity (info or higher), if scanpy is
     imported."""
     if progress is not None:
-        if not isinstance(progress, bool):
+        if not isinstance(progress, (bool, np.bool_)):   # numpy's bools too, as the faces' other flags
             raise TypeError(f"progress must be True, False or None, got {progress!r}")
-        return progress
+        return bool(progress)
     if _ENABLED.get() is not None:
         return _ENABLED.get()
     sc = sys.modules.get("scanpy")

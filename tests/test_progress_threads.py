@@ -52,6 +52,17 @@ def test_progress_none_follows_scanpy_verbosity(verbosity):
         _progress.wanted("yes")
 
 
+@pytest.mark.parametrize("flag", [np.True_, np.False_])
+def test_progress_takes_numpy_bools(flag, data, monkeypatch):
+    """np.True_ / np.False_ (a flag read from an array or a config table) were refused by progress= while the faces'
+    other flags (refit_selection) take them."""
+    X, y = data
+    made = _spy_tqdm(monkeypatch)
+    assert _progress.wanted(flag) is bool(flag)
+    bioqpfs.select(X, y, method="qpfs", n_genes=5, solver="spg", progress=flag)
+    assert bool(made) is bool(flag)
+
+
 def _spy_tqdm(monkeypatch):
     import tqdm.auto
 
