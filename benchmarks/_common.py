@@ -2,6 +2,8 @@
 
 :func:`synthetic`: N samples, 3 classes, genes loading on 40 latent factors (5 shifted by the class).
 :func:`poisson_types`, :func:`planted_sparse`: sparse single-cell-like counts (log1p), cell types.
+:func:`benchmark_data_dir`, :func:`load_benchmark`: the papers' data folder (``BIOQPFS_BENCHMARK_DATA``, default
+``../shared/data/benchmarks`` beside the checkout).
 
 :func:`gemm_seconds`: the counting kernel's cost is compared with the indicator products it needs, measured in the same
 process.  To keep the reference honest it is the faster of two schedules of exactly those GEMMs
@@ -12,6 +14,8 @@ process.  To keep the reference honest it is the faster of two schedules of exac
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
@@ -28,6 +32,28 @@ def synthetic(m, n=100, seed=0):
     load = rng.uniform(0.3, 1.0, size=m)
     X = Z[:, factor] * load + rng.standard_normal((n, m)) * np.sqrt(1 - load ** 2)
     return X.astype(np.float32), y
+
+
+def benchmark_data_dir():
+    """The papers' data folder: ``$BIOQPFS_BENCHMARK_DATA``, else ``../shared/data/benchmarks`` beside the checkout."""
+    return os.environ.get("BIOQPFS_BENCHMARK_DATA",
+                          os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data",
+                                       "benchmarks"))
+
+
+def load_benchmark(name):
+    """(X, y, names) of ``name`` by the data folder's ``load.py``; exits saying where the folder was looked for and
+    how to point at it when it is not there (it was an ImportError of ``load``)."""
+    path = benchmark_data_dir()
+    if not os.path.exists(os.path.join(path, f"{name}.npz")) or not os.path.exists(os.path.join(path, "load.py")):
+        raise SystemExit(f"dataset {name!r} is read from the papers' benchmark data folder (load.py, {name}.npz), "
+                         f"not found in {os.path.abspath(path)}: set BIOQPFS_BENCHMARK_DATA to that folder")
+    sys.path.insert(0, os.path.abspath(path))
+    try:
+        from load import load
+    finally:
+        sys.path.pop(0)
+    return load(name)
 
 
 def poisson_types(n, m, *, n_types=8, de_fraction=0.1, seed=0, chunk=10000, rate_scale=0.6):

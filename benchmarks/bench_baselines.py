@@ -13,7 +13,8 @@ Times are ratios against the references measured in the same run.
 Part 2 -- paper 004 Table 1 protocol on data available offline: 5-fold stratified CV error (%) of
 a linear SVM (C = 1, genes standardised inside the fold) on the genes selected *inside each
 training fold* by HSFS, LDFS, mRMR (MID) and MaxRel, with the mean selection time per fold.
-wine ships with scikit-learn; wdbc, madelon and arcene come from ../shared/data/benchmarks
+wine ships with scikit-learn; wdbc, madelon and arcene come from the papers' data folder
+(``BIOQPFS_BENCHMARK_DATA``, default ../shared/data/benchmarks)
 (madelon subsampled, stratified, to ``--madelon-samples`` as the paper subsampled to 1,000).
 
     python benchmarks/bench_baselines.py            # full run (long: HSFS/LDFS on arcene)
@@ -25,18 +26,16 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
 
 import numpy as np
+from _common import load_benchmark
 
 import bioqpfs
 from bioqpfs import measures
 
-BENCH_DIR = os.environ.get("BIOQPFS_BENCHMARK_DATA",
-                           os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "benchmarks"))
 # paper 004, Table 1 (5-fold CV error %, Gaussian-kernel SVM) for orientation
 PAPER_TABLE1 = {"wine": dict(n_genes=2, hsfs=4.58, ldfs=8.96), "arcene": dict(n_genes=10, hsfs=11.99, ldfs=22.11),
                 "madelon": dict(n_genes=10, hsfs=24.72, ldfs=34.74)}
@@ -164,7 +163,6 @@ def bench_mrmr(ms, k, competitor_python, pymrmr_max_m, timeout):
 
 # ----------------------------------------------------------------------------------- part 2: CV errors
 def load_sets(names, madelon_samples, arcene_genes):
-    sys.path.insert(0, os.path.abspath(BENCH_DIR))
     out = {}
     for name in names:
         if name == "wine":
@@ -173,9 +171,7 @@ def load_sets(names, madelon_samples, arcene_genes):
             d = load_wine()
             out[name] = (d.data, d.target)
             continue
-        from load import load  # ../shared/data/benchmarks/load.py
-
-        X, y, _ = load(name)
+        X, y, _ = load_benchmark(name)  # the papers' data folder (BIOQPFS_BENCHMARK_DATA)
         if name == "madelon" and madelon_samples < X.shape[0]:
             from sklearn.model_selection import train_test_split
 

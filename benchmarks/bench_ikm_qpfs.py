@@ -22,11 +22,11 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import sys
 import time
 import tracemalloc
 import warnings
 
+import _common
 import numpy as np
 import pandas as pd
 
@@ -34,7 +34,6 @@ import bioqpfs
 from bioqpfs.selectors.ikm_qpfs import ikm_qpfs, ikma_qpfs, tlkm_qpfs
 from bioqpfs.selectors.qpfs import qpfs
 
-DATA = os.environ.get("BIOQPFS_BENCH_DATA", "/work/shared/data/benchmarks")
 KS = (10, 20, 30, 50, 100)
 METHODS = {"TLKM": tlkm_qpfs, "IKM": ikm_qpfs, "IKMA": ikma_qpfs}
 #: paper Table 2 (seconds), Table 3 (KB), Table 6 (error %, k = 10, 20, 30, 50, 100)
@@ -51,10 +50,7 @@ PAPER = {
 
 
 def load_benchmark(name):
-    sys.path.insert(0, DATA)
-    from load import load
-
-    X, y, names = load(name)
+    X, y, names = _common.load_benchmark(name)  # the papers' data folder (BIOQPFS_BENCHMARK_DATA)
     return X.astype(np.float64), y, names
 
 

