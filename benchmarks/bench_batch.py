@@ -209,6 +209,15 @@ def main(argv=None):
     ap.add_argument("--large", action="store_true", help="--overhead: add 20,000 simulated cells x 1,000 genes")
     ap.add_argument("--repeats", type=int, default=5, help="--overhead: best of this many runs")
     args = ap.parse_args(argv)
+    if args.quick and (args.ks != "10,20" or args.methods or args.repeats != 5 or args.large):
+        ap.error("--quick sets its own methods, size and repeats: drop --ks/--methods/--repeats/--large, or --quick")
+    if not args.overhead and (args.large or args.repeats != 5):
+        ap.error("--large and --repeats belong to --overhead: add --overhead, or drop them")
+    if args.overhead and args.ks != "10,20":
+        ap.error("--overhead times 20-gene panels: --ks sizes the panel-quality run only")
+    unknown = sorted(set(args.methods.split(",")) - set(METHODS)) if args.methods else []
+    if unknown:
+        ap.error(f"unknown --methods {', '.join(unknown)}; the labels are: {', '.join(METHODS)}")
     ks = [int(k) for k in args.ks.split(",")]
     methods = dict(METHODS)
     if args.quick:

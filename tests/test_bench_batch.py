@@ -47,3 +47,13 @@ def test_overhead_mode_times_both_arms_on_both_faces():
     assert set(table["face"]) == {"select", "tl"} and set(table["method"]) == {"qpfs", "mrmr_mid"}
     assert (table["without"] > 0).all() and (table["with_batch"] > 0).all()
     np.testing.assert_allclose(table["ratio"], table["with_batch"] / table["without"])
+
+
+@pytest.mark.parametrize("argv", [["--quick", "--ks", "10"], ["--quick", "--methods", "qpfs"],
+                                  ["--overhead", "--quick", "--repeats", "3"], ["--quick", "--large"],
+                                  ["--overhead", "--quick", "--ks", "10"], ["--methods", "qpfs,nope"]])
+def test_flags_the_mode_would_not_use_are_refused(argv):
+    """``--quick`` replaced --ks/--methods/--repeats and --large, --overhead replaced --ks, and --large/--repeats
+    did nothing without --overhead: all silently.  An unknown method label was a KeyError."""
+    with pytest.raises(SystemExit):
+        bb.main(argv)
