@@ -294,6 +294,11 @@ def _importable(module):
         return False
 
 
+#: the peers' labels (:func:`peers` holds those installed) and the methods of ``--quick``
+PEERS = ("wilcoxon", "t-test", "hvg", "cosg", "mrmr-selection")
+QUICK_METHODS = ("bioqpfs default", "qpfs (paper)", "wilcoxon", "cosg", "hvg")
+
+
 def peers():
     out = {"wilcoxon": scanpy_markers("wilcoxon"), "t-test": scanpy_markers("t-test"), "hvg": scanpy_hvg}
     if _importable("cosg"):
@@ -474,14 +479,22 @@ def main(argv=None):
     if args.quick and (args.datasets or args.ks != "10,20,30" or args.folds != 5 or args.repeats != 2):
         ap.error("--quick sets its own dataset, sizes and folds: drop --datasets/--ks/--folds/--repeats, or --quick")
     ks = [int(k) for k in args.ks.split(",")]
+    labels = list(ours()) + list(PEERS)
+    unknown = [m for m in args.methods.split(",") if m not in labels] if args.methods else []
+    if unknown:
+        ap.error(f"unknown --methods {', '.join(unknown)}; the labels are: {', '.join(labels)}")
+    if args.quick and args.methods and not set(args.methods.split(",")) & set(QUICK_METHODS):
+        ap.error(f"--quick runs {', '.join(QUICK_METHODS)}: name some of them with --methods, or drop --quick")
+    unknown = [d for d in args.datasets.split(",") if d not in DATASETS] if args.datasets else []
+    if unknown:
+        ap.error(f"unknown --datasets {', '.join(unknown)}; the datasets are: {', '.join(DATASETS)}")
     sel = {**ours(), **peers()}
     if args.quick:
         DATASETS["sim_quick"] = lambda: simulate_counts(n_cells=400, n_genes=150, seed=3,
                                                         fractions=(0.4, 0.3, 0.2, 0.06, 0.04))
         datasets = ["sim_quick"]
         ks = [5, 10]
-        keep = ("bioqpfs default", "qpfs (paper)", "wilcoxon", "cosg", "hvg")
-        sel = {k: v for k, v in sel.items() if k in keep}
+        sel = {k: v for k, v in sel.items() if k in QUICK_METHODS}
         args.folds, args.repeats = 2, 1
     else:
         datasets = args.datasets.split(",") if args.datasets else available_datasets()

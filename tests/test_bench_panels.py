@@ -97,3 +97,12 @@ def test_seeds_pool_their_folds_and_a_failing_method_is_left_out():
 def test_quick_refuses_flags_it_overrides():
     with pytest.raises(SystemExit):
         bp.main(["--quick", "--datasets", "pbmc68k"])
+
+
+@pytest.mark.parametrize("argv", [["--quick", "--methods", "bioqpfs default,wilcoxn"], ["--quick", "--methods", "maxrel"],
+                                  ["--datasets", "colom,srbct", "--ks", "5"]])
+def test_methods_and_datasets_that_would_not_run_are_refused(argv):
+    """A misspelt method label was dropped silently (a typo in "wilcoxon" left out the paired tables); a method
+    that --quick does not run left nothing to run; a misspelt dataset was a KeyError after the first datasets ran."""
+    with pytest.raises(SystemExit):
+        bp.main(argv)
