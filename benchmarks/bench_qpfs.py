@@ -45,10 +45,9 @@ import tempfile
 import time
 
 import numpy as np
-from _common import planted_sparse, poisson_types, synthetic
+from _common import load_benchmark, planted_sparse, poisson_types, synthetic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA_DIR = os.path.join(os.path.dirname(HERE), "..", "shared", "data", "benchmarks")
 
 
 def _rss_mb():
@@ -338,10 +337,7 @@ def face_factor(quick=False):
         elif data == "synthetic":
             X, y = synthetic(m, n=n)
         else:
-            sys.path.insert(0, DATA_DIR)
-            from load import load
-
-            X, y, _ = load(data)
+            X, y, _ = load_benchmark(data)  # the papers' data folder (BIOQPFS_BENCHMARK_DATA)
         problems = _class_qps(X, y)
         results, seconds = {}, {}
         for name, cls in (("kept", kept), ("anew", anew)):
@@ -372,8 +368,6 @@ def face_factor(quick=False):
 
 def psd_evidence(datasets=("srbct", "colon", "leukemia"), fixes=("shift", "clip", "none"), sizes=(10, 20, 50),
                  n_splits=5, n_repeats=2):
-    sys.path.insert(0, DATA_DIR)
-    from load import load
     from sklearn.model_selection import RepeatedStratifiedKFold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -384,7 +378,7 @@ def psd_evidence(datasets=("srbct", "colon", "leukemia"), fixes=("shift", "clip"
     print(f"{n_splits}-fold CV x {n_repeats}, genes selected on each training fold, linear SVM (C=1) on the top "
           f"{sizes}; error = mean over folds and sizes; stability = mean pairwise Jaccard of the top-20 sets")
     for name in datasets:
-        X, y, _ = load(name)
+        X, y, _ = load_benchmark(name)  # the papers' data folder (BIOQPFS_BENCHMARK_DATA)
         cv = RepeatedStratifiedKFold(n_splits=n_splits, n_repeats=n_repeats, random_state=0)
         for fix in fixes:
             errs, tops, secs, nnz = [], [], [], []
