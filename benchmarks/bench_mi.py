@@ -213,8 +213,8 @@ def main_sparse(args):
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sparse", action="store_true", help="single-cell shapes: sparse against GEMM counting")
     ap.add_argument("--calibrate", action="store_true", help="with --sparse: measure SPARSE_COST here")
@@ -223,7 +223,13 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="*", default=None)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--float32", action="store_true", help="float32 output (half the memory)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.sparse and args.levels:
+        ap.error("--sparse and --levels are two runs: give one of them")
+    if args.calibrate and not args.sparse:
+        ap.error("--calibrate measures SPARSE_COST in the --sparse run: add --sparse")
+    if (args.sparse or args.levels) and (args.n != 100 or args.sizes is not None or args.float32):
+        ap.error("--n, --sizes and --float32 size the dense MI run: drop them with --sparse or --levels")
     if args.sparse:
         return main_sparse(args)
     if args.levels:

@@ -38,3 +38,24 @@ def test_panels_find_the_data_folder_named_by_the_environment(tmp_path, monkeypa
     assert "lymphoma62" not in bench_panels.available_datasets()
     (tmp_path / "load.py").write_text("")
     assert {"lymphoma62", "nci61"} <= set(bench_panels.available_datasets())
+
+
+@pytest.mark.parametrize("argv", [["--calibrate"], ["--sparse", "--levels"], ["--sparse", "--float32"],
+                                  ["--levels", "--sizes", "500"], ["--sparse", "--n", "50"]])
+def test_mi_refuses_flags_its_run_would_not_use(argv):
+    """``--calibrate`` without ``--sparse``, ``--levels`` beside ``--sparse`` and the dense run's ``--n``/``--sizes``/
+    ``--float32`` with the other runs were dropped silently (and ``main`` read ``sys.argv`` only)."""
+    import bench_mi
+
+    with pytest.raises(SystemExit):
+        bench_mi.main(argv)
+
+
+def test_mi_calibrate_alone_is_refused_from_the_command_line(monkeypatch):
+    """From ``sys.argv`` as the script reads it: the dense run at M = 300 ran and SPARSE_COST was not measured."""
+    import bench_mi
+
+    monkeypatch.setattr(sys, "argv", ["bench_mi.py", "--calibrate", "--sizes", "300", "--repeats", "1"])
+    with pytest.raises(SystemExit):
+        bench_mi.main()
+
