@@ -104,6 +104,16 @@ def main(argv=None):
     p.add_argument("--crossover", action="store_true",
                    help="only the MI matrix on both backends at small shapes (the backend='auto' threshold)")
     args = p.parse_args(argv)
+    if args.quick and (args.cells != 100_000 or args.genes != [2000, 5000]):
+        p.error("--quick sets 20,000 cells x 500 genes: drop --cells/--genes, or --quick")
+    if args.crossover and (args.quick or args.cells != 100_000 or args.genes != [2000, 5000]
+                           or args.deadline != np.inf or args.no_cpu or args.e2e != "both"):
+        p.error("--crossover times its own small shapes on both backends: drop the other options")
+    if args.crossover or args.no_cpu:
+        gpu, why = _device.gpu_status()
+        if not gpu:
+            p.error(f"{'--crossover' if args.crossover else '--no-cpu'} times the GPU backend and there is none here "
+                    f"({why}; on a CUDA machine: pip install bioqpfs[gpu])")
     if args.crossover:
         crossover([(700, 765), (2000, 500), (5000, 1000), (10000, 1000), (20000, 500), (20000, 2000),
                    (50000, 1000)])

@@ -59,3 +59,23 @@ def test_mi_calibrate_alone_is_refused_from_the_command_line(monkeypatch):
     with pytest.raises(SystemExit):
         bench_mi.main()
 
+
+@pytest.mark.parametrize("argv", [["--quick", "--genes", "60", "--e2e", "none"], ["--crossover", "--no-cpu"]])
+def test_gpu_refuses_flags_its_run_would_not_use(argv):
+    """``--quick`` replaced ``--cells``/``--genes`` and ``--crossover`` ignored every other option, silently."""
+    import bench_gpu
+
+    with pytest.raises(SystemExit):
+        bench_gpu.main(argv)
+
+
+@pytest.mark.parametrize("argv", [["--crossover"], ["--no-cpu", "--cells", "2000", "--genes", "50"]])
+def test_gpu_only_runs_without_a_gpu_say_so(argv, monkeypatch, capsys):
+    """``--crossover`` was a ``ModuleNotFoundError`` of cupy from inside the backend; ``--no-cpu`` printed a table of
+    dashes."""
+    import bench_gpu
+
+    monkeypatch.setattr(bench_gpu._device, "gpu_status", lambda: (False, "cupy is not installed"))
+    with pytest.raises(SystemExit):
+        bench_gpu.main(argv)
+    assert "times the GPU backend and there is none here (cupy is not installed" in capsys.readouterr().err
