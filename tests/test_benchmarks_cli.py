@@ -79,3 +79,14 @@ def test_gpu_only_runs_without_a_gpu_say_so(argv, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         bench_gpu.main(argv)
     assert "times the GPU backend and there is none here (cupy is not installed" in capsys.readouterr().err
+
+
+def test_readme_dask_codes_table_cites_the_flag_that_prints_its_codes_columns():
+    """The table of codes on Dask / in memory cited a command without ``--codes``: it printed only the select times."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    after_table = text[text.index("| discretization | codes on Dask |"):]
+    command = after_table[after_table.index("To reproduce: `") + 15:]
+    command = command[:command.index("`")]
+    assert command.startswith("python benchmarks/bench_dask.py") and "--codes" in command.split()
