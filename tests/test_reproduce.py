@@ -30,3 +30,23 @@ def test_quick_mode_writes_markdown_table(script, tmp_path):
     assert "ours" in text and "Ordering" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| method")]
     assert rows and all(any(ch.isdigit() for ch in r) for r in rows)  # every method row has numbers
+
+
+def test_full_run_without_the_data_folder_stops_before_running_anything(tmp_path, monkeypatch):
+    """Papers 002 and 003 ran their bundled datasets (LOO, minutes to hours) before failing with a traceback on the
+    first one that only the data folder holds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reproduce_common", REPRO / "_common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    monkeypatch.setenv("BIOQPFS_BENCHMARK_DATA", str(tmp_path))
+    ran = []
+    monkeypatch.setattr(common, "error_table", lambda *a, **k: ran.append(1) or {})
+    paper = dict(datasets=[dict(name="Colon", data="colon", quick=True, cv=3, sizes=[5], methods={}, paper={},
+                                cite=""),
+                           dict(name="WDBC", data="wdbc", quick=False, cv=3, sizes=[5], methods={}, paper={}, cite="")])
+    with pytest.raises(SystemExit, match="wdbc.*BIOQPFS_BENCHMARK_DATA"):
+        common.run(paper, quick=False)
+    assert ran == []
+    assert [r["name"] for r in common.run(paper, quick=True)] == ["Colon (quick: bundled data, gene subset)"]

@@ -153,10 +153,14 @@ def write(text, output, default_name):
 
 def run(spec, quick):
     """Run every dataset of ``spec`` (see the paper scripts) and return the results for :func:`markdown`."""
+    datasets = [ds for ds in spec["datasets"] if not quick or ds.get("quick", False)]
+    missing = [ds["data"] for ds in datasets
+               if not quick and ds["data"] not in BUNDLED and not (data_dir() / f"{ds['data']}.npz").exists()]
+    if missing:  # before hours of the other datasets, not after
+        raise SystemExit(f"dataset(s) {', '.join(missing)} not in {data_dir()} and not bundled: set "
+                         "BIOQPFS_BENCHMARK_DATA to the benchmark data directory (or run --quick on the bundled data)")
     results = []
-    for ds in spec["datasets"]:
-        if quick and not ds.get("quick", False):
-            continue
+    for ds in datasets:
         t = time.perf_counter()
         X, y = load(ds["data"], quick=quick)
         if ds.get("max_samples") and X.shape[0] > ds["max_samples"]:  # e.g. paper 004: 1,000 random samples
