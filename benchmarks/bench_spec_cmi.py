@@ -92,7 +92,7 @@ def bench_end_to_end(sizes, with_nystrom=True):
         sel = bioqpfs.spec_cmi(X, y, n_genes=50)
         total = time.perf_counter() - t
         d = sel.diagnostics
-        codes, levels = measures._codes(X, "mean_sd")
+        codes, levels = measures.codes_and_levels(X, "mean_sd")
         table = info.CodeTable(codes, levels, groups=y)
         g2 = gemm_seconds(table, classes=True, repeats=1)[0]
         g3 = gemm_seconds(table, classes=True, n_bins=table.n_bins, repeats=1)[0]
