@@ -123,6 +123,9 @@ def common_prefix(a, b):
 
 def bench_mrmr(ms, k, competitor_python, pymrmr_max_m, timeout):
     print(f"== mRMR (MID) speed: N = 100 samples, K = {k} picks, 2 classes, mean +- sd 3-bin codes")
+    if not competitor_python:
+        print("(pymrmr and mrmr-selection not run: no --competitor-python; python -m venv /tmp/mrmrvenv && "
+              "/tmp/mrmrvenv/bin/pip install mrmr-selection pymrmr)")
     rows = []
     for m in ms:
         rng = np.random.default_rng(m)

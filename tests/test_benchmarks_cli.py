@@ -100,3 +100,12 @@ def test_spec_cmi_end_to_end_rows(capsys):
     bench_spec_cmi.bench_end_to_end([400])
     row = capsys.readouterr().out.strip().splitlines()[-1].split()
     assert row[0] == "400" and all(float(v) >= 0 for v in row[1:9]) and 0 <= int(row[-1]) <= 50
+
+
+def test_baselines_say_how_to_add_the_mrmr_packages_when_they_are_not_run(capsys):
+    """Without ``--competitor-python`` (the default when /tmp/mrmrvenv is absent) pymrmr and mrmr-selection were left
+    out of the speed table without a word."""
+    rows = bench_baselines.bench_mrmr([300], 5, "", 2000, 60.0)
+    out = capsys.readouterr().out
+    assert "not run: no --competitor-python" in out and "pip install mrmr-selection pymrmr" in out
+    assert rows[0]["same_order_as_plain_loop"]
