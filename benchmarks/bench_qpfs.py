@@ -413,6 +413,16 @@ def main(argv=None):
     ap.add_argument("--face-factor", action="store_true", help="the active-set solver's kept factor (see above)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    modes = [f for f, on in (("--face-factor", args.face_factor), ("--psd-evidence", args.psd_evidence),
+                             ("--single-cell", args.single_cell)) if on]
+    if len(modes) > 1:
+        ap.error(f"{' and '.join(modes)} are separate runs: give one of them")
+    if args.psd_evidence and (args.quick or args.sc100k):
+        ap.error("--psd-evidence has no sizes to choose: drop --quick/--sc100k")
+    if args.face_factor and args.sc100k:
+        ap.error("--face-factor has its own shapes (--quick: small ones): drop --sc100k")
+    if args.itmo and modes:
+        ap.error("--itmo adds ITMO_FS to the default run (synthetic shapes): drop it or the other mode")
     if args.one:
         run_one(json.loads(args.one))
     elif args.face_factor:

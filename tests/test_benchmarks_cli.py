@@ -109,3 +109,15 @@ def test_baselines_say_how_to_add_the_mrmr_packages_when_they_are_not_run(capsys
     out = capsys.readouterr().out
     assert "not run: no --competitor-python" in out and "pip install mrmr-selection pymrmr" in out
     assert rows[0]["same_order_as_plain_loop"]
+
+
+@pytest.mark.parametrize("argv", [["--face-factor", "--psd-evidence"], ["--single-cell", "--face-factor"],
+                                  ["--face-factor", "--sc100k"], ["--psd-evidence", "--quick"],
+                                  ["--single-cell", "--itmo", "python"]])
+def test_qpfs_refuses_modes_and_flags_that_would_be_ignored(argv, monkeypatch):
+    """The first of --face-factor / --psd-evidence / --single-cell given won, in that order, and the run ignored the
+    flags the others (or the default run) take, silently."""
+    for run in ("face_factor", "psd_evidence", "bench_single_cell", "bench"):
+        monkeypatch.setattr(bench_qpfs, run, lambda *a, run=run, **k: pytest.fail(f"{run} ran"))
+    with pytest.raises(SystemExit):
+        bench_qpfs.main(argv)
