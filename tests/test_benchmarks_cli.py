@@ -121,3 +121,20 @@ def test_qpfs_refuses_modes_and_flags_that_would_be_ignored(argv, monkeypatch):
         monkeypatch.setattr(bench_qpfs, run, lambda *a, run=run, **k: pytest.fail(f"{run} ran"))
     with pytest.raises(SystemExit):
         bench_qpfs.main(argv)
+
+
+def test_small_runs_of_the_benchmarks_no_other_test_runs(capsys):
+    """bench_dask.py (no --quick), bench_ikm_qpfs.py and bench_baselines.py's CV part on small shapes: their code
+    paths run, and their tables have the columns the README and docstrings name."""
+    import bench_dask
+
+    bench_dask.main(["--cells", "1500", "--genes", "40", "--chunk", "500", "--threads", "--codes"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 1,500 x 40 |")]
+    assert len(rows) == 1 and rows[0].split("|")[8].strip() == "True"   # identical to in memory
+    X, y, _ = bench_ikm_qpfs.synthetic(n=40, m=300)
+    table, _ = bench_ikm_qpfs.run_dataset("small", X, y, reference=("QPFS", bench_ikm_qpfs.qpfs, {}), refit=False,
+                                          errors=False)
+    assert list(table.index) == ["QPFS", "TLKM", "IKM", "IKMA"] and table.loc["QPFS", "time_vs_ref"] == 1.0
+    sets = bench_baselines.load_sets(["wine"], 1000, 10000)
+    res = bench_baselines.bench_cv(sets, ["mrmr_mid", "maxrel"], {"wine": 2}, 3)
+    assert set(res) == {("wine", "mrmr_mid"), ("wine", "maxrel")} and all(0 <= e <= 100 for e, _ in res.values())
