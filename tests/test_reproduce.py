@@ -50,3 +50,21 @@ def test_full_run_without_the_data_folder_stops_before_running_anything(tmp_path
         common.run(paper, quick=False)
     assert ran == []
     assert [r["name"] for r in common.run(paper, quick=True)] == ["Colon (quick: bundled data, gene subset)"]
+
+
+def test_quick_run_without_output_keeps_the_committed_full_run_table(monkeypatch):
+    """``paper_*.py --quick`` (as each script's docstring shows it) wrote over the committed full-run Markdown."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reproduce_common_main", REPRO / "_common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    written = []
+    monkeypatch.setattr(common, "run", lambda paper, quick: [])
+    monkeypatch.setattr(common, "write", lambda text, output, name: written.append((output, name)))
+    monkeypatch.setattr(sys, "argv", ["paper_000_qpfs.py", "--quick"])
+    paper = dict(title="t", source="s", protocol="p", output="paper_000_qpfs.md", datasets=[])
+    common.main(paper)
+    monkeypatch.setattr(sys, "argv", ["paper_000_qpfs.py"])
+    common.main(paper)
+    assert written == [(None, "paper_000_qpfs_quick.md"), (None, "paper_000_qpfs.md")]

@@ -140,7 +140,9 @@ def markdown(title, source, protocol, results, notes=""):
 def parse_args(description):
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="bundled data, gene subsets, few sizes: seconds")
-    p.add_argument("-o", "--output", default=None, help="Markdown file to write (default: beside the script)")
+    p.add_argument("-o", "--output", default=None,
+                   help="Markdown file to write (default: beside the script; --quick: a *_quick.md there, so the "
+                        "committed full-run table stays)")
     return p.parse_args()
 
 
@@ -188,4 +190,5 @@ def main(spec):
     args = parse_args(spec["title"])
     results = run(spec, args.quick)
     text = markdown(spec["title"], spec["source"], spec["protocol"], results, spec.get("notes", ""))
-    return write(text, args.output, spec["output"])
+    name = spec["output"].replace(".md", "_quick.md") if args.quick else spec["output"]
+    return write(text, args.output, name)
