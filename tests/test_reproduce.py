@@ -68,3 +68,19 @@ def test_quick_run_without_output_keeps_the_committed_full_run_table(monkeypatch
     monkeypatch.setattr(sys, "argv", ["paper_000_qpfs.py"])
     common.main(paper)
     assert written == [(None, "paper_000_qpfs_quick.md"), (None, "paper_000_qpfs.md")]
+
+
+def test_a_method_refused_on_a_dataset_is_reported_not_fatal(monkeypatch):
+    """Paper 001's full run stopped with a traceback on Colon: QPFS with MST CPX relevance (zero for every gene
+    there) is refused by the selector, and the whole reproduction died with it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reproduce_common_failures", REPRO / "_common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    paper = dict(datasets=[dict(name="Colon", data="colon", quick=True, cv=3, sizes=[5], paper={}, cite="",
+                                methods={"MaxRel": ("maxrel", {}), "bad": ("qpfs", {"alpha": -1.0})})])
+    (res,) = common.run(paper, quick=True)
+    assert set(res["ours"]["MaxRel"]) == {5} and res["ours"]["bad"] == {} and "alpha" in res["failures"]["bad"]
+    text = common.markdown("t", "s", "p", [res])
+    assert "| bad | – | – |" in text and "bad: not run, the selector refused these data:" in text

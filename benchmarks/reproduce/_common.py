@@ -57,12 +57,29 @@ def load(name, quick=False, n_genes_quick=150, seed=0):
     return X, y
 
 
-def error_table(X, y, methods, sizes, *, cv, repeats=1, classifier="linear_svm", refit_selection=False, seed=0):
-    """{method: {k: mean error %}} by :func:`bioqpfs.evaluate.error_curve` (selection once: the papers' protocol)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        df = evaluate.error_curve(X, y, methods, n_genes=sizes, cv=cv, repeats=repeats, classifier=classifier,
-                                  refit_selection=refit_selection, random_state=seed)
+def error_table(X, y, methods, sizes, *, cv, repeats=1, classifier="linear_svm", refit_selection=False, seed=0,
+                failures=None):
+    """{method: {k: mean error %}} by :func:`bioqpfs.evaluate.error_curve` (selection once: the papers' protocol).
+
+    ``failures``: a dict that receives ``{method: message}`` of the methods the selector refuses on these data (each
+    method then runs alone, on the same folds: the seed fixes them); without it a refusal is raised."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            df = evaluate.error_curve(X, y, methods, n_genes=sizes, cv=cv, repeats=repeats, classifier=classifier,
+                                      refit_selection=refit_selection, random_state=seed)
+    except ValueError:
+        if failures is None or len(methods) == 1:
+            raise
+        out = {}
+        for name, method in methods.items():
+            try:
+                out.update(error_table(X, y, {name: method}, sizes, cv=cv, repeats=repeats, classifier=classifier,
+                                       refit_selection=refit_selection, seed=seed))
+            except ValueError as exc:
+                failures[name] = str(exc)
+                out[name] = {}
+        return out
     out = {}
     for _, row in df.iterrows():
         out.setdefault(row["method"], {})[int(row["n_genes"])] = 100.0 * float(row["mean_error"])
@@ -115,6 +132,8 @@ def markdown(title, source, protocol, results, notes=""):
             for k in sizes:
                 cells += [_fmt(ours.get(m, {}).get(k)), _fmt(paper.get(m, {}).get(k))]
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        for m, message in ds.get("failures", {}).items():
+            lines += ["", f"{m}: not run, the selector refused these data: {message}"]
         if not paper:
             o_ours, mean_ours = _ordering({m: ours.get(m, {}) for m in ds["methods"]})
             lines += ["", "No printed numbers to compare with. Ordering by mean error (best first) -- ours: "
@@ -175,9 +194,10 @@ def run(spec, quick):
         if isinstance(cv, int) and np.bincount(y).min() < cv:  # stratified k-fold needs k samples per class
             cv = int(np.bincount(y).min())
             note += f" ({cv}-fold CV: the smallest class has {cv} samples)"
+        failures = {}
         ours = error_table(X, y, methods, sizes, cv=cv, repeats=1 if quick else ds.get("repeats", 1),
-                           classifier=ds.get("classifier", "linear_svm"))
-        res = dict(name=ds["name"] + note, ours=ours,
+                           classifier=ds.get("classifier", "linear_svm"), failures=failures)
+        res = dict(name=ds["name"] + note, ours=ours, failures=failures,
                    paper=ds["paper"], cite=ds["cite"], sizes=sizes, methods=list(methods))
         if ds.get("extra"):
             res["extra"] = ds["extra"](X, y)
