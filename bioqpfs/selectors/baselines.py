@@ -266,7 +266,7 @@ _PARAMS_DOC = """
     {y_doc}
     n_genes : int, optional
         Number of genes to select greedily (default :data:`DEFAULT_N_RANKED`, capped at the number of genes).
-    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         As in :func:`bioqpfs.qpfs`: mean +- sd 3 bins (QPFS section 2.5) by default.
     {n_bins}
     class_weight : {None, "balanced"}

@@ -269,9 +269,9 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
         by the other genes by weight; diagnostics add ``unpolished_qip_objective`` and ``n_swaps``.
         On 36 small random instances the top k reached the exhaustive optimum in 25 (worst 83%),
         polished in 36 (see :func:`sdp_cmi`).  Default False: the published ranking.
-    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", None}
-        How genes are discretised for the information measures (``None``: X holds codes; see
-        :func:`bioqpfs.measures.discretize`).  The paper used MDL on small data and equal-frequency
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
+        How genes are discretised for the information measures (``None``: X holds codes; ``"auto"``:
+        ``"zero_quantile"`` for zero-inflated data, else ``"mean_sd"``; see :func:`bioqpfs.measures.discretize`).  The paper used MDL on small data and equal-frequency
         bins on large data; the bioqpfs default is the QPFS mean +- sd 3-bin rule.
     {n_bins}
     class_weight : {None, "balanced"}
