@@ -44,6 +44,7 @@ from ._validation import check_base, check_labels, check_matrix, memory_guard, o
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import dask.array
     from numpy.typing import ArrayLike, DTypeLike
 
     from ._typing import MatrixLike
@@ -83,7 +84,7 @@ _UNSET = object()
 @doc_params(n_bins=N_BINS_DOC)
 @with_pass_memo
 def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins: int = 3, y: ArrayLike | None = None,
-               method: str | None = _UNSET) -> np.ndarray:
+               method: str | None = _UNSET) -> np.ndarray | dask.array.Array:
     """Discretise each gene into integer codes ``0..k-1`` (samples x genes, ``uint8``).
 
     Parameters
@@ -108,8 +109,9 @@ def discretize(X: MatrixLike, discretization: str | None = "mean_sd", *, n_bins:
 
     Returns
     -------
-    ndarray of uint8, shape (n_samples, n_genes)
-        Codes; bins left empty are removed, so gene g uses ``0..k_g-1``.
+    ndarray or dask Array of uint8, shape (n_samples, n_genes)
+        Codes; bins left empty are removed, so gene g uses ``0..k_g-1``.  For a Dask X, a Dask array of
+        the uint8 codes, chunked by samples (README "Dask").
     """
     if method is not _UNSET:
         import warnings

@@ -8,6 +8,7 @@ from .._anndata import check_use_raw, obs_column, selection_key
 from ._utils import check_save, finish, gene_columns, panel_genes
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Literal
 
     from anndata import AnnData
@@ -58,7 +59,7 @@ def _panel_data(adata, genes, groupby, layer, use_raw):
 
 
 
-def panel(adata: AnnData, key: str | None = None, groupby: str | None = None, *,
+def panel(adata: AnnData, key: str | None = None, groupby: str | Sequence[str] | None = None, *,
           kind: Literal["dotplot", "heatmap", "matrixplot"] = "dotplot", n_genes: int | None = None,
           show: bool | None = None, save: PathLike | None = None, **kwargs) -> dict[str, Axes] | None:
     """The panel's expression by group, through scanpy's dot plot / heat map / matrix plot.
