@@ -313,13 +313,13 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
         recipe's parameters can be overridden through ``**params``.
     n_genes : int, optional
         Panel size.
-    feature_names : sequence of str, optional
-        Gene names, one per column of X (in messages and ``Selection.genes``).
     random_state : int, numpy Generator or None, default 0
         Seed for every random choice the method makes: a non-negative integer (default 0, the same
         seeded default as every face: tl, CLI, R, estimators, evaluate, the selector functions), a
         NumPy Generator/RandomState, or None (unseeded).  Anything else (e.g. ``"abc"``, -1, 1.5) is an error for every method,
         also for the deterministic ones, which ignore a valid seed.
+    feature_names : sequence of str, optional
+        Gene names, one per column of X (in messages and ``Selection.genes``).
     progress : bool, optional
         Progress bars (tqdm, stderr) for steps longer than a second: ``True``, ``False``, or ``None``
         (default): on when ``scanpy.settings.verbosity`` is info or higher (:mod:`bioqpfs._progress`).

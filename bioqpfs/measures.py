@@ -319,10 +319,9 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
     X : array-like or sparse, shape (n_samples, n_genes)
         Expression (continuous for ``"hall"`` and the MST kinds; for ``"mi"`` discretised by
         ``discretization``, or integer codes with ``discretization=None``).
-    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
-        As in :func:`mutual_information` (``"mi"`` only; the other kinds warn when it or ``n_bins`` is given, and
-        refuse an ``n_bins`` that no rule could use, as ``"mi"`` does).
-    {n_bins}
+    y : array-like or pandas Series
+        Class labels; a Series is matched to the samples by index when X is a DataFrame
+        (see :func:`bioqpfs._validation.check_labels`).
     kind : {"mi", "hall", "mst", "mst_cpx"}
         ``"mi"``: F_i = I(X_i; C) on the discretised gene (``discretization``; ``None`` if X holds
         codes).  ``"hall"``: QPFS section 2.1, F_i = sum_k p(K=k) |rho(v_i, 1[K=k])| on continuous X.
@@ -335,9 +334,10 @@ def relevance(X: MatrixLike, y: ArrayLike, *, kind: str = "mi", base: float = 2,
         f = 0 case: see :mod:`bioqpfs._kernels.mst`.
     base : float
         Logarithm base of ``"mi"`` (2: bits), a finite number > 1.
-    y : array-like or pandas Series
-        Class labels; a Series is matched to the samples by index when X is a DataFrame
-        (see :func:`bioqpfs._validation.check_labels`).
+    discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
+        As in :func:`mutual_information` (``"mi"`` only; the other kinds warn when it or ``n_bins`` is given, and
+        refuse an ``n_bins`` that no rule could use, as ``"mi"`` does).
+    {n_bins}
     class_weight : {None, "balanced"}
         For ``"mi"``: ``"balanced"`` counts every sample with weight ``N / (C n_c)`` so that every class
         weighs the same (a uniform class prior; see

@@ -103,12 +103,12 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
     n_genes : int or "auto"
         Panel size, or ``"auto"``: the one-SE size of a cross-validated error curve of the method, as in
         :func:`bioqpfs.tl.select_genes` (the choice and the curve go to the record's ``n_genes_auto``).
-    key_added, random_state, **params
-        As in :func:`bioqpfs.tl.select_genes`: the method's parameters, and its ``backend`` (``"auto"`` /
-        ``"cpu"`` / ``"gpu"``: where the counts are made), ``n_jobs``, ``progress``.
     assay : str, optional
         The assay to select from (default ``logcounts`` for a SingleCellExperiment, as the R package's
         ``assay.type``; the first for a SummarizedExperiment; ``exprs`` for an ExpressionSet).
+    key_added, random_state, **params
+        As in :func:`bioqpfs.tl.select_genes`: the method's parameters, and its ``backend`` (``"auto"`` /
+        ``"cpu"`` / ``"gpu"``: where the counts are made), ``n_jobs``, ``progress``.
     block : str or sequence or R vector, optional
         The batch (donor, study, plate) of every sample, as a colData (pData) column name or one value per
         sample: batch-aware statistics, :func:`bioqpfs.tl.select_genes`'s ``batch_key`` (scran's and the R

@@ -269,10 +269,10 @@ _PARAMS_DOC = """
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         As in :func:`bioqpfs.qpfs`: mean +- sd 3 bins (QPFS section 2.5) by default.
     {n_bins}
-    class_weight : {None, "balanced"}
-        As in :func:`bioqpfs.qpfs`: ``"balanced"`` weighs every class equally in every MI term.
     base : float
         Logarithm base of MI (does not change the selection).
+    class_weight : {None, "balanced"}
+        As in :func:`bioqpfs.qpfs`: ``"balanced"`` weighs every class equally in every MI term.
     preselected : sequence of str or int, optional
         Forced genes (names need ``feature_names``): the greedy search starts from S = these genes, in the
         given order, and adds the rest given them -- every sum over S in the criterion includes them, exactly

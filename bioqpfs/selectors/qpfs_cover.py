@@ -191,9 +191,6 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     class_weight : {"balanced", None}
         ``"balanced"`` (default): every class counts equally in Q, and in F_c class c weighs as much as all the
         other samples (a type of 8 cells is as visible as one of 240); ``None``: empirical frequencies.
-    {batch_doc}
-        With batches, the one-vs-rest F_c is ``sum_b w_b F_c,b`` and "higher in class c" is the batch-weighted
-        within-batch difference of the means (:func:`~bioqpfs.selectors._common.higher_in_class`).
     base : float
         Logarithm base of MI (does not change the ranking).
     solver : {"auto", "quadprog", "active_set", "spg"}
@@ -212,6 +209,9 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
         (:func:`bioqpfs.selectors._qp.solve_qpfs`: the forced genes hold the total weight ``|P| / n_genes``, and the
         rest is the QPFS problem over the remaining genes with F_c shifted by their redundancy with the forced
         panel), and the round-robin runs over the remaining genes.  ``n_genes`` counts the forced genes.
+    {batch_doc}
+        With batches, the one-vs-rest F_c is ``sum_b w_b F_c,b`` and "higher in class c" is the batch-weighted
+        within-batch difference of the means (:func:`~bioqpfs.selectors._common.higher_in_class`).
     random_state : ignored
         The method is deterministic (accepted for a uniform interface).
     feature_names : sequence of str, optional

@@ -271,14 +271,10 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
         polished in 36 (see :func:`sdp_cmi`).  Default False: the published ranking.
     discretization : {"mean_sd", "quantile", "zero_quantile", "mdl", "auto", None}
         How genes are discretised for the information measures (``None``: X holds codes; ``"auto"``:
-        ``"zero_quantile"`` for zero-inflated data, else ``"mean_sd"``; see :func:`bioqpfs.measures.discretize`).  The paper used MDL on small data and equal-frequency
-        bins on large data; the bioqpfs default is the QPFS mean +- sd 3-bin rule.
+        ``"zero_quantile"`` for zero-inflated data, else ``"mean_sd"``; see :func:`bioqpfs.measures.discretize`).
+        The paper used MDL on small data and equal-frequency bins on large data; the bioqpfs default is the QPFS
+        mean +- sd 3-bin rule.
     {n_bins}
-    class_weight : {None, "balanced"}
-        ``"balanced"`` (beyond the paper): every class counts equally in every I(X_i; C | X_j), a
-        uniform class prior (weighted counts; :func:`bioqpfs.qpfs`).
-    {batch_doc}
-        Here Q_ij = sum_b w_b I_b(X_i; C | X_j) (exact SPEC_CMI only; with Nystrom it is an error).
     base : float
         Logarithm base (2: bits; the ranking does not depend on it).
     dtype : numpy dtype, optional
@@ -291,11 +287,16 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
         Eigensolver tolerance (0: machine precision).
     n_error_rows : int
         Nystrom only: rows of Q computed exactly to estimate ||Q - Q_hat||_F.
+    class_weight : {None, "balanced"}
+        ``"balanced"`` (beyond the paper): every class counts equally in every I(X_i; C | X_j), a
+        uniform class prior (weighted counts; :func:`bioqpfs.qpfs`).
     preselected : sequence of str or int, optional
         Forced genes (names need ``feature_names``), ranked first in the given order; the rest is the
         dominant eigenvector of QIP_CMI given them, ``Q' = Q_RR + 2 diag(Q_RP 1)`` on the other genes (module
         docstring: the exact conditioning of the 0-1 problem, then the paper's relaxation).  Each forced gene's
         weight is the largest weight of the rest.  With ``polish`` the forced genes are never swapped out.
+    {batch_doc}
+        Here Q_ij = sum_b w_b I_b(X_i; C | X_j) (exact SPEC_CMI only; with Nystrom it is an error).
     {random_state}
         Nystrom row sampling; exact SPEC_CMI is deterministic.
     feature_names : sequence of str, optional
@@ -456,6 +457,9 @@ def spec_cmi_nystrom(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None,
     ----------
     nystrom_rate : float in (0, 1]
         gamma; the paper used 0.1-0.5 (0.2 in its large-data experiments, Fig. 2).
+    polish : bool
+        As in :func:`spec_cmi`: swaps on the exact x^T Q x, whose rows are computed on demand
+        (k rows, then one per swap; never M x M).
     n_error_rows : int
         Unsampled rows of Q computed exactly to estimate ``||Q - Q_hat||_F`` and its ratio to
         ``||Q||_F`` (diagnostics ``frobenius_error_estimate``, ``relative_frobenius_error_estimate``,
@@ -471,9 +475,6 @@ def spec_cmi_nystrom(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None,
         docstring), with the section 3.4 dummy-variable rule when it mixes signs.
     {random_state}
         Row sampling (and the choice of error rows).
-    polish : bool
-        As in :func:`spec_cmi`: swaps on the exact x^T Q x, whose rows are computed on demand
-        (k rows, then one per swap; never M x M).
 
     Other parameters and the result are as in :func:`spec_cmi`; diagnostics add ``r`` (rows
     sampled), ``k_tilde`` (eigenpairs of Q_hat kept), ``rank_tol``, ``nystrom_rank_A``, the extreme
