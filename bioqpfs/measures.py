@@ -274,8 +274,8 @@ def _check_rows(rows, m):
 @with_pass_memo
 def entropy(Xd: MatrixLike, *, discretization: str | None = "mean_sd", n_bins: int = 3, base: float = 2,
             backend: str | None = None) -> np.ndarray:
-    """Entropy H(X_i) of every gene's codes (``base``: a finite number > 1; 2 gives bits; ``backend`` as
-    in :func:`mutual_information`)."""
+    """Entropy H(X_i) of every gene's codes (``base``: a finite number > 1; 2 gives bits; ``discretization``,
+    ``n_bins`` and ``backend`` as in :func:`mutual_information`)."""
     base = check_base(base)
     return _info.entropies(_table(Xd, discretization, n_bins, what="entropy")) / np.log(base)
 
@@ -290,8 +290,8 @@ def conditional_mutual_information(Xd: MatrixLike, y: ArrayLike, *, discretizati
 
     This is the (asymmetric) SPEC_CMI matrix of Nguyen et al. 2014, eq. 17-18; its symmetric
     part ``(C + C.T) / 2`` is the SPEC_CMI Q.  Uses ``I(X_i; C | X_j) = H(C | X_j) - H(C | X_i, X_j)``
-    with class-wise co-occurrence counts (one GEMM per class and block).  ``base``, ``rows`` and
-    ``discretization``, ``dtype`` and ``backend`` as in :func:`mutual_information`; ``class_weight`` as in
+    with class-wise co-occurrence counts (one GEMM per class and block).  ``base``, ``rows``,
+    ``discretization``, ``n_bins``, ``dtype`` and ``backend`` as in :func:`mutual_information`; ``class_weight`` as in
     :func:`relevance`.
     """
     base = check_base(base)
