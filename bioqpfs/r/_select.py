@@ -100,7 +100,7 @@ def select_genes(robj, labels, *, method=None, n_genes=50, assay=None, key_added
         ``None`` (default): the default panel recipe :data:`bioqpfs.DEFAULT_PANEL`, stored under the key
         ``"bioqpfs"`` with ``params$preset = "default"``; a method name (``"qpfs"`` ...) runs that method
         with its published settings, stored under its name.  As in :func:`bioqpfs.tl.select_genes`.
-    n_genes : int or "auto"
+    n_genes : int or "auto", default 50
         Panel size, or ``"auto"``: the one-SE size of a cross-validated error curve of the method, as in
         :func:`bioqpfs.tl.select_genes` (the choice and the curve go to the record's ``n_genes_auto``).
     assay : str, optional

@@ -236,7 +236,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         ``None`` (default): the benchmarked default panel recipe, :data:`bioqpfs.DEFAULT_PANEL` (README
         "Panel quality"); its parameters can be overridden through ``**method_params``.  A method name
         from :func:`bioqpfs.methods` (``"qpfs"`` ...) runs that method with its published settings.
-    n_genes : int or "auto"
+    n_genes : int or "auto", default 50
         Panel size: the top ``n_genes`` ranked genes get ``<key>_selected = True``.  ``"auto"``:
         choose it by cross-validation first -- :func:`bioqpfs.evaluate.error_curve` of this method
         with these parameters on this AnnData (the selection refit inside every training fold) over
