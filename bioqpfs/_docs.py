@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 #: the batch-aware statistics of every selector that takes ``batch=`` (:class:`bioqpfs.selectors._common.Batches`)
 BATCH_DOC = """
 batch : array-like of shape (n_samples,), optional
-    Batch (donor, study, plate) of every sample: batch-aware statistics (:class:`Batches`).  Every
-    information measure is estimated within each batch b and averaged, ``Q_ij = sum_b w_b I_b(X_i; X_j)``,
+    Batch (donor, study, plate) of every sample: batch-aware statistics
+    (:class:`~bioqpfs.selectors._common.Batches`).  Every information measure is estimated within each batch b
+    and averaged, ``Q_ij = sum_b w_b I_b(X_i; X_j)``,
     ``F_i = sum_b w_b I_b(X_i; C)`` (conditional MI likewise): stratified estimation as in mRMRe's
     ``strata`` (De Jay et al., Bioinformatics 2013).  With ``w_b = n_b / N`` this is the information given
     the batch, I(X_i; X_j | B), so a gene that differs between batches only (and so between classes spread

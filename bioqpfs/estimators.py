@@ -359,7 +359,7 @@ class QPFSSelector(BioQPFSSelector):
     psd_fix : str, default=None
         How an indefinite Q is made convex (recorded in ``selection_.diagnostics``); ``None``: the
         method's own default -- ``"none"`` for :func:`bioqpfs.qpfs` (the QP as published), ``"shift"`` for
-        :func:`bioqpfs.eqpfs` (it was forced to ``"none"`` there).
+        :func:`~bioqpfs.selectors.eqpfs.eqpfs`.
     nystrom_rate : float in (0, 1], default=None
         QPFS + Nystrom with this row-sampling rate p (section 2.2); ``None``: exact Q.
     preselected : array-like of int or str, int or str, default=None

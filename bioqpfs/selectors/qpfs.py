@@ -208,8 +208,8 @@ def qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, similarity:
         the extension B^T A^-1 B blew up (relative error 6 instead of 0.47 at M=20,000, p=0.1).
         Hence with p = 1 Q_hat is Q without its eigenvalues <= |lambda_min(Q)| (Q itself when PSD).
     nystrom_qp : {"auto", "subspace", "lowrank"}
-        ``"auto"``: "subspace" while k~ <= :data:`NYSTROM_SUBSPACE_MAX`, "lowrank" beyond (which one
-        ran is in ``diagnostics["nystrom_qp"]``).
+        ``"auto"``: "subspace" while k~ <= :data:`~bioqpfs.selectors.qpfs_nystrom.NYSTROM_SUBSPACE_MAX` (300),
+        "lowrank" beyond (which one ran is in ``diagnostics["nystrom_qp"]``).
         ``"subspace"`` (as published, eq. 5): quadprog on y in R^k~ with the M + 1 constraints
         ``U y >= 0, 1^T U y = 1``, x = U y; x is confined to the span of the k~ eigenvectors.
         ``"lowrank"``: the same Q_hat = U Lambda U^T in x-space, solved by the large-scale solver on
