@@ -95,6 +95,17 @@ class Selection:
     feature_names : ndarray or None
         Gene names in input order, when known (``feature_names=``, the columns of a pandas
         DataFrame given to :func:`bioqpfs.select`, ``var_names`` through :func:`bioqpfs.tl.select_genes`).
+    extra_columns : dict
+        Method-specific per-gene columns (name -> array in input order, e.g. the greedy selectors'
+        ``greedy_score``), added by :meth:`to_frame` and stored in ``.var`` by :func:`bioqpfs.tl.select_genes`.
+    n_features : int
+        (property) Number of input genes, ``weights.size``.
+    selected : ndarray of int
+        (property) Indices of the panel, best first: ``ranking[:n_genes]`` (every ranked gene if ``n_genes`` is None).
+    selected_mask : ndarray of bool
+        (property) One entry per input gene, True for the panel.
+    rank : ndarray of float
+        (property) 1-based rank of every input gene, NaN for genes the method did not rank.
     genes : ndarray of str
         (property) Names of the panel, best first: ``feature_names[selected]``.
     ranked_genes : ndarray of str
@@ -129,6 +140,7 @@ class Selection:
 
     @property
     def n_features(self) -> int:
+        """Number of input genes (``weights.size``)."""
         return self.weights.size
 
     @property
@@ -138,6 +150,7 @@ class Selection:
 
     @property
     def selected_mask(self) -> np.ndarray:
+        """One boolean per input gene, True for the panel (:attr:`selected`)."""
         mask = np.zeros(self.n_features, dtype=bool)
         mask[self.selected] = True
         return mask
@@ -166,7 +179,8 @@ class Selection:
         """Names of every ranked gene, best first (``feature_names[ranking]``); an error when names are unknown."""
         return self._names_of(self.ranking, "ranked_genes")
 
-    def selected_names(self):
+    def selected_names(self) -> list[str]:
+        """Names of the panel, best first, as a list; the indices as text when the names are unknown."""
         if self.feature_names is None:
             return [str(i) for i in self.selected]
         return [str(self.feature_names[i]) for i in self.selected]
