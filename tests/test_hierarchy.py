@@ -441,3 +441,18 @@ def test_levels_on_a_dask_x_and_a_backed_anndata_equal_in_memory(tmp_path):
                             chunk_size=40)
     assert list(backed.uns["qpfs"]["selected"]) == list(adata.uns["qpfs"]["selected"])
     np.testing.assert_allclose(backed.var["qpfs_weight"], adata.var["qpfs_weight"], rtol=0, atol=1e-12)
+
+
+# ---- a row of labels is one level ---------------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["qpfs", "maxrel", "spec_cmi", "ldfs"])
+def test_a_row_of_labels_is_one_level_not_one_level_per_sample(method):
+    """``y`` of shape (1, n_samples) is one row of labels, as check_labels reads it (it flattens a row or a
+    column alike): it used to be taken for n_samples hierarchical levels, so the methods without levels refused
+    "hierarchical labels (60 levels)" and those with levels "y level 'level 0' has 1 entries"."""
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 20)
+    X = rng.normal(size=(60, 12)) + np.outer(y == 2, rng.random(12) * 2)
+    flat = bioqpfs.select(X, y, method=method, n_genes=4)
+    row = bioqpfs.select(X, y[None, :], method=method, n_genes=4)
+    np.testing.assert_array_equal(row.ranking, flat.ranking)
+    np.testing.assert_array_equal(row.weights, flat.weights)

@@ -108,11 +108,15 @@ def prepare(X, y, feature_names=None):
 
 
 def label_levels(y):
-    """Columns of a 2-D ``y`` (hierarchical labels), 1 for 1-D labels."""
+    """Columns of a 2-D ``y`` (hierarchical labels), 1 for 1-D labels.
+
+    A 2-D ``y`` of one row, shape (1, n_samples), is one row of labels, not n_samples levels: 1, as
+    :func:`bioqpfs._validation.check_labels` reads it (it flattens a row or a column of labels alike).
+    """
     shape = getattr(y, "shape", None)
     if shape is None:
         shape = np.shape(np.asarray(y, dtype=object)) if isinstance(y, (list, tuple)) else ()
-    return int(shape[1]) if len(shape) == 2 else 1
+    return int(shape[1]) if len(shape) == 2 and shape[0] != 1 else 1
 
 
 class Levels:
