@@ -215,3 +215,18 @@ def test_all_converged_is_false_when_a_solve_leaves_a_row_violating_the_optimali
         sel = bioqpfs.select(X, y, method="hsfs", n_genes=5)
     np.testing.assert_array_equal(sel.weights, plain.weights)
     assert sel.diagnostics["all_converged"] is False
+
+
+def test_ldfs_forced_gene_whose_row_grows_without_bound_still_gives_a_panel():
+    """A forced gene's row of W is left out of the penalty, and on these data (found by a fuzz of select() option
+    combinations: 67 samples x 13 genes, gene 10 preselected) L-BFGS-B let it grow until W^T S_T W + gamma I was
+    singular: numpy's bare "LinAlgError: Singular matrix" from deep inside the criterion.  Such a step now has an
+    infinite criterion, the search stays clear of it and LDFS gives a panel with the forced gene first."""
+    import os
+
+    data = np.load(os.path.join(os.path.dirname(__file__), "data", "ldfs_forced_row_diverges.npz"))
+    X, y = data["X"].astype(np.float64), data["y"]
+    sel = bioqpfs.select(X, y, method="ldfs", n_genes=5, preselected=[10])
+    assert sel.ranking[0] == 10
+    assert sorted(sel.ranking.tolist()) == list(range(X.shape[1]))
+    assert sel.selected.size == 5 and np.isfinite(sel.weights).all()

@@ -196,7 +196,14 @@ class LDAObjective:
             A = W.T @ STW
             A = 0.5 * (A + A.T) + self.gamma * np.eye(q)
         B = MW.T @ (self.pi[:, None] * MW)
-        Ainv = np.linalg.inv(A)
+        try:
+            if not np.isfinite(A).all():
+                raise np.linalg.LinAlgError("W^T S_T W overflows")
+            Ainv = np.linalg.inv(A)
+        except np.linalg.LinAlgError:
+            # an unpenalised (forced) row of W can grow without bound, as J(cW) still improves with c, until
+            # W^T S_T W + gamma I overflows or is singular: an infinite value keeps the line search away from there
+            return np.inf, np.zeros_like(W)
         Ainv = 0.5 * (Ainv + Ainv.T)
         f = -np.trace(Ainv @ B)
         SBW = self.M.T @ (self.pi[:, None] * MW)
