@@ -25,6 +25,7 @@ from .._io import to_storable
 from .._jit import announce_compilation
 from .._kernels.counting_dask import is_dask_array, pass_memo
 from .._registry import (
+    DASK_METHODS,
     batch_methods,
     check_levels_supported,
     extra_columns,
@@ -404,9 +405,12 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     with pass_memo(), _progress.requested(progress), _threads.limited(n_jobs), _device.requested(backend), \
             _device.mark_gpu_input(gpu_input), announce_compilation(logg.info) as jit:
         # checked here so that its errors (NaN, inf) name the matrix read, e.g. adata.layers['counts'], not "X";
-        # the selector's own check then finds it valid (a Dask X's pass over the chunks is kept in the memo)
-        Xm = check_matrix(Xm, name=matrix_name(layer, check_use_raw(adata, layer, use_raw)[0]),
-                          feature_names=genes[mask])
+        # the selector's own check then finds it valid (a Dask X's pass over the chunks is kept in the memo).  Not a
+        # Dask X for a method without a Dask path: select() reads it whole after the method's own checks (HSFS's
+        # sample limit), and checks it then
+        if not is_dask_array(Xm) or method in DASK_METHODS:
+            Xm = check_matrix(Xm, name=matrix_name(layer, check_use_raw(adata, layer, use_raw)[0]),
+                              feature_names=genes[mask])
         y = labels if isinstance(labels, pd.DataFrame) else \
             labels.to_numpy() if not isinstance(labels.dtype, pd.CategoricalDtype) else labels.array
         sel = select(Xm, y,
