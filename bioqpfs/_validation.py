@@ -192,7 +192,7 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     if hasattr(X, "obs_names") and hasattr(X, "var_names"):
         raise TypeError(f"{name} is an AnnData; pass its matrix ({name}.X or a layer) with the labels, or call "
                         "bioqpfs.tl.select_genes(adata, groupby) to work on the AnnData itself")
-    from ._kernels.counting_dask import is_dask_array
+    from ._kernels.counting_dask import is_dask_array, memoized
 
     X = to_host(X)  # a cupy array / cupyx.scipy.sparse matrix: discretised on the CPU, counted where backend= says
     if is_dask_array(X):
@@ -240,7 +240,8 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     if X.ndim != 2:
         raise ValueError(f"{name} must be 2-D (samples x genes), got shape {X.shape}")
     _check_shape(X.shape, name, min_samples, feature_names)
-    if not np.isfinite(data).all():
+    # once per call for the same X (a face that checks X to name it in messages, then the selector's own check)
+    if not memoized("finite", X, lambda: bool(np.isfinite(data).all())):
         if sp.issparse(X):
             Xc = X.tocsc()
             bad_cols = np.unique(np.repeat(np.arange(X.shape[1]), np.diff(Xc.indptr))[~np.isfinite(Xc.data)])
