@@ -478,6 +478,8 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         cat = pd.Categorical(y)
     else:
         arr = np.asarray(y, dtype=object) if not isinstance(y, np.ndarray) else y
+        if not arr.dtype.isnative:   # big-endian ('>i8', e.g. read from a file): pandas' hash tables refuse it deep
+            arr = arr.astype(arr.dtype.newbyteorder("="))
         if arr.ndim != 1:
             arr = np.ravel(arr) if arr.ndim == 2 and 1 in arr.shape else arr
         if arr.ndim != 1:
