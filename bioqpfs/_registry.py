@@ -5,12 +5,10 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from . import _device, _progress, _threads
 from ._docs import BACKEND_DOC, doc_params
 from ._selection import Selection
-from ._validation import validate_random_state
+from ._validation import frame_feature_names, validate_random_state
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -353,7 +351,7 @@ def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: i
         )
     validate_random_state(random_state)
     if feature_names is None and hasattr(X, "columns") and hasattr(X, "index"):  # a DataFrame names its genes
-        feature_names = np.asarray(X.columns).astype(str)
+        feature_names = frame_feature_names(X.columns)
     gpu_input = _device.is_gpu_input(X)
     X = _whole_unless_dask_method(_device.to_host(X), method)
     with _progress.requested(progress), _threads.limited(n_jobs), _device.requested(backend), \

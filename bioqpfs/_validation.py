@@ -166,6 +166,19 @@ def gene_positions(genes, names, m, what):
     return idx
 
 
+def frame_feature_names(columns, name="X"):
+    """Gene names from a DataFrame's columns, as text; ``MultiIndex`` columns (one name made of several labels) are
+    refused naming the fix: ``np.asarray`` makes them tuples, which cannot be one name each (numpy failed with
+    "setting an array element with a sequence")."""
+    import pandas as pd
+
+    if isinstance(columns, pd.MultiIndex):
+        raise ValueError(f"{name} has MultiIndex columns ({columns.nlevels} levels, e.g. {columns[0]!r}), but each "
+                         f"gene needs one name: flatten them ({name}.columns = {name}.columns.map('_'.join) for text "
+                         f"levels, or {name}.columns.get_level_values(0)), or pass feature_names=")
+    return np.asarray(columns).astype(str)
+
+
 def _check_shape(shape, name, min_samples, feature_names):
     """A 2-D X's shape against what every method needs: a gene, ``min_samples`` samples, one name per gene."""
     n, m = shape

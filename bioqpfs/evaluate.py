@@ -39,6 +39,7 @@ from ._validation import (
     check_labels,
     check_matrix,
     check_positive_int,
+    frame_feature_names,
     gene_list,
     gene_positions,
     memory_guard,
@@ -160,7 +161,7 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
             raise ValueError(f"labels={labels!r} is {what}, which needs an AnnData; pass the label array")
         X, y, name = data, labels, "X"
         if feature_names is None and isinstance(X, pd.DataFrame):  # as bioqpfs.select: the columns name the genes
-            feature_names = X.columns
+            feature_names = frame_feature_names(X.columns)
         names = None if feature_names is None else np.asarray(feature_names).astype(str)
         n_vars = np.shape(X)[1]
         mask = np.ones(n_vars, dtype=bool) if mask_var is None else np.asarray(mask_var)

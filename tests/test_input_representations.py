@@ -42,3 +42,16 @@ def test_big_endian_discrete_Yd_columns():
     native = measures.mutual_information(D, D[:, :2].astype(np.int32), discretization=None)
     big = measures.mutual_information(D, D[:, :2].astype(">i4"), discretization=None)
     np.testing.assert_array_equal(big, native)
+
+
+def test_multiindex_columns_are_refused_naming_the_fix():
+    # np.asarray(X.columns) made tuples of a MultiIndex: numpy's "setting an array element with a sequence"
+    import pandas as pd
+
+    X, codes = _data()
+    df = pd.DataFrame(X, columns=pd.MultiIndex.from_tuples([(f"g{j}", "x") for j in range(X.shape[1])]))
+    with pytest.raises(ValueError, match=r"MultiIndex columns.*feature_names="):
+        _select(df, codes)
+    names = [f"g{j}" for j in range(X.shape[1])]
+    np.testing.assert_array_equal(bioqpfs.select(df, codes, n_genes=4, feature_names=names).ranking,
+                                  bioqpfs.select(X, codes, n_genes=4).ranking)
