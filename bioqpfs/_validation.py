@@ -438,6 +438,12 @@ def align_series(y, sample_names, name):
                      "labels by the sample names (obs_names / DataFrame index), or pass a plain array in sample order")
 
 
+def dense_labels(y):
+    """A scipy.sparse ``y`` (a column or row of labels, or label levels) as its dense array -- label-sized, as
+    ``mutual_information``'s ``Yd``: ``np.asarray`` would wrap it in a 0-d object array; any other ``y`` as it is."""
+    return y.toarray() if sp.issparse(y) else y
+
+
 def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=None, check_continuous=True):
     """Validate class labels; return ``(codes, classes)`` with codes in ``0..C-1``.
 
@@ -486,6 +492,7 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         y = align_series(y, pd.Index(sample_names), name)
     if isinstance(y, (pd.Series, pd.Index)):
         y = y.array
+    y = dense_labels(y)
     explicit_categories = isinstance(y, pd.Categorical) or isinstance(getattr(y, "dtype", None), pd.CategoricalDtype)
     if explicit_categories:
         cat = pd.Categorical(y)

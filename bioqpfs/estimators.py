@@ -37,7 +37,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._kernels.counting_dask import csr_chunks, is_dask_array
 from ._registry import FAMILIES, check_levels_supported, family, method_function, methods, select
-from ._validation import check_labels, is_default_index, refuse_ambiguous_default_index, sample_names_of
+from ._validation import check_labels, dense_labels, is_default_index, refuse_ambiguous_default_index, sample_names_of
 from .selectors._common import label_levels
 
 __all__ = ["BioQPFSSelector", "QPFSSelector", "SpecCMISelector", "IKMQPFSSelector", "BaselineSelector"]
@@ -196,6 +196,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             raise ValueError("batch given both to fit(batch=...) and in method_params; give it once (fit's "
                              "batch= follows the samples through pipelines and cross-validation)")
         y, batch = _aligned_to_samples(X, y, batch)   # a Series/DataFrame matched by sample name, as select() does
+        y = dense_labels(y)   # a sparse column of labels: np.asarray would make it one object
         levels = None
         if label_levels(y) > 1:  # hierarchical labels: sklearn's checks see the finest level, the method every level
             check_levels_supported(self.method, y)

@@ -55,3 +55,31 @@ def test_multiindex_columns_are_refused_naming_the_fix():
     names = [f"g{j}" for j in range(X.shape[1])]
     np.testing.assert_array_equal(bioqpfs.select(df, codes, n_genes=4, feature_names=names).ranking,
                                   bioqpfs.select(X, codes, n_genes=4).ranking)
+
+
+@pytest.mark.parametrize("shape", ["column", "row"])
+def test_sparse_label_vector_is_its_dense_labels(shape):
+    # a sparse column/row of labels was refused as "y must be 1-D, got shape (n, 1)", a shape taken from a dense y
+    import scipy.sparse as sp
+
+    X, codes = _data()
+    y = sp.csr_matrix(codes[:, None] if shape == "column" else codes[None, :])
+    np.testing.assert_array_equal(_select(X, y).ranking, _select(X, codes).ranking)
+    np.testing.assert_array_equal(measures.relevance(X, y), measures.relevance(X, codes))
+
+
+def test_sparse_label_levels_and_estimator_y():
+    # a sparse y of two levels failed with an IndexError on a 0-d array; the estimator's fit with pandas'
+    # "unhashable type: 'csr_matrix'" from pandas' factorisation
+    import scipy.sparse as sp
+
+    from bioqpfs.estimators import QPFSSelector
+
+    X, codes = _data()
+    levels = np.stack([codes // 2, codes], axis=1)
+    np.testing.assert_array_equal(_select(X, sp.csr_matrix(levels)).ranking, _select(X, levels).ranking)
+    dense = QPFSSelector(n_features_to_select=4, random_state=0).fit(X, codes)
+    with warnings.catch_warnings():   # scikit-learn's DataConversionWarning for a column vector, as for a dense one
+        warnings.simplefilter("ignore")
+        sparse = QPFSSelector(n_features_to_select=4, random_state=0).fit(X, sp.csr_matrix(codes[:, None]))
+    np.testing.assert_array_equal(sparse.get_support(indices=True), dense.get_support(indices=True))

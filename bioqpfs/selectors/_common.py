@@ -60,6 +60,7 @@ from .._validation import (
     check_base,
     check_labels,
     check_matrix,
+    dense_labels,
     describe_indices,
     gene_list,
     gene_positions,
@@ -167,6 +168,7 @@ def check_levels(y, X, groupby_weights=None, *, warn=True):
     """
     import pandas as pd
 
+    y = dense_labels(y)
     n_levels = label_levels(y)
     if n_levels > 1:
         frame = y if isinstance(y, pd.DataFrame) else None
