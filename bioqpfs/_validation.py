@@ -176,7 +176,17 @@ def frame_feature_names(columns, name="X"):
         raise ValueError(f"{name} has MultiIndex columns ({columns.nlevels} levels, e.g. {columns[0]!r}), but each "
                          f"gene needs one name: flatten them ({name}.columns = {name}.columns.map('_'.join) for text "
                          f"levels, or {name}.columns.get_level_values(0)), or pass feature_names=")
-    return np.asarray(columns).astype(str)
+    names = np.asarray(columns).astype(str)
+    dup = pd.Index(names)[pd.Index(names).duplicated()].unique()
+    if len(dup):   # as tl.select_genes warns for var_names: the panel's names could not tell those genes apart
+        import warnings
+
+        warnings.warn(f"the columns of {name} are not unique ({len(dup)} repeated name(s): "
+                      f"{describe_indices(np.arange(len(dup)), dup)}); a panel gene with such a name is told apart "
+                      f"only by its position (Selection.selected), not by Selection.genes or selected_names(): make "
+                      f"them unique ({name}.columns = anndata.utils.make_index_unique({name}.columns))",
+                      UserWarning, stacklevel=user_stacklevel())
+    return names
 
 
 def _check_shape(shape, name, min_samples, feature_names):

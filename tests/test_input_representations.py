@@ -83,3 +83,18 @@ def test_sparse_label_levels_and_estimator_y():
         warnings.simplefilter("ignore")
         sparse = QPFSSelector(n_features_to_select=4, random_state=0).fit(X, sp.csr_matrix(codes[:, None]))
     np.testing.assert_array_equal(sparse.get_support(indices=True), dense.get_support(indices=True))
+
+
+def test_repeated_dataframe_columns_warn_as_var_names_do():
+    # select() on a DataFrame with repeated column names returned a panel named, e.g., [a, b, a] without a word;
+    # tl.select_genes warns for repeated var_names and the estimators refuse them
+    import pandas as pd
+
+    X, codes = _data()
+    df = pd.DataFrame(X, columns=["a", "b", "a"] + [f"g{j}" for j in range(3, X.shape[1])])
+    with pytest.warns(UserWarning, match=r"columns of X are not unique .*\ba\b.*make_index_unique"):
+        sel = bioqpfs.select(df, codes, n_genes=4, random_state=0)
+    np.testing.assert_array_equal(sel.ranking, bioqpfs.select(X, codes, n_genes=4, random_state=0).ranking)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        bioqpfs.select(pd.DataFrame(X), codes, n_genes=4, random_state=0)   # unique (default) columns: silent
