@@ -301,6 +301,16 @@ def _stored_end(ds):
                default=0)
 
 
+def read_if_on_disk(X):
+    """``X`` read into memory (:func:`read_backed`) when it is an on-disk matrix -- an h5py dataset, or anndata's
+    backed sparse ``CSRDataset``/``CSCDataset`` (``adata.X`` of ``read_h5ad(path, backed="r")``), which
+    ``np.asarray`` would wrap in a 0-d object array -- else ``X`` as it is."""
+    if hasattr(X, "to_memory") and hasattr(X, "shape") and hasattr(X, "format") or \
+            type(X).__module__.startswith("h5py"):
+        return read_backed(lambda: X)
+    return X
+
+
 def read_backed(get, filename=None):
     """Read a matrix of a backed (on-disk) AnnData into memory; refuse it when its file was cut short meanwhile.
 

@@ -215,9 +215,12 @@ def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samp
     if hasattr(X, "obs_names") and hasattr(X, "var_names"):
         raise TypeError(f"{name} is an AnnData; pass its matrix ({name}.X or a layer) with the labels, or call "
                         "bioqpfs.tl.select_genes(adata, groupby) to work on the AnnData itself")
+    from ._io import read_if_on_disk
     from ._kernels.counting_dask import is_dask_array, memoized
 
-    X = to_host(X)  # a cupy array / cupyx.scipy.sparse matrix: discretised on the CPU, counted where backend= says
+    # a cupy array / cupyx.scipy.sparse matrix: discretised on the CPU, counted where backend= says; an on-disk one
+    # (h5py dataset, anndata's backed CSRDataset) read whole, as the selectors need all of it
+    X = read_if_on_disk(to_host(X))
     if is_dask_array(X):
         return check_dask_matrix(X, name=name, feature_names=feature_names, allow_sparse=allow_sparse,
                                  min_samples=min_samples)

@@ -35,6 +35,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._io import read_if_on_disk
 from ._kernels.counting_dask import csr_chunks, is_dask_array
 from ._registry import FAMILIES, check_levels_supported, family, method_function, methods, select
 from ._validation import check_labels, dense_labels, is_default_index, refuse_ambiguous_default_index, sample_names_of
@@ -195,6 +196,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
         if batch is not None and "batch" in kwargs:
             raise ValueError("batch given both to fit(batch=...) and in method_params; give it once (fit's "
                              "batch= follows the samples through pipelines and cross-validation)")
+        X = read_if_on_disk(X)   # anndata's backed CSRDataset: scikit-learn's checks would see a 0-d object
         y, batch = _aligned_to_samples(X, y, batch)   # a Series/DataFrame matched by sample name, as select() does
         y = dense_labels(y)   # a sparse column of labels: np.asarray would make it one object
         levels = None
@@ -270,7 +272,7 @@ class BioQPFSSelector(SelectorMixin, BaseEstimator):
             The selected features of X, of X's type.
         """
         if not is_dask_array(X):
-            return super().transform(X)
+            return super().transform(read_if_on_disk(X))
         check_is_fitted(self)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}, but {type(self).__name__} is expecting {self.n_features_in_} "

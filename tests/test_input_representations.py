@@ -98,3 +98,27 @@ def test_repeated_dataframe_columns_warn_as_var_names_do():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         bioqpfs.select(pd.DataFrame(X), codes, n_genes=4, random_state=0)   # unique (default) columns: silent
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_backed_sparse_dataset_is_read_as_its_matrix(fmt, tmp_path):
+    # adata.X of a backed sparse h5ad (anndata's CSRDataset) was "X must be numeric, got dtype object" for select()
+    # and the measures (np.asarray wrapped it in a 0-d object array), "Expected 2D array, got scalar array" for fit
+    import anndata as ad
+    import scipy.sparse as sp
+
+    from bioqpfs.estimators import QPFSSelector
+
+    X, codes = _data()
+    ad.AnnData(getattr(sp, f"{fmt}_matrix")(X)).write_h5ad(tmp_path / "a.h5ad")
+    backed = ad.read_h5ad(tmp_path / "a.h5ad", backed="r")
+    try:
+        np.testing.assert_array_equal(_select(backed.X, codes).ranking, _select(X, codes).ranking)
+        np.testing.assert_array_equal(measures.relevance(backed.X, codes), measures.relevance(X, codes))
+        est = QPFSSelector(n_features_to_select=4, random_state=0).fit(backed.X, codes)
+        np.testing.assert_array_equal(est.get_support(indices=True),
+                                      QPFSSelector(n_features_to_select=4, random_state=0).fit(X, codes)
+                                      .get_support(indices=True))
+        assert est.transform(backed.X).shape == (X.shape[0], 4)
+    finally:
+        backed.file.close()
