@@ -513,6 +513,8 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
         arr = np.asarray(y, dtype=object) if not isinstance(y, np.ndarray) else y
         if not arr.dtype.isnative:   # big-endian ('>i8', e.g. read from a file): pandas' hash tables refuse it deep
             arr = arr.astype(arr.dtype.newbyteorder("="))
+        if arr.dtype == np.float16:   # pandas has no float16 index ("float16 indexes are not supported"): the
+            arr = arr.astype(np.float64)   # same values in float64, exactly
         if arr.ndim != 1:
             arr = np.ravel(arr) if arr.ndim == 2 and 1 in arr.shape else arr
         if arr.ndim != 1:

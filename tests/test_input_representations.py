@@ -122,3 +122,12 @@ def test_backed_sparse_dataset_is_read_as_its_matrix(fmt, tmp_path):
         assert est.transform(backed.X).shape == (X.shape[0], 4)
     finally:
         backed.file.close()
+
+
+def test_float16_labels_are_their_values():
+    # float16 labels (integer values) failed inside pandas: "float16 indexes are not supported"; non-integer ones
+    # the same way instead of the continuous-labels refusal
+    X, codes = _data()
+    np.testing.assert_array_equal(_select(X, codes.astype(np.float16)).ranking, _select(X, codes).ranking)
+    with pytest.raises(ValueError, match="continuous"):
+        _select(X, (codes + 0.5).astype(np.float16))
