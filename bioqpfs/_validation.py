@@ -72,9 +72,14 @@ def gene_list(value, what):
         raise TypeError(f"{what}: a {type(value).__name__} has no order, and the genes are ranked in the given order; "
                         "pass a list")
     try:
-        return list(value)
+        items = list(value)
     except TypeError:
         raise TypeError(f"{what} must be a list of gene names or integer positions, got {value!r}") from None
+    nested = [g for g in items if np.ndim(g) > 0 and not isinstance(g, (str, bytes))]
+    if nested:   # a 2-D array (a column of positions) or a list of lists: its rows are not genes
+        raise ValueError(f"{what}: got a nested list or a {np.ndim(value)}-D array (first entry {nested[0]!r}), but a "
+                         f"gene list is flat: one name or position per gene; pass np.ravel({what}) or a flat list")
+    return items
 
 
 def preselected_in_mask(preselected, mask, names=None, space="adata.var"):

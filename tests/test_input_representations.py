@@ -131,3 +131,13 @@ def test_float16_labels_are_their_values():
     np.testing.assert_array_equal(_select(X, codes.astype(np.float16)).ranking, _select(X, codes).ranking)
     with pytest.raises(ValueError, match="continuous"):
         _select(X, (codes + 0.5).astype(np.float16))
+
+
+def test_a_column_of_preselected_positions_is_refused_as_nested():
+    # preselected=np.array([[5], [7]]) was refused as "gene names given but no feature_names to look them up in"
+    X, codes = _data()
+    for nested in (np.array([[5], [7]]), [[5], [7]]):
+        with pytest.raises(ValueError, match=r"preselected: got a nested list or a 2-D array.*np.ravel"):
+            bioqpfs.select(X, codes, n_genes=4, preselected=nested)
+    np.testing.assert_array_equal(bioqpfs.select(X, codes, n_genes=4, preselected=np.ravel([[5], [7]])).selected[:2],
+                                  [5, 7])
