@@ -193,7 +193,7 @@ def _separator(path):
 _MISSING_IDS = ("", "na", "n/a", "#n/a", "nan", "null", "none", "<na>")
 
 
-def _read_delimited(path, what):
+def _read_delimited(path, what, text=()):
     """Read a CSV/TSV with the first column as index; duplicated column or row names are an error.
 
     pandas would silently rename a repeated header ``g0`` to ``g0.1``, so the header is read raw.  The first
@@ -201,7 +201,9 @@ def _read_delimited(path, what):
     row without a name, or a first column of non-integer numbers (a table saved without row names, its first gene
     or sample taken as the names), is refused.  A header one field shorter than the lines (R's ``write.table``)
     names the columns after the row names; a delimiter at the end of every line is named.
-    ``what`` names the rows and columns for the message, e.g. ``("samples", "genes")``.
+    ``what`` names the rows and columns for the message, e.g. ``("samples", "genes")``.  The columns named in
+    ``text`` (or every column, for ``text=True``) are read as text, not numbers: class labels and batches are
+    names, so ``1``, ``01`` and ``1.0`` stay three labels (an empty field or ``NA`` is still missing).
     """
     import numpy as np
     import pandas as pd
@@ -224,8 +226,17 @@ def _read_delimited(path, what):
                     raise ValueError(f"{path} is {name}-separated, but its name says {own}-separated; rename it "
                                      f"to {'.tsv' if sep == ',' else '.csv'} (or re-save it with "
                                      f"{'commas' if sep == ',' else 'tabs'})")
+        as_text = {0: str}
+        if text is True or text:
+            try:  # line 2's field count: one more than the header's for R's write.table (no field for row names)
+                width = pd.read_csv(path, sep=sep, header=None, skiprows=1, nrows=1, dtype=str).shape[1]
+            except pd.errors.EmptyDataError:
+                width = len(header)
+            names = ["", *header] if width == len(header) + 1 else header
+            as_text.update({i: str for i, c in enumerate(names)
+                            if i and (text is True or c in text)})
         try:
-            body = pd.read_csv(path, sep=sep, header=None, skiprows=1, dtype={0: str})
+            body = pd.read_csv(path, sep=sep, header=None, skiprows=1, dtype=as_text)
         except pd.errors.EmptyDataError:  # a header without lines
             body = pd.DataFrame(columns=range(len(header)))
         if len(body):  # the row names as written: no NA conversion, no number parsing
@@ -297,8 +308,10 @@ def _read_table(args):
     if args.orientation is None:
         raise ValueError("a CSV/TSV input needs --orientation samples-by-genes or genes-by-samples")
     rows_cols = ("samples", "genes") if args.orientation == "samples-by-genes" else ("genes", "samples")
-    df = _read_delimited(args.input, rows_cols)
     levels = _levels(args)
+    # a samples-by-genes table may hold the label and batch columns: names, read as text
+    df = _read_delimited(args.input, rows_cols, text=[*levels, getattr(args, "batch_key", None)]
+                         if args.orientation == "samples-by-genes" else ())
     repeated = sorted({c for c in levels if levels.count(c) > 1})
     if repeated:  # as for an .h5ad (a second pop of the table's column failed with a bare KeyError)
         raise ValueError(f"--groupby lists column(s) {', '.join(map(repr, repeated))} more than once; give each "
@@ -307,7 +320,7 @@ def _read_table(args):
     batch_key = getattr(args, "batch_key", None)
     lab = None
     if args.labels is not None:
-        lab = _read_delimited(args.labels, ("sample ids", "columns"))
+        lab = _read_delimited(args.labels, ("sample ids", "columns"), text=True)
         if args.orientation == "samples-by-genes":  # the table's own label columns would be read as genes
             both = [c for c in [*levels, *([batch_key] if batch_key in lab.columns else [])] if c in df.columns]
             if both:

@@ -624,3 +624,48 @@ def test_preselected_directory_is_named_as_one(h5ad, tmp_path, capsys):
         rc, err = _main(capsys, "select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "2",
                         "--preselected", value, "--quiet", "-o", str(tmp_path / "o.h5ad"))
         assert rc == 1 and f"--preselected {value} is a directory" in err, err
+
+
+def test_table_labels_are_names_not_numbers(tmp_path):
+    """Before: the label column (of --labels, or of a samples-by-genes table) and the batch column were parsed as
+    numbers: the labels 01 and 02 came out as the classes 1 and 2, and 1, 01 and 1.0 were silently one class.
+    They are read as text now (the second is refused, as by the Python faces, naming the spellings); numeric
+    labels still give the panel, the expression values stay numbers."""
+    rng = np.random.default_rng(5)
+    n = 36
+    X = rng.normal(size=(n, 5))
+    samples = [f"s{i}" for i in range(n)]
+    df = pd.DataFrame(X, index=samples, columns=[f"g{j}" for j in range(5)])
+    df.T.to_csv(tmp_path / "gxs.tsv", sep="\t")
+
+    def faces(y, name):
+        batch = [f"0{(i // 3) % 2}" for i in range(n)]
+        with open(tmp_path / f"{name}_labels.csv", "w") as f:  # by hand: the values exactly as a user's file
+            f.write("id,cls,batch\n" + "".join(f"{s},{c},{b}\n" for s, c, b in zip(samples, y, batch)))
+        with open(tmp_path / f"{name}.csv", "w") as f:
+            f.write(",cls,batch," + ",".join(df.columns) + "\n" + "".join(
+                f"{s},{c},{b}," + ",".join(str(float(v)) for v in row) + "\n" for s, c, b, row in zip(samples, y, batch, X)))
+        for i, (table, orientation, extra) in enumerate((
+                ("gxs.tsv", "genes-by-samples", ["--labels", str(tmp_path / f"{name}_labels.csv")]),
+                (f"{name}.csv", "samples-by-genes", []))):
+            out = tmp_path / f"{name}{i}.h5ad"
+            yield run("select", str(tmp_path / table), "--orientation", orientation, *extra, "--groupby", "cls",
+                      "--batch-key", "batch", "--method", "qpfs", "--n-genes", "2", "-o", str(out), "--quiet"), out
+
+    y = np.array(["01", "02"])[np.arange(n) % 2]
+    X[:, 3] += 3 * (y == "02")
+    df.loc[:, :] = X
+    df.T.to_csv(tmp_path / "gxs.tsv", sep="\t")
+    for r, out in faces(y, "padded"):
+        assert r.returncode == 0, r.stderr
+        b = ad.read_h5ad(out)
+        assert list(b.obs["cls"].cat.categories) == ["01", "02"] and list(b.obs["cls"].astype(str)) == list(y)
+        assert list(b.obs["batch"].cat.categories) == ["00", "01"]
+        assert b.X.dtype.kind == "f" and b.uns["qpfs"]["selected"][0] == "g3"
+    for r, out in faces(np.array(["1", "01", "1.0"])[np.arange(n) % 3], "spelled"):
+        assert r.returncode == 1 and "the same class is written in different ways ('01' and '1' and '1.0')" in r.stderr, r.stderr
+        assert not out.exists()
+    for r, out in faces((y == "02").astype(int).astype(str), "numeric"):  # 0 and 1: names "0" and "1"
+        assert r.returncode == 0, r.stderr
+        b = ad.read_h5ad(out)
+        assert list(b.obs["cls"].cat.categories) == ["0", "1"] and b.uns["qpfs"]["selected"][0] == "g3"
