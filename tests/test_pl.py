@@ -185,7 +185,7 @@ def test_scanpy_style_save_values_get_a_clear_error(adata):
 
 
 @pytest.mark.parametrize("plot", ["weights", "redundancy", "panel", "error_curve"])
-@pytest.mark.parametrize("save", ["w.xyz", 5, "a_directory"])
+@pytest.mark.parametrize("save", ["w.xyz", 5, "a_directory", "", " ", 0])
 def test_a_bad_save_fails_before_drawing(adata, tmp_path, monkeypatch, plot, save):
     """save= was checked only when the drawn figure was saved: the call failed after the work (redundancy's
     gene x gene matrix) and left its figure open (drawn under the error in a notebook)."""
@@ -200,6 +200,19 @@ def test_a_bad_save_fails_before_drawing(adata, tmp_path, monkeypatch, plot, sav
     with pytest.raises((TypeError, ValueError), match="save="):
         calls[plot]()
     assert plt.get_fignums() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_directory"]
+
+
+def test_an_empty_save_is_refused_and_false_writes_nothing(adata, tmp_path, monkeypatch):
+    """Before: save="" (e.g. an unset config value) drew the plot and wrote nothing, silently."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"save='' names no file, so nothing would be written.*save=None"):
+        pl.weights(adata, "qpfs", show=False, save="")
+    assert plt.get_fignums() == []
+    for off in (None, False, np.False_):
+        assert pl.weights(adata, "qpfs", show=False, save=off) is not None
+        plt.close("all")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_show_and_save(adata, tmp_path):

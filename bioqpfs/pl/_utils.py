@@ -46,17 +46,21 @@ def new_axes(ax, figsize):
 
 def check_save(save):
     """Refuse a ``save=`` that names no image file to write (a plot function calls it first: nothing is computed or
-    drawn for a call that would fail, and no figure is left open); a false ``save`` (``None``) writes nothing."""
+    drawn for a call that would fail, and no figure is left open); ``None`` or ``False`` writes nothing.  An empty
+    path (``save=""``) is refused, not read as "do not save": it names no file, so nothing would be written."""
     import os
 
     from matplotlib.backend_bases import FigureCanvasBase
 
-    if not save:
+    if save is None or (isinstance(save, (bool, np.bool_)) and not save):
         return
     if isinstance(save, bool) or not isinstance(save, (str, os.PathLike)):
         raise TypeError(f"save= is the path of the file to write (e.g. save='figures/weights.png'), got {save!r}; "
                         "scanpy's save=True / suffix convention is not used here")
     save = os.fspath(save)
+    if not save.strip():
+        raise ValueError(f"save={save!r} names no file, so nothing would be written; give the path of the file to "
+                         "write (e.g. save='figures/weights.png'), or save=None not to write one")
     if save.startswith(".") and os.path.splitext(save)[1] == "" and "/" not in save:   # ".png": a suffix alone
         raise ValueError(f"save={save!r} is a suffix alone; give the path of the file to write, e.g. "
                          f"save='figures/weights{save}' (scanpy's suffix convention is not used here)")
