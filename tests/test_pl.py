@@ -642,6 +642,38 @@ def test_panel_whose_genes_were_all_subset_away_says_so(adata):
     assert pl.redundancy(a, "qpfs", n_genes=3, show=False) is not None
 
 
+def test_panel_partly_subset_away_warns_naming_the_missing_genes(adata):
+    """Before: with some panel genes subset away (adata[:, genes]), pl.panel / pl.redundancy drew the genes left
+    without a word, as if the panel were smaller."""
+    panel = list(adata.uns["qpfs"]["selected"])
+    gone = [panel[1], panel[4]]
+    a = adata[:, [g for g in adata.var_names if g not in gone]].copy()
+    for plot in (pl.panel, pl.redundancy):
+        with pytest.warns(UserWarning, match=rf"2 of the 8 genes of the panel stored under 'qpfs' are not in "
+                                             rf"adata.var any more .*: {gone[0]}, {gone[1]}; drawing the 6 left"):
+            plot(a, "qpfs", show=False)
+    import warnings
+
+    with warnings.catch_warnings():   # the whole panel present, or n_genes= chosen: no warning
+        warnings.simplefilter("error")
+        pl.redundancy(adata, "qpfs", show=False)
+        pl.redundancy(a, "qpfs", n_genes=3, show=False)
+
+
+def test_error_curve_with_an_all_nan_score_refuses_or_warns():
+    """Before: a mean_<score> column of NaN only (a scoring that failed on every fold) drew an empty plot, and a
+    method whose scores were all NaN had a legend entry and no line, silently."""
+    t = pd.DataFrame({"method": ["a"] * 3 + ["b"] * 3, "n_genes": [2, 4, 6] * 2,
+                      "mean_error": [np.nan] * 3 + [0.3, 0.2, 0.1], "sd_error": 0.01, "scoring": "error"})
+    with pytest.raises(ValueError, match=r"column 'mean_error' has no finite value for method 'a' \(all NaN\): "
+                                         r"nothing to draw"):
+        pl.error_curve(t, methods=["a"], show=False)
+    assert plt.get_fignums() == []
+    with pytest.warns(UserWarning, match=r"column 'mean_error' has no finite value for method\(s\) 'a' \(all NaN\)"):
+        ax = pl.error_curve(t, show=False)
+    assert len(ax.lines) >= 2
+
+
 @pytest.mark.parametrize("kind", ["dotplot", "heatmap", "matrixplot"])
 def test_panel_draws_the_groups_present_when_a_category_has_no_cell(adata, kind):
     """A category no cell has (left by a cell subset, adata[adata.obs["class"] != "BL"] as a view or after

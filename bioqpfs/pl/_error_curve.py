@@ -94,6 +94,17 @@ def error_curve(df: pd.DataFrame, *, score: str | None = None, band: Literal["sd
         raise ValueError(f"method(s) {missing} not in df; present: {present}")
     if not methods or len(set(methods)) < len(methods):   # an empty plot, or a method drawn twice in two colours
         raise ValueError(f"methods must name each method to draw once, got {methods!r}; present: {present}")
+    column = pd.to_numeric(df[f"mean_{score}"], errors="coerce")
+    empty = [m for m in methods if not np.isfinite(column[df["method"] == m].to_numpy(dtype=float)).any()]
+    if empty == methods:   # every line would be blank: an empty plot, silently
+        raise ValueError(f"column 'mean_{score}' has no finite value for {'method' if len(empty) == 1 else 'methods'} "
+                         f"{', '.join(map(repr, empty))} (all NaN): nothing to draw; check that the scoring worked "
+                         "(error_curve's per-fold table, return_folds=True), or draw another score with score=")
+    if empty:
+        import warnings
+
+        warnings.warn(f"column 'mean_{score}' has no finite value for method(s) {', '.join(map(repr, empty))} "
+                      "(all NaN): they are in the legend but draw no line", UserWarning, stacklevel=2)
     ax = new_axes(ax, figsize)
     means = df[f"mean_{score}"].to_numpy(dtype=float)
     unit = bool(np.all((means[np.isfinite(means)] >= 0) & (means[np.isfinite(means)] <= 1)))  # a rate or a [0, 1] score

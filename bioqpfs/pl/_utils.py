@@ -27,6 +27,15 @@ def panel_genes(adata, key, n_genes):
                     "adata.var any more (genes subset away after select_genes); pass n_genes= for the top ranks "
                     "left, or run tl.select_genes again" if panel.size else "; pass n_genes=")
             raise ValueError(f"no gene is marked selected under {key!r}{gone}")
+        panel = np.atleast_1d(uns.get("selected", [])).astype(str)
+        gone = [g for g in panel if g not in set(genes.astype(str))]
+        if gone:   # a panel partly subset away: drawn with the genes left, said so
+            import warnings
+
+            shown = ", ".join(gone[:10]) + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")
+            warnings.warn(f"{len(gone)} of the {panel.size} genes of the panel stored under {key!r} are not in "
+                          f"adata.var any more (subset away after select_genes): {shown}; drawing the "
+                          f"{genes.size} left", UserWarning, stacklevel=3)
         return genes.astype(str)
     n_genes = check_positive_int(n_genes, "n_genes")
     if n_genes > len(df):
