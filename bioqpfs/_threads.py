@@ -33,10 +33,40 @@ def _max_threads():
     return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
 
+def _cores():
+    """The cores this process may run on (its CPU affinity), or numba's thread count where that is larger (a
+    ``NUMBA_NUM_THREADS`` set above the cores on purpose)."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(cores, _max_threads())
+
+
+_WARNED = set()
+
+
 def _check(n_jobs, name="n_jobs"):
+    """The worker count for a valid ``n_jobs``: -1 is every core; a count above the cores is capped at them, with a
+    warning once per (count, cores): the workers run CPU-bound kernels without the GIL, so threads beyond the cores
+    only wait, and ``n_jobs=10**6`` would start up to a million threads (one per gene range or block pair)."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or (n_jobs < 1 and n_jobs != -1):
         raise ValueError(f"{name} must be a positive integer or -1 (all cores), got {n_jobs!r}")
-    return _max_threads() if n_jobs == -1 else int(n_jobs)
+    if n_jobs == -1:
+        return _max_threads()
+    cores = _cores()
+    if n_jobs > cores:
+        if (int(n_jobs), cores) not in _WARNED:
+            _WARNED.add((int(n_jobs), cores))
+            import warnings
+
+            warnings.warn(f"{name}={int(n_jobs)} is more than the {cores} cores this process may use; using {cores} "
+                          "worker threads (more would only wait for a core). Pass n_jobs=-1 for every core",
+                          UserWarning, stacklevel=4)
+        return cores
+    return int(n_jobs)
 
 
 def resolve(n_jobs=None):

@@ -240,6 +240,36 @@ def test_faces_pass_n_jobs_to_the_counting_pool(data, monkeypatch, sc_jobs):
     assert seen and set(seen) == {1}
 
 
+def test_a_huge_n_jobs_is_capped_at_the_cores_with_one_warning(data, monkeypatch):
+    """n_jobs=10**6 was taken literally: the counting pool was made for a million workers and split the genes into
+    one range per gene, a thread each (threads beyond the cores only wait: the kernels are CPU bound, without the
+    GIL).  It is now capped at the cores this process may use, with one warning naming both numbers."""
+    import os
+    import warnings
+
+    X, y = data
+    monkeypatch.setattr(_threads, "_WARNED", set(), raising=False)   # warned once per process: start afresh
+    cores = max(len(os.sched_getaffinity(0)), numba.config.NUMBA_NUM_THREADS)
+    peak = []
+    real = info.run_ranges
+
+    def spy(func, ranges):   # one range per worker thread
+        peak.append(len(ranges))
+        real(func, ranges)
+
+    monkeypatch.setattr(info, "run_ranges", spy)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        big = bioqpfs.select(X, y, method="qpfs", n_genes=5, n_jobs=10**6).ranking
+        bioqpfs.select(X, y, method="qpfs", n_genes=5, n_jobs=10**6)
+    shown = [str(w.message) for w in record if "n_jobs" in str(w.message)]
+    assert shown == [f"n_jobs=1000000 is more than the {cores} cores this process may use; using {cores} worker "
+                     "threads (more would only wait for a core). Pass n_jobs=-1 for every core"]
+    assert _threads.resolve(10**6) == cores and _threads.resolve(cores) == cores
+    assert peak and max(peak) <= cores
+    np.testing.assert_array_equal(big, bioqpfs.select(X, y, method="qpfs", n_genes=5, n_jobs=cores).ranking)
+
+
 def test_a_failed_pool_run_restores_the_blas_threads(monkeypatch):
     """The pool lifted its one-BLAS-thread limit before waiting for the tasks still running after one failed; such a
     task limiting BLAS itself (qpfs_cover's class QP solves) then restored the one thread it had found, and the
