@@ -561,6 +561,10 @@ def _add_input_args(p, datasets):
     p.add_argument("--chunk-size", type=_chunk_size_arg, default=None, metavar="N",
                    help="samples per chunk when an .h5ad or .zarr is read lazily (default: as many as fit 128 MiB as "
                         "float64)")
+    p.add_argument("--n-jobs", type=_n_jobs_arg, default=None, metavar="N",
+                   help="worker threads, as n_jobs= in Python: a positive count, or -1 for every core (default: "
+                        "NUMBA_NUM_THREADS, i.e. every core); a count above the cores is capped at them, with a "
+                        "warning")
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
                    help="where the information measures count: 'gpu' on a CUDA GPU through cupy (pip install "
                         "'bioqpfs[gpu]'), 'cpu', or 'auto' (default: the GPU when cupy sees one and the data are "
@@ -605,6 +609,13 @@ def _positive_int_or(text, words, expected):
     if text.strip().lower() in words:
         return text.strip().lower()
     return _positive_int(text, f"expected {expected}")
+
+
+def _n_jobs_arg(text):
+    """``--n-jobs``: a positive integer or -1 (every core), as ``n_jobs=`` of the Python faces."""
+    if text.strip() == "-1":
+        return -1
+    return _positive_int(text, "--n-jobs must be a positive integer or -1 (all cores)")
 
 
 def _repeats_arg(text):
@@ -809,7 +820,7 @@ def _cmd_evaluate(args):
                                       use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                                       random_state=args.random_state, progress=not args.quiet,
                                       chunk_size=args.chunk_size, batch=args.batch_key, method_params=method_params,
-                                      backend=args.backend)
+                                      backend=args.backend, n_jobs=args.n_jobs)
         with atomic_outputs() as stage:  # the table and the plot together, or neither
             _write_table(df, args.output, stage(args.output))
             if args.plot:
@@ -853,7 +864,7 @@ def _cmd_select(args):
                             layer=args.layer, use_raw=_USE_RAW[args.use_raw], mask_var=args.mask_var,
                             batch_key=args.batch_key, key_added=args.key_added,
                             random_state=args.random_state, chunk_size=args.chunk_size, backend=args.backend,
-                            **params)
+                            n_jobs=args.n_jobs, **params)
         key = _registry.result_key(args.method, args.key_added)
         with atomic_outputs() as stage:  # -o, --tsv and --plot together, or none of them
             with _hdf5_write():

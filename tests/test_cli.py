@@ -669,3 +669,30 @@ def test_table_labels_are_names_not_numbers(tmp_path):
         assert r.returncode == 0, r.stderr
         b = ad.read_h5ad(out)
         assert list(b.obs["cls"].cat.categories) == ["0", "1"] and b.uns["qpfs"]["selected"][0] == "g3"
+
+
+def test_n_jobs_reaches_the_faces_and_is_checked(h5ad, tmp_path, monkeypatch, capsys):
+    """Before: the CLI had no --n-jobs (every Python face takes n_jobs): a shared machine could not be asked for
+    fewer worker threads.  It is passed to tl.select_genes and evaluate.error_curve; a bad count is a usage error."""
+    from bioqpfs import _threads, cli
+
+    seen = []
+    real = _threads.limited
+
+    def spy(n_jobs=None):
+        seen.append(n_jobs)
+        return real(n_jobs)
+
+    monkeypatch.setattr(_threads, "limited", spy)
+    rc = cli.main(["select", str(h5ad), "--groupby", "cls", "--method", "qpfs", "--n-genes", "3", "--quiet",
+                   "--n-jobs", "1", "-o", str(tmp_path / "a.h5ad")])
+    assert rc == 0 and seen and seen[0] == 1   # the face's count (inner calls pass None: keep the outer)
+    seen.clear()
+    rc = cli.main(["evaluate", str(h5ad), "--groupby", "cls", "--methods", "qpfs", "--n-genes", "2", "--cv", "2",
+                   "--quiet", "--n-jobs", "-1", "-o", str(tmp_path / "e.tsv")])
+    assert rc == 0 and seen and seen[0] == -1
+    assert cli._parser().parse_args(["select", "x.h5ad", "--groupby", "c", "-o", "o.h5ad"]).n_jobs is None
+    for bad in ("0", "-2", "1.5", "two"):
+        assert cli.main(["select", str(h5ad), "--groupby", "cls", "--n-jobs", bad, "-o", str(tmp_path / "b.h5ad")]) == 2
+        assert f"--n-jobs must be a positive integer or -1 (all cores), got '{bad}'" in capsys.readouterr().err
+    assert "--n-jobs N" in run("select", "--help").stdout
