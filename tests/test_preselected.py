@@ -134,6 +134,26 @@ def test_sdp_cmi_with_forced_genes_reaches_the_exhaustive_optimum_containing_the
     assert list(sel.ranking[:2]) == P
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_takes_a_panel_of_the_forced_genes_only(method):
+    """Before: sdp_cmi refused n_genes == len(preselected) ("no gene left to choose") while every other method
+    gave the forced genes as the panel and ranked the rest.  sdp_cmi now does too, ranking the rest as it
+    would add them (its relaxation for one more gene), with the panel's exact objective."""
+    X, y, names = _data(m=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sel = bioqpfs.select(X, y, method=method, n_genes=2, preselected=[7, 1])
+        assert list(sel.selected) == [7, 1] and len(set(sel.ranking.tolist())) == len(sel.ranking)
+        if method == "sdp_cmi":
+            nxt = bioqpfs.select(X, y, method=method, n_genes=3, preselected=[7, 1])
+            np.testing.assert_array_equal(sel.ranking, nxt.ranking)
+            Q = _spec_q(bioqpfs.measures.discretize(X), y)
+            panel = Q[np.ix_([7, 1], [7, 1])].sum()
+            for key in ("qip_objective", "sdp_bound", "exhaustive_optimum"):
+                assert sel.diagnostics[key] == pytest.approx(panel, rel=1e-9)
+            assert sel.diagnostics["relative_gap"] == 0.0
+
+
 def test_maxrel_and_random_keep_their_order_for_the_rest():
     X, y, names = _data()
     plain = bioqpfs.select(X, y, method="maxrel")

@@ -614,7 +614,8 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
         Forced genes, ranked first in the given order; the relaxation, rounding, swaps and exhaustive check
         run on QIP_CMI given them, ``Q' = Q_RR + 2 diag(Q_RP 1)`` with ``k - |P|`` genes (module docstring);
         the reported objectives, bound and optimum are those of the whole panel (``+ 1^T Q_PP 1``).
-        Needs ``n_genes > len(preselected)``.
+        With ``n_genes == len(preselected)`` the panel is the preselected genes and the others are ranked
+        by the relaxation for one more gene (the objective diagnostics are then the panel's exact value).
     {random_state}
         The random projections.
     X, y, discretization, n_bins, base, class_weight, feature_names
@@ -679,9 +680,12 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
     if k > m:
         raise ValueError(f"n_genes={n_genes} but only {m} genes are not constant; ask for at most "
                          f"{m + n_genes - k}")
-    if P_all.size and n_genes <= P_all.size:
-        raise ValueError(f"n_genes={n_genes} and {P_all.size} genes are preselected: SDP_CMI has no gene left to "
-                         f"choose; ask for n_genes > {P_all.size}")
+    # n_genes == len(preselected): the panel is the forced genes (as for every other method); the rest is ranked
+    # by the relaxation for one more gene -- the order in which SDP_CMI would add them
+    forced_only = bool(P.size) and k == P.size
+    if forced_only and m == P.size:
+        raise ValueError(f"n_genes={n_genes} and every one of the {m} non-constant genes is preselected: SDP_CMI has "
+                         "no gene left to rank; the panel is the preselected genes (no selection needed)")
     est_bytes, est_seconds = _spec.sdp_resource_estimate(m)
     cost = LIFTED_COST_FACTOR if relaxation == "lifted" else 1.0
     est_seconds *= cost
@@ -706,7 +710,7 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
     Q, k_panel = Q_full, k
     if P.size:
         R, Q, const = _conditioned(Q_full, P)
-        k_panel = k - P.size
+        k_panel = max(k - P.size, 1)   # forced_only: solved for one more gene, to rank the rest
         F = F[R]
     t1 = time.perf_counter()
     Y, sdp_info = _spec.sdp_relaxation(Q, k_panel, solver=solver, lifted=relaxation == "lifted")
@@ -739,6 +743,9 @@ def sdp_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_projec
         round_info["objective"] += const
         sdp_info["bound"] += const
         exact = None if exact is None else exact + const
+    if forced_only:   # the panel is the forced genes: its x^T Q x is known exactly, nothing was chosen
+        objective = spec_obj = exact = round_info["objective"] = sdp_info["bound"] = const
+        n_swaps, start = 0, None
     bound = sdp_info["bound"]
     eig_y = np.linalg.eigvalsh(Y)
     params = dict(discretization=discretization, discretization_used=disc_rule, n_bins=n_bins, base=base,
