@@ -300,8 +300,6 @@ def test_bad_batch_input():
         bioqpfs.select(X, y, method="qpfs", batch=batch, batch_weights="sized")
     with pytest.raises(ValueError, match="batch_discretization"):
         bioqpfs.select(X, y, method="mrmr_mid", batch=batch, batch_discretization="local")
-    with pytest.raises(ValueError, match="Nystrom"):
-        bioqpfs.select(X, y, method="spec_cmi", batch=batch, nystrom_rate=0.5)
     with pytest.raises(ValueError, match="relevance='mst' has no batch-aware form"):
         bioqpfs.select(X, y, method="qpfs", similarity="correlation", relevance="mst", batch=batch)
     lonely = batch.copy()
@@ -560,3 +558,23 @@ def test_balanced_class_weight_is_within_batch_in_every_measure():
     np.testing.assert_allclose(F_c[:, 0], F[0], atol=1e-12)
     unweighted = bioqpfs.select(X, y, method="maxrel", batch=batch, discretization="mean_sd").relevance
     assert unweighted[0] == pytest.approx(0.650022, abs=1e-6)  # H(10/12): the test can tell the two weightings
+
+
+@pytest.mark.parametrize("weights", ["size", "equal"])
+def test_spec_cmi_nystrom_rate_takes_batch_and_at_rate_one_is_the_exact_method(weights):
+    """Before: spec_cmi(nystrom_rate=..., batch=...) was refused ("does not take batch= yet") while qpfs with
+    nystrom_rate takes it.  The refusal was not structural: Nystrom samples rows of the same batch-aware Q.  At
+    rate 1.0 (every row a landmark, so the approximation is exact) it gives the exact method's panel."""
+    X, y, batch = _batched()
+    kw = dict(n_genes=5, batch=batch, batch_weights=weights)
+    exact = bioqpfs.spec_cmi(X, y, **kw)
+    full = bioqpfs.spec_cmi(X, y, nystrom_rate=1.0, **kw)
+    np.testing.assert_array_equal(full.ranking, exact.ranking)
+    np.testing.assert_allclose(full.weights / np.linalg.norm(full.weights),
+                               exact.weights / np.linalg.norm(exact.weights), atol=1e-10)
+    np.testing.assert_allclose(full.relevance, exact.relevance, rtol=1e-12)
+    assert full.diagnostics["qip_objective"] == pytest.approx(exact.diagnostics["qip_objective"], rel=1e-12)
+    assert full.params["batch_weights"] == weights and full.params["nystrom_rate"] == 1.0
+    plain = bioqpfs.spec_cmi(X, y, n_genes=5, nystrom_rate=1.0)
+    assert not np.array_equal(plain.relevance, full.relevance)   # the batches were used
+    bioqpfs.spec_cmi(X, y, nystrom_rate=0.5, **kw)               # and a real sample runs

@@ -329,13 +329,10 @@ def spec_cmi(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, nystrom
     """
     strata = check_batch(batch, X, batch_weights=batch_weights, batch_discretization=batch_discretization)
     if nystrom_rate is not None:
-        if strata is not None:
-            raise ValueError("SPEC_CMI with Nystrom (nystrom_rate=...) does not take batch= yet; use the exact "
-                             "SPEC_CMI (nystrom_rate=None) with batch=, or drop batch=")
         return _spec_cmi_nystrom(X, y, n_genes=n_genes, nystrom_rate=nystrom_rate, discretization=discretization,
                                  n_bins=n_bins, base=base, tol=tol, n_error_rows=n_error_rows, rank_tol=None,
                                  random_state=random_state, feature_names=feature_names, method="spec_cmi",
-                                 polish=polish, class_weight=class_weight, preselected=preselected)
+                                 polish=polish, class_weight=class_weight, preselected=preselected, strata=strata)
     _check_polish(polish, n_genes)
     t0 = time.perf_counter()
     validate_random_state(random_state)
@@ -488,11 +485,16 @@ def spec_cmi_nystrom(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None,
 
 
 def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, base, tol, n_error_rows, rank_tol,
-                      random_state, feature_names, method, polish=False, class_weight=None, preselected=None):
+                      random_state, feature_names, method, polish=False, class_weight=None, preselected=None,
+                      strata=None):
+    """SPEC_CMI from sampled rows of Q; ``strata`` (spec_cmi's checked ``batch=``): the rows are those of the
+    batch-aware Q, as the exact path computes it (every row of Q is a row of CMI estimates, pooled over the
+    batches the same way)."""
     t0 = time.perf_counter()
     _check_polish(polish, n_genes)
     rng = check_random_state(random_state)
     X, y_codes, classes, constant, keep, n_genes, P_all, P = _prepare(X, y, n_genes, feature_names, preselected)
+    check_batch_crosses_classes(strata, y_codes)
     m = keep.size
     rows = _nys.sample_rows(m, float(nystrom_rate), rng)
     r = rows.size
@@ -501,7 +503,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     err_rows = _nys.error_rows(m, rows, n_error_rows, rng)
     Xk = take_genes(X, keep) if m < X.shape[1] else X
     disc_rule = discretization_rule(Xk, discretization)  # "auto" decided once, on the genes discretised; recorded
-    table = _table(Xk, y_codes, disc_rule, n_bins, class_weight, genes=gene_labels(feature_names, keep))
+    table = _table(Xk, y_codes, disc_rule, n_bins, class_weight, strata, gene_labels(feature_names, keep))
     # the landmark rows and the few exact rows of the error estimate in one pass over the genes
     Qall, q_info = cmi_q_rows(table, np.concatenate([rows, err_rows]), base=base)
     Qr, Qe = Qall[:r], Qall[r:]
@@ -543,7 +545,8 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     params = dict(discretization=discretization, discretization_used=disc_rule, n_bins=n_bins, base=base, tol=tol,
                   nystrom_rate=float(nystrom_rate),
                   n_error_rows=int(n_error_rows), rank_tol=rank_tol, polish=bool(polish), n_genes=n_genes,
-                  class_weight=class_weight, **preselected_record(P_all, feature_names))
+                  class_weight=class_weight, **preselected_record(P_all, feature_names),
+                  **({} if strata is None else strata.params()))
     diagnostics = dict(
         nystrom_rate=float(nystrom_rate), r=int(r), k_tilde=int(lam.size), rank_tol=rank_tol_used,
         nystrom_rank_A=nys_info["rank_A"], nystrom_lambda_min_A=nys_info["lambda_min_A"],
@@ -558,7 +561,7 @@ def _spec_cmi_nystrom(X, y, *, n_genes, nystrom_rate, discretization, n_bins, ba
     diagnostics.update(polish_info)
     return _finish(method if method == "spec_cmi_nystrom" else "spec_cmi", X, y_codes, classes, constant, keep, x, F,
                    n_genes, params, diagnostics, t0, disc_rule, n_bins, base, feature_names, panel=panel,
-                   class_weight=class_weight, forced=P_all)
+                   class_weight=class_weight, forced=P_all, batch=strata)
 
 
 @doc_params(random_state=RANDOM_STATE_DOC)
