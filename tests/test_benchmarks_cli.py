@@ -138,3 +138,25 @@ def test_small_runs_of_the_benchmarks_no_other_test_runs(capsys):
     sets = bench_baselines.load_sets(["wine"], 1000, 10000)
     res = bench_baselines.bench_cv(sets, ["mrmr_mid", "maxrel"], {"wine": 2}, 3)
     assert set(res) == {("wine", "mrmr_mid"), ("wine", "maxrel")} and all(0 <= e <= 100 for e, _ in res.values())
+
+
+def test_ikm_benchmark_compiles_every_method_before_timing(monkeypatch):
+    """The first timed run (QPFS on Colon) included numba's compilation: every method now runs once on a small
+    set before the first dataset is timed."""
+    events = []
+
+    def spy(name, func):
+        def wrapped(*args, **kwargs):
+            events.append(name)
+            return func(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(bench_ikm_qpfs, "qpfs", spy("QPFS", bench_ikm_qpfs.qpfs))
+    monkeypatch.setattr(bench_ikm_qpfs, "METHODS", {k: spy(k, f) for k, f in bench_ikm_qpfs.METHODS.items()})
+    small = bench_ikm_qpfs.synthetic
+    monkeypatch.setattr(bench_ikm_qpfs, "synthetic", lambda n=100, m=20000, seed=0: small(n=20, m=min(m, 300), seed=seed))
+    monkeypatch.setattr(bench_ikm_qpfs, "load_benchmark", lambda name: small(n=20, m=100))
+    monkeypatch.setattr(bench_ikm_qpfs, "run_dataset", lambda label, *a, **k: events.append(f"timed {label}"))
+    bench_ikm_qpfs.main(["--quick"])
+    first = events.index("timed Colon")
+    assert {"QPFS", "TLKM", "IKM", "IKMA"} <= set(events[:first])
