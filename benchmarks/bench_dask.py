@@ -1,6 +1,7 @@
 """Selection on a Dask X on a LocalCluster of 2 worker processes against the in-memory run (issue 13).
 
-    python benchmarks/bench_dask.py                        # quick: 20,000 and 40,000 cells x 500 genes (~1 min)
+    python benchmarks/bench_dask.py                        # 20,000 and 40,000 cells x 500 genes (~1 min)
+    python benchmarks/bench_dask.py --quick                # smoke run: 4,000 cells x 100 genes, chunks of 1,000
     python benchmarks/bench_dask.py --cells 50000 100000 200000 --genes 2000 --methods qpfs spec_cmi  # the issue's
     python benchmarks/bench_dask.py --cells 200000 --genes 20000 --methods qpfs_nystrom --no-memory   # shapes (long)
     python benchmarks/bench_dask.py --cells 40000 --genes 300 --threads --discretization mean_sd zero_quantile
@@ -68,6 +69,7 @@ METHODS = {"qpfs": ("qpfs", {}), "spec_cmi": ("spec_cmi", {}), "qpfs_nystrom": (
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smoke run: 4,000 cells x 100 genes in chunks of 1,000")
     ap.add_argument("--cells", type=int, nargs="+", default=[20000, 40000])
     ap.add_argument("--genes", type=int, default=500)
     ap.add_argument("--chunk", type=int, default=10000)
@@ -83,6 +85,11 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=1, help="runs per timing; the fastest is printed (shared machine)")
     ap.add_argument("--batches", type=int, default=0, help="select with batch= (this many random batches)")
     args = ap.parse_args(argv)
+    if args.quick:
+        if args.cells != [20000, 40000] or args.genes != 500 or args.chunk != 10000:
+            ap.error("--quick sets 4,000 cells x 100 genes in chunks of 1,000: drop --cells/--genes/--chunk, or "
+                     "--quick")
+        args.cells, args.genes, args.chunk = [4000], 100, 1000
 
     import anndata as ad
     import dask.array as da

@@ -160,3 +160,15 @@ def test_ikm_benchmark_compiles_every_method_before_timing(monkeypatch):
     bench_ikm_qpfs.main(["--quick"])
     first = events.index("timed Colon")
     assert {"QPFS", "TLKM", "IKM", "IKMA"} <= set(events[:first])
+
+
+def test_dask_benchmark_has_a_quick_smoke_run(capsys):
+    """The other benchmarks have --quick; bench_dask's smallest run was 20,000 and 40,000 cells x 500 genes."""
+    import bench_dask
+
+    with pytest.raises(SystemExit):
+        bench_dask.main(["--quick", "--cells", "1000"])
+    assert "--quick sets 4,000 cells x 100 genes" in capsys.readouterr().err
+    bench_dask.main(["--quick", "--threads"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4,000 x 100 |")]
+    assert len(rows) == 1 and "| mean_sd | qpfs |" in rows[0] and "| True |" in rows[0], rows
