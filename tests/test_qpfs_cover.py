@@ -578,6 +578,7 @@ def test_class_qps_side_by_side_equal_one_after_the_other(monkeypatch):
     two = bioqpfs.select(X, y, method="qpfs_cover", n_jobs=2)
     np.testing.assert_array_equal(two.ranking, one.ranking)
     assert np.array_equal(two.weights, one.weights)
+    monkeypatch.setattr(bioqpfs._threads, "_cores", lambda: 8)   # 4 workers asked for: below the cores anywhere
     with bioqpfs._threads.limited(4):
         assert _qp.class_qp_workers(2000, "shift") == 4
         assert _qp.class_qp_workers(2000, "clip") == 1
