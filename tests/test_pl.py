@@ -707,3 +707,19 @@ def test_redundancy_names_the_recorded_matrix_that_is_gone(adata):
     with pytest.raises(KeyError, match=r"the selection read adata.raw \(.uns\['R'\]\['params'\]\)"):
         pl.redundancy(a, "R", show=False)
     assert pl.redundancy(a, "L", use_raw=False, show=False) is not None
+
+
+def test_panel_labels_genes_by_a_gene_symbols_column(adata):
+    """var_names as Ensembl IDs with symbols in .var: pl.panel(..., gene_symbols="gene_symbols") passed the panel's
+    IDs to scanpy, which looked them up among the symbols and failed ("Could not find keys [...]"); the genes are
+    labelled by the column, in rank order, as scanpy's own gene_symbols= does."""
+    a = adata.copy()
+    a.var["gene_symbols"] = [f"SYM{i}" for i in range(a.n_vars)]
+    genes = list(_ranked(a, "qpfs").index[:8])
+    axs = pl.panel(a, "qpfs", gene_symbols="gene_symbols", show=False)
+    shown = [t.get_text() for t in axs["mainplot_ax"].get_xticklabels()]
+    assert shown == list(a.var.loc[genes, "gene_symbols"])
+    axs = pl.panel(a, "qpfs", kind="heatmap", gene_symbols="gene_symbols", show=False)
+    assert [t.get_text() for t in axs["heatmap_ax"].get_xticklabels()] == list(a.var.loc[genes, "gene_symbols"])
+    with pytest.raises(KeyError, match="gene_symbols='symbol' is not a column of adata.var"):
+        pl.panel(a, "qpfs", gene_symbols="symbol", show=False)

@@ -85,6 +85,8 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | Sequence[str] |
         ``save=`` writes ``figures/<kind><save>`` and is deprecated from scanpy 1.12.
     **kwargs
         Passed to the scanpy function (``use_raw``, ``layer``, ``standard_scale``, ``dendrogram``...).
+        ``gene_symbols="<a .var column>"`` labels the genes by that column (e.g. symbols when ``var_names``
+        are Ensembl IDs), as in scanpy; the panel itself is still read from ``var_names``.
 
     Returns
     -------
@@ -125,7 +127,14 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | Sequence[str] |
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
     data = _panel_data(adata, genes, found, kwargs.pop("layer", None), kwargs.pop("use_raw", None))
-    axes = func(data, genes, groupby=[str(c) for c in found] if len(found) > 1 else str(found[0]), show=False,
+    names = genes
+    symbols = kwargs.get("gene_symbols")
+    if symbols is not None:   # scanpy looks the names given up in that column: the panel's symbols, not var_names
+        if symbols not in data.var.columns:
+            raise KeyError(f"gene_symbols={symbols!r} is not a column of adata.var; available: "
+                           f"{', '.join(map(str, adata.var.columns)) or 'none'}")
+        names = [str(s) for s in data.var[symbols]]
+    axes = func(data, names, groupby=[str(c) for c in found] if len(found) > 1 else str(found[0]), show=False,
                 **kwargs)
     if kwargs.get("return_fig"):   # scanpy's plot object (DotPlot, MatrixPlot) or Figure: the caller draws/saves it
         if save:
