@@ -22,7 +22,8 @@ from ._kernels.counting_dask import compute, csr_chunks, is_dask_array
 from ._validation import check_labels, describe_indices
 
 __all__ = ["in_memory", "check_use_raw", "matrix_name", "check_has_x", "get_obs_rep", "obs_rep_for", "check_annotations", "check_mask",
-           "obs_labels", "obs_column", "source_params", "is_record", "key_columns"]
+           "obs_labels", "obs_column", "source_params", "is_record", "key_columns",
+           "counts_warning"]
 
 
 def in_memory(adata, get):
@@ -197,6 +198,59 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
         return X, None
     _guard(stored_bytes(adata.raw.X if raw else adata.X), f"{elem} of {adata.filename}", why)
     return whole(), why
+
+
+#: rows :func:`counts_warning` looks at (enough to tell counts from log values; cheap on any matrix)
+COUNTS_CHECK_ROWS = 2000
+
+
+def counts_warning(adata, X, layer, raw):
+    """The warning text when ``X`` (the matrix a selection reads) looks like raw counts, else ``None``.
+
+    Raw counts: only non-negative integers, some above 1, in its first :data:`COUNTS_CHECK_ROWS` rows (scanpy's
+    ``check_nonnegative_integers`` test, on a sample).  The selections' measures are meant for normalised,
+    log-transformed expression (sequencing depth differs between cells), and neither scanpy nor bioqpfs said
+    anything when ``.X`` or ``.raw`` still held counts.  The text names the matrix and what to pass instead:
+    a layer or ``.X``/``.raw`` of this AnnData that holds non-integer values, else normalising first.
+    A Dask or backed matrix is not looked at (reading it is the costly part).
+    """
+    if is_dask_array(X) or not _looks_like_counts(X):
+        return None
+    name = matrix_name(layer, raw)
+    others = []
+    if raw or layer is not None:
+        if _x_of(adata) is not None and not _looks_like_counts(_first_rows(adata.X)):
+            others.append("adata.X (use_raw=False)" if raw else "adata.X (leave out layer=)")
+    elif adata.raw is not None and not _looks_like_counts(_first_rows(adata.raw.X)):
+        others.append("adata.raw (use_raw=True)")
+    others += [f"adata.layers[{k!r}] (layer={k!r})" for k in adata.layers.keys() if k != layer and not _looks_like_counts(
+        _first_rows(adata.layers[k]))][:3]
+    fix = (f"; non-integer values, perhaps the log-normalised ones, are in {', '.join(others)}" if others else
+           "; normalise and log-transform them first (sc.pp.normalize_total, sc.pp.log1p), keeping the counts in "
+           "a layer (adata.layers['counts'] = adata.X.copy())")
+    return (f"{name} holds non-negative integers only (raw counts?); the panel is selected on them as given, while "
+            f"the methods are meant for normalised, log-transformed expression{fix}")
+
+
+def _first_rows(X):
+    if is_dask_array(X) or hasattr(X, "to_memory") or type(X).__module__.startswith("h5py"):
+        return None
+    return X[:COUNTS_CHECK_ROWS]
+
+
+def _looks_like_counts(X):
+    if X is None:
+        return False
+    X = _first_rows(X)
+    if X is None:
+        return False
+    values = X.data if hasattr(X, "data") and hasattr(X, "indptr") else np.asarray(X)
+    values = np.asarray(values)
+    if values.dtype.kind not in "fiu" or values.size == 0:
+        return False
+    if values.dtype.kind == "f" and (not np.isfinite(values).all() or (values != np.round(values)).any()):
+        return False
+    return bool((values >= 0).all() and (values > 1).any())
 
 
 def _raw_positions(adata, implicit):

@@ -535,3 +535,31 @@ def test_registered_extra_columns_are_those_each_method_returns(method):
     a = make_adata(np.random.default_rng(3))
     sel = bioqpfs.select(a.X, a.obs["group"].to_numpy(), method=method, n_genes=3)
     assert sorted(sel.extra_columns) == sorted(extra_columns(method))
+
+
+def test_a_panel_selected_on_raw_counts_is_announced_with_where_the_log_values_are(monkeypatch):
+    """Counts in .X (or in .raw, which use_raw=None reads, with the log-normalised values in .X) were selected on
+    without a word, although the methods are meant for normalised, log-transformed expression; a scanpy warning
+    now names the matrix read and where non-integer values are.  Log-normalised input gets none."""
+    import scanpy as sc
+
+    said = []
+    monkeypatch.setattr(sc.logging, "warning", lambda msg, *a, **k: said.append(msg))
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(rng.uniform(0.2, 5, size=(1, 40)) * np.repeat([[1.0], [3.0]], 30, axis=0)).astype(np.float32)
+    a = ad.AnnData(sp.csr_matrix(counts), obs=pd.DataFrame({"g": np.repeat(["a", "b"], 30)},
+                                                            index=[f"c{i}" for i in range(60)]))
+    a.var_names = [f"g{i}" for i in range(40)]
+    bioqpfs.tl.select_genes(a, "g", method="mrmr_mid", n_genes=3)
+    assert len(said) == 1 and said[0].startswith("adata.X holds non-negative integers only (raw counts?)")
+    assert "sc.pp.normalize_total, sc.pp.log1p" in said[0]
+    b = a.copy()
+    b.raw = b.copy()                       # counts kept in .raw, log-normalised values in .X
+    b.X = sp.csr_matrix(np.log1p(counts))
+    said.clear()
+    bioqpfs.tl.select_genes(b, "g", method="mrmr_mid", n_genes=3)
+    assert len(said) == 1 and said[0].startswith("adata.raw.X holds non-negative integers")
+    assert "are in adata.X (use_raw=False)" in said[0]
+    said.clear()
+    bioqpfs.tl.select_genes(b, "g", method="mrmr_mid", n_genes=3, use_raw=False)
+    assert said == []

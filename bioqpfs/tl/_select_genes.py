@@ -12,6 +12,7 @@ from .._anndata import (
     check_annotations,
     check_mask,
     check_use_raw,
+    counts_warning,
     is_record,
     key_columns,
     matrix_name,
@@ -207,7 +208,9 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     Parameters
     ----------
     adata : AnnData
-        Cells/samples x genes; typically normalised and log-transformed.  Array support of the matrix read:
+        Cells/samples x genes; typically normalised and log-transformed (a matrix read that holds only
+        non-negative integers, raw counts, gets a scanpy warning naming where non-integer values are, e.g.
+        ``use_raw=False`` when ``.raw`` holds the counts).  Array support of the matrix read:
         numpy, scipy.sparse, and a Dask array chunked by cells (e.g. X lazily loaded with
         ``anndata.experimental.read_elem_lazy``; MI methods with ``discretization`` "mean_sd", "quantile",
         "zero_quantile" or "auto", the default recipe included), which is
@@ -386,6 +389,9 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     stale = _check_key(adata, key, method)
     duplicated = _warn_duplicated_names(adata)
     start = logg.info(f"selecting {n_genes if n_genes != 'auto' else 'n_genes=auto'} genes with {method!r} by {groupby!r} on {source}")
+    counts = counts_warning(adata, X, layer, check_use_raw(adata, layer, use_raw)[0])
+    if counts is not None:
+        logg.warning(counts)
     if whole is not None:
         logg.info(f"    the matrix stored in the file is read whole: {whole}")
     elif is_dask_array(X):
