@@ -389,10 +389,14 @@ def _splits(cv, y, repeats, random_state, batch=None):
     elif isinstance(cv, Integral) and not isinstance(cv, bool):
         if cv < 2:
             raise ValueError(f"cv={cv}: k-fold cross-validation needs at least 2 folds")
-        _, counts = np.unique(y, return_counts=True)
+        classes, counts = np.unique(y, return_counts=True)
         if counts.min() < cv:
-            raise ValueError(f"cv={cv} folds but the smallest class has {counts.min()} sample(s); use fewer folds, "
-                             "cv='loo', or cv=None (chosen from the class sizes)")
+            small = np.argsort(counts, kind="stable")[:int((counts < cv).sum())]
+            named = ", ".join(f"{str(classes[i])!r} ({counts[i]})" for i in small[:5]) + \
+                (f" and {small.size - 5} more" if small.size > 5 else "")
+            raise ValueError(f"cv={cv} folds but {small.size} class(es) have fewer than {cv} samples: {named}; use "
+                             "fewer folds, cv='loo', or cv=None (chosen from the class sizes), or leave those "
+                             "classes' samples out (e.g. adata = adata[~adata.obs[groupby].isin([...])].copy())")
         if random_state is None:
             raise ValueError("random_state=None would make the folds irreproducible; pass an integer")
         schemes = [StratifiedKFold(n_splits=cv, shuffle=True, random_state=int(random_state) + r)

@@ -142,7 +142,7 @@ def test_clear_errors(srbct_small):
         evaluate.error_curve(X, y, "nope", cv=3)
     with pytest.raises(ValueError, match="column name, which needs an AnnData"):
         evaluate.error_curve(X, "class", "qpfs")
-    with pytest.raises(ValueError, match="smallest class"):
+    with pytest.raises(ValueError, match=r"class\(es\) have fewer than 50 samples"):
         evaluate.error_curve(X, y, [[1, 2]], n_genes=2, cv=50)
     with pytest.raises(ValueError, match="unknown classifier"):
         evaluate.error_curve(X, y, [[1, 2]], n_genes=2, classifier="rbf")
@@ -668,3 +668,15 @@ def test_random_state_none_seeds_the_methods_as_zero_and_says_so(three_classes):
     doc = " ".join(evaluate.error_curve.__doc__.split())
     assert "the methods and the classifier are still seeded as with ``random_state=0``" in doc
     assert "``numpy.random.default_rng()`` for a fresh draw" in doc
+
+
+def test_k_fold_with_too_small_classes_names_them(srbct_small):
+    """cv=5 on real data with a rare cell type said only "the smallest class has 1 sample(s)": not which class, so a
+    user could not drop it.  The classes below the fold count are named with their sizes, smallest first."""
+    a = srbct_small.copy()
+    labels = a.obs["class"].astype(str).to_numpy()
+    labels[:1], labels[1:4] = "rare", "few"
+    a.obs["class"] = pd.Categorical(labels)
+    with pytest.raises(ValueError, match=r"cv=5 folds but 2 class\(es\) have fewer than 5 samples: 'rare' \(1\), "
+                                         r"'few' \(3\); use fewer folds.*leave those classes' samples out"):
+        evaluate.compare(a, "class", ["random"], n_genes=[5], cv=5)
