@@ -723,3 +723,20 @@ def test_panel_labels_genes_by_a_gene_symbols_column(adata):
     assert [t.get_text() for t in axs["heatmap_ax"].get_xticklabels()] == list(a.var.loc[genes, "gene_symbols"])
     with pytest.raises(KeyError, match="gene_symbols='symbol' is not a column of adata.var"):
         pl.panel(a, "qpfs", gene_symbols="symbol", show=False)
+
+
+def test_weights_and_redundancy_label_genes_by_a_gene_symbols_column(adata):
+    """var_names as Ensembl IDs: pl.weights and pl.redundancy had no gene_symbols= (a TypeError), so their gene
+    labels were IDs while scanpy's plots (and pl.panel) showed symbols."""
+    a = adata.copy()
+    a.var["gene_symbols"] = [f"SYM{i}" for i in range(a.n_vars)]
+    genes = list(_ranked(a, "qpfs").index[:8])
+    symbols = list(a.var.loc[genes, "gene_symbols"])
+    ax = pl.weights(a, "qpfs", label_top=3, gene_symbols="gene_symbols", show=False)
+    assert [t.get_text() for t in ax.texts] == symbols[:3]
+    ax = pl.redundancy(a, "qpfs", gene_symbols="gene_symbols", show=False)
+    assert [t.get_text() for t in ax.get_xticklabels()] == symbols
+    assert [t.get_text() for t in ax.get_yticklabels()] == symbols
+    for plot in (pl.weights, pl.redundancy):
+        with pytest.raises(KeyError, match="gene_symbols='symbol' is not a column of adata.var"):
+            plot(a, "qpfs", gene_symbols="symbol", show=False)

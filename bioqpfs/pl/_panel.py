@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._anndata import check_use_raw, obs_column, selection_key
-from ._utils import check_save, finish, gene_columns, panel_genes
+from ._utils import check_save, finish, gene_columns, gene_labels, panel_genes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -127,13 +127,8 @@ def panel(adata: AnnData, key: str | None = None, groupby: str | Sequence[str] |
             kwargs["use_raw"] = False   # scanpy would look the genes up in .raw and fail
     func = getattr(sc.pl, kind)
     data = _panel_data(adata, genes, found, kwargs.pop("layer", None), kwargs.pop("use_raw", None))
-    names = genes
-    symbols = kwargs.get("gene_symbols")
-    if symbols is not None:   # scanpy looks the names given up in that column: the panel's symbols, not var_names
-        if symbols not in data.var.columns:
-            raise KeyError(f"gene_symbols={symbols!r} is not a column of adata.var; available: "
-                           f"{', '.join(map(str, adata.var.columns)) or 'none'}")
-        names = [str(s) for s in data.var[symbols]]
+    # scanpy looks the names given up in the gene_symbols column: the panel's symbols, not its var_names
+    names = genes if kwargs.get("gene_symbols") is None else gene_labels(data, genes, kwargs["gene_symbols"])
     axes = func(data, names, groupby=[str(c) for c in found] if len(found) > 1 else str(found[0]), show=False,
                 **kwargs)
     if kwargs.get("return_fig"):   # scanpy's plot object (DotPlot, MatrixPlot) or Figure: the caller draws/saves it

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._anndata import obs_column, selection_key
-from ._utils import check_save, finish, gene_columns, new_axes, panel_genes, stored
+from ._utils import check_save, finish, gene_columns, gene_labels, new_axes, panel_genes, stored
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -109,7 +109,7 @@ def _labels_and_batches(adata, params):
 def redundancy(adata: AnnData, key: str | None = None, *, n_genes: int | None = None,
                measure: Literal["mi", "correlation"] | None = None, diagonal: bool = False,
                annotate: bool | None = None, layer: str | None = None, use_raw: bool | None = None,
-               cmap: str = "viridis", ax: Axes | None = None, show: bool | None = None,
+               gene_symbols: str | None = None, cmap: str = "viridis", ax: Axes | None = None, show: bool | None = None,
                save: PathLike | None = None, figsize: tuple[float, float] | None = None) -> Axes | None:
     """Heat map of the redundancy Q among the genes of a stored panel (rank order).
 
@@ -132,6 +132,9 @@ def redundancy(adata: AnnData, key: str | None = None, *, n_genes: int | None = 
         Print values in the cells; default when the panel has at most 15 genes.
     layer, use_raw
         Override the expression matrix recorded in ``.uns[key]["params"]``.
+    gene_symbols : str, optional
+        Column of ``adata.var`` to label the genes by (e.g. symbols when ``var_names`` are Ensembl IDs), as
+        scanpy's ``gene_symbols=``; default ``var_names``.
     cmap, ax, show, save, figsize
         As in scanpy: ``show=False`` returns the Axes.
 
@@ -142,8 +145,10 @@ def redundancy(adata: AnnData, key: str | None = None, *, n_genes: int | None = 
     """
     check_save(save)
     key = selection_key(adata, key)
+    gene_labels(adata, [], gene_symbols)   # a wrong column: before the matrix is computed
     Q, genes, measure, unit = redundancy_matrix(adata, key, n_genes=n_genes, measure=measure, layer=layer,
                                                 use_raw=use_raw)
+    genes = gene_labels(adata, genes, gene_symbols)
     n = len(genes)
     shown = Q.copy()
     if not diagonal:

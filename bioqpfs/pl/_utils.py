@@ -125,3 +125,16 @@ def gene_columns(adata, genes):
                                  "; call adata.var_names_make_unique() first" if where.size else ""))
         idx.append(int(where[0]))
     return np.asarray(idx, dtype=np.int64)
+
+
+def gene_labels(adata, genes, gene_symbols):
+    """The labels of ``genes`` (``var_names``) in a plot: themselves, or their ``adata.var[gene_symbols]`` entries
+    (scanpy's ``gene_symbols=``, e.g. symbols when ``var_names`` are Ensembl IDs); a column that is not in
+    ``.var`` is an error naming the columns."""
+    if gene_symbols is None:
+        return [str(g) for g in genes]
+    if gene_symbols not in adata.var.columns:
+        raise KeyError(f"gene_symbols={gene_symbols!r} is not a column of adata.var; available: "
+                       f"{', '.join(map(str, adata.var.columns)) or 'none'}")
+    column = adata.var[gene_symbols].to_numpy()
+    return [str(column[i]) for i in gene_columns(adata, genes)]

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._anndata import selection_key
 from .._validation import check_positive_int
-from ._utils import check_save, finish, new_axes, stored
+from ._utils import check_save, finish, gene_labels, new_axes, stored
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def weights(adata: AnnData, key: str | None = None, *, n_genes: int | None = None,
             n_ranks: int | Literal["auto", "all"] = "auto", label_top: int = 0, yscale: str = "linear",
-            ax: Axes | None = None, show: bool | None = None, save: PathLike | None = None,
+            gene_symbols: str | None = None, ax: Axes | None = None, show: bool | None = None, save: PathLike | None = None,
             figsize: tuple[float, float] = (5, 3.5)) -> Axes | None:
     """Ranked weight curve of a stored selection with the panel cut.
 
@@ -42,6 +42,9 @@ def weights(adata: AnnData, key: str | None = None, *, n_genes: int | None = Non
         Write the names of the first ``label_top`` genes next to their points.
     yscale : str
         Matplotlib y scale (``"linear"``, ``"symlog"`` ...).
+    gene_symbols : str, optional
+        Column of ``adata.var`` to label the genes by (e.g. symbols when ``var_names`` are Ensembl IDs), as
+        scanpy's ``gene_symbols=``; default ``var_names``.
     ax, show, save, figsize
         As in scanpy: ``show=False`` returns the Axes.
 
@@ -81,7 +84,8 @@ def weights(adata: AnnData, key: str | None = None, *, n_genes: int | None = Non
     inside = df["selected"].astype(bool).to_numpy() if n_genes is None else rank <= cut
     ax.scatter(rank[inside], w[inside], s=14, color="C3", zorder=3, label=f"panel ({inside.sum()} genes)")
     ax.axvline(cut + 0.5, color="C3", ls="--", lw=1)
-    for r, wi, g in zip(rank[:label_top], w[:label_top], df["gene"].to_numpy()[:label_top]):
+    labels = gene_labels(adata, df["gene"].to_numpy()[:label_top], gene_symbols)
+    for r, wi, g in zip(rank[:label_top], w[:label_top], labels):
         ax.annotate(str(g), (r, wi), xytext=(3, 3), textcoords="offset points", fontsize=7)
     method = uns.get("params", {}).get("method", key)
     ax.set_yscale(yscale)
