@@ -563,3 +563,24 @@ def test_a_panel_selected_on_raw_counts_is_announced_with_where_the_log_values_a
     said.clear()
     bioqpfs.tl.select_genes(b, "g", method="mrmr_mid", n_genes=3, use_raw=False)
     assert said == []
+
+
+def test_the_warnings_a_notebook_gets_point_at_its_own_line():
+    """tl.select_genes on a view (adata[mask]) warned from contextlib.py, and its constant-gene and
+    duplicated-name warnings from bioqpfs's own files (fixed stacklevels, wrong under the faces' wrappers): a
+    notebook showed a library line, and warnings.filterwarnings(module=...) could not target the user's code.
+    They point at the caller's line now, as estimators' and pl.panel's do."""
+    import warnings
+
+    a = bioqpfs.datasets.srbct()[:, :60].copy()
+    a.X[:, 3] = 1.0                                      # a constant gene
+    a.var_names = [*a.var_names[:-1], a.var_names[0]]    # a repeated name (outside the panel)
+    view = a[a.obs["class"] != "BL"]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        bioqpfs.tl.select_genes(view, "class", method="qpfs", n_genes=3)
+        bioqpfs.tl.select_genes(a, "class", n_genes=3)   # the default recipe
+    said = {key: [w.filename for w in record if key in str(w.message)]
+            for key in ("adata is a view", "constant gene", "duplicated name(s)")}
+    assert all(said.values()), said
+    assert all(f == __file__ for files in said.values() for f in files), said

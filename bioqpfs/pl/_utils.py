@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_positive_int
+from .._validation import check_positive_int, user_stacklevel
 
 
 def stored(adata, key):
@@ -35,7 +35,7 @@ def panel_genes(adata, key, n_genes):
             shown = ", ".join(gone[:10]) + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")
             warnings.warn(f"{len(gone)} of the {panel.size} genes of the panel stored under {key!r} are not in "
                           f"adata.var any more (subset away after select_genes): {shown}; drawing the "
-                          f"{genes.size} left", UserWarning, stacklevel=3)
+                          f"{genes.size} left", UserWarning, stacklevel=user_stacklevel())
         return genes.astype(str)
     n_genes = check_positive_int(n_genes, "n_genes")
     if n_genes > len(df):

@@ -243,7 +243,8 @@ def level_sum(relevance_of, y_codes, levels=None):
     return sum(v * relevance_of(c) for v, c in zip(levels.weights, levels.codes))
 
 
-def warn_constant(constant, feature_names, stacklevel=3):
+def warn_constant(constant, feature_names):
+    """Warn about constant genes (weight 0, ranked last), pointing at the user's line whichever face called."""
     idx = np.flatnonzero(constant)
     if idx.size:
         warnings.warn(
@@ -251,7 +252,7 @@ def warn_constant(constant, feature_names, stacklevel=3):
             f"stays where it was put): "
             f"{describe_indices(idx, feature_names)}",
             UserWarning,
-            stacklevel=stacklevel,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -301,7 +302,7 @@ def resolve_preselected(preselected, m, feature_names=None, n_genes=None, consta
     if constant is not None and np.asarray(constant)[idx].any():
         warnings.warn(f"preselected gene(s) {describe_indices(idx[np.asarray(constant)[idx]], feature_names)} are "
                       "constant across samples: they stay in the panel where you put them but carry no information, "
-                      "so they do not steer the choice of the other genes", UserWarning, stacklevel=3)
+                      "so they do not steer the choice of the other genes", UserWarning, stacklevel=user_stacklevel())
     return idx
 
 
@@ -394,7 +395,7 @@ def check_batch(batch, X, *, batch_weights="size", batch_discretization="per_bat
     if tiny.size:
         warnings.warn(f"batch(es) {', '.join(map(str, tiny[:5]))} have a single sample: no within-batch spread, so "
                       "they add nothing to the batch-aware measures; merge them with another batch or drop them",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=user_stacklevel())
     return out
 
 

@@ -122,7 +122,7 @@ def kept_and_forced(preselected, constant, feature_names, n_genes, preselected_s
     if keep.size < min_kept:
         raise ValueError("every gene is constant across samples; there is nothing to select" if min_kept == 1
                          else f"fewer than {min_kept} non-constant genes; there is nothing to select")
-    warn_constant(constant, feature_names, stacklevel=4)
+    warn_constant(constant, feature_names)
     P, share = forced_in_qp(P_all, keep, m_total, n_genes, preselected_share)
     return P_all, keep, P, share
 

@@ -43,7 +43,7 @@ from .._kernels.discretize import sharing_sorted_columns
 from .._kernels.psd import PSD_FIXES, min_eigenvalue_with_safety
 from .._kernels.ranking import round_robin
 from .._selection import ZERO_RELEVANCE, Selection, rank_by_weight
-from .._validation import Interval, Options, check_n_genes, parameter_constraints
+from .._validation import Interval, Options, check_n_genes, parameter_constraints, user_stacklevel
 from ._common import (
     BATCH_DISCRETIZATIONS,
     BATCH_WEIGHTS,
@@ -309,7 +309,7 @@ def qpfs_cover(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, direc
     if empty:
         warnings.warn(f"{len(empty)} class(es) have no gene {'higher in them than elsewhere and ' if direction == 'up' else ''}"
                       f"informative about them, so the panel cannot cover them: "
-                      f"{', '.join(str(classes[c]) for c in empty[:10])}", UserWarning, stacklevel=2)
+                      f"{', '.join(str(classes[c]) for c in empty[:10])}", UserWarning, stacklevel=user_stacklevel())
     # the classes visited in the sorted order of their labels, not the labels' category order: the same data give
     # the same panel from a Categorical (tl, R factors), strings (evaluate, a CSV in the CLI) or any relabelling
     visit = sorted_class_order(classes)

@@ -43,6 +43,7 @@ from .._validation import (
     gene_list,
     one_labels_warning,
     preselected_in_mask,
+    user_stacklevel,
 )
 from ..selectors._common import check_levels
 
@@ -92,7 +93,7 @@ def _warn_duplicated_names(adata):
     warnings.warn(f"adata.var_names are not unique ({len(dup)} duplicated name(s): "
                   f"{describe_indices(np.arange(len(dup)), dup)}); a panel containing one of them is refused, "
                   "because the selected names could not tell the genes apart. Call adata.var_names_make_unique() "
-                  "first", UserWarning, stacklevel=3)
+                  "first", UserWarning, stacklevel=user_stacklevel())
     return set(dup)
 
 
@@ -448,7 +449,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
         warnings.warn("adata is a view (e.g. adata[mask]); making it an actual AnnData in place (a copy of the "
                       "subset) so the results can be written into it, as scanpy's tools do. The AnnData it was "
                       "taken from is not changed; use adata = adata[mask].copy() to avoid this warning",
-                      UserWarning, stacklevel=2)
+                      UserWarning, stacklevel=user_stacklevel())
         adata._init_as_actual(adata.copy())
 
     weight = np.full(adata.n_vars, np.nan)
