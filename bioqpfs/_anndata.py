@@ -204,7 +204,7 @@ def obs_rep_for(adata, runs, *, layer=None, use_raw=None, chunk_size=None, progr
 COUNTS_CHECK_ROWS = 2000
 
 
-def counts_warning(adata, X, layer, raw):
+def counts_warning(adata, X, layer, raw, *, what="the panel is selected on them as given"):
     """The warning text when ``X`` (the matrix a selection reads) looks like raw counts, else ``None``.
 
     Raw counts: only non-negative integers, some above 1, in its first :data:`COUNTS_CHECK_ROWS` rows (scanpy's
@@ -212,7 +212,7 @@ def counts_warning(adata, X, layer, raw):
     log-transformed expression (sequencing depth differs between cells), and neither scanpy nor bioqpfs said
     anything when ``.X`` or ``.raw`` still held counts.  The text names the matrix and what to pass instead:
     a layer or ``.X``/``.raw`` of this AnnData that holds non-integer values, else normalising first.
-    A Dask or backed matrix is not looked at (reading it is the costly part).
+    A Dask or backed matrix is not looked at (reading it is the costly part).  ``what``: what is done with them.
     """
     if is_dask_array(X) or not _looks_like_counts(X):
         return None
@@ -228,7 +228,7 @@ def counts_warning(adata, X, layer, raw):
     fix = (f"; non-integer values, perhaps the log-normalised ones, are in {', '.join(others)}" if others else
            "; normalise and log-transform them first (sc.pp.normalize_total, sc.pp.log1p), keeping the counts in "
            "a layer (adata.layers['counts'] = adata.X.copy())")
-    return (f"{name} holds non-negative integers only (raw counts?); the panel is selected on them as given, while "
+    return (f"{name} holds non-negative integers only (raw counts?); {what}, while "
             f"the methods are meant for normalised, log-transformed expression{fix}")
 
 

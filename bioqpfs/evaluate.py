@@ -29,7 +29,16 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import _device, _progress, _threads
-from ._anndata import check_annotations, check_mask, check_use_raw, matrix_name, obs_batch, obs_labels, obs_rep_for
+from ._anndata import (
+    check_annotations,
+    check_mask,
+    check_use_raw,
+    counts_warning,
+    matrix_name,
+    obs_batch,
+    obs_labels,
+    obs_rep_for,
+)
 from ._jit import announce_compilation
 from ._kernels.counting_dask import compute, is_dask_array
 from ._registry import batch_methods, select
@@ -147,6 +156,10 @@ def _data(data, labels, *, layer, use_raw, mask_var, feature_names, runs=None, c
         logg.info(f"evaluate: expression from {check_use_raw(data, layer, use_raw)[1]}"
                   + (f" (the matrix stored in the file read whole: {whole})" if whole else
                      " (read lazily in sample chunks)" if is_dask_array(X) else ""))
+        counts = counts_warning(data, X, layer, check_use_raw(data, layer, use_raw)[0],
+                                what="the panels are selected and scored on them as given")
+        if counts is not None:
+            logg.warning(counts)
         # a list is .obs column names, unless it holds one label per cell that are not all column names
         columns = isinstance(labels, str) or (isinstance(labels, (list, tuple)) and (
             len(labels) != data.n_obs or all(isinstance(c, str) and c in data.obs.columns for c in labels)))

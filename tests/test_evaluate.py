@@ -680,3 +680,27 @@ def test_k_fold_with_too_small_classes_names_them(srbct_small):
     with pytest.raises(ValueError, match=r"cv=5 folds but 2 class\(es\) have fewer than 5 samples: 'rare' \(1\), "
                                          r"'few' \(3\); use fewer folds.*leave those classes' samples out"):
         evaluate.compare(a, "class", ["random"], n_genes=[5], cv=5)
+
+
+def test_evaluating_on_raw_counts_is_announced_once(monkeypatch):
+    """evaluate.compare on an AnnData whose matrix read holds raw counts scored the panels on them without a word
+    (tl.select_genes warns); it warns too, and tl.select_genes(n_genes="auto"), which runs error_curve, says it once."""
+    import anndata as ad
+    import scanpy as sc
+
+    said = []
+    monkeypatch.setattr(sc.logging, "warning", lambda msg, *a, **k: said.append(msg))
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(rng.uniform(0.2, 5, size=(1, 30)) * np.repeat([[1.0], [3.0]], 30, axis=0)).astype(float)
+    a = ad.AnnData(counts, obs=pd.DataFrame({"g": np.repeat(["a", "b"], 30)}, index=[f"c{i}" for i in range(60)]))
+    a.var_names = [f"g{i}" for i in range(30)]
+    evaluate.compare(a, "g", ["mrmr_mid"], n_genes=[3], cv=3)
+    assert len(said) == 1 and said[0].startswith("adata.X holds non-negative integers only (raw counts?); the panels "
+                                                 "are selected and scored on them as given")
+    said.clear()
+    bioqpfs.tl.select_genes(a, "g", method="mrmr_mid", n_genes="auto")
+    assert len([m for m in said if "raw counts?" in m]) == 1
+    said.clear()
+    a.X = np.log1p(counts)
+    evaluate.compare(a, "g", ["mrmr_mid"], n_genes=[3], cv=3)
+    assert said == []

@@ -391,7 +391,7 @@ def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | 
     duplicated = _warn_duplicated_names(adata)
     start = logg.info(f"selecting {n_genes if n_genes != 'auto' else 'n_genes=auto'} genes with {method!r} by {groupby!r} on {source}")
     counts = counts_warning(adata, X, layer, check_use_raw(adata, layer, use_raw)[0])
-    if counts is not None:
+    if counts is not None and n_genes != "auto":   # n_genes="auto": evaluate.error_curve below says it, once
         logg.warning(counts)
     if whole is not None:
         logg.info(f"    the matrix stored in the file is read whole: {whole}")
