@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 __all__ = ["selection_df"]
 
 
-def selection_df(adata: AnnData, key: str | None = None, *, ranked_only: bool = True) -> pd.DataFrame:
+def selection_df(adata: AnnData, key: str | None = None, *, ranked_only: bool = True,
+                 gene_symbols: str | None = None) -> pd.DataFrame:
     """Tidy DataFrame of a stored selection: gene, rank, weight, selected (+ method-specific columns).
 
     Rows are in rank order; genes without a rank are dropped unless ``ranked_only=False``.
@@ -23,8 +24,13 @@ def selection_df(adata: AnnData, key: str | None = None, *, ranked_only: bool = 
     the key :func:`bioqpfs.tl.select_genes` stores under by default (``"bioqpfs"``) when present, else the one
     stored selection.  Rank, weight and selected are read as numbers and booleans, also from a ``.var`` whose
     columns became strings (a CSV round trip), so that the rows are in rank order, not in text order.
+    ``gene_symbols``: a column of ``adata.var`` (e.g. symbols when ``var_names`` are Ensembl IDs) added after
+    ``gene`` under its own name, as in scanpy's ``sc.get.rank_genes_groups_df(..., gene_symbols=)``.
     """
     key = selection_key(adata, key)
+    if gene_symbols is not None and gene_symbols not in adata.var.columns:
+        raise KeyError(f"gene_symbols={gene_symbols!r} is not a column of adata.var; available: "
+                       f"{', '.join(map(str, adata.var.columns)) or 'none'}")
     prefix = f"{key}_"
     needed = [f"{key}_rank", f"{key}_weight", f"{key}_selected"]
     missing = [c for c in needed if c not in adata.var.columns]
@@ -39,12 +45,17 @@ def selection_df(adata: AnnData, key: str | None = None, *, ranked_only: bool = 
     df = adata.var[cols].copy()
     df.columns = [c[len(prefix):] for c in cols]
     df.insert(0, "gene", adata.var_names.to_numpy())
+    if gene_symbols is not None:
+        if str(gene_symbols) in df.columns:
+            raise ValueError(f"gene_symbols={gene_symbols!r} is also a column of the table ({', '.join(df.columns)}); "
+                             "copy the symbols to a .var column of another name")
+        df.insert(1, str(gene_symbols), adata.var[gene_symbols].to_numpy())
     for name, kind in (("rank", "number"), ("weight", "number"), ("selected", "bool")):
         df[name] = _typed(df[name], kind, f"{key}_{name}")
     if ranked_only:
         df = df[np.isfinite(df["rank"].to_numpy())]
     df = df.sort_values("rank", kind="stable", na_position="last").reset_index(drop=True)
-    first = ["gene", "rank", "weight", "selected"]
+    first = ["gene", *([str(gene_symbols)] if gene_symbols is not None else []), "rank", "weight", "selected"]
     return df[first + [c for c in df.columns if c not in first]]
 
 

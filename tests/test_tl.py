@@ -584,3 +584,18 @@ def test_the_warnings_a_notebook_gets_point_at_its_own_line():
             for key in ("adata is a view", "constant gene", "duplicated name(s)")}
     assert all(said.values()), said
     assert all(f == __file__ for files in said.values() for f in files), said
+
+
+def test_selection_df_adds_a_gene_symbols_column():
+    """var_names as Ensembl IDs: get.selection_df listed only the IDs, and took no gene_symbols= as scanpy's
+    sc.get.rank_genes_groups_df does; the symbols come after "gene", under the column's name, in rank order."""
+    a = bioqpfs.datasets.srbct()[:, :80].copy()
+    a.var["gene_symbols"] = a.var_names.to_numpy()
+    a.var_names = [f"ENSG{i:011d}" for i in range(a.n_vars)]
+    bioqpfs.tl.select_genes(a, "class", method="mrmr_mid", n_genes=4)
+    df = bioqpfs.get.selection_df(a, gene_symbols="gene_symbols")
+    assert list(df.columns[:5]) == ["gene", "gene_symbols", "rank", "weight", "selected"]
+    assert list(df["gene_symbols"]) == list(a.var.loc[df["gene"], "gene_symbols"])
+    assert df["rank"].tolist() == sorted(df["rank"].tolist())
+    with pytest.raises(KeyError, match="gene_symbols='symbol' is not a column of adata.var"):
+        bioqpfs.get.selection_df(a, gene_symbols="symbol")
