@@ -14,7 +14,7 @@ from .. import _threads
 from . import simplex_qp
 
 __all__ = ["PSD_FIXES", "apply_psd_fix", "min_eigenvalue_with_safety", "definite_beyond", "cholesky_factor",
-           "eigenvalue_above", "CLIP_DENSE_MAX", "CLIP_LANCZOS_MAX",
+           "certificate_bytes", "eigenvalue_above", "LOWER_BLOCK", "CLIP_DENSE_MAX", "CLIP_LANCZOS_MAX",
            "NONE_SIGN_TOL", "DEFINITE_FLOOR"]
 
 #: psd_fix="clip" diagonalises G completely up to this size (LAPACK), beyond it uses Lanczos
@@ -29,6 +29,20 @@ NONE_SIGN_TOL = 0.1
 #: bytes of the dense copy of G up to which a Cholesky factorisation may certify G definite (see
 #: :func:`definite_beyond`); also at most a quarter of the available memory
 CHOLESKY_MAX_BYTES = 2 * 2**30
+#: columns of the lower triangle :func:`cholesky_factor` symmetrises at a time (a float64 block of M x this)
+LOWER_BLOCK = 256
+
+
+def certificate_bytes(m):
+    """Peak memory of the Cholesky certificate of an M x M G beside Q (bytes; for the memory guard): 0 where
+    :func:`cholesky_factor` would skip it (its dense copy over :data:`CHOLESKY_MAX_BYTES` or a quarter of the
+    available memory), else the dense float64 copy, one :data:`LOWER_BLOCK`-column block of its symmetrisation
+    and the ~24 vectors of the Lanczos run on the inverse (:func:`eigenvalue_above`) that holds the factor.  It
+    runs before the QP solves and is freed before them (the per-class QPs of ``qpfs_cover`` share one)."""
+    m = int(m)
+    if m == 0 or not simplex_qp.dense_copy_fits(m, CHOLESKY_MAX_BYTES):
+        return 0
+    return 8 * m * (m + LOWER_BLOCK + 24)
 
 
 def definite_beyond(G, floor):
@@ -66,10 +80,35 @@ def cholesky_factor(G, floor):
         lead[np.diag_indices(k)] += G.shift - floor
         if sla.lapack.dpotrf(lead, lower=1, clean=0, overwrite_a=1)[1] != 0:
             return None
-    Gd = np.array(G.dense(), dtype=np.float64, order="F")
+        del lead  # not held beside the whole copy
+    Gd = _dense_lower(G)
     Gd[np.diag_indices(G.n)] -= floor
     L, info = sla.lapack.dpotrf(Gd, lower=1, clean=0, overwrite_a=1)
     return L if info == 0 else None
+
+
+def _dense_lower(G):
+    """``G.dense()`` as a Fortran-ordered float64 array whose lower triangle (what ``potrf(lower=1)`` reads) is
+    that of ``G.dense()`` bit for bit: the one n x n allocation of the Cholesky certificate.  ``G.dense()``
+    followed by the Fortran copy held two float64 copies of G at once (a float64 cast of a float32 Q, its scaled
+    copy, then ``0.5 (G + G^T)`` and the Fortran copy: 16 bytes per entry beside Q, 3.8 GiB at 16,000 genes); here
+    Q is cast and scaled into the array itself and the lower triangle is symmetrised a block of columns at a time
+    (each block reads only columns that no earlier block wrote).  The upper triangle keeps G unsymmetrised (the
+    factor's upper triangle is junk either way).  G with an index or a low-rank part: ``G.dense()``."""
+    if G.Q is None or G.index is not None or G.U is not None:
+        return np.array(G.dense(), dtype=np.float64, order="F")
+    n = G.n
+    Gd = np.empty((n, n), dtype=np.float64, order="F")
+    np.multiply(np.asarray(G.Q), G.scale, out=Gd, dtype=np.float64)
+    Gd += 0.0  # as G.dense()'s zeros + scale Q: -0.0 becomes 0.0
+    Gd[np.diag_indices(n)] += G.shift
+    buf = np.empty((n, min(LOWER_BLOCK, n)), order="F")
+    for c0 in range(0, n, LOWER_BLOCK):
+        c1 = min(c0 + LOWER_BLOCK, n)
+        block = np.add(Gd[c0:, c0:c1], Gd[c0:c1, c0:].T, out=buf[:n - c0, :c1 - c0])
+        block *= 0.5
+        Gd[c0:, c0:c1] = block
+    return Gd
 
 
 def eigenvalue_above(factor, floor, tol=1e-10):
