@@ -276,3 +276,27 @@ def test_cholesky_certificate_holds_one_dense_copy(monkeypatch):
     assert peak < 1.25 * 8 * m * m                       # was 2 x 8 M^2
     assert peak <= psd.certificate_bytes(m) + 2**20
 
+
+def test_solver_estimate_counts_the_cholesky_certificate(monkeypatch):
+    """``solver_working_bytes`` (the guards of qpfs, qpfs_cover, eqpfs) counted the active-set working set,
+    capped at ACTIVE_SET_MAX_SUPPORT^2 genes, but not the certificate's dense float64 copy of G (8 M^2): beyond
+    ~8,700 genes the copy is the larger (qpfs on a definite Q of 16,000 genes: estimate 1.5 GiB, peak 4.8 GiB).
+    The cap is lowered here to reach that regime at a testable size.  Where the copy would not fit (a quarter of
+    the available memory) the certificate is skipped and not counted, so the guard refuses nothing more."""
+    from bioqpfs._kernels import psd, simplex_qp
+    from bioqpfs.selectors._qp import solver_working_bytes
+
+    monkeypatch.setattr(simplex_qp, "ACTIVE_SET_MAX_SUPPORT", 64)
+    _budget(monkeypatch, 64 * 2**30)
+    m = 1200
+    Q = _definite_q(m)
+    _, peak = _peak(psd.min_eigenvalue_with_safety, Q)
+    estimate = solver_working_bytes(m, "auto", "shift")
+    assert peak <= estimate <= 1.5 * peak
+    assert solver_working_bytes(m, "auto", "clip") == 3 * 8 * m * m   # clipping: its dense eigen-solve, no certificate
+    _budget(monkeypatch, 3 * 8 * m * m)                  # the copy is over a quarter: skipped, and not counted
+    small = solver_working_bytes(m, "auto", "shift")
+    assert small < 8 * m * m
+    _, peak = _peak(psd.min_eigenvalue_with_safety, Q)
+    assert peak <= small
+

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _threads
 from .._kernels import simplex_qp
-from .._kernels.psd import CLIP_DENSE_MAX, CLIP_LANCZOS_MAX, apply_psd_fix
+from .._kernels.psd import CLIP_DENSE_MAX, CLIP_LANCZOS_MAX, apply_psd_fix, certificate_bytes
 from .._validation import available_memory, memory_guard
 from ._common import preselected_record, resolve_preselected, warn_constant
 
@@ -325,10 +325,24 @@ def solver_working_bytes(m, solver="auto", psd_fix="shift"):
     quadprog (``solver="quadprog"``, or ``"auto"`` up to ``QUADPROG_AUTO_MAX`` genes): the dense G,
     the M x (M+1) constraints and its workspace, ~4 M^2 float64.  ``psd_fix="clip"`` up to
     :data:`CLIP_DENSE_MAX`: G dense, its eigenvectors and LAPACK's workspace, ~3 M^2 float64.
-    Otherwise (the large-scale path) the active-set working set, :func:`active_set_bytes`, and O(M): Lanczos
-    vectors (40 for the shift; up to 2 x :data:`CLIP_LANCZOS_MAX` + 1 when clipping), the float64 row blocks of
-    the products (``_ROW_CHUNK`` rows) and ~20 SPG vectors.
+    Otherwise (the large-scale path) the larger of the problem's own working memory (:func:`_problem_bytes`:
+    the active-set working set and O(M) vectors) and the Cholesky certificate of a definite G that comes before
+    it (:func:`bioqpfs._kernels.psd.certificate_bytes`: a dense float64 copy of G, 8 M^2 -- twice a float32 Q --
+    whenever it fits a quarter of the available memory; not counted, the estimate of ``qpfs`` on a definite Q of
+    16,000 genes was 1.5 GiB against a 4.8 GiB peak).
     """
+    work = _problem_bytes(m, solver, psd_fix)
+    quad = solver == "quadprog" or (solver == "auto" and m <= simplex_qp.QUADPROG_AUTO_MAX)
+    if quad or psd_fix == "clip":
+        return work
+    return max(work, certificate_bytes(m))
+
+
+def _problem_bytes(m, solver, psd_fix):
+    """One QP's own working memory on M genes (bytes): the dense forms of :func:`solver_working_bytes`, else the
+    active-set working set, :func:`active_set_bytes`, and O(M): Lanczos vectors (40 for the shift; up to 2 x
+    :data:`CLIP_LANCZOS_MAX` + 1 when clipping), the float64 row blocks of the products (``_ROW_CHUNK`` rows)
+    and ~20 SPG vectors."""
     quad = solver == "quadprog" or (solver == "auto" and m <= simplex_qp.QUADPROG_AUTO_MAX)
     dense = (4 if quad else 0) + (3 if psd_fix == "clip" and m <= CLIP_DENSE_MAX else 0)
     if dense:
@@ -350,12 +364,13 @@ def class_qp_workers(m, psd_fix):
     """Worker threads for QPs on one shared Q of M genes solved side by side (``qpfs_cover``'s class problems).
 
     The worker count in force (``n_jobs``), as many as half the available memory holds at
-    :func:`solver_working_bytes` each (the active-set working set, :func:`active_set_bytes`, and the O(M) vectors).
+    :func:`_problem_bytes` each (the active-set working set, :func:`active_set_bytes`, and the O(M) vectors; the
+    shared Cholesky certificate comes before them, once).
     One with ``psd_fix="clip"`` (a dense eigen-solve per problem up to :data:`CLIP_DENSE_MAX` genes).
     """
     if psd_fix == "clip":
         return 1
-    per_problem = solver_working_bytes(m, "auto", psd_fix)
+    per_problem = _problem_bytes(m, "auto", psd_fix)
     return max(1, min(_threads.current(), int(available_memory()[0] // 2 // per_problem)))
 
 
