@@ -330,3 +330,15 @@ def test_nystrom_guard_counts_the_error_estimate(monkeypatch):
     _, peak = _peak(bioqpfs.select, X, y, method="qpfs", nystrom_rate=0.1, n_genes=5)
     assert len(seen) == 1 and len(rows_seen) == 1
     assert peak <= seen[0] <= 1.5 * peak                 # was 3 r M: 0.5 of the peak after the rows
+
+
+def test_cholesky_certificate_stays_below_the_openblas_crash(monkeypatch):
+    """scipy's OpenBLAS ``dpotrf`` (multithreaded) died with SIGSEGV on a definite 15,600 x 15,600 G (1.9 GiB; 15,500
+    passed), inside the 2 GiB the certificate allowed: such a G is now left to Lanczos, without any allocation."""
+    from bioqpfs._kernels import psd, simplex_qp
+
+    _budget(monkeypatch, 64 * 2**30)
+    assert not simplex_qp.dense_copy_fits(15600, psd.CHOLESKY_MAX_BYTES)
+    assert psd.certificate_bytes(15600) == 0
+    G = simplex_qp.QPMatrix(U=np.ones((15600, 1)), w=np.ones(1), shift=1.0)
+    assert psd.cholesky_factor(G, 0.0) is None

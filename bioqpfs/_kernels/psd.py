@@ -27,8 +27,11 @@ NONE_SIGN_TOL = 0.1
 
 
 #: bytes of the dense copy of G up to which a Cholesky factorisation may certify G definite (see
-#: :func:`definite_beyond`); also at most a quarter of the available memory
-CHOLESKY_MAX_BYTES = 2 * 2**30
+#: :func:`definite_beyond`); also at most a quarter of the available memory.  1.5 GiB (14,188 genes): the
+#: multithreaded ``dpotrf`` of scipy's OpenBLAS (0.3.31) crashes the process (SIGSEGV) from about 15,600 genes
+#: (1.9 GiB; 15,500 passed) at 2 to 8 threads, the single-threaded one not -- at 2 GiB (16,384 genes) a definite
+#: Q of 15,600-16,384 genes killed ``qpfs`` instead of falling back to Lanczos
+CHOLESKY_MAX_BYTES = 3 * 2**29
 #: columns of the lower triangle :func:`cholesky_factor` symmetrises at a time (a float64 block of M x this)
 LOWER_BLOCK = 256
 

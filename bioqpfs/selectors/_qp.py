@@ -329,7 +329,7 @@ def solver_working_bytes(m, solver="auto", psd_fix="shift"):
     the active-set working set and O(M) vectors) and the Cholesky certificate of a definite G that comes before
     it (:func:`bioqpfs._kernels.psd.certificate_bytes`: a dense float64 copy of G, 8 M^2 -- twice a float32 Q --
     whenever it fits a quarter of the available memory; not counted, the estimate of ``qpfs`` on a definite Q of
-    16,000 genes was 1.5 GiB against a 4.8 GiB peak).
+    14,000 genes was 1.3 GiB against a 3.6 GiB peak).
     """
     work = _problem_bytes(m, solver, psd_fix)
     quad = solver == "quadprog" or (solver == "auto" and m <= simplex_qp.QUADPROG_AUTO_MAX)
