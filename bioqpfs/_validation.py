@@ -497,7 +497,10 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
     ``pd.cut``) or use a categorical column; an explicit pandas ``Categorical`` is always taken
     as classes, whatever its categories (e.g. doses 0.5, 1.5).  Labels where more than half of
     at least 10 samples are alone in their class (e.g. ages in years, or sample ids) only give
-    a warning: small cross-validation folds of real class labels can look like that.
+    a warning: small cross-validation folds of real class labels can look like that.  Datetime,
+    timedelta, pandas Period or Interval labels (not an explicit ``Categorical``) are classes (e.g.
+    samples grouped by day), but mostly alone in their class they are refused: a time stamp per
+    sample is a measurement.  Complex numbers are refused as labels (give strings if meant).
 
     One class written in two ways -- ``1`` and ``'1'``, ``'1'`` and ``'1.0'``, ``'B'`` and ``'B '``
     -- is an error that names the colliding values: they are different values, so they would
@@ -548,11 +551,13 @@ def check_labels(y, n_samples, *, name="labels", min_classes=2, sample_names=Non
             f"{describe_indices(at, shown)}): a blank cell or the text of a missing value (astype(str) writes NaN as "
             "'nan') is a missing label, not a class; remove those samples or give them a label"
         )
+    _check_not_complex(cat.categories, name)
     classes = np.asarray(cat.categories)
     codes = np.asarray(cat.codes, dtype=np.intp)
     _check_no_colliding_classes(classes, name)
     if check_continuous and _WARNED_CODES.get(id(y)) is not y:  # codes returned by a check that warned already
-        if _check_not_continuous(classes, codes, n_samples, name, explicit_categories):
+        if _check_not_continuous(classes, codes, n_samples, name, explicit_categories,
+                                 times=_time_kind(cat.categories)):
             _WARNED_CODES[id(codes)] = codes
     if classes.size < min_classes:
         raise ValueError(
@@ -612,8 +617,47 @@ def _check_no_colliding_classes(classes, name):
             "first: one type and one spelling per class (e.g. all integers, or strings without surrounding spaces)")
 
 
-def _check_not_continuous(classes, codes, n_samples, name, explicit_categories):
-    """Refuse float labels with non-integer values; warn on mostly-singleton classes (see :func:`check_labels`).
+def _check_not_complex(categories, name):
+    """Refuse complex numbers as class labels (an FFT or a complex matrix's column, almost surely by mistake)."""
+    kind = getattr(categories.dtype, "kind", "")
+    found = categories[0] if kind == "c" and len(categories) else next(
+        (v for v in categories if isinstance(v, (complex, np.complexfloating))), None) if kind == "O" else None
+    if found is not None:
+        raise ValueError(f"Complex data not supported as class labels: {name} holds complex numbers (e.g. "
+                         f"{complex(found)!r}); if these values are names of classes, give them as strings (e.g. "
+                         "y.astype(str))")   # "Complex data not supported": scikit-learn's words, its checks ask them
+
+
+def _time_kind(categories):
+    """The kind of the labels when they are points or spans of time or intervals (datetime, timedelta, pandas
+    Period or Interval values), else ``None``."""
+    import datetime
+
+    import pandas as pd
+
+    dtype = categories.dtype
+    if isinstance(dtype, pd.DatetimeTZDtype) or getattr(dtype, "kind", "") == "M":
+        return "datetime"
+    if getattr(dtype, "kind", "") == "m":
+        return "timedelta"
+    if isinstance(dtype, pd.PeriodDtype):
+        return "Period"
+    if isinstance(dtype, pd.IntervalDtype):
+        return "Interval"
+    if getattr(dtype, "kind", "") == "O" and len(categories):
+        kinds = (((datetime.datetime, datetime.date, np.datetime64), "datetime"),
+                 ((datetime.timedelta, np.timedelta64), "timedelta"), ((pd.Period,), "Period"),
+                 ((pd.Interval,), "Interval"))
+        for types, kind in kinds:
+            if all(isinstance(v, types) for v in categories):
+                return kind
+    return None
+
+
+def _check_not_continuous(classes, codes, n_samples, name, explicit_categories, times=None):
+    """Refuse float labels with non-integer values; warn on mostly-singleton classes (see :func:`check_labels`);
+    refuse mostly-singleton classes of ``times`` (datetime, timedelta, Period or Interval labels, not an explicit
+    Categorical): a time stamp per sample is a measurement, not a class.
 
     Returns whether the singleton warning applies (it is not repeated inside a :func:`one_labels_warning` scope)."""
     import warnings
@@ -629,6 +673,14 @@ def _check_not_continuous(classes, codes, n_samples, name, explicit_categories):
     singletons = int((np.bincount(codes, minlength=classes.size) == 1).sum())
     if not (n_samples >= 10 and singletons > n_samples / 2):
         return False
+    if times is not None and not explicit_categories:
+        import pandas as pd
+
+        raise ValueError(
+            f"{name} {verb} continuous: {times} values where {singletons} of {n_samples} samples are alone in their "
+            f"class ({classes.size} distinct values, e.g. {pd.Index(classes)[0]}); a time per sample is a measurement, not "
+            "a class: group them (e.g. y.dt.floor('D') or y.dt.to_period('M') for days or months, pandas.cut) or "
+            "give a categorical column")
     seen, finding = _SCOPE_WARNED.get(), (n_samples, classes.size, singletons)
     if seen is None or finding not in seen:
         if seen is not None:

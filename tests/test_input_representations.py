@@ -141,3 +141,49 @@ def test_a_column_of_preselected_positions_is_refused_as_nested():
             bioqpfs.select(X, codes, n_genes=4, preselected=nested)
     np.testing.assert_array_equal(bioqpfs.select(X, codes, n_genes=4, preselected=np.ravel([[5], [7]])).selected[:2],
                                   [5, 7])
+
+
+@pytest.mark.parametrize("y_of", [lambda c: c + 1j * (c == 2), lambda c: np.array(list(c + 0j), dtype=object),
+                                  lambda c: __import__("pandas").Categorical(c * 1j)])
+def test_complex_labels_are_refused_naming_the_value(y_of):
+    # complex labels were taken as classes without a word (each value a class), while a complex X is refused
+    X, codes = _data()
+    with pytest.raises(ValueError, match=r"Complex data not supported as class labels: y holds complex numbers \(e\.g\. .*j\).*as strings"):
+        _select(X, y_of(codes))
+    np.testing.assert_array_equal(_select(X, codes.astype(str)).ranking, _select(X, codes).ranking)
+
+
+def _times():
+    import pandas as pd
+
+    stamps = pd.date_range("2024-01-01 09:00", periods=3, freq="D")
+    return {"datetime64": lambda c: stamps.values[c], "Timestamp": lambda c: np.array(list(stamps[c]), dtype=object),
+            "tz": lambda c: pd.Series(stamps[c]).dt.tz_localize("UTC"),
+            "timedelta": lambda c: (stamps - stamps[0]).values[c],
+            "Period": lambda c: pd.Series(stamps[c]).dt.to_period("D"),
+            "Interval": lambda c: pd.arrays.IntervalArray.from_breaks([0, 1, 2, 3])[c]}
+
+
+@pytest.mark.parametrize("kind", sorted(_times()))
+def test_time_labels_group_samples_but_one_per_sample_is_refused(kind):
+    # datetime/timedelta/Period/Interval labels: samples grouped by day stay classes (the codes' panel); one time per
+    # sample (a measurement, not a class) was taken as classes with at most a warning, now it is refused
+    import pandas as pd
+
+    X, codes = _data()
+    as_labels = _times()[kind]
+    np.testing.assert_array_equal(_select(X, as_labels(codes)).ranking, _select(X, codes).ranking)
+    each = np.arange(codes.size) % 30       # 30 values for 36 samples: 24 samples alone in their class
+    if kind in ("datetime64", "Timestamp", "tz", "timedelta"):
+        stamps = pd.date_range("2024-01-01 09:00", periods=30, freq="37min")
+        each_y = {"datetime64": stamps.values[each], "Timestamp": np.array(list(stamps[each]), dtype=object),
+                  "tz": pd.Series(stamps[each]).dt.tz_localize("UTC"),
+                  "timedelta": (stamps - stamps[0]).values[each]}[kind]
+    elif kind == "Period":
+        each_y = pd.Series(pd.date_range("2024-01-01", periods=30, freq="D")[each]).dt.to_period("D")
+    else:
+        each_y = pd.arrays.IntervalArray.from_breaks(np.arange(31))[each]
+    with pytest.raises(ValueError, match=r"y looks continuous: \w+ values where 24 of 36 samples are alone.*group"):
+        _select(X, each_y)
+    with pytest.warns(UserWarning, match="alone in their class"):   # an explicit Categorical: classes, as ever
+        bioqpfs.select(X, pd.Categorical(each_y), n_genes=4, random_state=0)
