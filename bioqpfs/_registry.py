@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from . import _device, _progress, _threads
 from ._docs import BACKEND_DOC, doc_params
 from ._selection import Selection
-from ._validation import frame_feature_names, validate_random_state
+from ._validation import frame_feature_names, one_names_warning, validate_random_state
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -288,6 +288,7 @@ def check_levels_supported(method, y, preset=None):
 
 
 @doc_params(backend=BACKEND_DOC)
+@one_names_warning()   # a DataFrame's columns, then the selector's feature_names: repeated names warned once
 def select(X: MatrixLike, y: ArrayLike, *, method: str | None = None, n_genes: int | None = None,
            random_state: SeedLike = 0, feature_names: Sequence[str] | None = None, progress: bool | None = None,
            n_jobs: int | None = None, backend: str | None = None, **params) -> Selection:

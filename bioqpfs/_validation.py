@@ -21,7 +21,7 @@ __all__ = ["check_matrix", "check_dask_matrix", "check_labels", "check_n_genes",
            "check_base", "describe_indices", "gene_list", "gene_positions", "memory_guard", "output_guard", "sample_names_of", "parameter_constraints",
            "Options", "Interval",
            "check_number", "check_positive_int", "seed_of", "InvalidParameterError", "MemoryGuardError",
-           "REMEDIES", "one_labels_warning", "is_default_index", "refuse_ambiguous_default_index"]
+           "REMEDIES", "one_labels_warning", "one_names_warning", "warn_repeated_names", "is_default_index", "refuse_ambiguous_default_index"]
 
 # The mostly-singleton-classes warning of check_labels is issued once per user call, although the
 # labels are checked at several layers (tl, then the selector, then the relevance on the codes):
@@ -29,6 +29,46 @@ __all__ = ["check_matrix", "check_dask_matrix", "check_labels", "check_n_genes",
 # one_labels_warning() scope the same finding is reported once.
 _WARNED_CODES = weakref.WeakValueDictionary()   # id(codes) -> codes
 _SCOPE_WARNED = contextvars.ContextVar("bioqpfs_labels_warned", default=None)
+# repeated gene names reported in this one_names_warning() scope (a face checks the names again for every method or
+# fold it runs; the user hears of them once)
+_NAMES_WARNED = contextvars.ContextVar("bioqpfs_names_warned", default=None)
+
+
+@contextlib.contextmanager
+def one_names_warning():
+    """Scope (also a decorator) in which the same repeated gene names are warned about at most once (see
+    :func:`warn_repeated_names`).  Nested scopes share the outermost one."""
+    if _NAMES_WARNED.get() is not None:
+        yield
+        return
+    token = _NAMES_WARNED.set(set())
+    try:
+        yield
+    finally:
+        _NAMES_WARNED.reset(token)
+
+
+def warn_repeated_names(names, what, fix, *, message=None):
+    """Warn once (per :func:`one_names_warning` scope) when the gene names ``names`` repeat a name: a panel gene
+    with such a name is told apart only by its position.  ``what`` names them in the message, ``fix`` says how to make
+    them unique; ``message`` (given the repeated names, described) replaces the whole text.  Returns the repeated
+    names (an empty Index when they are unique)."""
+    import pandas as pd
+
+    index = pd.Index(np.asarray(names).astype(str))
+    if index.is_unique:
+        return index[:0]
+    dup = index[index.duplicated()].unique()
+    seen, finding = _NAMES_WARNED.get(), tuple(dup)
+    if seen is None or finding not in seen:
+        if seen is not None:
+            seen.add(finding)
+        shown = describe_indices(np.arange(len(dup)), dup)
+        warnings.warn(message(len(dup), shown) if message is not None else
+                      f"{what} are not unique ({len(dup)} repeated name(s): {shown}); a panel gene with such a name is "
+                      "told apart only by its position (Selection.selected), not by Selection.genes or "
+                      f"selected_names(): make them unique ({fix})", UserWarning, stacklevel=user_stacklevel())
+    return dup
 
 
 @contextlib.contextmanager
@@ -182,15 +222,9 @@ def frame_feature_names(columns, name="X"):
                          f"gene needs one name: flatten them ({name}.columns = {name}.columns.map('_'.join) for text "
                          f"levels, or {name}.columns.get_level_values(0)), or pass feature_names=")
     names = np.asarray(columns).astype(str)
-    dup = pd.Index(names)[pd.Index(names).duplicated()].unique()
-    if len(dup):   # as tl.select_genes warns for var_names: the panel's names could not tell those genes apart
-        import warnings
-
-        warnings.warn(f"the columns of {name} are not unique ({len(dup)} repeated name(s): "
-                      f"{describe_indices(np.arange(len(dup)), dup)}); a panel gene with such a name is told apart "
-                      f"only by its position (Selection.selected), not by Selection.genes or selected_names(): make "
-                      f"them unique ({name}.columns = anndata.utils.make_index_unique({name}.columns))",
-                      UserWarning, stacklevel=user_stacklevel())
+    # as tl.select_genes warns for var_names: the panel's names could not tell those genes apart
+    warn_repeated_names(names, f"the columns of {name}",
+                        f"{name}.columns = anndata.utils.make_index_unique({name}.columns)")
     return names
 
 
@@ -204,6 +238,9 @@ def _check_shape(shape, name, min_samples, feature_names):
     if feature_names is not None and len(feature_names) != m:
         raise ValueError(f"feature_names has {len(feature_names)} entries but {name} has {m} genes (columns); "
                          "pass one name per gene, in column order")
+    if feature_names is not None:   # every face's names come through here: select, the selectors, evaluate, tl
+        warn_repeated_names(feature_names, "feature_names",
+                            "feature_names = anndata.utils.make_index_unique(pandas.Index(feature_names))")
 
 
 def check_matrix(X, *, name="X", feature_names=None, allow_sparse=True, min_samples=2):

@@ -52,6 +52,7 @@ from ._validation import (
     gene_list,
     gene_positions,
     memory_guard,
+    one_names_warning,
     preselected_in_mask,
     sample_names_of,
     seed_of,
@@ -657,6 +658,7 @@ def _dense(block):
 # --------------------------------------------------------------------------------------------
 # the curve
 # --------------------------------------------------------------------------------------------
+@one_names_warning()   # names checked here and by the selector of every fold: warned once
 def error_curve(data: AnnData | MatrixLike, labels: str | ArrayLike,
                 selections: str | Selection | pd.DataFrame | Sequence[Any] | Mapping[str, Any], *,
                 n_genes: int | Sequence[int] = DEFAULT_N_GENES, classifier: str | BaseEstimator = "linear_svm",

@@ -1,4 +1,5 @@
 """The same values in another representation give the same answer, or a named refusal (hunt, stop 53)."""
+import re
 import warnings
 
 import numpy as np
@@ -187,3 +188,47 @@ def test_time_labels_group_samples_but_one_per_sample_is_refused(kind):
         _select(X, each_y)
     with pytest.warns(UserWarning, match="alone in their class"):   # an explicit Categorical: classes, as ever
         bioqpfs.select(X, pd.Categorical(each_y), n_genes=4, random_state=0)
+
+
+def test_repeated_feature_names_warn_once_on_every_face():
+    # select(..., feature_names=[a, b, a]) (and the selector functions, error_curve) returned a panel named, e.g.,
+    # [a, b, a] without a word, while a DataFrame's repeated columns warn and the estimators refuse them
+    import anndata as ad
+    import pandas as pd
+
+    from bioqpfs.evaluate import error_curve
+    from bioqpfs.selectors.qpfs import qpfs
+
+    X, codes = _data()
+    names = ["a", "b", "a"] + [f"g{j}" for j in range(3, X.shape[1])]
+    faces = {"select": lambda: bioqpfs.select(X, codes, n_genes=4, random_state=0, feature_names=names),
+             "qpfs": lambda: qpfs(X, codes, n_genes=4, random_state=0, feature_names=names),
+             "error_curve": lambda: error_curve(X, codes, ["qpfs"], n_genes=[2, 4], feature_names=names,
+                                                random_state=0)}
+    for face, call in faces.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = call()
+        repeated = [str(w.message) for w in caught if "not unique" in str(w.message)]
+        assert len(repeated) == 1, (face, repeated)
+        assert re.search(r"feature_names are not unique \(1 repeated name\(s\): a\).*make_index_unique", repeated[0])
+        assert next(w for w in caught if "not unique" in str(w.message)).filename == __file__, face   # the user's line
+        if face == "select":
+            np.testing.assert_array_equal(out.ranking, bioqpfs.select(X, codes, n_genes=4, random_state=0).ranking)
+    df = pd.DataFrame(X, columns=names)   # a DataFrame: its columns' warning, not a second one for feature_names
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        error_curve(df, codes, ["qpfs"], n_genes=[2, 4], random_state=0)
+        bioqpfs.select(df, codes, n_genes=4, random_state=0)
+    assert [str(w.message)[:28] for w in caught if "not unique" in str(w.message)] == ["the columns of X are not uni"] * 2
+    adata = ad.AnnData(X, obs=pd.DataFrame({"g": codes.astype(str)}, index=[f"c{i}" for i in range(codes.size)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        adata.var_names = [f"g{j}" for j in range(X.shape[1] - 2)] + ["z", "z"]
+    with warnings.catch_warnings(record=True) as caught:   # tl: its var_names warning alone
+        warnings.simplefilter("always")
+        bioqpfs.tl.select_genes(adata, "g", n_genes=4, random_state=0)
+    assert [str(w.message)[:24] for w in caught if "not unique" in str(w.message)] == ["adata.var_names are not "]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        bioqpfs.select(X, codes, n_genes=4, random_state=0, feature_names=[f"g{j}" for j in range(X.shape[1])])

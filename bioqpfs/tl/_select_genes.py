@@ -42,8 +42,10 @@ from .._validation import (
     describe_indices,
     gene_list,
     one_labels_warning,
+    one_names_warning,
     preselected_in_mask,
     user_stacklevel,
+    warn_repeated_names,
 )
 from ..selectors._common import check_levels
 
@@ -86,14 +88,10 @@ def _check_foreign(adata, key, to_write, owned):
 
 def _warn_duplicated_names(adata):
     """Warn (as scanpy does) when ``var_names`` are not unique; return the duplicated names."""
-    names = adata.var_names
-    if names.is_unique:
-        return set()
-    dup = names[names.duplicated()].unique()
-    warnings.warn(f"adata.var_names are not unique ({len(dup)} duplicated name(s): "
-                  f"{describe_indices(np.arange(len(dup)), dup)}); a panel containing one of them is refused, "
-                  "because the selected names could not tell the genes apart. Call adata.var_names_make_unique() "
-                  "first", UserWarning, stacklevel=user_stacklevel())
+    dup = warn_repeated_names(adata.var_names, "adata.var_names", "adata.var_names_make_unique()", message=lambda n, shown: (
+        f"adata.var_names are not unique ({n} duplicated name(s): {shown}); a panel containing one of them is "
+        "refused, because the selected names could not tell the genes apart. Call adata.var_names_make_unique() "
+        "first"))
     return set(dup)
 
 
@@ -198,6 +196,7 @@ def _auto_n_genes(adata, groupby, labels, method, params, *, n_candidates, layer
 
 @doc_params(backend=BACKEND_DOC)
 @one_labels_warning()   # labels checked here (named by column) and again by the selector: warn once
+@one_names_warning()    # var_names warned about here: not again as the selector's feature_names
 def select_genes(adata: AnnData, groupby: str | Sequence[str], *, method: str | None = None, n_genes: int | Literal["auto"] = 50,
                  similarity: Literal["mi", "correlation"] = "mi", layer: str | None = None,
                  use_raw: bool | None = None, mask_var: MaskLike = None, preselected: Sequence[str] | None = None,
