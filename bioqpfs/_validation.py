@@ -654,6 +654,11 @@ def _check_no_colliding_classes(classes, name):
             "first: one type and one spelling per class (e.g. all integers, or strings without surrounding spaces)")
 
 
+def _as_code(name):
+    """The labels as the user wrote them, for a fix in a message: ``adata.obs['day']`` (tl's column) or ``y``."""
+    return name if name.isidentifier() or name.startswith("adata.obs[") else "y"
+
+
 def _check_not_complex(categories, name):
     """Refuse complex numbers as class labels (an FFT or a complex matrix's column, almost surely by mistake)."""
     kind = getattr(categories.dtype, "kind", "")
@@ -662,7 +667,7 @@ def _check_not_complex(categories, name):
     if found is not None:
         raise ValueError(f"Complex data not supported as class labels: {name} holds complex numbers (e.g. "
                          f"{complex(found)!r}); if these values are names of classes, give them as strings (e.g. "
-                         "y.astype(str))")   # "Complex data not supported": scikit-learn's words, its checks ask them
+                         f"{_as_code(name)}.astype(str))")   # "Complex data not supported": scikit-learn's words, its checks ask them
 
 
 def _time_kind(categories):
@@ -716,8 +721,8 @@ def _check_not_continuous(classes, codes, n_samples, name, explicit_categories, 
         raise ValueError(
             f"{name} {verb} continuous: {times} values where {singletons} of {n_samples} samples are alone in their "
             f"class ({classes.size} distinct values, e.g. {pd.Index(classes)[0]}); a time per sample is a measurement, not "
-            "a class: group them (e.g. y.dt.floor('D') or y.dt.to_period('M') for days or months, pandas.cut) or "
-            "give a categorical column")
+            f"a class: group them (e.g. {_as_code(name)}.dt.floor('D') or .dt.to_period('M') for days or months, "
+            "pandas.cut) or give a categorical column")
     seen, finding = _SCOPE_WARNED.get(), (n_samples, classes.size, singletons)
     if seen is None or finding not in seen:
         if seen is not None:

@@ -232,3 +232,35 @@ def test_repeated_feature_names_warn_once_on_every_face():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         bioqpfs.select(X, codes, n_genes=4, random_state=0, feature_names=[f"g{j}" for j in range(X.shape[1])])
+
+
+def test_tl_groupby_of_complex_or_time_columns_as_select():
+    # tl.select_genes(groupby=<complex or datetime column>) took each value as a class, as select() did: the same
+    # refusals now, naming the column and the fix written for it
+    import anndata as ad
+    import pandas as pd
+
+    X, codes = _data()
+    stamps = pd.date_range("2024-01-01 09:00", periods=30, freq="37min")
+    each = np.arange(codes.size) % 30
+    obs = pd.DataFrame({"complex": codes + 1j, "day": pd.date_range("2024-01-01", periods=3, freq="D")[codes],
+                        "text": pd.Categorical(codes.astype(str)), "stamp": stamps[each],
+                        "since": (stamps - stamps[0])[each]}, index=[f"c{i}" for i in range(codes.size)])
+    adata = ad.AnnData(X, obs=obs)
+
+    def panel(groupby):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return list(bioqpfs.tl.select_genes(adata.copy(), groupby, n_genes=4, random_state=0,
+                                                copy=True).uns["bioqpfs"]["selected"])
+
+    with pytest.raises(ValueError, match=re.escape("Complex data not supported as class labels: adata.obs['complex'] "
+                                                   "holds complex numbers (e.g. 1j)") + r".*adata\.obs\['complex'\]\.astype\(str\)"):
+        panel("complex")
+    assert panel("day") == panel("text")            # grouped by day: classes, as the same groups written as text
+    for column, kind in (("stamp", "datetime"), ("since", "timedelta")):
+        with pytest.raises(ValueError, match=re.escape(f"adata.obs['{column}'] looks continuous: {kind} values where "
+                                                       "24 of 36") + r".*" + re.escape(f"adata.obs['{column}'].dt.floor")):
+            panel(column)
+        with pytest.raises(ValueError, match=f"y looks continuous: {kind} values"):   # select: the same refusal
+            _select(X, obs[column].to_numpy())
