@@ -64,7 +64,7 @@ from .information import CodeTable, pairwise_information
 _GEMM_MIN_GENES = 256
 
 __all__ = ["GeneSpace", "KMeansResult", "mi_one_to_many", "distance_from_mi",
-           "variant_macqueen", "radius", "two_level", "split_count"]
+           "variant_macqueen", "variant_macqueen_bytes", "radius", "two_level", "split_count"]
 
 
 @njit(cache=True)
@@ -284,6 +284,18 @@ def _nearest_member(space, genes, labels, sums, k):
         d = space.to_vector(mcodes[c], mh[c], members)
         reps[c] = members[int(np.argmin(d))]  # ties: first member in processing order
     return reps
+
+
+def variant_macqueen_bytes(n, m, k):
+    """Peak bytes :func:`variant_macqueen` allocates for ``m`` genes of ``n`` samples and ``k`` clusters.
+
+    Pass 1 holds the standardised genes ``Z`` (N x m float64), the transposed copy the online pass reads and
+    the genes' codes (one byte per entry), plus the k running sums and their codes: ``17 N m + 9 N k``.  Pass 2
+    holds ``Z`` with, first, the m x k distances and the genes' codes, then ``Z^T Z[:, reps]``, the weights W
+    and ``Z[:, reps]``: ``8 N m + 16 m k + 8 N k``.  Plus O(m) labels and indices.
+    """
+    n, m, k = int(n), int(m), min(int(k), int(m))
+    return max(17 * n * m + 9 * n * k, 9 * n * m + 8 * m * k, 8 * n * m + 16 * m * k + 8 * n * k) + 32 * m
 
 
 def variant_macqueen(space: GeneSpace, genes, k):

@@ -47,7 +47,7 @@ from .._docs import RANDOM_STATE_DOC, doc_params
 from .._kernels import information as _info
 from .._kernels import kmeans as _km
 from .._kernels.correlation import shared_column_moments
-from .._kernels.counting_dask import take_genes
+from .._kernels.counting_dask import is_dask_array, take_genes
 from .._selection import Selection, rank_by_weight
 from .._validation import Interval, check_base, check_n_genes, check_random_state, memory_guard, parameter_constraints
 from ._common import discretization_rule, forced_first, gene_labels, prepare, resolve_preselected, warn_constant
@@ -69,7 +69,7 @@ class _Context:
     """Everything the three methods share: validated data, gene space, relevance, QPFS bookkeeping."""
 
     def __init__(self, X, y, feature_names, *, discretization, n_bins, base, alpha, shuffle, random_state,
-                 alpha_rows=64):
+                 alpha_rows=64, n_clusters=None, n_split=1):
         base = check_base(base)
         if discretization not in _CLUSTER_DISCRETIZATIONS:
             raise ValueError(
@@ -92,10 +92,10 @@ class _Context:
         self.classes = classes
         self.feature_names = None if feature_names is None else np.asarray(feature_names)
         n, m = X.shape[0], self.keep.size
-        # codes (1 byte) twice, standardised expression of the largest cluster (all genes at level 1),
-        # the online pass' running means and the k-column distance blocks: O(N M) + O(M k)
-        memory_guard(2 * n * m + 2 * 8 * n * m, f"clustering {m} genes",
-                     ["genes", "samples"])
+        # the codes and their transpose (1 byte each), the copy of X without its constant genes, and k-means on
+        # all genes (level 1) with the most clusters any call makes: O(N M) + O(M k)
+        memory_guard(2 * n * m + _gene_copy_bytes(X, m) + _km.variant_macqueen_bytes(
+            n, m, max(_resolve_clusters(n_clusters, m), n_split)), f"clustering {m} genes", ["genes", "samples"])
         Xk = take_genes(X, self.keep)  # carries prepare's column moments over (computed once per call)
         self.rule = discretization_rule(Xk, discretization)  # recorded ("auto" and "mdl" are refused above)
         codes, levels = measures.codes_and_levels(Xk, self.rule, n_bins=n_bins, y_codes=y_codes,
@@ -239,6 +239,19 @@ class _Context:
         return Selection(method, weights, ranking, n_genes=n_genes, params=params, diagnostics=diagnostics,
                          relevance=F_all, feature_names=self.feature_names,
                          extra_columns={"cluster": cluster, "representative": representative, "cluster_level": level})
+
+
+def _gene_copy_bytes(X, m):
+    """Bytes of ``take_genes(X, keep)`` for ``m`` kept genes: none for a sparse X that keeps every gene (X itself),
+    at most its values and indices otherwise; a dense X's m columns; none for a Dask X (a lazy slice)."""
+    if is_dask_array(X):
+        return 0
+    if _sparse.issparse(X):
+        if m == X.shape[1]:
+            return 0
+        return int(X.data.nbytes + getattr(X, "indices", X.data).nbytes)
+    dtype = getattr(X, "dtype", None)
+    return int(X.shape[0]) * int(m) * (dtype.itemsize if isinstance(dtype, np.dtype) else 8)
 
 
 def _with_forced(P, reps):
@@ -430,7 +443,8 @@ def tlkm_qpfs(X: MatrixLike, y: ArrayLike, *, n_genes: int | None = None, n_clus
     tau = _check_tau(tau)
     alpha_rows = _check_int("alpha_rows", alpha_rows, 1)
     ctx = _Context(X, y, feature_names, discretization=discretization, n_bins=n_bins, base=base, alpha=alpha,
-                   shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows)
+                   shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows,
+                   n_clusters=n_clusters, n_split=max_split)
     with ctx.progress:  # the bar is closed on an error too
         n_clusters = _resolve_clusters(n_clusters, ctx.keep.size)
         n_genes = check_n_genes(n_genes, ctx.m_total)
@@ -464,7 +478,8 @@ def _interleaved(method, X, y, *, aggressive, n_genes, n_clusters, n_split, tau,
     tau = _check_tau(tau)
     alpha_rows = _check_int("alpha_rows", alpha_rows, 1)
     ctx = _Context(X, y, feature_names, discretization=discretization, n_bins=n_bins, base=base, alpha=alpha,
-                   shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows)
+                   shuffle=shuffle, random_state=random_state, alpha_rows=alpha_rows,
+                   n_clusters=n_clusters, n_split=n_split)
     with ctx.progress:  # the bar is closed on an error too
         n_clusters = _resolve_clusters(n_clusters, ctx.keep.size)
         n_genes = check_n_genes(n_genes, ctx.m_total)
