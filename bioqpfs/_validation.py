@@ -55,7 +55,7 @@ def warn_repeated_names(names, what, fix, *, message=None):
     names (an empty Index when they are unique)."""
     import pandas as pd
 
-    index = pd.Index(np.asarray(names).astype(str))
+    index = pd.Index(np.asarray(names, dtype=object).astype(str))   # via object: numpy StringDType names too
     if index.is_unique:
         return index[:0]
     dup = index[index.duplicated()].unique()
@@ -221,7 +221,7 @@ def frame_feature_names(columns, name="X"):
         raise ValueError(f"{name} has MultiIndex columns ({columns.nlevels} levels, e.g. {columns[0]!r}), but each "
                          f"gene needs one name: flatten them ({name}.columns = {name}.columns.map('_'.join) for text "
                          f"levels, or {name}.columns.get_level_values(0)), or pass feature_names=")
-    names = np.asarray(columns).astype(str)
+    names = np.asarray(columns, dtype=object).astype(str)
     # as tl.select_genes warns for var_names: the panel's names could not tell those genes apart
     warn_repeated_names(names, f"the columns of {name}",
                         f"{name}.columns = anndata.utils.make_index_unique({name}.columns)")

@@ -264,3 +264,14 @@ def test_tl_groupby_of_complex_or_time_columns_as_select():
             panel(column)
         with pytest.raises(ValueError, match=f"y looks continuous: {kind} values"):   # select: the same refusal
             _select(X, obs[column].to_numpy())
+
+
+def test_repeated_name_check_reads_numpy_stringdtype_names():
+    """The repeated-names check cast the names with ``astype(str)``, which numpy refuses for its variable-width
+    ``StringDType`` (what anndata >= 0.12 may read string arrays back as): "cannot cast dtype StringDType()"."""
+    from bioqpfs._validation import warn_repeated_names
+
+    names = np.array(["a", "b", "a"], dtype=np.dtypes.StringDType())
+    with pytest.warns(UserWarning, match="1 repeated name"):
+        assert list(warn_repeated_names(names, "feature_names", "make them unique")) == ["a"]
+    assert len(warn_repeated_names(np.array(["a", "b"], dtype=np.dtypes.StringDType()), "x", "y")) == 0

@@ -27,7 +27,7 @@ def panel_genes(adata, key, n_genes):
                     "adata.var any more (genes subset away after select_genes); pass n_genes= for the top ranks "
                     "left, or run tl.select_genes again" if panel.size else "; pass n_genes=")
             raise ValueError(f"no gene is marked selected under {key!r}{gone}")
-        panel = np.atleast_1d(uns.get("selected", [])).astype(str)
+        panel = np.asarray(np.atleast_1d(uns.get("selected", [])), dtype=object).astype(str)   # numpy StringDType too
         gone = [g for g in panel if g not in set(genes.astype(str))]
         if gone:   # a panel partly subset away: drawn with the genes left, said so
             import warnings
